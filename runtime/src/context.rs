@@ -1,0 +1,216 @@
+//! What a handler knows about the call it serves.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::Notify;
+
+/// Per-call context. Cheap to clone: handlers that spawn work keep a clone.
+#[derive(Clone)]
+pub struct ToolContext {
+    inner: Arc<ContextInner>,
+}
+
+struct ContextInner {
+    task_id: String,
+    session_id: String,
+    cwd: PathBuf,
+    hermes_home: PathBuf,
+    user_task: Option<String>,
+    cancel: Cancellation,
+}
+
+impl ToolContext {
+    pub fn builder() -> ToolContextBuilder {
+        ToolContextBuilder::default()
+    }
+
+    /// The task this call belongs to; tools keep per-task state under it.
+    pub fn task_id(&self) -> &str {
+        &self.inner.task_id
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+
+    /// The task's working directory: relative paths given by the model start here.
+    pub fn cwd(&self) -> &Path {
+        &self.inner.cwd
+    }
+
+    pub fn hermes_home(&self) -> &Path {
+        &self.inner.hermes_home
+    }
+
+    pub fn user_task(&self) -> Option<&str> {
+        self.inner.user_task.as_deref()
+    }
+
+    /// Set when the caller gave up (timeout, interrupt); long handlers check it.
+    pub fn cancellation(&self) -> &Cancellation {
+        &self.inner.cancel
+    }
+
+    /// Resolves a path argument: `~` is the user's home, relative paths start at [`cwd`].
+    ///
+    /// [`cwd`]: ToolContext::cwd
+    pub fn resolve_path(&self, path: &str) -> PathBuf {
+        let expanded = if path == "~" || path.starts_with("~/") {
+            match std::env::var_os("HOME") {
+                Some(home) => PathBuf::from(home).join(path.trim_start_matches('~').trim_start_matches('/')),
+                None => PathBuf::from(path),
+            }
+        } else {
+            PathBuf::from(path)
+        };
+        if expanded.is_absolute() {
+            expanded
+        } else {
+            self.cwd().join(expanded)
+        }
+    }
+
+    /// Changes whenever this task calls a tool other than `read_file`/`search_files`;
+    /// their "same call again" guards reset when it changes.
+    pub fn activity_epoch(&self) -> u64 {
+        let epochs = task_epochs().lock().unwrap_or_else(|p| p.into_inner());
+        epochs.get(self.task_id()).copied().unwrap_or(0)
+    }
+
+    /// State a tool keeps for this task across calls (dedup caches, loop guards).
+    /// One value per (task, type), created on first use.
+    pub fn task_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        static STATES: OnceLock<Mutex<HashMap<(String, TypeId), Arc<dyn Any + Send + Sync>>>> =
+            OnceLock::new();
+        let mut states = STATES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = (self.inner.task_id.clone(), TypeId::of::<T>());
+        let entry = states.entry(key).or_insert_with(|| Arc::new(T::default()));
+        Arc::clone(entry)
+            .downcast::<T>()
+            .expect("task state is keyed by its own type")
+    }
+}
+
+/// Tools whose repeated identical calls are loop-guarded; any other tool ends a streak.
+pub const READ_ONLY_FILE_TOOLS: &[&str] = &["read_file", "search_files"];
+
+fn task_epochs() -> &'static Mutex<HashMap<String, u64>> {
+    static EPOCHS: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
+    EPOCHS.get_or_init(Default::default)
+}
+
+/// Called by the call entry point for every call: a tool other than the read-only file
+/// tools starts a new "epoch" for the task, which resets their repeat counters.
+pub fn note_tool_call(task_id: &str, tool: &str) {
+    if READ_ONLY_FILE_TOOLS.contains(&tool) {
+        return;
+    }
+    let mut epochs = task_epochs().lock().unwrap_or_else(|p| p.into_inner());
+    *epochs.entry(task_id.to_string()).or_insert(0) += 1;
+}
+
+#[derive(Default)]
+pub struct ToolContextBuilder {
+    task_id: Option<String>,
+    session_id: Option<String>,
+    cwd: Option<PathBuf>,
+    hermes_home: Option<PathBuf>,
+    user_task: Option<String>,
+    cancel: Option<Cancellation>,
+}
+
+impl ToolContextBuilder {
+    pub fn task_id(mut self, id: impl Into<String>) -> Self {
+        self.task_id = Some(id.into());
+        self
+    }
+    pub fn session_id(mut self, id: impl Into<String>) -> Self {
+        self.session_id = Some(id.into());
+        self
+    }
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+    pub fn hermes_home(mut self, home: impl Into<PathBuf>) -> Self {
+        self.hermes_home = Some(home.into());
+        self
+    }
+    pub fn user_task(mut self, task: impl Into<String>) -> Self {
+        self.user_task = Some(task.into());
+        self
+    }
+    pub fn cancellation(mut self, cancel: Cancellation) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// Unset fields fall back to the process: task `default`, the current directory,
+    /// `$HERMES_HOME` or `~/.hermes`.
+    pub fn build(self) -> ToolContext {
+        ToolContext {
+            inner: Arc::new(ContextInner {
+                task_id: self.task_id.filter(|t| !t.is_empty()).unwrap_or_else(|| "default".into()),
+                session_id: self.session_id.unwrap_or_default(),
+                cwd: self
+                    .cwd
+                    .or_else(|| std::env::current_dir().ok())
+                    .unwrap_or_else(|| PathBuf::from("/")),
+                hermes_home: self.hermes_home.unwrap_or_else(default_hermes_home),
+                user_task: self.user_task,
+                cancel: self.cancel.unwrap_or_default(),
+            }),
+        }
+    }
+}
+
+/// `$HERMES_HOME`, else `~/.hermes`.
+pub fn default_hermes_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("HERMES_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(home);
+    }
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+        .join(".hermes")
+}
+
+/// A one-way flag that sync handlers poll and async handlers await.
+#[derive(Clone, Default)]
+pub struct Cancellation {
+    inner: Arc<CancelInner>,
+}
+
+#[derive(Default)]
+struct CancelInner {
+    cancelled: AtomicBool,
+    notify: Notify,
+}
+
+impl Cancellation {
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        self.inner.notify.notify_waiters();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Completes once [`cancel`](Cancellation::cancel) has been called.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.inner.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The part of hermes-tools that runs.
+//!
+//! The registry itself is not built here: `build.rs` of the root crate generates a
+//! static [`Catalog`] from the files in `tools/`, and hands it to this crate as data.
+//! This crate never depends on `tools/` or on the generated table, so the arrows point
+//! one way: tools -> runtime, generated table -> tools + runtime.
+
+pub mod args;
+pub mod availability;
+pub mod bridge;
+pub mod catalog;
+pub mod context;
+pub mod definitions;
+pub mod dispatch;
+pub mod output;
+pub mod strict;
+pub mod toolsets;
+
+pub use catalog::{Catalog, CheckProbe, Handler, LegacyToolset, ToolEntry, ToolsetDef};
+pub use context::ToolContext;
+pub use output::{tool_error, ToolError, ToolOutput, ToolResult};
+
+/// What a file in `tools/` imports: the attribute, the context and the result types.
+pub mod prelude {
+    pub use crate::context::ToolContext;
+    pub use crate::output::{tool_error, ToolError, ToolOutput, ToolResult};
+    pub use hermes_registry_macros::{tool, toolsets};
+    pub use serde::Deserialize;
+    pub use serde_json::{json, Value};
+}
+
+/// Re-exported so generated code and tool files name one version of each.
+pub use serde_json;

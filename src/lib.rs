@@ -1,0 +1,13 @@
+//! hermes-tools: the tools in `tools/` and their generated registry, on top of
+//! `hermes-runtime`.
+//!
+//! Nothing is discovered at start-up: `build.rs` turned `tools/` into [`CATALOG`].
+
+pub use hermes_runtime as runtime;
+
+/// One module per file in `tools/`, declared by the generator.
+pub mod tools {
+    include!(concat!(env!("OUT_DIR"), "/tool_modules.rs"));
+}
+
+include!(concat!(env!("OUT_DIR"), "/registry.rs"));

@@ -1,0 +1,1 @@
+pub fn repeat(s: &str, n: u32) -> String { s.repeat(n as usize) }
