@@ -1,0 +1,5 @@
+//! Rule tables. `hardline` is the unconditional floor (§1.7); `dangerous` needs approval (§1.9).
+
+pub(crate) mod dangerous;
+pub(crate) mod hardline;
+pub(crate) mod paths;
