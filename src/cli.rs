@@ -2,12 +2,9 @@
 //! is a result); 2 for usage errors.
 
 use clap::{Args, Parser, Subcommand};
-use hermes_runtime::availability::{CheckCache, CheckPass};
-use hermes_runtime::definitions::{is_tool_available, tool_definitions};
-use hermes_runtime::dispatch::{handle_function_call, ToolCall};
+use hermes_runtime::availability::CheckPass;
 use hermes_runtime::strict::strict_parameters;
-use hermes_runtime::toolsets::{resolve_toolset, select_tools};
-use hermes_runtime::{Catalog, ToolContext};
+use hermes_runtime::{Catalog, Registry, ToolCall, ToolContext};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -56,6 +53,18 @@ enum Command {
         #[arg(long)]
         cwd: Option<std::path::PathBuf>,
     },
+    /// Serve tool calls as JSON lines on stdin/stdout (see README), concurrently.
+    Serve,
+    /// Classify a shell command: safe, dangerous (needs approval), hardline (never
+    /// runs on a host) or blocked (sudo password guessing, an operator deny rule).
+    CheckCommand {
+        /// Print `{"verdict", "description", "key"}` instead of a line of text.
+        #[arg(long)]
+        json: bool,
+        /// The command, after `--` so its own options are not read as ours.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Args)]
@@ -68,20 +77,33 @@ struct SelectionArgs {
     disabled: Option<Vec<String>>,
 }
 
-pub fn run() -> ExitCode {
+/// Runs the command line over `catalog`: the generated one for `hermes-tools`, a
+/// fixture catalog for test binaries.
+pub fn run(catalog: &'static Catalog) -> ExitCode {
     let cli = Cli::parse();
-    let catalog: &Catalog = &hermes_tools::CATALOG;
+    quiet_panics();
+    let registry = Registry::new(catalog);
     let output = match cli.command {
-        Command::List { selection, json } => list(catalog, &selection, json),
-        Command::Schema { selection, strict } => schema(catalog, &selection, strict),
-        Command::Toolsets { json } => toolsets(catalog, json),
-        Command::Call { name, args, task_id, cwd } => match call(catalog, name, args, task_id, cwd) {
+        Command::Serve => {
+            return match crate::serve::serve_stdio(registry) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: serve stopped: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        Command::List { selection, json } => list(&registry, &selection, json),
+        Command::Schema { selection, strict } => schema(&registry, &selection, strict),
+        Command::Toolsets { json } => toolsets(&registry, json),
+        Command::Call { name, args, task_id, cwd } => match call(&registry, name, args, task_id, cwd) {
             Ok(text) => text,
             Err(usage) => {
                 eprintln!("error: {usage}");
                 return ExitCode::from(2);
             }
         },
+        Command::CheckCommand { json, command } => check_command(&registry, &command_line(&command), json),
     };
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error worth a panic.
@@ -95,24 +117,27 @@ fn warn_unknown(unknown: &[String]) {
     }
 }
 
-fn list(catalog: &Catalog, selection: &SelectionArgs, as_json: bool) -> String {
-    let selected = select_tools(catalog, selection.toolsets.as_deref(), selection.disabled.as_deref());
+fn list(registry: &Registry, selection: &SelectionArgs, as_json: bool) -> String {
+    let selected = registry.select_tools(selection.toolsets.as_deref(), selection.disabled.as_deref());
     warn_unknown(&selected.unknown);
-    let cache = CheckCache::default();
-    let mut pass = CheckPass::new(&cache);
+    let mut pass = CheckPass::new(registry.checks());
     let rows: Vec<Value> = selected
         .tools
         .iter()
-        .map(|name| {
-            let entry = catalog.tool(name).expect("selected tools exist");
+        .filter_map(|name| registry.get(name))
+        .map(|tool| {
+            let aliases: Vec<&str> = match &tool {
+                hermes_runtime::ToolRef::Static(entry) => entry.aliases.to_vec(),
+                hermes_runtime::ToolRef::Dynamic(_) => Vec::new(),
+            };
             json!({
-                "name": entry.name,
-                "toolset": entry.toolset,
-                "emoji": entry.emoji_or_default(),
-                "available": is_tool_available(catalog, entry, &mut pass),
-                "requires_env": entry.requires_env,
-                "aliases": entry.aliases,
-                "description": entry.description,
+                "name": tool.name(),
+                "toolset": tool.toolset(),
+                "emoji": tool.emoji(),
+                "available": registry.is_available(&tool, &mut pass),
+                "requires_env": tool.requires_env(),
+                "aliases": aliases,
+                "description": tool.description(),
             })
         })
         .collect();
@@ -144,9 +169,8 @@ fn list(catalog: &Catalog, selection: &SelectionArgs, as_json: bool) -> String {
     out
 }
 
-fn schema(catalog: &Catalog, selection: &SelectionArgs, strict: bool) -> String {
-    let cache = CheckCache::default();
-    let definitions = tool_definitions(catalog, &cache, selection.toolsets.as_deref(), selection.disabled.as_deref());
+fn schema(registry: &Registry, selection: &SelectionArgs, strict: bool) -> String {
+    let definitions = registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
     warn_unknown(&definitions.unknown_toolsets);
     let mut tools = definitions.tools;
     if strict {
@@ -159,7 +183,8 @@ fn schema(catalog: &Catalog, selection: &SelectionArgs, strict: bool) -> String 
     format!("{}\n", serde_json::to_string_pretty(&tools).expect("JSON serialises"))
 }
 
-fn toolsets(catalog: &Catalog, as_json: bool) -> String {
+fn toolsets(registry: &Registry, as_json: bool) -> String {
+    let catalog = registry.catalog();
     if as_json {
         let toolsets: serde_json::Map<String, Value> = catalog
             .toolsets
@@ -171,7 +196,7 @@ fn toolsets(catalog: &Catalog, as_json: bool) -> String {
                         "description": t.description,
                         "tools": t.tools,
                         "includes": t.includes,
-                        "resolved": resolve_toolset(catalog, t.name),
+                        "resolved": registry.resolve_toolset(t.name),
                         "planned": t.planned,
                     }),
                 )
@@ -189,7 +214,7 @@ fn toolsets(catalog: &Catalog, as_json: bool) -> String {
     }
     let mut out = String::new();
     for t in catalog.toolsets {
-        let resolved = resolve_toolset(catalog, t.name);
+        let resolved = registry.resolve_toolset(t.name);
         out.push_str(&format!("{} ({} tools): {}\n", t.name, resolved.len(), t.description));
         if !resolved.is_empty() {
             out.push_str(&format!("    tools: {}\n", resolved.join(", ")));
@@ -219,7 +244,7 @@ fn toolsets(catalog: &Catalog, as_json: bool) -> String {
 }
 
 fn call(
-    catalog: &Catalog,
+    registry: &Registry,
     name: String,
     args: Option<String>,
     task_id: Option<String>,
@@ -241,7 +266,77 @@ fn call(
     if let Some(cwd) = cwd {
         builder = builder.cwd(cwd);
     }
-    let call = ToolCall { name, arguments: Some(Value::String(text)), ..Default::default() };
-    let result = handle_function_call(catalog, &call, &builder.build());
+    let call = ToolCall::new(name, Value::String(text));
+    let result = registry.handle_function_call(&call, &builder.build());
     Ok(format!("{result}\n"))
+}
+
+/// What the detector needs to know about this machine, read once here so the
+/// detector itself stays free of I/O.
+pub fn guard_context(registry: &Registry) -> hermes_command_guard::GuardContext {
+    let real = |path: &std::path::Path| std::fs::canonicalize(path).ok().map(|p| p.to_string_lossy().into_owned());
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let hermes_home = registry.hermes_home().to_path_buf();
+    let temp_dir = std::env::var_os("TMPDIR")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| "/tmp".into());
+    let deny_globs = registry
+        .config()
+        .get("approvals.deny")
+        .and_then(Value::as_array)
+        .map(|globs| globs.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    hermes_command_guard::GuardContext {
+        home_real: home.as_deref().and_then(real),
+        home: home.map(|h| h.to_string_lossy().into_owned()),
+        hermes_home_real: real(&hermes_home),
+        hermes_home: Some(hermes_home.to_string_lossy().into_owned()),
+        temp_dir: real(&temp_dir).unwrap_or_else(|| temp_dir.to_string_lossy().into_owned()),
+        deny_globs,
+    }
+}
+
+fn check_command(registry: &Registry, command: &str, as_json: bool) -> String {
+    let verdict = hermes_command_guard::classify(command, &guard_context(registry));
+    if as_json {
+        let out = json!({
+            "verdict": verdict.verdict.as_str(),
+            "description": verdict.description,
+            "key": verdict.key,
+        });
+        return format!("{out}\n");
+    }
+    match verdict.description {
+        Some(description) => format!("{}: {description}\n", verdict.verdict.as_str()),
+        None => format!("{}\n", verdict.verdict.as_str()),
+    }
+}
+
+/// One argument is the command as typed; several are re-quoted so `-- bash -c "a | b"`
+/// is judged as the shell would have received it.
+fn command_line(words: &[String]) -> String {
+    if let [single] = words {
+        return single.clone();
+    }
+    let quote = |word: &String| {
+        let plain = !word.is_empty()
+            && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
+        if plain {
+            word.clone()
+        } else {
+            format!("'{}'", word.replace('\'', "'\\''"))
+        }
+    };
+    words.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// Handler and probe panics are caught and reported as results; the default hook's
+/// multi-line report (and backtrace) on stderr would only add noise to a log.
+fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let message = hermes_runtime::availability::panic_message(info.payload());
+        eprintln!("panic{location}: {message}");
+    }));
 }

@@ -5,6 +5,9 @@
 
 pub use hermes_runtime as runtime;
 
+pub mod cli;
+pub mod serve;
+
 /// One module per file in `tools/`, declared by the generator.
 pub mod tools {
     include!(concat!(env!("OUT_DIR"), "/tool_modules.rs"));

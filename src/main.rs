@@ -1,7 +1,5 @@
 //! The `hermes-tools` command: list, describe and call the generated tools.
 
-mod cli;
-
 fn main() -> std::process::ExitCode {
-    cli::run()
+    hermes_tools::cli::run(&hermes_tools::CATALOG)
 }

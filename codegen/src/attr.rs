@@ -13,7 +13,11 @@ pub const KEYS: &[&str] = &[
     "max_result_chars",
     "aliases",
     "dynamic_schema",
+    "concurrency",
 ];
+
+/// How a tool may overlap other calls of the same turn.
+pub const CONCURRENCY_VALUES: &[&str] = &["exclusive", "read_only", "path_scoped"];
 
 /// The parsed keys. Spans are kept so later checks can point at the right token.
 #[derive(Clone)]
@@ -26,6 +30,7 @@ pub struct ToolAttr {
     pub max_result_chars: Option<LitInt>,
     pub aliases: Vec<LitStr>,
     pub dynamic_schema: Option<Path>,
+    pub concurrency: Option<LitStr>,
 }
 
 #[derive(Default)]
@@ -39,6 +44,7 @@ struct Partial {
     max_result_chars: Option<LitInt>,
     aliases: Vec<LitStr>,
     dynamic_schema: Option<Path>,
+    concurrency: Option<LitStr>,
 }
 
 /// Parses the tokens inside `#[tool(...)]`. `attr_span` is where a missing
@@ -73,6 +79,19 @@ pub fn parse_tool_attr(tokens: TokenStream, attr_span: Span) -> syn::Result<Tool
             "requires_env" => partial.requires_env = expect_str_list(&key, &value)?,
             "aliases" => partial.aliases = expect_str_list(&key, &value)?,
             "max_result_chars" => partial.max_result_chars = Some(expect_int(&key, &value)?),
+            "concurrency" => {
+                let lit = expect_str(&key, &value)?;
+                if !CONCURRENCY_VALUES.contains(&lit.value().as_str()) {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        format!(
+                            "`concurrency` is one of {}: read_only tools run beside others, path_scoped ones beside calls on other paths, exclusive ones alone",
+                            CONCURRENCY_VALUES.join(", ")
+                        ),
+                    ));
+                }
+                partial.concurrency = Some(lit);
+            }
             _ => unreachable!("every key in KEYS is handled"),
         }
         Ok(())
@@ -96,6 +115,7 @@ pub fn parse_tool_attr(tokens: TokenStream, attr_span: Span) -> syn::Result<Tool
         max_result_chars: partial.max_result_chars,
         aliases: partial.aliases,
         dynamic_schema: partial.dynamic_schema,
+        concurrency: partial.concurrency,
     })
 }
 

@@ -47,6 +47,14 @@ pub fn registry_rs(model: &Model) -> String {
             None => quote!(None),
         };
         let source = &tool.source;
+        let concurrency = format_ident!(
+            "{}",
+            match tool.concurrency.as_str() {
+                "read_only" => "ReadOnly",
+                "path_scoped" => "PathScoped",
+                _ => "Exclusive",
+            }
+        );
         quote! {
             ::hermes_runtime::ToolEntry {
                 name: #name,
@@ -60,6 +68,7 @@ pub fn registry_rs(model: &Model) -> String {
                 max_result_chars: #max_result_chars,
                 aliases: #aliases,
                 dynamic_schema: #dynamic_schema,
+                concurrency: ::hermes_runtime::Concurrency::#concurrency,
                 source: #source,
             }
         }

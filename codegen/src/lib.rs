@@ -85,3 +85,38 @@ pub fn write_if_changed(path: &Path, contents: &str) -> std::io::Result<bool> {
     std::fs::rename(&temp, path)?;
     Ok(true)
 }
+
+/// The whole job of a `build.rs`: generate from `tools/` of the crate being built,
+/// write into `OUT_DIR`, and mirror the reviewable files into `mirror_dir` (relative
+/// to the crate root) when given. Problems become `cargo::error` lines, which fail the
+/// build with the file, line and column of each.
+pub fn run_build_script(mirror_dir: Option<&str>) {
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    println!("cargo::rerun-if-changed=tools");
+    let generated = match generate(&root) {
+        Ok(generated) => generated,
+        Err(diagnostics) => {
+            for diagnostic in &diagnostics {
+                println!("cargo::error={diagnostic}");
+            }
+            return;
+        }
+    };
+    for input in &generated.inputs {
+        println!("cargo::rerun-if-changed={}", input.display());
+    }
+    let write = |path: PathBuf, contents: &str| {
+        if let Err(e) = write_if_changed(&path, contents) {
+            println!("cargo::error=cannot write {}: {e}", path.display());
+        }
+    };
+    write(out_dir.join("tool_modules.rs"), &generated.tool_modules_rs);
+    for (name, contents) in generated.mirrored() {
+        write(out_dir.join(name), contents);
+        if let Some(mirror) = mirror_dir {
+            // The committed mirror is what reviewers diff; CI fails when it is stale.
+            write(root.join(mirror).join(name), contents);
+        }
+    }
+}

@@ -1,11 +1,12 @@
 //! Running `async fn` handlers from synchronous dispatch.
 //!
-//! One process-wide multi-thread Tokio runtime runs every async handler, whoever
+//! One process-wide multi-thread Tokio runtime serves every async handler, whoever
 //! calls: a plain thread (the CLI), a thread already inside another runtime (a
 //! server), or many worker threads at once. Nothing builds a runtime per call, so
 //! clients cached by a handler stay bound to a runtime that lives as long as the
-//! process. The caller waits on a channel, never on the bridge runtime itself, so a
-//! caller inside a runtime cannot deadlock it.
+//! process. A plain thread drives the future itself on that runtime; a caller inside
+//! another runtime hands it to the bridge's workers and waits on a channel, so it
+//! can neither nest runtimes nor deadlock its own.
 
 use crate::catalog::BoxFuture;
 use crate::context::Cancellation;
@@ -46,6 +47,18 @@ pub fn block_on_bridge(
     timeout: Duration,
     cancel: &Cancellation,
 ) -> Result<ToolResult, BridgeError> {
+    if Handle::try_current().is_err() {
+        // Not inside any runtime: drive the future on this thread with the bridge
+        // runtime's timers and I/O, saving two cross-thread hand-offs per call.
+        // The timer must be created inside the runtime, hence the async block.
+        return match bridge_runtime().block_on(async move { tokio::time::timeout(timeout, future).await }) {
+            Ok(result) => Ok(result),
+            Err(_elapsed) => {
+                cancel.cancel();
+                Err(BridgeError::TimedOut(timeout))
+            }
+        };
+    }
     let (sender, receiver) = mpsc::sync_channel(1);
     let task = bridge_runtime().spawn(async move {
         let outcome = tokio::time::timeout(timeout, future).await;

@@ -49,10 +49,23 @@ pub struct ToolEntry {
     pub max_result_chars: Option<usize>,
     /// Old names still accepted at dispatch, never advertised.
     pub aliases: &'static [&'static str],
-    /// Produces an object shallow-merged over the schema at definition time.
-    pub dynamic_schema: Option<fn() -> serde_json::Value>,
+    /// Rewrites the schema at definition time: `None` drops the tool from this build
+    /// of definitions, an object is shallow-merged over the schema.
+    pub dynamic_schema: Option<fn(&crate::registry::SchemaContext<'_>) -> Option<serde_json::Value>>,
+    pub concurrency: Concurrency,
     /// The file that declares the tool, relative to the crate root.
     pub source: &'static str,
+}
+
+/// How a call may overlap the other calls of one model turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Side effects the runtime cannot see (a shell, a question to the user): alone.
+    Exclusive,
+    /// Only reads; beside anything but writes to what it reads (its `path`, if any).
+    ReadOnly,
+    /// Writes only the file named by its `path` argument.
+    PathScoped,
 }
 
 /// One toolset: direct tools (only those that exist) and included toolsets.

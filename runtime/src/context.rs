@@ -20,6 +20,16 @@ struct ContextInner {
     hermes_home: PathBuf,
     user_task: Option<String>,
     cancel: Cancellation,
+    agent_session: Option<Arc<dyn AgentSession>>,
+}
+
+/// The seam between the runtime and an agent loop: the tools that need an agent's own
+/// state (its todo list, memory, session store, child agents, a way to ask the user)
+/// are answered by the session attached to the call's context. Without one they are
+/// refused with a clear error.
+pub trait AgentSession: Send + Sync {
+    /// The result for `tool`, or `None` when this session does not provide it.
+    fn handle(&self, tool: &str, args: serde_json::Value, ctx: &ToolContext) -> Option<String>;
 }
 
 impl ToolContext {
@@ -47,6 +57,10 @@ impl ToolContext {
 
     pub fn user_task(&self) -> Option<&str> {
         self.inner.user_task.as_deref()
+    }
+
+    pub fn agent_session(&self) -> Option<&Arc<dyn AgentSession>> {
+        self.inner.agent_session.as_ref()
     }
 
     /// Set when the caller gave up (timeout, interrupt); long handlers check it.
@@ -123,6 +137,7 @@ pub struct ToolContextBuilder {
     hermes_home: Option<PathBuf>,
     user_task: Option<String>,
     cancel: Option<Cancellation>,
+    agent_session: Option<Arc<dyn AgentSession>>,
 }
 
 impl ToolContextBuilder {
@@ -150,6 +165,10 @@ impl ToolContextBuilder {
         self.cancel = Some(cancel);
         self
     }
+    pub fn agent_session(mut self, session: Arc<dyn AgentSession>) -> Self {
+        self.agent_session = Some(session);
+        self
+    }
 
     /// Unset fields fall back to the process: task `default`, the current directory,
     /// `$HERMES_HOME` or `~/.hermes`.
@@ -165,6 +184,7 @@ impl ToolContextBuilder {
                 hermes_home: self.hermes_home.unwrap_or_else(default_hermes_home),
                 user_task: self.user_task,
                 cancel: self.cancel.unwrap_or_default(),
+                agent_session: self.agent_session,
             }),
         }
     }

@@ -5,25 +5,35 @@
 //! This crate never depends on `tools/` or on the generated table, so the arrows point
 //! one way: tools -> runtime, generated table -> tools + runtime.
 
+pub mod approval;
 pub mod args;
 pub mod availability;
+pub mod batch;
 pub mod bridge;
+pub mod budget;
 pub mod catalog;
+pub mod coerce;
+pub mod config;
 pub mod context;
 pub mod definitions;
 pub mod dispatch;
+pub mod hooks;
 pub mod output;
+pub mod registry;
 pub mod strict;
 pub mod toolsets;
 
-pub use catalog::{Catalog, CheckProbe, Handler, LegacyToolset, ToolEntry, ToolsetDef};
-pub use context::ToolContext;
+pub use catalog::{Catalog, CheckProbe, Concurrency, Handler, LegacyToolset, ToolEntry, ToolsetDef};
+pub use context::{AgentSession, ToolContext};
+pub use dispatch::ToolCall;
+pub use registry::{Caller, DynamicHandler, DynamicTool, Registry, SchemaContext, ToolRef};
 pub use output::{tool_error, ToolError, ToolOutput, ToolResult};
 
 /// What a file in `tools/` imports: the attribute, the context and the result types.
 pub mod prelude {
     pub use crate::context::ToolContext;
     pub use crate::output::{tool_error, ToolError, ToolOutput, ToolResult};
+    pub use crate::registry::SchemaContext;
     pub use hermes_registry_macros::{tool, toolsets};
     pub use serde::Deserialize;
     pub use serde_json::{json, Value};

@@ -1,0 +1,3 @@
+fn main() {
+    hermes_codegen::run_build_script(None);
+}
