@@ -14,32 +14,64 @@ pub static CATALOG: ::hermes_runtime::Catalog = ::hermes_runtime::Catalog {
 /// Sorted by name.
 pub static TOOLS: &[::hermes_runtime::ToolEntry] = &[
     ::hermes_runtime::ToolEntry {
-        name: "probe_async",
-        toolset: "probe",
-        description: "Async echo.",
-        emoji: "",
-        schema: "{\"name\":\"probe_async\",\"description\":\"Async echo.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\",\"description\":\"Text.\"}},\"required\":[\"text\"]}}",
-        handler: ::hermes_runtime::Handler::Async(shims::probe_async),
+        name: "patch",
+        toolset: "file",
+        description: "Edit files, either by replacing one exact piece of text or by applying a V4A patch. Mode `replace` (default): give path, old_string and new_string; old_string must occur exactly once unless replace_all is true, so copy enough surrounding lines from read_file (WITHOUT the `N|` prefixes) to make it unique; small whitespace and indentation differences are tolerated; an empty new_string deletes the text. Mode `patch`: give `patch` in V4A form: `*** Begin Patch`, then for each file `*** Update File: <path>` (optionally followed by `*** Move to: <new path>`) with `@@` hunks of ` ` context, `-` removed and `+` added lines, or `*** Add File: <path>` with `+` lines, or `*** Delete File: <path>`, and finally `*** End Patch`. A V4A patch changes every file or none. The result holds a unified diff of what changed.",
+        emoji: "🩹",
+        schema: "{\"name\":\"patch\",\"description\":\"Edit files, either by replacing one exact piece of text or by applying a V4A patch. Mode `replace` (default): give path, old_string and new_string; old_string must occur exactly once unless replace_all is true, so copy enough surrounding lines from read_file (WITHOUT the `N|` prefixes) to make it unique; small whitespace and indentation differences are tolerated; an empty new_string deletes the text. Mode `patch`: give `patch` in V4A form: `*** Begin Patch`, then for each file `*** Update File: <path>` (optionally followed by `*** Move to: <new path>`) with `@@` hunks of ` ` context, `-` removed and `+` added lines, or `*** Add File: <path>` with `+` lines, or `*** Delete File: <path>`, and finally `*** End Patch`. A V4A patch changes every file or none. The result holds a unified diff of what changed.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"mode\":{\"type\":\"string\",\"description\":\"`replace` for one find-and-replace edit (default), `patch` for a V4A multi-file patch.\",\"enum\":[\"replace\",\"patch\"]},\"path\":{\"type\":\"string\",\"description\":\"File to edit (mode `replace`): absolute, `~/...`, or relative to the working directory.\"},\"old_string\":{\"type\":\"string\",\"description\":\"Exact text to find (mode `replace`); must be unique in the file unless replace_all is true.\"},\"new_string\":{\"type\":\"string\",\"description\":\"Text to put in its place (mode `replace`); an empty string deletes old_string.\"},\"replace_all\":{\"type\":\"boolean\",\"description\":\"Replace every occurrence of old_string instead of exactly one. Default false.\"},\"patch\":{\"type\":\"string\",\"description\":\"The V4A patch text (mode `patch`), from `*** Begin Patch` to `*** End Patch`.\"}},\"required\":[]}}",
+        handler: ::hermes_runtime::Handler::Sync(shims::patch),
         check: None,
         requires_env: &[],
-        max_result_chars: None,
+        max_result_chars: Some(100000usize),
         aliases: &[],
         dynamic_schema: None,
-        source: "tools/probe/tool.rs",
+        concurrency: ::hermes_runtime::Concurrency::PathScoped,
+        source: "tools/file/tool.rs",
     },
     ::hermes_runtime::ToolEntry {
-        name: "probe_echo",
-        toolset: "probe",
-        description: "Echo test.",
-        emoji: "🔁",
-        schema: "{\"name\":\"probe_echo\",\"description\":\"Echo test.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\",\"description\":\"Text to echo.\"},\"times\":{\"type\":\"integer\",\"description\":\"How many times.\",\"minimum\":0}},\"required\":[\"text\"]}}",
-        handler: ::hermes_runtime::Handler::Sync(shims::probe_echo),
+        name: "read_file",
+        toolset: "file",
+        description: "Read a text file: you get its lines numbered as `N|line`, one page at a time. Use this instead of cat, head or tail in the terminal. When the file has more lines than one page, the result has `truncated: true` and `next_offset`: call again with offset=next_offset to continue. Lines over 2000 characters are clipped. Binary files and devices are refused; look at images with vision_analyze. Reading the same unchanged region again returns a short \"unchanged\" stub, because the copy you already have is current. NEVER copy the `N|` prefixes into write_file or patch.",
+        emoji: "📖",
+        schema: "{\"name\":\"read_file\",\"description\":\"Read a text file: you get its lines numbered as `N|line`, one page at a time. Use this instead of cat, head or tail in the terminal. When the file has more lines than one page, the result has `truncated: true` and `next_offset`: call again with offset=next_offset to continue. Lines over 2000 characters are clipped. Binary files and devices are refused; look at images with vision_analyze. Reading the same unchanged region again returns a short \\\"unchanged\\\" stub, because the copy you already have is current. NEVER copy the `N|` prefixes into write_file or patch.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"description\":\"Path of the file: absolute, `~/...`, or relative to the working directory.\"},\"offset\":{\"type\":\"integer\",\"description\":\"Line number to start at, 1-based. Default 1.\",\"minimum\":0},\"limit\":{\"type\":\"integer\",\"description\":\"Most lines to return. Default 500, at most 2000.\",\"minimum\":0}},\"required\":[\"path\"]}}",
+        handler: ::hermes_runtime::Handler::Sync(shims::read_file),
         check: None,
         requires_env: &[],
-        max_result_chars: None,
+        max_result_chars: Some(100000usize),
         aliases: &[],
         dynamic_schema: None,
-        source: "tools/probe/tool.rs",
+        concurrency: ::hermes_runtime::Concurrency::ReadOnly,
+        source: "tools/file/tool.rs",
+    },
+    ::hermes_runtime::ToolEntry {
+        name: "search_files",
+        toolset: "file",
+        description: "Search inside files with a regex, or find files by name with a glob. Use this instead of grep, rg or find in the terminal. Target `content` (default) returns matching lines as `{path, line, content}`; target `files` returns paths whose name matches `pattern` (e.g. `*.py`), newest first. Hidden files, binary files and files ignored by .gitignore are skipped. Results come a page at a time: when `truncated` is true, call again with the offset the result names.",
+        emoji: "🔎",
+        schema: "{\"name\":\"search_files\",\"description\":\"Search inside files with a regex, or find files by name with a glob. Use this instead of grep, rg or find in the terminal. Target `content` (default) returns matching lines as `{path, line, content}`; target `files` returns paths whose name matches `pattern` (e.g. `*.py`), newest first. Hidden files, binary files and files ignored by .gitignore are skipped. Results come a page at a time: when `truncated` is true, call again with the offset the result names.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"pattern\":{\"type\":\"string\",\"description\":\"Regex to look for in file contents (target `content`), or a glob for file names (target `files`); a name without glob characters matches names containing it.\"},\"target\":{\"type\":\"string\",\"description\":\"`content` to search inside files (default), `files` to find files by name.\",\"enum\":[\"content\",\"files\"]},\"path\":{\"type\":\"string\",\"description\":\"Directory (or single file) to search in. Default `.`, the working directory.\"},\"file_glob\":{\"type\":\"string\",\"description\":\"Only search files whose name matches this glob, e.g. `*.rs` (target `content`).\"},\"limit\":{\"type\":\"integer\",\"description\":\"Most results to return. Default 50, at most 1000.\",\"minimum\":0},\"offset\":{\"type\":\"integer\",\"description\":\"Results to skip, for paging. Default 0.\",\"minimum\":0},\"output_mode\":{\"type\":\"string\",\"description\":\"For target `content`: `content` for matching lines (default), `files_only` for the paths of matching files, `count` for matches per file.\",\"enum\":[\"content\",\"files_only\",\"count\"]},\"context\":{\"type\":\"integer\",\"description\":\"Lines of context to show before and after each match. Default 0, at most 10.\",\"minimum\":0}},\"required\":[\"pattern\"]}}",
+        handler: ::hermes_runtime::Handler::Sync(shims::search_files),
+        check: None,
+        requires_env: &[],
+        max_result_chars: Some(100000usize),
+        aliases: &[],
+        dynamic_schema: None,
+        concurrency: ::hermes_runtime::Concurrency::ReadOnly,
+        source: "tools/file/tool.rs",
+    },
+    ::hermes_runtime::ToolEntry {
+        name: "write_file",
+        toolset: "file",
+        description: "Write a whole file, replacing what it held, and create any missing parent directories. Use this to create a file or rewrite it completely; for a targeted edit use patch. Give the exact final text: NEVER include read_file's `N|` line-number prefixes. An existing file keeps its CRLF line endings and byte-order mark. `verified: true` means the bytes on disk were read back and match: do not read the file again to check.",
+        emoji: "✍\u{fe0f}",
+        schema: "{\"name\":\"write_file\",\"description\":\"Write a whole file, replacing what it held, and create any missing parent directories. Use this to create a file or rewrite it completely; for a targeted edit use patch. Give the exact final text: NEVER include read_file's `N|` line-number prefixes. An existing file keeps its CRLF line endings and byte-order mark. `verified: true` means the bytes on disk were read back and match: do not read the file again to check.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"description\":\"Path of the file: absolute, `~/...`, or relative to the working directory.\"},\"content\":{\"type\":\"string\",\"description\":\"The complete new content of the file.\"}},\"required\":[\"path\",\"content\"]}}",
+        handler: ::hermes_runtime::Handler::Sync(shims::write_file),
+        check: None,
+        requires_env: &[],
+        max_result_chars: Some(100000usize),
+        aliases: &[],
+        dynamic_schema: None,
+        concurrency: ::hermes_runtime::Concurrency::PathScoped,
+        source: "tools/file/tool.rs",
     },
 ];
 static CHECKS: &[::hermes_runtime::CheckProbe] = &[];
@@ -91,7 +123,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
     ::hermes_runtime::ToolsetDef {
         name: "coding",
         description: "A posture for coding work: the core without media, scheduling and platform tools.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: true,
         planned: &[
@@ -118,10 +150,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "execute_code",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "session_search",
             "skill_manage",
             "skill_view",
@@ -131,7 +160,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
@@ -214,15 +242,15 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
     ::hermes_runtime::ToolsetDef {
         name: "file",
         description: "Read, write, patch and search files in the task's working directory.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
-        planned: &["patch", "read_file", "search_files", "write_file"],
+        planned: &[],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-acp",
         description: "Preset of editor integrations: coding tools without questions to the user.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -248,10 +276,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "execute_code",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "session_search",
             "skill_manage",
             "skill_view",
@@ -261,13 +286,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-api-server",
         description: "Preset of the OpenAI-compatible API server.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -299,10 +323,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "image_generate",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "session_search",
             "skill_manage",
             "skill_view",
@@ -312,13 +333,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-bluebubbles",
         description: "Preset of the BlueBubbles (iMessage) gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -366,10 +386,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -381,13 +398,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-cli",
         description: "Preset of the interactive command line.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -435,10 +451,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -450,13 +463,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-cron",
         description: "Preset of scheduled runs.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -504,10 +516,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -519,13 +528,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-dingtalk",
         description: "Preset of the DingTalk gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -573,10 +581,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -588,13 +593,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-discord",
         description: "Preset of the Discord gateway: the core plus Discord's own tools.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -644,10 +648,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -659,13 +660,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-email",
         description: "Preset of the email gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -713,10 +713,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -728,13 +725,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-feishu",
         description: "Preset of the Feishu gateway: the core plus Feishu documents and comments.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -787,10 +783,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -802,7 +795,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
@@ -836,7 +828,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
     ::hermes_runtime::ToolsetDef {
         name: "hermes-homeassistant",
         description: "Preset of the Home Assistant gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -884,10 +876,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -899,13 +888,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-matrix",
         description: "Preset of the Matrix gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -953,10 +941,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -968,13 +953,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-mattermost",
         description: "Preset of the Mattermost gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1022,10 +1006,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1037,13 +1018,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-qqbot",
         description: "Preset of the QQ bot gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1091,10 +1071,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1106,13 +1083,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-signal",
         description: "Preset of the Signal gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1160,10 +1136,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1175,13 +1148,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-slack",
         description: "Preset of the Slack gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1229,10 +1201,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1244,13 +1213,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-sms",
         description: "Preset of the SMS gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1298,10 +1266,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1313,13 +1278,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-telegram",
         description: "Preset of the Telegram gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1367,10 +1331,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1382,7 +1343,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
@@ -1396,7 +1356,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
     ::hermes_runtime::ToolsetDef {
         name: "hermes-wecom",
         description: "Preset of the WeCom gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1444,10 +1404,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1459,13 +1416,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-wecom-callback",
         description: "Preset of the WeCom callback gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1513,10 +1469,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1528,13 +1481,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-weixin",
         description: "Preset of the Weixin gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1582,10 +1534,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1597,13 +1546,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-whatsapp",
         description: "Preset of the WhatsApp gateway.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1651,10 +1599,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1666,13 +1611,12 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
         ],
     },
     ::hermes_runtime::ToolsetDef {
         name: "hermes-yuanbao",
         description: "Preset of the Yuanbao gateway: the core plus Yuanbao's tools.",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
         includes: &[],
         posture: false,
         planned: &[
@@ -1720,10 +1664,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "kanban_unblock",
             "manage_connections",
             "memory",
-            "patch",
             "process",
-            "read_file",
-            "search_files",
             "send_message",
             "session_search",
             "skill_manage",
@@ -1735,7 +1676,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "vision_analyze",
             "web_extract",
             "web_search",
-            "write_file",
             "yb_query_group_info",
             "yb_query_group_members",
             "yb_search_sticker",
@@ -1802,14 +1742,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         includes: &[],
         posture: false,
         planned: &["send_message"],
-    },
-    ::hermes_runtime::ToolsetDef {
-        name: "probe",
-        description: "probe tools",
-        tools: &["probe_async", "probe_echo"],
-        includes: &[],
-        posture: false,
-        planned: &[],
     },
     ::hermes_runtime::ToolsetDef {
         name: "safe",
@@ -1938,7 +1870,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
     },
     ::hermes_runtime::LegacyToolset {
         name: "coding_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "computer_use_tools",
@@ -1954,7 +1886,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
     },
     ::hermes_runtime::LegacyToolset {
         name: "debugging_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "delegation_tools",
@@ -1978,79 +1910,79 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
     },
     ::hermes_runtime::LegacyToolset {
         name: "file_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-acp_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-api-server_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-bluebubbles_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-cli_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-cron_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-dingtalk_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-discord_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-email_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-feishu_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-gateway_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-homeassistant_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-matrix_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-mattermost_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-qqbot_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-signal_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-slack_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-sms_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-telegram_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-webhook_tools",
@@ -2058,23 +1990,23 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-wecom-callback_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-wecom_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-weixin_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-whatsapp_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "hermes-yuanbao_tools",
-        tools: &[],
+        tools: &["patch", "read_file", "search_files", "write_file"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "homeassistant_tools",
@@ -2099,10 +2031,6 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
     ::hermes_runtime::LegacyToolset {
         name: "messaging_tools",
         tools: &[],
-    },
-    ::hermes_runtime::LegacyToolset {
-        name: "probe_tools",
-        tools: &["probe_async", "probe_echo"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "safe_tools",
@@ -2157,12 +2085,14 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         tools: &[],
     },
 ];
-pub static CORE_TOOLS: &[&str] = &[];
+pub static CORE_TOOLS: &[&str] = &["read_file", "write_file", "patch", "search_files"];
 /// The index in `TOOLS` of a tool name or alias.
 fn tool_index(name: &str) -> Option<usize> {
     match name {
-        "probe_async" => Some(0usize),
-        "probe_echo" => Some(1usize),
+        "patch" => Some(0usize),
+        "read_file" => Some(1usize),
+        "search_files" => Some(2usize),
+        "write_file" => Some(3usize),
         _ => None,
     }
 }
@@ -2212,48 +2142,84 @@ fn toolset_index(name: &str) -> Option<usize> {
         "kanban" => Some(40usize),
         "memory" => Some(41usize),
         "messaging" => Some(42usize),
-        "probe" => Some(43usize),
-        "safe" => Some(44usize),
-        "search" => Some(45usize),
-        "session_search" => Some(46usize),
-        "skills" => Some(47usize),
-        "terminal" => Some(48usize),
-        "todo" => Some(49usize),
-        "tts" => Some(50usize),
-        "video" => Some(51usize),
-        "video_gen" => Some(52usize),
-        "vision" => Some(53usize),
-        "web" => Some(54usize),
-        "x_search" => Some(55usize),
-        "yuanbao" => Some(56usize),
+        "safe" => Some(43usize),
+        "search" => Some(44usize),
+        "session_search" => Some(45usize),
+        "skills" => Some(46usize),
+        "terminal" => Some(47usize),
+        "todo" => Some(48usize),
+        "tts" => Some(49usize),
+        "video" => Some(50usize),
+        "video_gen" => Some(51usize),
+        "vision" => Some(52usize),
+        "web" => Some(53usize),
+        "x_search" => Some(54usize),
+        "yuanbao" => Some(55usize),
         _ => None,
     }
 }
 /// Read each call's JSON arguments into the handler's parameters.
 #[allow(unused_variables)]
 mod shims {
-    pub(super) fn probe_async(
-        context: ::hermes_runtime::ToolContext,
-        arguments: ::hermes_runtime::serde_json::Value,
-    ) -> ::hermes_runtime::catalog::BoxFuture<::hermes_runtime::ToolResult> {
-        Box::pin(async move {
-            #[allow(unused_mut)]
-            let mut arguments = ::hermes_runtime::args::Args::new(
-                "probe_async",
-                arguments,
-            )?;
-            crate::tools::probe::probe_async(arguments.required("text")?).await
-        })
-    }
-    pub(super) fn probe_echo(
+    pub(super) fn patch(
         context: &::hermes_runtime::ToolContext,
         arguments: ::hermes_runtime::serde_json::Value,
     ) -> ::hermes_runtime::ToolResult {
         #[allow(unused_mut)]
-        let mut arguments = ::hermes_runtime::args::Args::new("probe_echo", arguments)?;
-        crate::tools::probe::probe_echo(
-            arguments.required("text")?,
-            arguments.optional("times")?,
+        let mut arguments = ::hermes_runtime::args::Args::new("patch", arguments)?;
+        crate::tools::file::patch(
+            arguments.optional("mode")?,
+            arguments.optional("path")?,
+            arguments.optional("old_string")?,
+            arguments.optional("new_string")?,
+            arguments.optional("replace_all")?,
+            arguments.optional("patch")?,
+            context,
+        )
+    }
+    pub(super) fn read_file(
+        context: &::hermes_runtime::ToolContext,
+        arguments: ::hermes_runtime::serde_json::Value,
+    ) -> ::hermes_runtime::ToolResult {
+        #[allow(unused_mut)]
+        let mut arguments = ::hermes_runtime::args::Args::new("read_file", arguments)?;
+        crate::tools::file::read_file(
+            arguments.required("path")?,
+            arguments.optional("offset")?,
+            arguments.optional("limit")?,
+            context,
+        )
+    }
+    pub(super) fn search_files(
+        context: &::hermes_runtime::ToolContext,
+        arguments: ::hermes_runtime::serde_json::Value,
+    ) -> ::hermes_runtime::ToolResult {
+        #[allow(unused_mut)]
+        let mut arguments = ::hermes_runtime::args::Args::new(
+            "search_files",
+            arguments,
+        )?;
+        crate::tools::file::search_files(
+            arguments.required("pattern")?,
+            arguments.optional("target")?,
+            arguments.optional("path")?,
+            arguments.optional("file_glob")?,
+            arguments.optional("limit")?,
+            arguments.optional("offset")?,
+            arguments.optional("output_mode")?,
+            arguments.optional("context")?,
+            context,
+        )
+    }
+    pub(super) fn write_file(
+        context: &::hermes_runtime::ToolContext,
+        arguments: ::hermes_runtime::serde_json::Value,
+    ) -> ::hermes_runtime::ToolResult {
+        #[allow(unused_mut)]
+        let mut arguments = ::hermes_runtime::args::Args::new("write_file", arguments)?;
+        crate::tools::file::write_file(
+            arguments.required("path")?,
+            arguments.required("content")?,
             context,
         )
     }

@@ -21,7 +21,7 @@ toolsets! {
         kanban_show, kanban_list, kanban_complete, kanban_block, kanban_request_review,
         kanban_request_changes, kanban_heartbeat, kanban_comment, kanban_create, kanban_link,
         kanban_unblock, kanban_attach, kanban_attach_url, kanban_attachments,
-        discord, discord_admin, read_file, write_file, patch, search_files,
+        discord, discord_admin,
         feishu_doc_read, feishu_drive_list_comments, feishu_drive_list_comment_replies,
         feishu_drive_reply_comment, feishu_drive_add_comment,
         yb_query_group_info, yb_query_group_members, yb_send_dm, yb_search_sticker, yb_send_sticker,

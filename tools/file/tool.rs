@@ -1,0 +1,811 @@
+//! The `file` toolset: read_file, write_file, patch, search_files.
+//!
+//! The handlers here parse and check arguments and shape the JSON results; the work
+//! lives in the helper modules beside this file.
+
+use hermes_runtime::output::tool_error_with;
+use hermes_runtime::prelude::*;
+use std::path::{Path, PathBuf};
+
+mod guard;
+mod patch;
+mod paths;
+mod read;
+mod search;
+mod v4a;
+mod write;
+
+use guard::{Dedup, FileState, Stamp, BLOCK_AT, WARN_AT};
+
+/// Characters of `N|line` rows one read_file call returns at most.
+const MAX_READ_CHARS: usize = 100_000;
+const DEFAULT_READ_LIMIT: u64 = 500;
+const MAX_READ_LIMIT: u64 = 2000;
+const DEFAULT_SEARCH_LIMIT: u64 = 50;
+const MAX_SEARCH_LIMIT: u64 = 1000;
+const MAX_SEARCH_CONTEXT: u64 = 10;
+
+/// Read a text file: you get its lines numbered as `N|line`, one page at a time. Use this
+/// instead of cat, head or tail in the terminal. When the file has more lines than one
+/// page, the result has `truncated: true` and `next_offset`: call again with
+/// offset=next_offset to continue. Lines over 2000 characters are clipped. Binary files and
+/// devices are refused; look at images with vision_analyze. Reading the same unchanged
+/// region again returns a short "unchanged" stub, because the copy you already have is
+/// current. NEVER copy the `N|` prefixes into write_file or patch.
+///
+/// Pages are cut at about 100 000 characters on a line boundary. Reads are recorded per
+/// task so write_file and patch can warn about files changed since they were read.
+#[tool(toolset = "file", emoji = "📖", max_result_chars = 100_000, concurrency = "read_only")]
+pub fn read_file(
+    /// Path of the file: absolute, `~/...`, or relative to the working directory.
+    path: String,
+    /// Line number to start at, 1-based. Default 1.
+    offset: Option<u64>,
+    /// Most lines to return. Default 500, at most 2000.
+    limit: Option<u64>,
+    ctx: &ToolContext,
+) -> ToolResult {
+    if path.trim().is_empty() {
+        return Ok(ToolOutput::error("path is empty: give the file to read"));
+    }
+    let state = ctx.task_state::<FileState>();
+    let offset = offset.unwrap_or(1).max(1);
+    let limit = limit.unwrap_or(DEFAULT_READ_LIMIT).clamp(1, MAX_READ_LIMIT);
+    let resolved = paths::normalize(&ctx.resolve_path(&path));
+
+    let streak = state.note_call(format!("read_file\0{}\0{offset}\0{limit}", resolved.display()), ctx.activity_epoch());
+    if streak >= BLOCK_AT {
+        return Ok(error_with(
+            format!(
+                "BLOCKED: this is read number {streak} in a row of {path} with the same offset and limit. \
+                 The content you already have is what the file holds. Do NOT read it again: act on it, \
+                 or read a different region."
+            ),
+            &[("path", json!(path)), ("already_read", json!(streak))],
+        ));
+    }
+    let repeat_warning = (streak == WARN_AT).then(|| {
+        format!(
+            "You have read this exact region of {path} {streak} times in a row. The next identical read will be \
+             refused: use what you already have or change approach."
+        )
+    });
+
+    if paths::is_device_path(&resolved) {
+        return Ok(ToolOutput::error(format!(
+            "Refusing to read {path}: it is a device or kernel file that can block, stream without end or expose memory."
+        )));
+    }
+    let meta = match std::fs::metadata(&resolved) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(not_found(&path, &resolved)),
+        Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+    };
+    if meta.is_dir() {
+        return Ok(error_with(
+            format!("{path} is a directory, not a file."),
+            &[("hint", json!("List its files with search_files (target \"files\"), then read one of them."))],
+        ));
+    }
+    if !meta.is_file() {
+        return Ok(ToolOutput::error(format!(
+            "Refusing to read {path}: it is not a regular file (a device, socket or pipe)."
+        )));
+    }
+    let binary = match paths::binary_extension(&resolved) {
+        Some(kind) => Some(kind),
+        None => match paths::sniff_binary(&resolved) {
+            Ok(true) => Some(paths::BinaryKind::Other),
+            Ok(false) => None,
+            Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+        },
+    };
+    if let Some(kind) = binary {
+        let hint = match kind {
+            paths::BinaryKind::Image => "This is an image: use vision_analyze to look at it.",
+            paths::BinaryKind::Other => {
+                "Inspect binary files with terminal commands (file, xxd, strings, unzip -l) instead."
+            }
+        };
+        return Ok(error_with(
+            format!("Cannot read {path}: it is a binary file, not text."),
+            &[("is_binary", json!(true)), ("file_size", json!(meta.len())), ("hint", json!(hint))],
+        ));
+    }
+
+    let key = state_key(&resolved);
+    let stamp = Stamp::of(&meta);
+    match state.dedup(&key, offset, limit, stamp) {
+        Dedup::Read => {}
+        Dedup::Stub => {
+            let mut stub = json!({
+                "status": "unchanged",
+                "message": "This region of the file has not changed since you last read it; the content from that \
+                            read is still current. Work from it instead of reading again.",
+                "path": path,
+                "dedup": true,
+                "content_returned": false,
+            });
+            if let Some(warning) = repeat_warning {
+                stub["_warning"] = json!(warning);
+            }
+            return Ok(ToolOutput::json(&stub));
+        }
+        Dedup::Blocked(times) => {
+            return Ok(error_with(
+                format!(
+                    "BLOCKED: you have asked for this region of {path} {times} times and the file has NOT changed. \
+                     STOP calling read_file for it: the content from your earlier read is still current."
+                ),
+                &[("path", json!(path)), ("already_read", json!(times))],
+            ));
+        }
+    }
+
+    let page = match read::read_page(&resolved, offset, limit, MAX_READ_CHARS) {
+        Ok(page) => page,
+        Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+    };
+    state.record_read(&key, offset, limit, stamp);
+
+    let shown_any = page.last > 0;
+    let truncated = shown_any && page.last < page.total_lines;
+    let mut result = json!({
+        "content": page.content,
+        "total_lines": page.total_lines,
+        "file_size": meta.len(),
+        "truncated": truncated,
+    });
+    if truncated {
+        result["next_offset"] = json!(page.last + 1);
+        let why = if page.char_cut {
+            format!(" (the page stopped at about {MAX_READ_CHARS} characters)")
+        } else {
+            String::new()
+        };
+        result["hint"] = json!(format!(
+            "Showing lines {}-{} of {}{why}. Use offset={} to continue.",
+            page.first,
+            page.last,
+            page.total_lines,
+            page.last + 1
+        ));
+    } else if page.total_lines == 0 {
+        result["hint"] = json!("The file is empty.");
+    } else if !shown_any {
+        result["hint"] = json!(format!(
+            "offset {offset} is past the end of the file, which has {} lines.",
+            page.total_lines
+        ));
+    }
+    let mut notes = Vec::new();
+    if page.lossy {
+        notes.push("The file is not valid UTF-8: undecodable bytes are shown as \u{fffd}.".to_string());
+    }
+    if page.clipped {
+        notes.push(format!(
+            "Lines longer than {} characters were clipped and end with `{}`.",
+            read::MAX_LINE_CHARS,
+            read::LINE_CLIP_MARKER
+        ));
+    }
+    if !notes.is_empty() {
+        result["note"] = json!(notes.join(" "));
+    }
+    if let Some(warning) = repeat_warning {
+        result["_warning"] = json!(warning);
+    }
+    Ok(ToolOutput::json(&result))
+}
+
+/// Write a whole file, replacing what it held, and create any missing parent directories.
+/// Use this to create a file or rewrite it completely; for a targeted edit use patch.
+/// Give the exact final text: NEVER include read_file's `N|` line-number prefixes. An
+/// existing file keeps its CRLF line endings and byte-order mark. `verified: true` means
+/// the bytes on disk were read back and match: do not read the file again to check.
+///
+/// The write is atomic (temp file in the same directory, then rename) and keeps the
+/// original file's permissions.
+#[tool(toolset = "file", emoji = "✍️", max_result_chars = 100_000, concurrency = "path_scoped")]
+pub fn write_file(
+    /// Path of the file: absolute, `~/...`, or relative to the working directory.
+    path: String,
+    /// The complete new content of the file.
+    content: String,
+    ctx: &ToolContext,
+) -> ToolResult {
+    if path.trim().is_empty() {
+        return Ok(ToolOutput::error("path is empty: give the file to write"));
+    }
+    let state = ctx.task_state::<FileState>();
+    let resolved = paths::normalize(&ctx.resolve_path(&path));
+    if paths::is_device_path(&resolved) {
+        return Ok(ToolOutput::error(format!("Refusing to write {path}: it is a device or kernel file.")));
+    }
+    let target = write::write_target(&resolved);
+    let existing = match std::fs::metadata(&target) {
+        Ok(meta) if meta.is_dir() => {
+            return Ok(ToolOutput::error(format!("{path} is a directory; give a file path to write.")))
+        }
+        Ok(meta) if !meta.is_file() => {
+            return Ok(ToolOutput::error(format!(
+                "Refusing to write {path}: it is not a regular file (a device, socket or pipe)."
+            )))
+        }
+        Ok(_) => match std::fs::read(&target) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => return Ok(ToolOutput::error(format!("Cannot read the current {path}: {e}"))),
+        },
+        Err(_) => None,
+    };
+    if write::looks_like_numbered_display(&content) {
+        return Ok(error_with(
+            format!("Refusing to write {path}: the content carries read_file's `N|` line-number prefixes."),
+            &[("hint", json!("Remove the `N|` prefix from every line and write the plain text."))],
+        ));
+    }
+    if write::looks_like_dedup_stub(&content) {
+        return Ok(error_with(
+            format!("Refusing to write {path}: the content is read_file's \"unchanged\" stub, not file text."),
+            &[("hint", json!("Write the actual file content; the stub only means your earlier read is current."))],
+        ));
+    }
+    let warning = stale_warning(&state, &target, &path);
+    let style = existing.as_deref().map(write::Style::detect).unwrap_or_default();
+    let data = style.to_disk(&content).into_bytes();
+    let dirs_created = match write::create_parents(&target) {
+        Ok(n) => n,
+        Err(e) => return Ok(ToolOutput::error(format!("Cannot create the directories for {path}: {e}"))),
+    };
+    if let Err(e) = write::atomic_write(&target, &data) {
+        return Ok(ToolOutput::error(format!("Cannot write {path}: {e}")));
+    }
+    let verified = std::fs::read(&target).map(|on_disk| on_disk == data).unwrap_or(false);
+    let key = state_key(&target);
+    state.record_write(&key, Stamp::current(&target));
+
+    let mut result = json!({
+        "bytes_written": data.len(),
+        "dirs_created": dirs_created,
+        "verified": verified,
+    });
+    let mut kept = Vec::new();
+    if style.crlf && !content.contains("\r\n") {
+        kept.push("CRLF line endings");
+    }
+    if style.bom && !content.starts_with('\u{feff}') {
+        kept.push("the UTF-8 byte-order mark");
+    }
+    if !kept.is_empty() {
+        result["note"] = json!(format!("Kept the file's {}.", kept.join(" and ")));
+    }
+    if let Some(warning) = warning {
+        result["warning"] = json!(warning);
+    }
+    Ok(ToolOutput::json(&result))
+}
+
+/// How patch edits.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PatchMode {
+    #[default]
+    Replace,
+    Patch,
+}
+
+/// Edit files, either by replacing one exact piece of text or by applying a V4A patch.
+/// Mode `replace` (default): give path, old_string and new_string; old_string must occur
+/// exactly once unless replace_all is true, so copy enough surrounding lines from
+/// read_file (WITHOUT the `N|` prefixes) to make it unique; small whitespace and
+/// indentation differences are tolerated; an empty new_string deletes the text. Mode
+/// `patch`: give `patch` in V4A form: `*** Begin Patch`, then for each file
+/// `*** Update File: <path>` (optionally followed by `*** Move to: <new path>`) with `@@`
+/// hunks of ` ` context, `-` removed and `+` added lines, or `*** Add File: <path>` with
+/// `+` lines, or `*** Delete File: <path>`, and finally `*** End Patch`. A V4A patch changes
+/// every file or none. The result holds a unified diff of what changed.
+///
+/// Matching falls back from exact to trailing-whitespace-, indentation- and
+/// whitespace-insensitive line matching, then to unescaping literal `\n`/`\t`.
+#[tool(toolset = "file", emoji = "🩹", max_result_chars = 100_000, concurrency = "path_scoped")]
+#[allow(clippy::too_many_arguments)]
+pub fn patch(
+    /// `replace` for one find-and-replace edit (default), `patch` for a V4A multi-file patch.
+    mode: Option<PatchMode>,
+    /// File to edit (mode `replace`): absolute, `~/...`, or relative to the working directory.
+    path: Option<String>,
+    /// Exact text to find (mode `replace`); must be unique in the file unless replace_all is true.
+    old_string: Option<String>,
+    /// Text to put in its place (mode `replace`); an empty string deletes old_string.
+    new_string: Option<String>,
+    /// Replace every occurrence of old_string instead of exactly one. Default false.
+    replace_all: Option<bool>,
+    /// The V4A patch text (mode `patch`), from `*** Begin Patch` to `*** End Patch`.
+    patch: Option<String>,
+    ctx: &ToolContext,
+) -> ToolResult {
+    let state = ctx.task_state::<FileState>();
+    match mode.unwrap_or_default() {
+        PatchMode::Replace => {
+            let Some(path) = path.filter(|p| !p.trim().is_empty()) else {
+                return Ok(patch_error("path is required in mode `replace`: give the file to edit", None));
+            };
+            let Some(old_string) = old_string.filter(|s| !s.is_empty()) else {
+                return Ok(patch_error(
+                    "old_string is required in mode `replace` and must not be empty (to create a file, use write_file)",
+                    None,
+                ));
+            };
+            let Some(new_string) = new_string else {
+                return Ok(patch_error(
+                    "new_string is required in mode `replace` (give an empty string to delete old_string)",
+                    None,
+                ));
+            };
+            patch_replace(ctx, &state, &path, &old_string, &new_string, replace_all.unwrap_or(false))
+        }
+        PatchMode::Patch => {
+            let Some(text) = patch.filter(|p| !p.trim().is_empty()) else {
+                return Ok(patch_error("patch is required in mode `patch`: give the V4A patch text", None));
+            };
+            patch_v4a(ctx, &state, &text)
+        }
+    }
+}
+
+fn patch_replace(
+    ctx: &ToolContext,
+    state: &FileState,
+    path: &str,
+    old_string: &str,
+    new_string: &str,
+    replace_all: bool,
+) -> ToolResult {
+    let resolved = paths::normalize(&ctx.resolve_path(path));
+    if paths::is_device_path(&resolved) {
+        return Ok(patch_error(&format!("Refusing to patch {path}: it is a device or kernel file."), None));
+    }
+    let target = write::write_target(&resolved);
+    let meta = match std::fs::metadata(&target) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let similar = paths::similar_files(&resolved, path);
+            let mut extra = vec![("success", json!(false))];
+            if !similar.is_empty() {
+                extra.push(("similar_files", json!(similar)));
+            }
+            extra.push(("_hint", json!("To create a new file, use write_file.")));
+            return Ok(error_with(format!("File not found: {path}"), &extra));
+        }
+        Err(e) => return Ok(patch_error(&format!("Cannot read {path}: {e}"), None)),
+    };
+    if meta.is_dir() {
+        return Ok(patch_error(&format!("{path} is a directory; give the file to edit."), None));
+    }
+    if !meta.is_file() {
+        return Ok(patch_error(&format!("Refusing to patch {path}: it is not a regular file."), None));
+    }
+    let bytes = match std::fs::read(&target) {
+        Ok(bytes) => bytes,
+        Err(e) => return Ok(patch_error(&format!("Cannot read {path}: {e}"), None)),
+    };
+    if paths::binary_extension(&target).is_some() || paths::has_nul(&bytes) {
+        return Ok(patch_error(&format!("Refusing to patch {path}: it is a binary file."), None));
+    }
+    let Ok(raw) = String::from_utf8(bytes) else {
+        return Ok(patch_error(
+            &format!("Cannot patch {path}: it is not valid UTF-8 text. Rewrite it with write_file if you must."),
+            None,
+        ));
+    };
+    let style = write::Style::detect(raw.as_bytes());
+    let text = style.to_model(&raw);
+    let old = old_string.replace("\r\n", "\n");
+    let new = new_string.replace("\r\n", "\n");
+    let key = state_key(&target);
+    if old == new {
+        return Ok(ToolOutput::json(&json!({
+            "success": true,
+            "no_change": true,
+            "note": "old_string and new_string are identical: nothing to change.",
+            "diff": "",
+            "files_modified": [],
+            "files_created": [],
+            "files_deleted": [],
+        })));
+    }
+    let Some(found) = patch::find(&text, &old) else {
+        let failures = state.patch_failed(&key);
+        let mut message = format!("Could not find old_string in {path}.");
+        match patch::closest_region(&text, &old) {
+            Some((line, snippet, _)) => message.push_str(&format!(
+                " The most similar region starts at line {line}:\n{snippet}"
+            )),
+            None => message.push_str(" Nothing in the file looks like it."),
+        }
+        return Ok(patch_error(&message, Some(failure_hint(failures, path))));
+    };
+    let count = found.ranges.len();
+    if count > 1 && !replace_all {
+        let failures = state.patch_failed(&key);
+        return Ok(patch_error(
+            &format!(
+                "old_string matches {count} places in {path}. Include more surrounding lines so it matches \
+                 exactly one, or set replace_all to true to change all {count}."
+            ),
+            Some(failure_hint(failures, path)),
+        ));
+    }
+    let updated = found.apply(&text, &new);
+    if updated == text {
+        state.patch_succeeded(&key);
+        return Ok(ToolOutput::json(&json!({
+            "success": true,
+            "no_change": true,
+            "note": "The replacement leaves the file as it was.",
+            "diff": "",
+            "files_modified": [],
+            "files_created": [],
+            "files_deleted": [],
+        })));
+    }
+    let warning = stale_warning(state, &target, path);
+    let data = style.to_disk(&updated);
+    if let Err(e) = write::atomic_write(&target, data.as_bytes()) {
+        return Ok(patch_error(&format!("Cannot write {path}: {e}"), None));
+    }
+    state.patch_succeeded(&key);
+    state.record_write(&key, Stamp::current(&target));
+    let mut result = json!({
+        "success": true,
+        "diff": patch::unified_diff(&text, &updated, &format!("a/{path}"), &format!("b/{path}")),
+        "files_modified": [path],
+        "files_created": [],
+        "files_deleted": [],
+        "replacements": count,
+    });
+    if found.strategy != patch::Strategy::Exact {
+        result["note"] = json!(format!("old_string was not found verbatim: {}.", found.strategy.describe()));
+    }
+    if let Some(warning) = warning {
+        result["warning"] = json!(warning);
+    }
+    Ok(ToolOutput::json(&result))
+}
+
+fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
+    let ops = match v4a::parse(text) {
+        Ok(ops) => ops,
+        Err(e) => {
+            return Ok(patch_error(
+                &format!("Invalid V4A patch: {e}"),
+                Some("Check the format: `*** Begin Patch`, file headers, `@@` hunks of ` `/`-`/`+` lines, `*** End Patch`.".into()),
+            ))
+        }
+    };
+    let mut first_path = None;
+    for op in &ops {
+        let shown = match op {
+            v4a::Op::Add { path, .. } | v4a::Op::Delete { path } => path,
+            v4a::Op::Update { path, .. } => path,
+        };
+        if paths::is_device_path(&paths::normalize(&ctx.resolve_path(shown))) {
+            return Ok(patch_error(&format!("Refusing to patch {shown}: it is a device or kernel file."), None));
+        }
+        first_path.get_or_insert_with(|| shown.clone());
+    }
+    let resolve = |p: &str| write::write_target(&paths::normalize(&ctx.resolve_path(p)));
+    let plan = match v4a::plan(&ops, resolve) {
+        Ok(plan) => plan,
+        Err(e) => {
+            let shown = first_path.unwrap_or_default();
+            let failures = state.patch_failed(&state_key(&resolve(&shown)));
+            return Ok(patch_error(
+                &format!("Patch not applied, no file was changed: {e}"),
+                Some(failure_hint(failures, &shown)),
+            ));
+        }
+    };
+    if !plan.changed {
+        return Ok(ToolOutput::json(&json!({
+            "success": true,
+            "no_change": true,
+            "note": "The patch leaves every file as it was.",
+            "diff": "",
+            "files_modified": [],
+            "files_created": [],
+            "files_deleted": [],
+        })));
+    }
+    let mut warnings = Vec::new();
+    for op in &ops {
+        if let v4a::Op::Update { path, .. } | v4a::Op::Delete { path } = op {
+            if let Some(w) = stale_warning(state, &resolve(path), path) {
+                warnings.push(w);
+            }
+        }
+    }
+    if let Err(e) = v4a::apply(&plan) {
+        return Ok(patch_error(&format!("Patch not applied (changes already made were undone): {e}"), None));
+    }
+    for touched in &plan.touched {
+        state.record_write(&state_key(touched), Stamp::current(touched));
+        state.patch_succeeded(&state_key(touched));
+    }
+    let mut result = json!({
+        "success": true,
+        "diff": plan.diff,
+        "files_modified": plan.files_modified,
+        "files_created": plan.files_created,
+        "files_deleted": plan.files_deleted,
+    });
+    if !plan.files_moved.is_empty() {
+        result["files_moved"] = json!(plan
+            .files_moved
+            .iter()
+            .map(|(from, to)| json!({"from": from, "to": to}))
+            .collect::<Vec<_>>());
+    }
+    if !warnings.is_empty() {
+        result["warning"] = json!(warnings.join(" "));
+    }
+    Ok(ToolOutput::json(&result))
+}
+
+/// What search_files looks for.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchTarget {
+    #[serde(alias = "grep")]
+    Content,
+    #[serde(alias = "find")]
+    Files,
+}
+
+/// How content matches are reported.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    Content,
+    FilesOnly,
+    Count,
+}
+
+/// Search inside files with a regex, or find files by name with a glob. Use this instead
+/// of grep, rg or find in the terminal. Target `content` (default) returns matching lines
+/// as `{path, line, content}`; target `files` returns paths whose name matches `pattern`
+/// (e.g. `*.py`), newest first. Hidden files, binary files and files ignored by
+/// .gitignore are skipped. Results come a page at a time: when `truncated` is true, call
+/// again with the offset the result names.
+///
+/// Walks with ripgrep's own crates (ignore, grep-searcher, grep-regex).
+#[tool(toolset = "file", emoji = "🔎", max_result_chars = 100_000, concurrency = "read_only")]
+#[allow(clippy::too_many_arguments)]
+pub fn search_files(
+    /// Regex to look for in file contents (target `content`), or a glob for file names (target `files`); a name without glob characters matches names containing it.
+    pattern: String,
+    /// `content` to search inside files (default), `files` to find files by name.
+    target: Option<SearchTarget>,
+    /// Directory (or single file) to search in. Default `.`, the working directory.
+    path: Option<String>,
+    /// Only search files whose name matches this glob, e.g. `*.rs` (target `content`).
+    file_glob: Option<String>,
+    /// Most results to return. Default 50, at most 1000.
+    limit: Option<u64>,
+    /// Results to skip, for paging. Default 0.
+    offset: Option<u64>,
+    /// For target `content`: `content` for matching lines (default), `files_only` for the paths of matching files, `count` for matches per file.
+    output_mode: Option<OutputMode>,
+    /// Lines of context to show before and after each match. Default 0, at most 10.
+    context: Option<u64>,
+    ctx: &ToolContext,
+) -> ToolResult {
+    if pattern.is_empty() {
+        return Ok(ToolOutput::error("pattern is empty: give a regex (target content) or a glob (target files)"));
+    }
+    let state = ctx.task_state::<FileState>();
+    let target = target.unwrap_or(SearchTarget::Content);
+    let shown_root = path.filter(|p| !p.trim().is_empty()).unwrap_or_else(|| ".".into());
+    let limit = limit.unwrap_or(DEFAULT_SEARCH_LIMIT).clamp(1, MAX_SEARCH_LIMIT) as usize;
+    let offset = offset.unwrap_or(0) as usize;
+    let output_mode = output_mode.unwrap_or(OutputMode::Content);
+    let context = context.unwrap_or(0).min(MAX_SEARCH_CONTEXT) as usize;
+    let root = paths::normalize(&ctx.resolve_path(&shown_root));
+
+    let key = format!(
+        "search_files\0{pattern}\0{target:?}\0{}\0{}\0{limit}\0{offset}\0{output_mode:?}\0{context}",
+        root.display(),
+        file_glob.as_deref().unwrap_or("")
+    );
+    let streak = state.note_call(key, ctx.activity_epoch());
+    if streak >= BLOCK_AT {
+        return Ok(error_with(
+            format!(
+                "BLOCKED: this is the same search {streak} times in a row and the results have not changed. \
+                 Do NOT repeat it: use the results you have, or search for something else."
+            ),
+            &[("already_searched", json!(streak))],
+        ));
+    }
+    if !root.exists() {
+        return Ok(ToolOutput::error(format!("Path not found: {shown_root}")));
+    }
+    let scope = search::Scope { root, shown_root, cancel: ctx.cancellation() };
+
+    let mut result = serde_json::Map::new();
+    let total;
+    let shown;
+    match target {
+        SearchTarget::Files => {
+            let found = match search::find_files(&scope, &pattern) {
+                Ok(found) => found,
+                Err(e) => return Ok(search_error(e, &pattern)),
+            };
+            total = found.len();
+            let page: Vec<String> = found.into_iter().skip(offset).take(limit).map(|(p, _)| p).collect();
+            shown = page.len();
+            result.insert("total_count".into(), json!(total));
+            result.insert("files".into(), json!(page));
+        }
+        SearchTarget::Content => {
+            let found = match search::search_content(&scope, &pattern, file_glob.as_deref(), context) {
+                Ok(found) => found,
+                Err(e) => return Ok(search_error(e, &pattern)),
+            };
+            if found.lower_bound {
+                result.insert("total_count_is_lower_bound".into(), json!(true));
+            }
+            match output_mode {
+                OutputMode::Content => {
+                    total = found.hits.len();
+                    let page: Vec<Value> = found
+                        .hits
+                        .into_iter()
+                        .skip(offset)
+                        .take(limit)
+                        .map(|hit| {
+                            let mut item = json!({"path": hit.path, "line": hit.line, "content": hit.content});
+                            if !hit.before.is_empty() {
+                                item["before"] = context_lines(hit.before);
+                            }
+                            if !hit.after.is_empty() {
+                                item["after"] = context_lines(hit.after);
+                            }
+                            item
+                        })
+                        .collect();
+                    shown = page.len();
+                    result.insert("total_count".into(), json!(total));
+                    result.insert("matches".into(), Value::Array(page));
+                }
+                OutputMode::FilesOnly => {
+                    total = found.files.len();
+                    let page: Vec<String> = found.files.into_iter().skip(offset).take(limit).map(|(p, _)| p).collect();
+                    shown = page.len();
+                    result.insert("total_count".into(), json!(total));
+                    result.insert("files".into(), json!(page));
+                }
+                OutputMode::Count => {
+                    let matches: u64 = found.files.iter().map(|(_, n)| n).sum();
+                    total = found.files.len();
+                    let mut counts = serde_json::Map::new();
+                    for (p, n) in found.files.into_iter().skip(offset).take(limit) {
+                        counts.insert(p, json!(n));
+                    }
+                    shown = counts.len();
+                    result.insert("total_count".into(), json!(matches));
+                    result.insert("files_with_matches".into(), json!(total));
+                    result.insert("counts".into(), Value::Object(counts));
+                }
+            }
+        }
+    }
+    let truncated = offset + shown < total;
+    if truncated {
+        result.insert("truncated".into(), json!(true));
+    }
+    if total == 0 {
+        result.insert(
+            "hint".into(),
+            json!(match target {
+                SearchTarget::Files => "No file name matched. Try a looser glob such as `*name*`, or another path.",
+                SearchTarget::Content => "No line matched. Check the regex, widen path or file_glob, or try target \"files\".",
+            }),
+        );
+    } else if shown == 0 {
+        result.insert("hint".into(), json!(format!("offset {offset} is past the last of {total} results.")));
+    }
+    if streak == WARN_AT {
+        result.insert(
+            "_warning".into(),
+            json!(format!(
+                "You have run this exact search {streak} times in a row. The next identical search will be refused."
+            )),
+        );
+    }
+    let mut text = Value::Object(result).to_string();
+    if truncated {
+        let unit = if target == SearchTarget::Content && output_mode != OutputMode::Content { "files" } else { "results" };
+        text.push_str(&format!(
+            "\n\n[Showing {unit} {}-{} of {total}. Use offset={} to see more.]",
+            offset + 1,
+            offset + shown,
+            offset + shown
+        ));
+    }
+    Ok(ToolOutput::Text(text))
+}
+
+fn context_lines(lines: Vec<(u64, String)>) -> Value {
+    Value::Array(lines.into_iter().map(|(line, content)| json!({"line": line, "content": content})).collect())
+}
+
+fn search_error(error: search::SearchError, pattern: &str) -> ToolOutput {
+    match error {
+        search::SearchError::BadPattern(why) => error_with(
+            format!("Invalid regex pattern `{pattern}`: {why}"),
+            &[(
+                "hint",
+                json!("Escape regex characters such as ( ) [ ] { } . * + ? | \\ with a backslash to match them literally."),
+            )],
+        ),
+        search::SearchError::BadGlob(why) => ToolOutput::error(why),
+        search::SearchError::Cancelled => ToolOutput::error("search cancelled"),
+    }
+}
+
+/// `{"error": message, ...extra}` as a normal (model-facing) result.
+fn error_with(message: impl std::fmt::Display, extra: &[(&str, Value)]) -> ToolOutput {
+    ToolOutput::Text(tool_error_with(message, extra))
+}
+
+/// A failed patch: `{"error", "success": false, "_hint"?}`.
+fn patch_error(message: &str, hint: Option<String>) -> ToolOutput {
+    let mut extra = vec![("success", json!(false))];
+    if let Some(hint) = hint {
+        extra.push(("_hint", json!(hint)));
+    }
+    error_with(message, &extra)
+}
+
+/// The nudge after a failed patch, firmer from the third failure in a row on a file.
+fn failure_hint(failures: u32, path: &str) -> String {
+    if failures >= 3 {
+        format!(
+            "This is failed patch number {failures} in a row on {path}. STOP guessing: read_file the region you \
+             want to change, copy old_string from it character for character (without the `N|` prefixes), or \
+             rewrite the file with write_file."
+        )
+    } else {
+        "Copy old_string exactly from a fresh read_file of the file (without the `N|` prefixes), including \
+         whitespace, and add surrounding lines if it is not unique."
+            .to_string()
+    }
+}
+
+/// A warning when the file changed on disk since this task last read or wrote it.
+fn stale_warning(state: &FileState, target: &Path, shown: &str) -> Option<String> {
+    let seen = state.last_seen(&state_key(target))?;
+    let now = Stamp::current(target)?;
+    (seen != now).then(|| {
+        format!(
+            "{shown} changed on disk since you last read it (another process or tool edited it); \
+             those changes may have been overwritten. Read it again to check."
+        )
+    })
+}
+
+/// The path task state is keyed by: the real path when the file exists.
+fn state_key(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| paths::normalize(path))
+}
+
+fn not_found(given: &str, resolved: &Path) -> ToolOutput {
+    let similar = paths::similar_files(resolved, given);
+    let mut extra = Vec::new();
+    if !similar.is_empty() {
+        extra.push(("similar_files", json!(similar)));
+    }
+    extra.push(("hint", json!("Check the path, or find the file with search_files (target \"files\").")));
+    error_with(format!("File not found: {given}"), &extra)
+}

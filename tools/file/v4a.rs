@@ -1,0 +1,497 @@
+//! The V4A multi-file patch format: parse, check every operation against the disk,
+//! then apply all of them or none.
+//!
+//! ```text
+//! *** Begin Patch
+//! *** Update File: src/app.py
+//! *** Move to: src/main.py        (optional)
+//! @@ def main():                  (optional anchor line)
+//!  context
+//! -removed
+//! +added
+//! *** Add File: notes.txt
+//! +first line
+//! *** Delete File: old.txt
+//! *** End Patch
+//! ```
+
+use super::patch::{closest_region, unified_diff};
+use super::write::{atomic_write, create_parents, Style};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug)]
+pub enum Op {
+    Add { path: String, lines: Vec<String> },
+    Delete { path: String },
+    Update { path: String, move_to: Option<String>, hunks: Vec<Hunk> },
+}
+
+#[derive(Debug, Default)]
+pub struct Hunk {
+    header: Option<String>,
+    lines: Vec<Line>,
+    at_eof: bool,
+    /// Line of the patch text where the hunk starts (1-based), for error messages.
+    patch_line: usize,
+}
+
+#[derive(Debug)]
+enum Line {
+    Context(String),
+    Remove(String),
+    Add(String),
+}
+
+/// Parses the patch text into operations, or says which line is wrong.
+pub fn parse(text: &str) -> Result<Vec<Op>, String> {
+    let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+    let mut i = 0;
+    while i < lines.len() && lines[i].trim().is_empty() {
+        i += 1;
+    }
+    if i < lines.len() && lines[i].trim() == "*** Begin Patch" {
+        i += 1;
+    } else if !(i < lines.len() && lines[i].starts_with("*** ")) {
+        return Err("the patch must start with `*** Begin Patch`".into());
+    }
+    let mut ops = Vec::new();
+    let mut ended = false;
+    while i < lines.len() {
+        let line = lines[i];
+        let number = i + 1;
+        i += 1;
+        if line.trim() == "*** End Patch" {
+            ended = true;
+            break;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some(path) = header_path(line, "*** Add File:") {
+            let mut body = Vec::new();
+            while i < lines.len() && !lines[i].starts_with("*** ") {
+                let l = lines[i];
+                if let Some(rest) = l.strip_prefix('+') {
+                    body.push(rest.to_string());
+                } else if l.is_empty() && i + 1 < lines.len() && !lines[i + 1].starts_with("*** ") {
+                    body.push(String::new());
+                } else if !l.is_empty() {
+                    return Err(format!(
+                        "line {}: every line of an added file must start with `+`, got: {}",
+                        i + 1,
+                        clip(l)
+                    ));
+                }
+                i += 1;
+            }
+            ops.push(Op::Add { path, lines: body });
+        } else if let Some(path) = header_path(line, "*** Delete File:") {
+            ops.push(Op::Delete { path });
+        } else if let Some(path) = header_path(line, "*** Update File:") {
+            let mut move_to = None;
+            if i < lines.len() {
+                if let Some(dest) = header_path(lines[i], "*** Move to:") {
+                    move_to = Some(dest);
+                    i += 1;
+                }
+            }
+            let mut hunks: Vec<Hunk> = Vec::new();
+            while i < lines.len() {
+                let l = lines[i];
+                if l.trim() == "*** End of File" {
+                    if let Some(hunk) = hunks.last_mut() {
+                        hunk.at_eof = true;
+                    }
+                    i += 1;
+                    continue;
+                }
+                if l.starts_with("*** ") {
+                    break;
+                }
+                if let Some(rest) = l.strip_prefix("@@") {
+                    hunks.push(Hunk { header: anchor(rest), patch_line: i + 1, ..Hunk::default() });
+                    i += 1;
+                    continue;
+                }
+                if hunks.is_empty() {
+                    hunks.push(Hunk { patch_line: i + 1, ..Hunk::default() });
+                }
+                let hunk = hunks.last_mut().expect("a hunk was just ensured");
+                let parsed = match l.chars().next() {
+                    Some(' ') => Line::Context(l[1..].to_string()),
+                    Some('-') => Line::Remove(l[1..].to_string()),
+                    Some('+') => Line::Add(l[1..].to_string()),
+                    None => Line::Context(String::new()),
+                    Some(_) => {
+                        return Err(format!(
+                            "line {}: a hunk line must start with ` ` (context), `-` (remove) or `+` (add), got: {}",
+                            i + 1,
+                            clip(l)
+                        ))
+                    }
+                };
+                hunk.lines.push(parsed);
+                i += 1;
+            }
+            // Blank lines before the next header are separators, not context.
+            for hunk in &mut hunks {
+                while matches!(hunk.lines.last(), Some(Line::Context(c)) if c.is_empty()) {
+                    hunk.lines.pop();
+                }
+            }
+            hunks.retain(|h| !h.lines.is_empty());
+            if hunks.is_empty() && move_to.is_none() {
+                return Err(format!("line {number}: `*** Update File: {path}` has no changes"));
+            }
+            ops.push(Op::Update { path, move_to, hunks });
+        } else if line.starts_with("*** Move to:") {
+            return Err(format!("line {number}: `*** Move to:` must follow an `*** Update File:` line"));
+        } else {
+            return Err(format!(
+                "line {number}: expected `*** Add File:`, `*** Update File:`, `*** Delete File:` or `*** End Patch`, got: {}",
+                clip(line)
+            ));
+        }
+    }
+    let _ = ended; // a missing `*** End Patch` is forgiven: the text simply ended
+    if ops.is_empty() {
+        return Err("the patch contains no file operations".into());
+    }
+    Ok(ops)
+}
+
+fn header_path(line: &str, prefix: &str) -> Option<String> {
+    let path = line.strip_prefix(prefix)?.trim();
+    (!path.is_empty()).then(|| path.to_string())
+}
+
+/// The anchor text after `@@`, unless it is a unified-diff range like `-1,3 +1,4 @@`.
+fn anchor(rest: &str) -> Option<String> {
+    let text = rest.trim();
+    let text = text.strip_suffix("@@").map(str::trim).unwrap_or(text);
+    if text.is_empty() || (text.starts_with('-') && text.contains('+') && text.chars().any(|c| c.is_ascii_digit()) && !text.chars().any(char::is_alphabetic)) {
+        None
+    } else {
+        Some(text.to_string())
+    }
+}
+
+fn clip(line: &str) -> String {
+    let clipped: String = line.chars().take(120).collect();
+    if clipped.len() < line.len() {
+        format!("{clipped}...")
+    } else {
+        clipped
+    }
+}
+
+/// What applying the patch will do, worked out before anything is written.
+#[derive(Default)]
+pub struct Plan {
+    steps: Vec<Step>,
+    pub diff: String,
+    pub files_created: Vec<String>,
+    pub files_modified: Vec<String>,
+    pub files_deleted: Vec<String>,
+    pub files_moved: Vec<(String, String)>,
+    /// Resolved paths whose content changed or appeared (for the read tracker).
+    pub touched: Vec<PathBuf>,
+    pub changed: bool,
+}
+
+enum Step {
+    Write { path: PathBuf, data: Vec<u8>, permissions: Option<std::fs::Permissions> },
+    Remove { path: PathBuf },
+}
+
+fn display_path(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// Checks every operation against the disk and computes the new contents.
+pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, String> {
+    let mut plan = Plan::default();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut claim = |path: &Path, shown: &str| -> Result<(), String> {
+        if seen.iter().any(|p| p == path) {
+            return Err(format!("{shown} appears in more than one operation of this patch; merge them"));
+        }
+        seen.push(path.to_path_buf());
+        Ok(())
+    };
+    for op in ops {
+        match op {
+            Op::Add { path, lines } => {
+                let target = resolve(path);
+                claim(&target, path)?;
+                if std::fs::symlink_metadata(&target).is_ok() {
+                    return Err(format!("cannot add {path}: it already exists (use `*** Update File:` to change it)"));
+                }
+                let mut content = lines.join("\n");
+                if !lines.is_empty() {
+                    content.push('\n');
+                }
+                plan.diff.push_str(&unified_diff("", &content, "/dev/null", &format!("b/{path}")));
+                plan.steps.push(Step::Write { path: target.clone(), data: content.into_bytes(), permissions: None });
+                plan.files_created.push(path.clone());
+                plan.touched.push(target);
+                plan.changed = true;
+            }
+            Op::Delete { path } => {
+                let target = resolve(path);
+                claim(&target, path)?;
+                let text = read_text(&target, path)?;
+                plan.diff.push_str(&unified_diff(&text, "", &format!("a/{path}"), "/dev/null"));
+                plan.steps.push(Step::Remove { path: target.clone() });
+                plan.files_deleted.push(path.clone());
+                plan.touched.push(target);
+                plan.changed = true;
+            }
+            Op::Update { path, move_to, hunks } => {
+                let source = resolve(path);
+                claim(&source, path)?;
+                let raw = read_text(&source, path)?;
+                let style = Style::detect(raw.as_bytes());
+                let text = style.to_model(&raw);
+                let updated = apply_hunks(&text, hunks, path)?;
+                let data = style.to_disk(&updated).into_bytes();
+                let shown_dest = move_to.as_deref().unwrap_or(path);
+                plan.diff.push_str(&unified_diff(&text, &updated, &format!("a/{path}"), &format!("b/{shown_dest}")));
+                match move_to {
+                    Some(dest_shown) => {
+                        let dest = resolve(dest_shown);
+                        if dest != source {
+                            claim(&dest, dest_shown)?;
+                            if std::fs::symlink_metadata(&dest).is_ok() {
+                                return Err(format!("cannot move {path} to {dest_shown}: the destination already exists"));
+                            }
+                            let permissions = std::fs::metadata(&source).ok().map(|m| m.permissions());
+                            plan.steps.push(Step::Write { path: dest.clone(), data, permissions });
+                            plan.steps.push(Step::Remove { path: source.clone() });
+                            plan.files_moved.push((path.clone(), dest_shown.clone()));
+                            plan.touched.push(source.clone());
+                            plan.touched.push(dest);
+                            plan.changed = true;
+                        } else if updated != text {
+                            plan.steps.push(Step::Write { path: source.clone(), data, permissions: None });
+                            plan.touched.push(source.clone());
+                            plan.changed = true;
+                        }
+                        plan.files_modified.push(dest_shown.clone());
+                    }
+                    None => {
+                        if updated != text {
+                            plan.steps.push(Step::Write { path: source.clone(), data, permissions: None });
+                            plan.touched.push(source.clone());
+                            plan.changed = true;
+                        }
+                        plan.files_modified.push(path.clone());
+                    }
+                }
+            }
+        }
+    }
+    Ok(plan)
+}
+
+fn read_text(path: &Path, shown: &str) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|_| format!("{shown}: file not found"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown}: not a regular file"));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    if super::paths::has_nul(&bytes) {
+        return Err(format!("{shown}: binary file, not patched"));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("{shown}: not valid UTF-8, not patched"))
+}
+
+/// Applies the hunks of one file in order; each must be found after the previous one.
+fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<String, String> {
+    let trailing_newline = text.ends_with('\n') || text.is_empty();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut cursor = 0usize;
+    for (index, hunk) in hunks.iter().enumerate() {
+        let old: Vec<&str> = hunk
+            .lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Context(s) | Line::Remove(s) => Some(s.as_str()),
+                Line::Add(_) => None,
+            })
+            .collect();
+        let mut search_from = cursor;
+        if let Some(header) = &hunk.header {
+            let wanted = header.trim();
+            let found = (cursor..lines.len())
+                .chain(0..cursor.min(lines.len()))
+                .find(|&i| lines[i].trim() == wanted)
+                .or_else(|| (cursor..lines.len()).chain(0..cursor.min(lines.len())).find(|&i| lines[i].contains(wanted)));
+            match found {
+                Some(at) => search_from = if old.is_empty() { at + 1 } else { at },
+                None => {
+                    return Err(format!(
+                        "{shown}: hunk {} (patch line {}): the anchor line `@@ {header}` was not found in the file",
+                        index + 1,
+                        hunk.patch_line
+                    ))
+                }
+            }
+        }
+        let at = if old.is_empty() {
+            if hunk.header.is_some() {
+                search_from
+            } else {
+                lines.len()
+            }
+        } else {
+            match locate(&lines, &old, search_from, hunk.at_eof) {
+                Some(at) => at,
+                None => {
+                    let wanted = old.join("\n");
+                    let mut message = format!(
+                        "{shown}: hunk {} (patch line {}): its context and removed lines were not found in the file",
+                        index + 1,
+                        hunk.patch_line
+                    );
+                    if let Some((line, snippet, _)) = closest_region(&lines.join("\n"), &wanted) {
+                        message.push_str(&format!(". The most similar region starts at line {line}:\n{snippet}"));
+                    }
+                    return Err(message);
+                }
+            }
+        };
+        let mut replacement = Vec::new();
+        let mut old_index = at;
+        for line in &hunk.lines {
+            match line {
+                Line::Context(_) => {
+                    replacement.push(lines[old_index].clone());
+                    old_index += 1;
+                }
+                Line::Remove(_) => old_index += 1,
+                Line::Add(s) => replacement.push(s.clone()),
+            }
+        }
+        let added = replacement.len();
+        lines.splice(at..at + old.len(), replacement);
+        cursor = at + added;
+    }
+    let mut out = lines.join("\n");
+    if trailing_newline && !lines.is_empty() {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Where `old` sits in `lines`: exact first, then ignoring trailing whitespace, then
+/// ignoring all surrounding whitespace; after `from` first, then anywhere.
+fn locate(lines: &[String], old: &[&str], from: usize, at_eof: bool) -> Option<usize> {
+    let k = old.len();
+    if k > lines.len() {
+        return None;
+    }
+    let compares: [fn(&str, &str) -> bool; 3] =
+        [|a, b| a == b, |a, b| a.trim_end() == b.trim_end(), |a, b| a.trim() == b.trim()];
+    for same in compares {
+        let fits = |start: usize| (0..k).all(|i| same(&lines[start + i], old[i]));
+        if at_eof && fits(lines.len() - k) {
+            return Some(lines.len() - k);
+        }
+        let last = lines.len() - k;
+        if let Some(at) = (from.min(last + 1)..=last).find(|&s| fits(s)) {
+            return Some(at);
+        }
+        if let Some(at) = (0..from.min(last + 1)).find(|&s| fits(s)) {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// Writes the plan; on any failure, undoes what was already done and reports it.
+pub fn apply(plan: &Plan) -> Result<(), String> {
+    enum Undo {
+        Restore(PathBuf, Vec<u8>),
+        Delete(PathBuf),
+    }
+    let mut undo: Vec<Undo> = Vec::new();
+    let mut outcome = Ok(());
+    for step in &plan.steps {
+        let result = match step {
+            Step::Write { path, data, permissions } => {
+                let previous = std::fs::read(path).ok();
+                let result = create_parents(path).and_then(|_| atomic_write(path, data)).and_then(|_| match permissions {
+                    Some(p) => std::fs::set_permissions(path, p.clone()),
+                    None => Ok(()),
+                });
+                if result.is_ok() {
+                    undo.push(match previous {
+                        Some(bytes) => Undo::Restore(path.clone(), bytes),
+                        None => Undo::Delete(path.clone()),
+                    });
+                }
+                result.map_err(|e| format!("writing {}: {e}", display_path(path)))
+            }
+            Step::Remove { path } => {
+                let previous = std::fs::read(path);
+                match previous {
+                    Ok(bytes) => std::fs::remove_file(path)
+                        .map(|_| undo.push(Undo::Restore(path.clone(), bytes)))
+                        .map_err(|e| format!("deleting {}: {e}", display_path(path))),
+                    Err(e) => Err(format!("deleting {}: {e}", display_path(path))),
+                }
+            }
+        };
+        if let Err(e) = result {
+            outcome = Err(e);
+            break;
+        }
+    }
+    if outcome.is_err() {
+        for step in undo.into_iter().rev() {
+            match step {
+                Undo::Restore(path, bytes) => {
+                    let _ = atomic_write(&path, &bytes);
+                }
+                Undo::Delete(path) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+    }
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_all_operations() {
+        let ops = parse(
+            "*** Begin Patch\n*** Add File: a.txt\n+hello\n*** Update File: b.txt\n*** Move to: c.txt\n@@ fn x\n a\n-b\n+B\n*** Delete File: d.txt\n*** End Patch\n",
+        )
+        .unwrap();
+        assert_eq!(ops.len(), 3);
+        assert!(matches!(&ops[0], Op::Add { path, lines } if path == "a.txt" && lines == &["hello".to_string()]));
+        assert!(matches!(&ops[1], Op::Update { move_to: Some(m), hunks, .. } if m == "c.txt" && hunks.len() == 1));
+        assert!(matches!(&ops[2], Op::Delete { path } if path == "d.txt"));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(parse("hello").is_err());
+        assert!(parse("*** Begin Patch\n*** End Patch").is_err());
+        assert!(parse("*** Begin Patch\n*** Update File: x\n@@\n?? what\n*** End Patch").unwrap_err().contains("line 4"));
+    }
+
+    #[test]
+    fn hunks_apply_in_order() {
+        let ops = parse("*** Begin Patch\n*** Update File: f\n@@\n a\n-b\n+B\n@@\n c\n+d\n*** End Patch").unwrap();
+        let Op::Update { hunks, .. } = &ops[0] else { panic!() };
+        assert_eq!(apply_hunks("a\nb\nc\n", hunks, "f").unwrap(), "a\nB\nc\nd\n");
+        assert_eq!(apply_hunks("a  \nb\nc\n", hunks, "f").unwrap(), "a  \nB\nc\nd\n");
+        assert!(apply_hunks("x\ny\n", hunks, "f").is_err());
+    }
+}

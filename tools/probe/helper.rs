@@ -1,1 +1,0 @@
-pub fn repeat(s: &str, n: u32) -> String { s.repeat(n as usize) }
