@@ -1,0 +1,48 @@
+//! Whole-process time of the commands an agent host runs most, against the time of
+//! starting a process that does nothing (`true`), measured in the same run.
+//!
+//! cargo bench --bench startup
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RUNS: usize = 200;
+
+fn time_runs(program: &str, args: &[&str]) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let status = Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("the program runs");
+        samples.push(started.elapsed());
+        assert!(status.success(), "{program} {args:?} failed");
+    }
+    samples.sort();
+    samples
+}
+
+fn main() {
+    let binary = env!("CARGO_BIN_EXE_hermes-tools");
+    let baseline = time_runs("true", &[]);
+    let baseline_median = baseline[RUNS / 2];
+    println!("{:<42} {:>10} {:>10} {:>12}", "command", "median", "p90", "x baseline");
+    let report = |label: &str, samples: &[Duration]| {
+        let median = samples[RUNS / 2];
+        let p90 = samples[RUNS * 9 / 10];
+        println!(
+            "{:<42} {:>8.2}ms {:>8.2}ms {:>11.1}x",
+            label,
+            median.as_secs_f64() * 1e3,
+            p90.as_secs_f64() * 1e3,
+            median.as_secs_f64() / baseline_median.as_secs_f64()
+        );
+    };
+    report("true (baseline: start a process)", &baseline);
+    report("hermes-tools list", &time_runs(binary, &["list"]));
+    report("hermes-tools schema --toolsets all", &time_runs(binary, &["schema", "--toolsets", "all"]));
+    report("hermes-tools toolsets --json", &time_runs(binary, &["toolsets", "--json"]));
+}
