@@ -99,12 +99,15 @@ fn agent_loop_tools_need_an_agent_session() {
         fn handle(&self, tool: &str, args: Value, _ctx: &ToolContext) -> Option<String> {
             (tool == "todo").then(|| json!({"todos": [], "args": args}).to_string())
         }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
     }
     let ctx = ToolContext::builder().agent_session(Arc::new(Session)).build();
     let todo: Value = serde_json::from_str(&registry.handle_function_call(&ToolCall::new("todo", json!({"merge": true})), &ctx)).unwrap();
     assert_eq!(todo, json!({"todos": [], "args": {"merge": true}}));
     let memory: Value = serde_json::from_str(&registry.handle_function_call(&ToolCall::new("memory", json!({})), &ctx)).unwrap();
-    assert!(memory["error"].as_str().unwrap().contains("not provided by the attached agent session"));
+    assert!(memory["error"].as_str().unwrap().contains("not provided by the attached agent session or by any tool"));
 }
 
 #[test]

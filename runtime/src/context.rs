@@ -23,13 +23,22 @@ struct ContextInner {
     agent_session: Option<Arc<dyn AgentSession>>,
 }
 
-/// The seam between the runtime and an agent loop: the tools that need an agent's own
+/// The seam between the runtime and an agent loop. The tools that need an agent's own
 /// state (its todo list, memory, session store, child agents, a way to ask the user)
-/// are answered by the session attached to the call's context. Without one they are
+/// only run when a session is attached to the call's context; without one they are
 /// refused with a clear error.
-pub trait AgentSession: Send + Sync {
-    /// The result for `tool`, or `None` when this session does not provide it.
-    fn handle(&self, tool: &str, args: serde_json::Value, ctx: &ToolContext) -> Option<String>;
+///
+/// A session either answers such a tool itself ([`handle`](AgentSession::handle)) or
+/// lets the tool's own handler run, which finds the session's state through
+/// [`ToolContext::agent_session`] and [`AgentSession::as_any`].
+pub trait AgentSession: Send + Sync + 'static {
+    /// The result for `tool`, or `None` to run the tool's own handler.
+    fn handle(&self, _tool: &str, _args: serde_json::Value, _ctx: &ToolContext) -> Option<String> {
+        None
+    }
+
+    /// The concrete session, for handlers that downcast to reach its state.
+    fn as_any(&self) -> &dyn Any;
 }
 
 impl ToolContext {
@@ -61,6 +70,11 @@ impl ToolContext {
 
     pub fn agent_session(&self) -> Option<&Arc<dyn AgentSession>> {
         self.inner.agent_session.as_ref()
+    }
+
+    /// The attached session as its concrete type, if it is one.
+    pub fn agent_session_as<T: AgentSession>(&self) -> Option<&T> {
+        self.agent_session().and_then(|s| s.as_any().downcast_ref::<T>())
     }
 
     /// Set when the caller gave up (timeout, interrupt); long handlers check it.

@@ -160,11 +160,20 @@ impl Registry {
             }
         }
         crate::context::note_tool_call(ctx.task_id(), name);
-        let mut result = match (is_agent_tool, ctx.agent_session()) {
-            (true, Some(session)) => session
-                .handle(name, args.clone(), ctx)
-                .unwrap_or_else(|| tool_error(format!("{name} is not provided by the attached agent session"))),
-            _ => self.dispatch(name, args.clone(), ctx),
+        let answered_by_session = match (is_agent_tool, ctx.agent_session()) {
+            (true, Some(session)) => catch_unwind(AssertUnwindSafe(|| session.handle(name, args.clone(), ctx)))
+                .unwrap_or_else(|payload| Some(tool_error(sanitize_error_text(&format!(
+                    "Tool execution failed: panic: {}",
+                    panic_message(&*payload)
+                ))))),
+            _ => None,
+        };
+        let mut result = match answered_by_session {
+            Some(result) => result,
+            None if tool.is_none() && is_agent_tool => {
+                tool_error(format!("{name} is not provided by the attached agent session or by any tool"))
+            }
+            None => self.dispatch(name, args.clone(), ctx),
         };
         let (status, error_type, error_message) = derive_status(&result);
         let post = PostCall {
