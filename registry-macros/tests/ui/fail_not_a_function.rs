@@ -1,0 +1,6 @@
+use hermes_runtime::prelude::*;
+
+#[tool(toolset = "demo")]
+pub struct Settings;
+
+fn main() {}
