@@ -197,4 +197,29 @@ fn main() {
         median.as_secs_f64() / base_median.as_secs_f64().max(1e-12),
         worst.as_secs_f64() / base_worst.as_secs_f64().max(1e-12)
     );
+
+    // Scaling: commands of growing size (under the parser limits, so every rule runs).
+    // Linear time shows as a flat cost per kilobyte.
+    println!("scaling (a pipeline of `echo hello | grep h; ` repeated):");
+    for kilobytes in [1usize, 4, 16, 64, 120] {
+        let unit = "echo hello | grep h; ";
+        let command = unit.repeat(kilobytes * 1024 / unit.len());
+        let rounds = (256 / kilobytes).max(3);
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            black_box(classify(black_box(&command), &ctx));
+        }
+        let per_call = started.elapsed() / rounds as u32;
+        println!(
+            "  {:>4} KB: {:>10.1} us per command, {:>7.2} us per KB",
+            kilobytes,
+            micros(per_call),
+            micros(per_call) / kilobytes as f64
+        );
+    }
+    let huge = "a".repeat(1024 * 1024);
+    let started = std::time::Instant::now();
+    black_box(classify(&huge, &ctx));
+    println!("  1 MB without separators (refused by the parser limit): {:.1} us", micros(started.elapsed()));
 }
+
