@@ -194,9 +194,13 @@ fn cron_and_single_query_name_their_keys() {
     let single = ApprovalContext { single_query: true, gateway_session: true, platform: Some("telegram".into()), ..Default::default() };
     let result = approvals.check_all_command_guards("rm -rf build", "local", &single, &GuardOptions::default());
     assert!(result.message.as_deref().unwrap().contains("approvals.single_query_mode"));
-    // Without any context there is nobody to ask and nothing forbids it: approved.
+    // Without any context there is nobody to ask: unlike the original, that fails
+    // closed, under approvals.unattended_mode; safe commands still run.
     let none = approvals.check_all_command_guards("rm -rf build", "local", &ApprovalContext::default(), &GuardOptions::default());
-    assert!(none.is_approved());
+    assert_eq!(none.kind, ResultKind::Blocked);
+    assert!(none.message.as_deref().unwrap().contains("approvals.unattended_mode"));
+    let safe = approvals.check_all_command_guards("ls -la", "local", &ApprovalContext::default(), &GuardOptions::default());
+    assert!(safe.is_approved());
 }
 
 #[test]

@@ -33,6 +33,9 @@ pub enum NoHumanReason {
     Cron,
     /// An unattended platform, by name.
     Unattended(String),
+    /// No signal at all (a library call, a server with no approval channel). The
+    /// original approves here; this port fails closed, under the unattended setting.
+    Unspecified,
 }
 
 impl NoHumanReason {
@@ -41,7 +44,7 @@ impl NoHumanReason {
         match self {
             NoHumanReason::SingleQuery => "approvals.single_query_mode",
             NoHumanReason::Cron => "approvals.cron_mode",
-            NoHumanReason::Unattended(_) => "approvals.unattended_mode",
+            NoHumanReason::Unattended(_) | NoHumanReason::Unspecified => "approvals.unattended_mode",
         }
     }
 
@@ -51,6 +54,9 @@ impl NoHumanReason {
             NoHumanReason::SingleQuery => "a single-query run (-q)".to_string(),
             NoHumanReason::Cron => "a cron job".to_string(),
             NoHumanReason::Unattended(platform) => format!("the unattended '{platform}' platform"),
+            NoHumanReason::Unspecified => {
+                "a context with nobody to ask (no HERMES_INTERACTIVE terminal, gateway or ask session)".to_string()
+            }
         }
     }
 }
@@ -128,6 +134,8 @@ impl ApprovalContext {
             Some(NoHumanReason::Cron)
         } else if self.is_unattended_platform() {
             Some(NoHumanReason::Unattended(self.platform.clone().unwrap_or_default()))
+        } else if !self.has_human() {
+            Some(NoHumanReason::Unspecified)
         } else {
             None
         }

@@ -555,7 +555,9 @@ impl Approvals {
         match reason {
             super::context::NoHumanReason::SingleQuery => policy.single_query_mode,
             super::context::NoHumanReason::Cron => policy.cron_mode,
-            super::context::NoHumanReason::Unattended(_) => policy.unattended_mode,
+            super::context::NoHumanReason::Unattended(_) | super::context::NoHumanReason::Unspecified => {
+                policy.unattended_mode
+            }
         }
     }
 }

@@ -153,6 +153,26 @@ impl Approvals {
     }
 
     /// One instance per process for `$HERMES_HOME` (loaded on first use).
+    /// The shared instance for a Hermes home, created on first use: every tool call
+    /// of a process that uses one home sees the same session approvals. When
+    /// config.yaml changed since the last call, the policy and the permanent
+    /// allowlist are read again, so an operator's edit applies without a restart.
+    pub fn for_home(hermes_home: &Path) -> Arc<Approvals> {
+        type Signature = Option<(std::time::SystemTime, u64)>;
+        static BY_HOME: OnceLock<Mutex<HashMap<PathBuf, (Arc<Approvals>, Signature)>>> = OnceLock::new();
+        let signature = crate::config::file_signature(&crate::config::Config::path_in(hermes_home));
+        let mut homes = BY_HOME.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        let (approvals, seen) = homes
+            .entry(hermes_home.to_path_buf())
+            .or_insert_with(|| (Arc::new(Approvals::load(hermes_home)), signature));
+        if *seen != signature {
+            approvals.set_policy(ApprovalPolicy::load(hermes_home));
+            approvals.reload_allowlist();
+            *seen = signature;
+        }
+        Arc::clone(approvals)
+    }
+
     pub fn global() -> &'static Approvals {
         static GLOBAL: OnceLock<Approvals> = OnceLock::new();
         GLOBAL.get_or_init(|| Approvals::load(crate::context::default_hermes_home()))
