@@ -1,0 +1,282 @@
+//! `modal`, `daytona` and `vercel_sandbox` against local HTTP servers on 127.0.0.1.
+//!
+//! These servers are STAND-INS (fakes), not the providers: the real APIs cannot be reached
+//! from here. Each fake follows the request/response shapes the backend implements
+//! (Daytona's sandbox + toolbox REST API, Vercel's Sandbox REST API, and the JSON sandbox
+//! gateway the modal backend speaks) and "executes" a command by running it with the
+//! local bash, so the whole path (wrapping, shell state, output handling) is exercised.
+//! The `singularity` backend has no package here: only its command lines are tested.
+
+use hermes_runtime::{Registry, ToolCall, ToolContext};
+use hermes_tools::tools::terminal;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use tempfile::TempDir;
+
+#[derive(Debug, Clone)]
+struct Request {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+type Handler = Arc<dyn Fn(&Request) -> (u16, String) + Send + Sync>;
+
+struct Fake {
+    url: String,
+    log: Arc<Mutex<Vec<Request>>>,
+}
+
+fn serve(handler: Handler) -> Fake {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let log2 = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let handler = Arc::clone(&handler);
+            let log = Arc::clone(&log2);
+            std::thread::spawn(move || connection(stream, handler, log));
+        }
+    });
+    Fake { url, log }
+}
+
+fn connection(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<Request>>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let path = parts.next().unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        let mut length = 0usize;
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h).unwrap();
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (k, v) = h.split_once(':').unwrap();
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap();
+            }
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let body = if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
+        let req = Request { method, path, headers, body };
+        log.lock().unwrap().push(req.clone());
+        let (status, text) = handler(&req);
+        let response = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
+        );
+        if writer.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Runs a shell command string the way the sandbox would: local bash, merged output.
+fn sh(command: &str) -> (String, i32) {
+    let out = std::process::Command::new("bash").arg("-c").arg(format!("{{ {command}\n}} 2>&1")).output().unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code().unwrap_or(-1))
+}
+
+/// Runs an argument vector: (stdout, stderr, exit code).
+fn argv(cmd: &str, args: &[Value]) -> (String, String, i32) {
+    let out = std::process::Command::new(cmd).args(args.iter().map(|a| a.as_str().unwrap())).output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+struct Client {
+    ctx: ToolContext,
+    registry: Registry,
+    task: String,
+    _home: TempDir,
+}
+
+fn client(config: &str, task: &str) -> Client {
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let task = format!("{task}-{}", std::process::id());
+    let ctx = ToolContext::builder().task_id(&task).hermes_home(home.path()).build();
+    let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
+    Client { ctx, registry, task, _home: home }
+}
+
+impl Client {
+    fn call(&self, args: Value) -> Value {
+        let raw = self.registry.handle_function_call(&ToolCall::new("terminal", args), &self.ctx);
+        serde_json::from_str(&raw).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"))
+    }
+}
+
+/// The common checks: output, exit code, cwd + export persistence, no background.
+fn exercise(c: &Client) {
+    let r = c.call(json!({"command": "echo hello; echo oops >&2; exit 5"}));
+    assert_eq!(r["output"], "hello\noops", "{r}");
+    assert_eq!(r["exit_code"], 5);
+    let r = c.call(json!({"command": "cd /tmp && export VIA_HTTP=yes"}));
+    assert_eq!(r["cwd"], "/tmp", "{r}");
+    let r = c.call(json!({"command": "pwd; echo $VIA_HTTP"}));
+    assert_eq!(r["output"], "/tmp\nyes");
+    let r = c.call(json!({"command": "sleep 1", "background": true}));
+    assert_eq!(r["status"], "error");
+    assert!(r["error"].as_str().unwrap().contains("not supported"), "{r}");
+    // Isolated backend: dangerous commands need no approval, only deny rules apply.
+    let r = c.call(json!({"command": "rm -rf /tmp/hermes-http-fake-nonexistent-dir"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+}
+
+#[test]
+fn daytona_against_a_fake_api() {
+    let fake = serve(Arc::new(|req: &Request| match (req.method.as_str(), req.path.as_str()) {
+        ("POST", "/sandbox") => (200, json!({"id": "sb-123", "state": "started"}).to_string()),
+        ("POST", "/toolbox/sb-123/toolbox/process/execute") => {
+            let (result, code) = sh(req.body["command"].as_str().unwrap());
+            (200, json!({"exitCode": code, "result": result}).to_string())
+        }
+        ("DELETE", "/sandbox/sb-123") => (200, String::new()),
+        _ => (404, json!({"message": "not found"}).to_string()),
+    }));
+    let c = client(
+        &format!("terminal:\n  backend: daytona\n  daytona_api_url: {}\n  daytona_api_key: dtn-test-key\n  daytona_image: img:9\n", fake.url),
+        "terminal-daytona",
+    );
+    exercise(&c);
+    terminal::cleanup_task(&c.task);
+    let log = fake.log.lock().unwrap().clone();
+    let create = &log[0];
+    assert_eq!((create.method.as_str(), create.path.as_str()), ("POST", "/sandbox"));
+    assert_eq!(create.header("authorization"), Some("Bearer dtn-test-key"));
+    assert_eq!(create.body["image"], "img:9");
+    assert_eq!(create.body["labels"]["hermes-agent"], "1");
+    assert!(create.body["labels"]["hermes-task"].as_str().unwrap().starts_with("hermes-terminal-daytona"));
+    assert!(log[1].body["command"].as_str().unwrap().starts_with("bash -l -c "), "first command is the login snapshot");
+    let last = log.last().unwrap();
+    assert_eq!((last.method.as_str(), last.path.as_str()), ("DELETE", "/sandbox/sb-123"));
+}
+
+#[test]
+fn vercel_sandbox_against_a_fake_api() {
+    let results: Arc<Mutex<Vec<(String, i32)>>> = Arc::default();
+    let r2 = Arc::clone(&results);
+    let fake = serve(Arc::new(move |req: &Request| {
+        let path = req.path.split('?').next().unwrap().to_string();
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (req.method.as_str(), parts.as_slice()) {
+            ("POST", ["v1", "sandboxes"]) => (200, json!({"sandbox": {"id": "sbx_42", "status": "running"}}).to_string()),
+            ("POST", ["v1", "sandboxes", "sbx_42", "cmd"]) => {
+                let (out, err, code) = argv(req.body["command"].as_str().unwrap(), req.body["args"].as_array().unwrap());
+                let mut all = r2.lock().unwrap();
+                all.push((out + &err, code));
+                (200, json!({"command": {"id": format!("cmd_{}", all.len() - 1), "sandboxId": "sbx_42"}}).to_string())
+            }
+            ("GET", ["v1", "sandboxes", "sbx_42", "cmd", id]) => {
+                let n: usize = id.trim_start_matches("cmd_").parse().unwrap();
+                let code = r2.lock().unwrap()[n].1;
+                (200, json!({"command": {"id": id, "exitCode": code}}).to_string())
+            }
+            ("GET", ["v1", "sandboxes", "sbx_42", "cmd", id, "logs"]) => {
+                let n: usize = id.trim_start_matches("cmd_").parse().unwrap();
+                let out = r2.lock().unwrap()[n].0.clone();
+                let lines: Vec<String> = out
+                    .split_inclusive('\n')
+                    .map(|chunk| json!({"stream": "stdout", "data": chunk}).to_string())
+                    .collect();
+                (200, lines.join("\n"))
+            }
+            ("POST", ["v1", "sandboxes", "sbx_42", "stop"]) => (200, json!({"sandbox": {"id": "sbx_42"}}).to_string()),
+            _ => (404, json!({"error": {"code": "not_found"}}).to_string()),
+        }
+    }));
+    let c = client(
+        &format!(
+            "terminal:\n  backend: vercel_sandbox\n  vercel_api_url: {}\n  vercel_token: vt-test\n  vercel_team_id: team_7\n  vercel_runtime: python3.13\n  cwd: /tmp\n",
+            fake.url
+        ),
+        "terminal-vercel",
+    );
+    exercise(&c);
+    terminal::cleanup_task(&c.task);
+    let log = fake.log.lock().unwrap().clone();
+    assert_eq!(log[0].path, "/v1/sandboxes?teamId=team_7");
+    assert_eq!(log[0].header("authorization"), Some("Bearer vt-test"));
+    assert_eq!(log[0].body["runtime"], "python3.13");
+    let cmd = log.iter().find(|r| r.path.starts_with("/v1/sandboxes/sbx_42/cmd?")).unwrap();
+    assert_eq!(cmd.body["command"], "bash");
+    assert!(log.iter().any(|r| r.method == "GET" && r.path.contains("wait=true") && r.path.contains("teamId=team_7")));
+    assert_eq!(log.last().unwrap().path, "/v1/sandboxes/sbx_42/stop?teamId=team_7");
+}
+
+#[test]
+fn modal_against_a_fake_gateway() {
+    let fake = serve(Arc::new(|req: &Request| match (req.method.as_str(), req.path.as_str()) {
+        ("POST", "/v1/sandboxes") => (200, json!({"sandbox_id": "sb-modal-1"}).to_string()),
+        ("POST", "/v1/sandboxes/sb-modal-1/exec") => {
+            let cmd = req.body["command"].as_array().unwrap();
+            let (out, err, code) = argv(cmd[0].as_str().unwrap(), &cmd[1..]);
+            (200, json!({"stdout": out, "stderr": err, "returncode": code}).to_string())
+        }
+        ("DELETE", "/v1/sandboxes/sb-modal-1") => (200, "{}".into()),
+        _ => (404, "{}".into()),
+    }));
+    let c = client(
+        &format!(
+            "terminal:\n  backend: modal\n  modal_api_url: {}\n  modal_token_id: ak-1\n  modal_token_secret: as-2\n",
+            fake.url
+        ),
+        "terminal-modal",
+    );
+    exercise(&c);
+    terminal::cleanup_task(&c.task);
+    let log = fake.log.lock().unwrap().clone();
+    assert_eq!(log[0].header("authorization"), Some("Bearer ak-1:as-2"));
+    assert_eq!(log[0].body["image"], "nikolaik/python-nodejs:python3.11-nodejs20");
+    assert_eq!(log.last().unwrap().method, "DELETE");
+}
+
+#[test]
+fn refused_credentials_are_degraded_with_a_hint() {
+    let fake = serve(Arc::new(|_req: &Request| (401, json!({"message": "bad key"}).to_string())));
+    let c = client(
+        &format!("terminal:\n  backend: daytona\n  daytona_api_url: {}\n  daytona_api_key: wrong\n", fake.url),
+        "terminal-daytona-401",
+    );
+    let r = c.call(json!({"command": "echo x"}));
+    assert_eq!(r["status"], "degraded", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("HTTP 401"), "{r}");
+    assert!(r["retry_hint"].as_str().unwrap().contains("credentials"));
+}
+
+#[test]
+fn singularity_command_lines() {
+    use hermes_tools::tools::terminal::env::singularity::{exec_args, start_args, stop_args};
+    assert_eq!(
+        start_args("docker://img:1", "hermes-0badc0de"),
+        ["instance", "start", "--containall", "--no-home", "docker://img:1", "hermes-0badc0de"]
+    );
+    assert_eq!(exec_args("hermes-0badc0de", "echo hi"), ["exec", "instance://hermes-0badc0de", "bash", "-c", "echo hi"]);
+    assert_eq!(stop_args("hermes-0badc0de"), ["instance", "stop", "hermes-0badc0de"]);
+}

@@ -1,0 +1,226 @@
+//! The `ssh` backend against a real sshd: the test starts its own daemon on 127.0.0.1 on
+//! a free port, with a host key, a user key and an sshd_config generated into a temp dir
+//! (`UsePAM no`, `StrictModes no`, running as the current user). `.ci/setup.d/20-terminal.sh`
+//! installs openssh-server; without `sshd` this test FAILS instead of passing silently.
+
+use hermes_runtime::{Registry, ToolCall, ToolContext};
+use hermes_tools::tools::terminal;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+struct Sshd {
+    child: Child,
+    port: u16,
+    dir: TempDir,
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn find_sshd() -> PathBuf {
+    for candidate in ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"] {
+        if Path::new(candidate).is_file() {
+            return PathBuf::from(candidate);
+        }
+    }
+    panic!(
+        "sshd was not found (looked in /usr/sbin, /usr/local/sbin, /sbin): run .ci/setup.d/20-terminal.sh \
+         (installs openssh-server) before this test"
+    );
+}
+
+fn keygen(path: &Path) {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .status()
+        .expect("ssh-keygen runs (openssh-client; see .ci/setup.d/20-terminal.sh)");
+    assert!(status.success());
+}
+
+fn current_user() -> String {
+    let out = Command::new("id").arg("-un").output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn start_sshd() -> Sshd {
+    let sshd = find_sshd();
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    keygen(&d.join("host_key"));
+    keygen(&d.join("user_key"));
+    std::fs::copy(d.join("user_key.pub"), d.join("authorized_keys")).unwrap();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let config = format!(
+        "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+         PidFile {d}/sshd.pid\nUsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+         PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nMaxSessions 50\nMaxStartups 50\n",
+        d = d.display()
+    );
+    std::fs::write(d.join("sshd_config"), config).unwrap();
+    // Privilege separation directory (created by the setup script in CI).
+    let _ = std::fs::create_dir_all("/run/sshd");
+    let host_pub = std::fs::read_to_string(d.join("host_key.pub")).unwrap();
+    let mut parts = host_pub.split_whitespace();
+    let known = format!("[127.0.0.1]:{port} {} {}\n", parts.next().unwrap(), parts.next().unwrap());
+    std::fs::write(d.join("known_hosts"), known).unwrap();
+    let child = Command::new(&sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(d.join("sshd_config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(d.join("sshd.log")).unwrap())
+        .spawn()
+        .expect("sshd starts");
+    let mut sshd = Sshd { child, port, dir };
+    let start = Instant::now();
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        if let Ok(Some(status)) = sshd.child.try_wait() {
+            panic!("sshd exited ({status}): {}", std::fs::read_to_string(sshd.dir.path().join("sshd.log")).unwrap_or_default());
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "sshd did not listen on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sshd
+}
+
+struct Client {
+    ctx: ToolContext,
+    registry: Registry,
+    task: String,
+    _home: TempDir,
+}
+
+impl Client {
+    fn new(sshd: &Sshd, task: &str) -> Client {
+        let home = TempDir::new().unwrap();
+        let d = sshd.dir.path().display();
+        std::fs::write(
+            home.path().join("config.yaml"),
+            format!(
+                "terminal:\n  backend: ssh\n  ssh_host: 127.0.0.1\n  ssh_user: {user}\n  ssh_port: {port}\n  \
+                 ssh_key: {d}/user_key\n  ssh_known_hosts: {d}/known_hosts\n",
+                user = current_user(),
+                port = sshd.port
+            ),
+        )
+        .unwrap();
+        let task = format!("{task}-{}", std::process::id());
+        let ctx = ToolContext::builder().task_id(&task).hermes_home(home.path()).build();
+        let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
+        Client { ctx, registry, task, _home: home }
+    }
+
+    fn call(&self, tool: &str, args: Value) -> Value {
+        let raw = self.registry.handle_function_call(&ToolCall::new(tool, args), &self.ctx);
+        serde_json::from_str(&raw).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"))
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        terminal::cleanup_task(&self.task);
+    }
+}
+
+fn sleepers(tag: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat.rfind(')').is_some_and(|i| stat[i + 2..].starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").trim() == format!("sleep {tag}") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn ssh_backend_runs_commands_keeps_state_and_kills_remote_trees() {
+    let sshd = start_sshd();
+    let c = Client::new(&sshd, "terminal-ssh");
+
+    let r = c.call("terminal", json!({"command": "echo hi; echo err >&2; whoami"}));
+    assert_eq!(r["output"], format!("hi\nerr\n{}", current_user()), "{r}");
+    assert_eq!(r["exit_code"], 0);
+    let home = std::env::var("HOME").unwrap_or_default();
+    assert_eq!(r["cwd"], std::fs::canonicalize(&home).unwrap().to_string_lossy().as_ref());
+
+    let r = c.call("terminal", json!({"command": "cd /tmp && export HERMES_SSH_VAR=via-ssh; exit 3"}));
+    assert_eq!(r["exit_code"], 3);
+    // `exit` skips the state save: nothing changed.
+    let r = c.call("terminal", json!({"command": "cd /tmp && export HERMES_SSH_VAR=via-ssh"}));
+    assert_eq!(r["cwd"], "/tmp");
+    let r = c.call("terminal", json!({"command": "pwd; echo $HERMES_SSH_VAR"}));
+    assert_eq!(r["output"], "/tmp\nvia-ssh");
+
+    // Timeout: exit 124 and the remote tree is gone.
+    let r = c.call("terminal", json!({"command": "sleep 4711", "timeout": 2}));
+    assert_eq!(r["exit_code"], 124, "{r}");
+    assert!(r["output"].as_str().unwrap().ends_with("[Command timed out after 2s]"));
+    let start = Instant::now();
+    while !sleepers("4711").is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "remote sleep survived: {:?}", sleepers("4711"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Background through the same connection, then kill.
+    let r = c.call("terminal", json!({"command": "echo bg-ok; sleep 4712", "background": true}));
+    let id = r["session_id"].as_str().unwrap().to_string();
+    let start = Instant::now();
+    while sleepers("4712").is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "remote background process did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = c.call("process", json!({"action": "kill", "session_id": id}));
+    assert_eq!(r["status"], "killed", "{r}");
+    let start = Instant::now();
+    while !sleepers("4712").is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "remote background sleep survived");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = c.call("process", json!({"action": "log", "session_id": id}));
+    assert_eq!(r["output"], "bg-ok");
+
+    // A second task gets its own connection and its own cwd.
+    let c2 = Client::new(&sshd, "terminal-ssh-2");
+    let r = c2.call("terminal", json!({"command": "pwd"}));
+    assert_eq!(r["output"], std::fs::canonicalize(&home).unwrap().to_string_lossy().as_ref());
+}
+
+#[test]
+fn ssh_connection_failure_is_degraded_with_a_reason() {
+    let home = TempDir::new().unwrap();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!("terminal:\n  backend: ssh\n  ssh_host: 127.0.0.1\n  ssh_port: {port}\n"),
+    )
+    .unwrap();
+    let ctx = ToolContext::builder().task_id("terminal-ssh-down").hermes_home(home.path()).build();
+    let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
+    let raw = registry.handle_function_call(&ToolCall::new("terminal", json!({"command": "echo x"})), &ctx);
+    let r: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(r["status"], "degraded", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("ssh connection to 127.0.0.1"), "{r}");
+    assert!(r["retry_hint"].as_str().is_some());
+}

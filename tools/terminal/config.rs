@@ -1,0 +1,205 @@
+//! The terminal's settings: `terminal.*` / `tool_output.*` in config.yaml, overridden by
+//! the `TERMINAL_*` environment variables (reference §6).
+
+use hermes_runtime::config::Config;
+use serde_json::Value;
+use std::path::Path;
+
+/// Everything the backends and the tool read, resolved once per call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalConfig {
+    pub backend: String,
+    /// `TERMINAL_CWD` / `terminal.cwd`: where a task starts (backend default when unset).
+    pub cwd: Option<String>,
+    pub timeout: u64,
+    pub max_foreground_timeout: u64,
+    pub max_output_chars: usize,
+    pub term_grace_seconds: f64,
+    // ssh
+    pub ssh_host: Option<String>,
+    pub ssh_user: Option<String>,
+    pub ssh_port: u16,
+    pub ssh_key: Option<String>,
+    pub ssh_known_hosts: Option<String>,
+    // containers
+    pub docker_binary: Option<String>,
+    pub docker_global_args: Vec<String>,
+    pub docker_run_args: Vec<String>,
+    pub docker_image: String,
+    pub docker_volumes: Result<Vec<String>, String>,
+    pub docker_forward_env: Vec<String>,
+    pub docker_mount_cwd: bool,
+    pub container_cpu: f64,
+    pub container_memory_mb: u64,
+    pub container_disk_mb: u64,
+    pub singularity_binary: Option<String>,
+    pub singularity_image: String,
+    // HTTP backends
+    pub modal_image: String,
+    pub modal_api_url: String,
+    pub daytona_image: String,
+    pub daytona_api_url: String,
+    pub vercel_runtime: String,
+    pub vercel_api_url: String,
+    pub hermes_home: std::path::PathBuf,
+}
+
+pub const DEFAULT_IMAGE: &str = "nikolaik/python-nodejs:python3.11-nodejs20";
+
+/// A setting: the environment variable wins, else `terminal.<key>` from config.yaml.
+struct Source<'a> {
+    config: &'a Config,
+}
+
+impl Source<'_> {
+    fn string(&self, env: &str, key: &str) -> Option<String> {
+        if let Ok(v) = std::env::var(env) {
+            if !v.trim().is_empty() {
+                return Some(v.trim().to_string());
+            }
+        }
+        match self.config.get(&format!("terminal.{key}"))? {
+            Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+
+    fn list(&self, env: &str, key: &str) -> Result<Vec<String>, String> {
+        if let Ok(v) = std::env::var(env) {
+            if !v.trim().is_empty() {
+                let v = v.trim();
+                if v.starts_with('[') {
+                    return serde_json::from_str::<Vec<String>>(v)
+                        .map_err(|e| format!("{env} must be a JSON list of strings: {e}"));
+                }
+                return Ok(v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
+            }
+        }
+        match self.config.get(&format!("terminal.{key}")) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => Ok(items.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
+            Some(Value::String(s)) => Ok(s.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()),
+            Some(_) => Err(format!("terminal.{key} must be a list of strings")),
+        }
+    }
+
+    /// Whitespace-separated words (env) or a list (config).
+    fn words(&self, env: &str, key: &str) -> Vec<String> {
+        if let Ok(v) = std::env::var(env) {
+            return v.split_whitespace().map(str::to_owned).collect();
+        }
+        match self.config.get(&format!("terminal.{key}")) {
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn number<T: std::str::FromStr>(raw: Option<String>, env: &str, default: T) -> Result<T, String> {
+    match raw {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|_| format!("{env} (or terminal config) has an invalid value '{v}': expected a number")),
+    }
+}
+
+impl TerminalConfig {
+    pub fn load(hermes_home: &Path) -> Result<TerminalConfig, String> {
+        let config = Config::load(hermes_home);
+        let src = Source { config: &config };
+        let backend = src.string("TERMINAL_ENV", "backend").unwrap_or_else(|| "local".into()).to_lowercase();
+        let backend = if backend == "vercel" { "vercel_sandbox".to_string() } else { backend };
+        let max_output_chars = config
+            .get("tool_output.max_bytes")
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+            .map(|n| n as usize)
+            .unwrap_or(super::output::DEFAULT_MAX_OUTPUT);
+        let term_grace_seconds = config
+            .get("terminal.daemon_term_grace_seconds")
+            .and_then(Value::as_f64)
+            .filter(|n| *n >= 0.0)
+            .unwrap_or(2.0);
+        let image = src.string("TERMINAL_DOCKER_IMAGE", "docker_image");
+        let docker_mount_cwd = src
+            .string("TERMINAL_DOCKER_MOUNT_CWD_TO_WORKSPACE", "docker_mount_cwd_to_workspace")
+            .is_some_and(|v| matches!(v.to_lowercase().as_str(), "1" | "true" | "yes"));
+        Ok(TerminalConfig {
+            cwd: src.string("TERMINAL_CWD", "cwd"),
+            timeout: number(src.string("TERMINAL_TIMEOUT", "timeout"), "TERMINAL_TIMEOUT", 180)?,
+            max_foreground_timeout: number(
+                src.string("TERMINAL_MAX_FOREGROUND_TIMEOUT", "max_foreground_timeout"),
+                "TERMINAL_MAX_FOREGROUND_TIMEOUT",
+                600,
+            )?,
+            max_output_chars,
+            term_grace_seconds,
+            ssh_host: src.string("TERMINAL_SSH_HOST", "ssh_host"),
+            ssh_user: src.string("TERMINAL_SSH_USER", "ssh_user"),
+            ssh_port: number(src.string("TERMINAL_SSH_PORT", "ssh_port"), "TERMINAL_SSH_PORT", 22)?,
+            ssh_key: src.string("TERMINAL_SSH_KEY", "ssh_key"),
+            ssh_known_hosts: src.string("TERMINAL_SSH_KNOWN_HOSTS", "ssh_known_hosts"),
+            docker_binary: src.string("TERMINAL_DOCKER_BINARY", "docker_binary"),
+            docker_global_args: src.words("TERMINAL_DOCKER_GLOBAL_ARGS", "docker_global_args"),
+            docker_run_args: src.words("TERMINAL_DOCKER_RUN_ARGS", "docker_run_args"),
+            docker_image: image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            docker_volumes: src.list("TERMINAL_DOCKER_VOLUMES", "docker_volumes"),
+            docker_forward_env: src.list("TERMINAL_DOCKER_FORWARD_ENV", "docker_forward_env").unwrap_or_default(),
+            docker_mount_cwd,
+            container_cpu: number(src.string("TERMINAL_CONTAINER_CPU", "container_cpu"), "TERMINAL_CONTAINER_CPU", 1.0)?,
+            container_memory_mb: number(
+                src.string("TERMINAL_CONTAINER_MEMORY", "container_memory"),
+                "TERMINAL_CONTAINER_MEMORY",
+                5120,
+            )?,
+            container_disk_mb: number(src.string("TERMINAL_CONTAINER_DISK", "container_disk"), "TERMINAL_CONTAINER_DISK", 51200)?,
+            singularity_binary: src.string("TERMINAL_SINGULARITY_BINARY", "singularity_binary"),
+            singularity_image: src
+                .string("TERMINAL_SINGULARITY_IMAGE", "singularity_image")
+                .unwrap_or_else(|| format!("docker://{}", image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()))),
+            modal_image: src.string("TERMINAL_MODAL_IMAGE", "modal_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            modal_api_url: src
+                .string("MODAL_API_URL", "modal_api_url")
+                .unwrap_or_else(|| "https://api.modal.com".into()),
+            daytona_image: src.string("TERMINAL_DAYTONA_IMAGE", "daytona_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            daytona_api_url: src
+                .string("DAYTONA_API_URL", "daytona_api_url")
+                .unwrap_or_else(|| "https://app.daytona.io/api".into()),
+            vercel_runtime: src.string("TERMINAL_VERCEL_RUNTIME", "vercel_runtime").unwrap_or_else(|| "node22".into()),
+            vercel_api_url: src
+                .string("VERCEL_API_URL", "vercel_api_url")
+                .unwrap_or_else(|| "https://api.vercel.com".into()),
+            hermes_home: hermes_home.to_path_buf(),
+            backend,
+        })
+    }
+
+    /// Two configurations that would build different environments differ here.
+    pub fn fingerprint(&self) -> String {
+        let mut copy = self.clone();
+        copy.timeout = 0;
+        copy.max_foreground_timeout = 0;
+        copy.max_output_chars = 0;
+        copy.term_grace_seconds = 0.0;
+        format!("{copy:?}")
+    }
+
+    /// A secret from the environment, else `terminal.<key>` in config.yaml.
+    pub fn secret(&self, env: &str, key: &str) -> Option<String> {
+        let config = Config::load(&self.hermes_home);
+        Source { config: &config }.string(env, key)
+    }
+}
+
+/// `TERMINAL_LIFETIME_SECONDS` (300): idle environments are reaped after this.
+pub fn lifetime_seconds() -> u64 {
+    std::env::var("TERMINAL_LIFETIME_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
+}
+
+/// `terminal.env_passthrough` names (read from the default Hermes home).
+pub fn env_passthrough() -> Vec<String> {
+    let config = Config::load(&hermes_runtime::context::default_hermes_home());
+    Source { config: &config }.list("TERMINAL_ENV_PASSTHROUGH", "env_passthrough").unwrap_or_default()
+}

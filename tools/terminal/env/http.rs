@@ -1,0 +1,106 @@
+//! A small JSON-over-HTTPS client for the sandbox providers (ureq underneath).
+
+use super::EnvError;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Largest response body read (command output arrives in it).
+const MAX_BODY: u64 = 64 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct Api {
+    pub base: String,
+    bearer: String,
+    extra_headers: Vec<(String, String)>,
+    agent: ureq::Agent,
+    provider: &'static str,
+}
+
+impl Api {
+    pub fn new(provider: &'static str, base: &str, bearer: &str, timeout: Duration) -> Api {
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .build();
+        Api {
+            base: base.trim_end_matches('/').to_string(),
+            bearer: bearer.to_string(),
+            extra_headers: Vec::new(),
+            agent: ureq::Agent::new_with_config(config),
+            provider,
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Api {
+        self.extra_headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// Sends a request; `body` as JSON when given. Returns the status and raw body.
+    pub fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Vec<u8>), EnvError> {
+        let url = self.url(path);
+        let auth = format!("Bearer {}", self.bearer);
+        let result = match method {
+            "GET" | "DELETE" => {
+                let mut req = if method == "GET" { self.agent.get(&url) } else { self.agent.delete(&url) };
+                req = req.header("Authorization", &auth).header("Accept", "application/json");
+                for (k, v) in &self.extra_headers {
+                    req = req.header(k, v);
+                }
+                req.call()
+            }
+            _ => {
+                let mut req = self.agent.post(&url);
+                req = req.header("Authorization", &auth).header("Accept", "application/json");
+                for (k, v) in &self.extra_headers {
+                    req = req.header(k, v);
+                }
+                match body {
+                    Some(b) => req.send_json(b),
+                    None => req.send_empty(),
+                }
+            }
+        };
+        let mut response = result.map_err(|e| {
+            EnvError::new(format!("{} API {method} {url} failed: {e}", self.provider))
+                .hint("check the network and the provider's status, then retry")
+        })?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .map_err(|e| EnvError::new(format!("{} API {method} {url}: cannot read the response: {e}", self.provider)))?;
+        Ok((status, bytes))
+    }
+
+    /// A JSON request whose answer must be a 2xx JSON document.
+    pub fn json(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, EnvError> {
+        let (status, bytes) = self.send(method, path, body)?;
+        if !(200..300).contains(&status) {
+            let text = String::from_utf8_lossy(&bytes);
+            let hint = match status {
+                401 | 403 => "the credentials were refused: check the API key / token",
+                404 => "the sandbox or endpoint does not exist (it may have expired)",
+                429 => "rate limited: wait and retry",
+                _ => "retry later",
+            };
+            return Err(EnvError::new(format!(
+                "{} API {method} {path} answered HTTP {status}: {}",
+                self.provider,
+                text.chars().take(500).collect::<String>()
+            ))
+            .hint(hint));
+        }
+        if bytes.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&bytes)
+            .map_err(|e| EnvError::new(format!("{} API {method} {path}: the answer is not JSON: {e}", self.provider)))
+    }
+}

@@ -1,0 +1,546 @@
+//! Execution environments: where a task's shell commands run.
+//!
+//! Every backend implements [`Environment`]: start a bash script (optionally as a login
+//! shell, with stdin), report its temp dir, fetch a file, clean up. A started script is a
+//! [`Running`] value the caller reads output from, polls and kills. Backends that drive a
+//! local client program (`ssh`, `docker exec`, `apptainer exec`) share
+//! [`ChildRun`]; the HTTP backends run each command as one request and hand the result
+//! back through [`ThreadRun`].
+//!
+//! Environments are cached per task ([`get_or_create`]), reaped when idle and cleaned up
+//! at exit ([`cleanup_all_environments`]).
+
+pub mod daytona;
+pub mod docker;
+pub mod http;
+pub mod local;
+pub mod modal;
+pub mod singularity;
+pub mod ssh;
+pub mod vercel;
+
+use crate::tools::terminal::config::TerminalConfig;
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The backend names `TERMINAL_ENV` / `terminal.backend` accept.
+pub const BACKENDS: &[&str] = &["local", "ssh", "docker", "singularity", "modal", "daytona", "vercel_sandbox"];
+
+/// A failure to reach or build the environment (not a failure of the command).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvError {
+    pub reason: String,
+    pub retry_hint: Option<String>,
+}
+
+impl EnvError {
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self { reason: reason.into(), retry_hint: None }
+    }
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.retry_hint = Some(hint.into());
+        self
+    }
+}
+
+impl std::fmt::Display for EnvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// One chunk of progress from a running script.
+#[derive(Debug)]
+pub enum ReadEvent {
+    Data(Vec<u8>),
+    /// Nothing arrived within the wait.
+    Idle,
+    /// The output stream is closed.
+    Eof,
+}
+
+/// A started script.
+pub trait Running: Send {
+    /// The local process id (client program or the script itself), if any.
+    fn pid(&self) -> Option<u32>;
+    /// Waits at most `wait` for output.
+    fn read(&mut self, wait: Duration) -> ReadEvent;
+    /// The exit code once the script finished (`-N` when killed by signal N).
+    fn try_wait(&mut self) -> Option<i32>;
+    /// Stops the whole process tree; returns the pids that survived (empty = all gone).
+    fn kill(&mut self, grace: Duration) -> Vec<u32>;
+    /// Sends bytes to the script's stdin.
+    fn write_stdin(&mut self, _data: &[u8]) -> io::Result<usize> {
+        Err(io::Error::other("this process has no stdin (start it with pty=true to interact with it)"))
+    }
+    /// Closes stdin (end of input).
+    fn close_stdin(&mut self) -> io::Result<()> {
+        Err(io::Error::other("this process has no stdin (start it with pty=true to interact with it)"))
+    }
+}
+
+/// Where commands run.
+pub trait Environment: Send + Sync {
+    /// The backend name (`local`, `ssh`, ...).
+    fn backend(&self) -> &'static str;
+    /// Starts `bash -c script` (`bash -l -c` when `login`), stdout and stderr merged.
+    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError>;
+    /// The environment's temp directory (`/tmp` or an absolute `TMPDIR`).
+    fn temp_dir(&self) -> String;
+    /// The working directory a task starts in.
+    fn default_cwd(&self) -> String;
+    /// Reads at most `max_bytes` of a file inside the environment.
+    fn fetch_file(&self, path: &str, max_bytes: usize) -> Result<Vec<u8>, EnvError>;
+    /// Releases everything (containers, connections, sandboxes). Idempotent.
+    fn cleanup(&self);
+    /// Whether background processes can be started (HTTP backends run one request per
+    /// command and cannot).
+    fn supports_background(&self) -> bool {
+        true
+    }
+    /// Whether the environment can touch the host's files (local, ssh, docker with host
+    /// mounts); the approval gate applies its full rules only there.
+    fn has_host_access(&self) -> bool {
+        true
+    }
+    /// Set once when a lost environment was rebuilt; read (and cleared) by the next result.
+    fn take_recreated(&self) -> bool {
+        false
+    }
+}
+
+/// Quotes a string for a POSIX shell.
+pub fn sh_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b)) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+// ------------------------------------------------------------------ local child runs
+
+/// A pipe whose both ends close on exec.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds on success.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds are fresh and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// How a [`ChildRun`] stops the work it started on the other side (remote process tree).
+pub type RemoteKill = Box<dyn FnMut(Duration) + Send>;
+
+/// A local child process (bash, or a client such as ssh / docker exec) in its own
+/// session, stdout and stderr merged into one pipe read without blocking.
+pub struct ChildRun {
+    child: Child,
+    reader: Option<OwnedFd>,
+    stdin: Option<std::process::ChildStdin>,
+    exit: Option<i32>,
+    remote_kill: Option<RemoteKill>,
+}
+
+impl ChildRun {
+    /// Spawns `cmd` in a new session with merged output; `stdin` is written by a helper
+    /// thread and then closed.
+    pub fn spawn(mut cmd: Command, stdin: Option<Vec<u8>>, keep_stdin_open: bool) -> io::Result<ChildRun> {
+        let (read_end, write_end) = pipe()?;
+        let write_clone = write_end.try_clone()?;
+        cmd.stdout(Stdio::from(write_end)).stderr(Stdio::from(write_clone));
+        if stdin.is_some() || keep_stdin_open {
+            cmd.stdin(Stdio::piped());
+        } else {
+            cmd.stdin(Stdio::null());
+        }
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        // The command's copies of the write end are closed when `cmd` is dropped here.
+        drop(cmd);
+        let mut child_stdin = child.stdin.take();
+        if let (Some(data), Some(mut pipe_in)) = (stdin, child_stdin.take()) {
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = pipe_in.write_all(&data);
+            });
+        }
+        Ok(ChildRun { child, reader: Some(read_end), stdin: child_stdin, exit: None, remote_kill: None })
+    }
+
+    pub fn with_remote_kill(mut self, kill: RemoteKill) -> Self {
+        self.remote_kill = Some(kill);
+        self
+    }
+}
+
+fn status_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => -sig,
+        _ => -1,
+    }
+}
+
+impl Running for ChildRun {
+    fn pid(&self) -> Option<u32> {
+        Some(self.child.id())
+    }
+
+    fn read(&mut self, wait: Duration) -> ReadEvent {
+        let Some(fd) = self.reader.as_ref() else { return ReadEvent::Eof };
+        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n <= 0 {
+            return ReadEvent::Idle;
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        // SAFETY: reading into an owned buffer from an fd we own.
+        let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if got > 0 {
+            buf.truncate(got as usize);
+            ReadEvent::Data(buf)
+        } else if got == 0 {
+            self.reader = None;
+            ReadEvent::Eof
+        } else {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted || err.kind() == io::ErrorKind::WouldBlock {
+                ReadEvent::Idle
+            } else {
+                self.reader = None;
+                ReadEvent::Eof
+            }
+        }
+    }
+
+    fn try_wait(&mut self) -> Option<i32> {
+        if self.exit.is_none() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.exit = Some(status_code(status));
+            }
+        }
+        self.exit
+    }
+
+    fn kill(&mut self, grace: Duration) -> Vec<u32> {
+        if let Some(remote) = self.remote_kill.as_mut() {
+            remote(grace);
+        }
+        let pid = self.child.id();
+        let child = &mut self.child;
+        let exit = &mut self.exit;
+        local::kill_tree(pid, grace, &mut || {
+            if exit.is_none() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    *exit = Some(status_code(status));
+                }
+            }
+        })
+    }
+
+    fn write_stdin(&mut self, data: &[u8]) -> io::Result<usize> {
+        use std::io::Write;
+        match self.stdin.as_mut() {
+            Some(pipe_in) => {
+                pipe_in.write_all(data)?;
+                pipe_in.flush()?;
+                Ok(data.len())
+            }
+            None => Err(io::Error::other("this process has no stdin (start it with pty=true to interact with it)")),
+        }
+    }
+
+    fn close_stdin(&mut self) -> io::Result<()> {
+        match self.stdin.take() {
+            Some(_) => Ok(()),
+            None => Err(io::Error::other("stdin is already closed or was never open")),
+        }
+    }
+}
+
+impl Drop for ChildRun {
+    fn drop(&mut self) {
+        // Reap if finished; never block.
+        let _ = self.child.try_wait();
+    }
+}
+
+/// A command executed elsewhere as one request (HTTP backends): the result arrives all at
+/// once from a helper thread.
+pub struct ThreadRun {
+    rx: std::sync::mpsc::Receiver<(Vec<u8>, i32)>,
+    pending_exit: Option<i32>,
+    data: Option<Vec<u8>>,
+    done: bool,
+    cancel: Option<Box<dyn FnMut() + Send>>,
+}
+
+impl ThreadRun {
+    pub fn start(work: impl FnOnce() -> (Vec<u8>, i32) + Send + 'static, cancel: Option<Box<dyn FnMut() + Send>>) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(work());
+        });
+        ThreadRun { rx, pending_exit: None, data: None, done: false, cancel }
+    }
+}
+
+impl Running for ThreadRun {
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+    fn read(&mut self, wait: Duration) -> ReadEvent {
+        if let Some(data) = self.data.take() {
+            return ReadEvent::Data(data);
+        }
+        if self.done {
+            return ReadEvent::Eof;
+        }
+        match self.rx.recv_timeout(wait) {
+            Ok((data, code)) => {
+                self.done = true;
+                self.pending_exit = Some(code);
+                if data.is_empty() {
+                    ReadEvent::Eof
+                } else {
+                    ReadEvent::Data(data)
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => ReadEvent::Idle,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                self.done = true;
+                self.pending_exit.get_or_insert(-1);
+                ReadEvent::Eof
+            }
+        }
+    }
+    fn try_wait(&mut self) -> Option<i32> {
+        if !self.done {
+            if let Ok((data, code)) = self.rx.try_recv() {
+                self.done = true;
+                self.pending_exit = Some(code);
+                if !data.is_empty() {
+                    self.data = Some(data);
+                }
+            }
+        }
+        self.pending_exit
+    }
+    fn kill(&mut self, _grace: Duration) -> Vec<u32> {
+        if let Some(cancel) = self.cancel.as_mut() {
+            cancel();
+        }
+        self.done = true;
+        self.pending_exit.get_or_insert(-15);
+        Vec::new()
+    }
+}
+
+// ------------------------------------------------------------------ remote wrapper
+
+/// Wraps a script for a backend that runs it through a client program: stderr is merged
+/// into stdout on the far side (so the order of the two survives transports that carry them
+/// separately, like ssh), the script runs as its own process group whose leader's pid is written to `<tmp>/hermes-run-<rid>.pid`,
+/// so [`remote_kill_script`] can stop the whole tree on the other side.
+pub fn remote_wrap(script: &str, login: bool, tmp: &str, rid: &str) -> String {
+    let shell = if login { "bash -l -c" } else { "bash -c" };
+    let pidfile = format!("{tmp}/hermes-run-{rid}.pid");
+    format!(
+        "exec 2>/dev/null; set -m; {shell} {script} 2>&1 & __hermes_p=$!; \
+         printf '%s' \"$__hermes_p\" > {pid}; wait \"$__hermes_p\"; __hermes_e=$?; rm -f {pid}; exit $__hermes_e",
+        script = sh_quote(script),
+        pid = sh_quote(&pidfile),
+    )
+}
+
+/// The script that stops a run started by [`remote_wrap`]: SIGTERM to its group, a grace
+/// period, SIGKILL.
+pub fn remote_kill_script(tmp: &str, rid: &str, grace: Duration) -> String {
+    let pidfile = sh_quote(&format!("{tmp}/hermes-run-{rid}.pid"));
+    let secs = grace.as_secs_f64().max(0.1);
+    format!(
+        "p=$(cat {pidfile} 2>/dev/null); [ -n \"$p\" ] || exit 0; kill -TERM -- -\"$p\" 2>/dev/null || kill -TERM \"$p\" 2>/dev/null; \
+         i=0; while kill -0 -- -\"$p\" 2>/dev/null && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; \
+         kill -KILL -- -\"$p\" 2>/dev/null; rm -f {pidfile}; exit 0",
+        ticks = (secs * 10.0).ceil() as u64,
+    )
+}
+
+// ------------------------------------------------------------------ selection and cache
+
+/// Builds the environment the configuration names.
+pub fn create(config: &TerminalConfig, task_id: &str, local_cwd: &std::path::Path) -> Result<Arc<dyn Environment>, EnvError> {
+    match config.backend.as_str() {
+        "local" => Ok(Arc::new(local::LocalEnv::new(local_cwd.to_path_buf()))),
+        "ssh" => Ok(Arc::new(ssh::SshEnv::connect(config)?)),
+        "docker" => Ok(Arc::new(docker::DockerEnv::start(config, task_id, local_cwd)?)),
+        "singularity" => Ok(Arc::new(singularity::SingularityEnv::start(config)?)),
+        "modal" => Ok(Arc::new(modal::ModalEnv::start(config, task_id)?)),
+        "daytona" => Ok(Arc::new(daytona::DaytonaEnv::start(config, task_id)?)),
+        "vercel_sandbox" => Ok(Arc::new(vercel::VercelEnv::start(config, task_id)?)),
+        other => Err(unknown_backend(other)),
+    }
+}
+
+pub fn unknown_backend(name: &str) -> EnvError {
+    EnvError::new(format!(
+        "unknown terminal backend '{name}' (from TERMINAL_ENV or terminal.backend); valid backends: {}",
+        BACKENDS.join(", ")
+    ))
+}
+
+/// What is missing for a backend to work, or `None` when it can be tried.
+pub fn availability(config: &TerminalConfig) -> Option<String> {
+    match config.backend.as_str() {
+        "local" => local::availability(),
+        "ssh" => ssh::availability(config),
+        "docker" => docker::availability(config),
+        "singularity" => singularity::availability(config),
+        "modal" => modal::availability(config),
+        "daytona" => daytona::availability(config),
+        "vercel_sandbox" => vercel::availability(config),
+        other => Some(unknown_backend(other).reason),
+    }
+}
+
+/// A cached environment and the task's shell state in it.
+pub struct Slot {
+    pub env: Arc<dyn Environment>,
+    pub fingerprint: String,
+    pub session: crate::tools::terminal::snapshot::ShellSession,
+    pub last_used: Mutex<Instant>,
+    /// Serialises foreground commands of one task (cwd and snapshot are per task).
+    pub run_lock: Mutex<()>,
+}
+
+fn slots() -> &'static Mutex<HashMap<String, Arc<Slot>>> {
+    static SLOTS: OnceLock<Mutex<HashMap<String, Arc<Slot>>>> = OnceLock::new();
+    SLOTS.get_or_init(Default::default)
+}
+
+/// Per-task creation locks, so two calls of one task never build two environments.
+fn creation_lock(key: &str) -> Arc<Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
+    let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    Arc::clone(locks.entry(key.to_string()).or_default())
+}
+
+/// The task's environment, created on first use (or when the configuration changed).
+pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::path::Path) -> Result<Arc<Slot>, EnvError> {
+    start_reaper();
+    let fingerprint = config.fingerprint();
+    let lock = creation_lock(task_id);
+    let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    let existing = slots().lock().unwrap_or_else(|p| p.into_inner()).get(task_id).cloned();
+    if let Some(slot) = existing {
+        if slot.fingerprint == fingerprint {
+            *slot.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            return Ok(slot);
+        }
+        slots().lock().unwrap_or_else(|p| p.into_inner()).remove(task_id);
+        slot.env.cleanup();
+    }
+    let env = create(config, task_id, local_cwd)?;
+    let default_cwd = match config.cwd.clone() {
+        Some(cwd) => cwd,
+        None => env.default_cwd(),
+    };
+    let session = crate::tools::terminal::snapshot::ShellSession::new(env.temp_dir(), default_cwd);
+    session.init(env.as_ref());
+    let slot = Arc::new(Slot {
+        env,
+        fingerprint,
+        session,
+        last_used: Mutex::new(Instant::now()),
+        run_lock: Mutex::new(()),
+    });
+    slots().lock().unwrap_or_else(|p| p.into_inner()).insert(task_id.to_string(), Arc::clone(&slot));
+    Ok(slot)
+}
+
+/// Drops a task's environment (e.g. after an infrastructure failure) and cleans it up.
+pub fn evict(task_id: &str) {
+    let slot = slots().lock().unwrap_or_else(|p| p.into_inner()).remove(task_id);
+    if let Some(slot) = slot {
+        slot.session.remove_files(slot.env.as_ref());
+        slot.env.cleanup();
+    }
+}
+
+/// Cleans up one task's environment (`cleanup_vm`).
+pub fn cleanup_task(task_id: &str) {
+    crate::tools::terminal::process_registry::kill_task_processes(task_id);
+    evict(task_id);
+}
+
+/// Cleans up every environment; registered to run at process exit.
+pub fn cleanup_all_environments() {
+    let all: Vec<(String, Arc<Slot>)> = slots().lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+    crate::tools::terminal::process_registry::kill_all_processes();
+    for (_, slot) in all {
+        slot.session.remove_files(slot.env.as_ref());
+        slot.env.cleanup();
+    }
+}
+
+extern "C" fn cleanup_at_exit() {
+    // Never panic across the FFI boundary.
+    let _ = std::panic::catch_unwind(cleanup_all_environments);
+}
+
+/// Every 60 s, drops environments idle longer than `TERMINAL_LIFETIME_SECONDS` whose task
+/// has no running background process. Also registers the at-exit cleanup.
+fn start_reaper() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        // SAFETY: registering a plain extern "C" fn.
+        unsafe {
+            libc::atexit(cleanup_at_exit);
+        }
+        std::thread::Builder::new()
+            .name("terminal-env-reaper".into())
+            .spawn(|| loop {
+                std::thread::sleep(Duration::from_secs(60));
+                reap_idle(Duration::from_secs(crate::tools::terminal::config::lifetime_seconds()));
+            })
+            .ok();
+    });
+}
+
+/// Drops environments idle longer than `max_idle`; returns the tasks reaped.
+pub fn reap_idle(max_idle: Duration) -> Vec<String> {
+    let candidates: Vec<(String, Arc<Slot>)> = slots()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(k, v)| (k.clone(), Arc::clone(v)))
+        .collect();
+    let mut reaped = Vec::new();
+    for (task, slot) in candidates {
+        let idle = slot.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+        if idle > max_idle && !crate::tools::terminal::process_registry::task_has_running(&task) {
+            evict(&task);
+            reaped.push(task);
+        }
+    }
+    reaped
+}
