@@ -1,0 +1,130 @@
+//! Between MCP tool results and this runtime's result strings.
+//!
+//! Client side, an MCP `CallToolResult` becomes:
+//! - `isError: true` → `{"error": <the text>}`;
+//! - text only → `{"result": <the texts joined by newlines>}` (plus `structured` when
+//!   the server sent `structuredContent` and no text);
+//! - any image → the multimodal envelope
+//!   `{"_multimodal": true, "content": [{"type": "text", ...}, {"type": "image_url", "image_url": {"url": "data:<mime>;base64,..."}}], "text_summary": ...}`.
+//!
+//! Server side, a result string becomes one text block, an envelope becomes text and
+//! image blocks, and a result whose JSON has a non-empty `error` is `isError: true`.
+
+use serde_json::{json, Map, Value};
+
+/// Text of an MCP content block that is not an image (text, resource, audio, link).
+fn block_text(block: &Value) -> Option<String> {
+    match block.get("type").and_then(Value::as_str)? {
+        "text" => block.get("text").and_then(Value::as_str).map(str::to_owned),
+        "resource" => {
+            let resource = block.get("resource")?;
+            resource
+                .get("text")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| resource.get("uri").and_then(Value::as_str).map(|uri| format!("[resource {uri}]")))
+        }
+        "resource_link" => {
+            let uri = block.get("uri").and_then(Value::as_str).unwrap_or_default();
+            Some(format!("[resource link {uri}]"))
+        }
+        "audio" => Some(format!(
+            "[audio {} omitted]",
+            block.get("mimeType").and_then(Value::as_str).unwrap_or("audio")
+        )),
+        _ => None,
+    }
+}
+
+/// An MCP `CallToolResult` (as JSON) → the handler's answer (a string or an envelope).
+pub fn mcp_result_to_value(result: &Value) -> Value {
+    let blocks = result.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+    let texts: Vec<String> = blocks.iter().filter_map(block_text).collect();
+    let joined = texts.join("\n");
+    if result.get("isError") == Some(&Value::Bool(true)) {
+        let message = if joined.trim().is_empty() { "the MCP tool reported an error without a message".to_string() } else { joined };
+        return Value::String(json!({ "error": message }).to_string());
+    }
+    let has_image = blocks.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("image"));
+    if has_image {
+        let mut content = Vec::new();
+        for block in &blocks {
+            if block.get("type").and_then(Value::as_str) == Some("image") {
+                let mime = block.get("mimeType").and_then(Value::as_str).unwrap_or("image/png");
+                let data = block.get("data").and_then(Value::as_str).unwrap_or_default();
+                content.push(json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}));
+            } else if let Some(text) = block_text(block) {
+                content.push(json!({"type": "text", "text": text}));
+            }
+        }
+        let images = content.iter().filter(|c| c["type"] == "image_url").count();
+        let summary = if joined.is_empty() { format!("[{images} image(s)]") } else { format!("{joined}\n[{images} image(s)]") };
+        return json!({"_multimodal": true, "content": content, "text_summary": summary});
+    }
+    let mut out = Map::new();
+    out.insert("result".into(), Value::String(joined));
+    // Servers usually repeat structured content as text; it is added only when the
+    // text says nothing.
+    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null() && texts.is_empty()) {
+        out.insert("structured".into(), structured.clone());
+    }
+    Value::String(Value::Object(out).to_string())
+}
+
+/// Whether a result string reports an error (`{"error": <non-empty>}`).
+pub fn is_error_result(result: &str) -> bool {
+    matches!(hermes_runtime::hooks::derive_status(result).0, hermes_runtime::hooks::CallStatus::Error)
+}
+
+/// A result string → an MCP `CallToolResult` as JSON.
+pub fn result_string_to_mcp(result: &str) -> Value {
+    if let Ok(envelope) = serde_json::from_str::<Value>(result) {
+        if hermes_runtime::dispatch::is_multimodal_envelope(&envelope) {
+            let mut content = Vec::new();
+            for part in envelope["content"].as_array().into_iter().flatten() {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("text") => content.push(json!({"type": "text", "text": part["text"].as_str().unwrap_or_default()})),
+                    Some("image_url") => {
+                        let url = part["image_url"]["url"].as_str().unwrap_or_default();
+                        if let Some((mime, data)) = url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,")) {
+                            content.push(json!({"type": "image", "mimeType": mime, "data": data}));
+                        } else {
+                            content.push(json!({"type": "text", "text": format!("[image {url}]")}));
+                        }
+                    }
+                    _ => content.push(json!({"type": "text", "text": part.to_string()})),
+                }
+            }
+            if content.is_empty() {
+                content.push(json!({"type": "text", "text": envelope["text_summary"].as_str().unwrap_or_default()}));
+            }
+            return json!({"content": content, "isError": false});
+        }
+    }
+    json!({"content": [{"type": "text", "text": result}], "isError": is_error_result(result)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_error_and_image_results() {
+        let text = mcp_result_to_value(&json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}));
+        assert_eq!(text, Value::String(r#"{"result":"a\nb"}"#.into()));
+        let error = mcp_result_to_value(&json!({"content": [{"type": "text", "text": "bad"}], "isError": true}));
+        assert_eq!(error, Value::String(r#"{"error":"bad"}"#.into()));
+        let image = mcp_result_to_value(&json!({"content": [{"type": "text", "text": "see"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}]}));
+        assert!(hermes_runtime::dispatch::is_multimodal_envelope(&image));
+        assert_eq!(image["content"][1]["image_url"]["url"], "data:image/png;base64,AAAA");
+        let back = result_string_to_mcp(&image.to_string());
+        assert_eq!(back["content"][1], json!({"type": "image", "mimeType": "image/png", "data": "AAAA"}));
+    }
+
+    #[test]
+    fn error_key_means_is_error() {
+        assert_eq!(result_string_to_mcp(r#"{"error": "x"}"#)["isError"], true);
+        assert_eq!(result_string_to_mcp(r#"{"ok": 1}"#)["isError"], false);
+        assert_eq!(result_string_to_mcp("plain")["isError"], false);
+    }
+}

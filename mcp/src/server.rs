@@ -1,0 +1,271 @@
+//! `hermes-tools mcp`: the registry as an MCP server, on stdio or streamable HTTP.
+//!
+//! `tools/list` answers the definitions of the selected toolsets (the generated
+//! schemas as `inputSchema`, JSON Schema keywords kept as they are); `tools/call`
+//! goes through [`Registry::handle_function_call`] like any other caller, so
+//! argument repair, hooks, approvals and budgets apply; a result whose JSON has an
+//! `error` is answered with `isError: true`. A tool outside the selection is an
+//! error result too. `logging/setLevel` is accepted.
+//!
+//! Over HTTP the server binds loopback by default and refuses requests whose `Host`
+//! or `Origin` is not loopback (DNS-rebinding protection) unless the host is allowed
+//! with `--allow-host`.
+
+#![allow(deprecated)] // rmcp marks MCP logging deprecated (SEP-2577); clients still call logging/setLevel.
+
+use hermes_runtime::context::Cancellation;
+use hermes_runtime::{Registry, ToolCall, ToolContext};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ServerCapabilities, SetLevelRequestParams, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Which toolsets are served (`--toolsets`, `--disabled`, as for `schema`).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub toolsets: Option<Vec<String>>,
+    pub disabled: Option<Vec<String>>,
+}
+
+/// One MCP session's view of the registry.
+#[derive(Clone)]
+pub struct HermesServer {
+    registry: Arc<Registry>,
+    selection: Arc<Selection>,
+    task_id: String,
+    level: Arc<Mutex<Option<LoggingLevel>>>,
+}
+
+impl HermesServer {
+    pub fn new(registry: Arc<Registry>, selection: Arc<Selection>) -> HermesServer {
+        static SESSIONS: AtomicU64 = AtomicU64::new(1);
+        let task_id = format!("mcp-{}-{}", std::process::id(), SESSIONS.fetch_add(1, Ordering::SeqCst));
+        HermesServer { registry, selection, task_id, level: Arc::new(Mutex::new(None)) }
+    }
+
+    /// The `tools/list` entries: definitions of the selection as MCP tools.
+    pub fn tools(&self) -> Vec<Value> {
+        let definitions = self.registry.definitions(self.selection.toolsets.as_deref(), self.selection.disabled.as_deref());
+        definitions
+            .tools
+            .iter()
+            .map(|definition| {
+                let function = &definition["function"];
+                let mut schema = match function.get("parameters") {
+                    Some(Value::Object(p)) => p.clone(),
+                    _ => Default::default(),
+                };
+                schema.entry("type").or_insert_with(|| json!("object"));
+                json!({
+                    "name": function["name"],
+                    "description": function.get("description").cloned().unwrap_or(json!("")),
+                    "inputSchema": Value::Object(schema),
+                })
+            })
+            .collect()
+    }
+
+    fn selected(&self, name: &str) -> bool {
+        let canonical = self.registry.canonical_name(name).into_owned();
+        let definitions = self.registry.definitions(self.selection.toolsets.as_deref(), self.selection.disabled.as_deref());
+        definitions.names().iter().any(|n| *n == canonical)
+    }
+
+    /// Calls a tool as an MCP client asked; the answer as an MCP `CallToolResult` (JSON).
+    pub async fn call(&self, name: String, arguments: Option<serde_json::Map<String, Value>>, cancel: Cancellation, call_id: String) -> Value {
+        if !self.selected(&name) {
+            let text = hermes_runtime::tool_error(format!("Unknown tool: {name} (not served here; see tools/list)"));
+            return crate::convert::result_string_to_mcp(&text);
+        }
+        let registry = Arc::clone(&self.registry);
+        let ctx = ToolContext::builder().task_id(self.task_id.clone()).session_id(self.task_id.clone()).cancellation(cancel).build();
+        let call = ToolCall {
+            name,
+            arguments: Some(Value::Object(arguments.unwrap_or_default())),
+            tool_call_id: Some(call_id),
+            ..Default::default()
+        };
+        let result = tokio::task::spawn_blocking(move || registry.handle_function_call(&call, &ctx))
+            .await
+            .unwrap_or_else(|e| hermes_runtime::tool_error(format!("the call could not finish: {e}")));
+        crate::convert::result_string_to_mcp(&result)
+    }
+}
+
+fn internal(why: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(why.to_string(), None)
+}
+
+impl ServerHandler for HermesServer {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_logging().build())
+            .with_server_info(Implementation::new("hermes-tools", env!("CARGO_PKG_VERSION")))
+            .with_instructions("Tools of the hermes-tools runtime. Every result is a JSON string; failures carry an `error` key and are flagged isError.")
+    }
+
+    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        let registry_tools = self.tools();
+        let tools: Vec<Tool> = registry_tools.into_iter().filter_map(|t| serde_json::from_value(t).ok()).collect();
+        serde_json::from_value(json!({ "tools": tools })).map_err(internal)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools().into_iter().find(|t| t["name"] == name).and_then(|t| serde_json::from_value(t).ok())
+    }
+
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        let cancel = Cancellation::default();
+        let watcher = {
+            let cancel = cancel.clone();
+            let token = context.ct.clone();
+            tokio::spawn(async move {
+                token.cancelled().await;
+                cancel.cancel();
+            })
+        };
+        let call_id = format!("mcp_{}", serde_json::to_value(&context.id).map(|v| v.to_string()).unwrap_or_default().trim_matches('"'));
+        let result = self.call(request.name.to_string(), request.arguments, cancel, call_id).await;
+        watcher.abort();
+        let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    async fn set_level(&self, request: SetLevelRequestParams, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        *self.level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
+        Ok(())
+    }
+}
+
+/// Serves one session on stdin/stdout until the client closes it.
+pub async fn serve_stdio(registry: Arc<Registry>, selection: Selection) -> std::io::Result<()> {
+    let server = HermesServer::new(registry, Arc::new(selection));
+    let running = server.serve(rmcp::transport::stdio()).await.map_err(std::io::Error::other)?;
+    running.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
+}
+
+/// Options of the HTTP transport.
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    /// Extra `Host` names (or `host:port`) to accept besides loopback.
+    pub allowed_hosts: Vec<String>,
+    /// Extra browser origins (`scheme://host[:port]`) to accept besides loopback.
+    pub allowed_origins: Vec<String>,
+}
+
+pub const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1", "[::1]"];
+
+fn http_config(options: &HttpOptions) -> StreamableHttpServerConfig {
+    let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+    hosts.extend(options.allowed_hosts.iter().cloned());
+    let mut origins: Vec<String> = Vec::new();
+    for scheme in ["http", "https"] {
+        for host in ["localhost", "127.0.0.1", "[::1]"] {
+            origins.push(format!("{scheme}://{host}:*"));
+        }
+        for host in &options.allowed_hosts {
+            if !host.contains(':') {
+                origins.push(format!("{scheme}://{host}:*"));
+            }
+        }
+    }
+    origins.extend(options.allowed_origins.iter().cloned());
+    StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+}
+
+/// Binds `addr` and serves streamable HTTP (any path; `/mcp` by convention) until
+/// the process ends. `on_ready` gets the bound address (port 0 picks one).
+pub async fn serve_http(
+    registry: Arc<Registry>,
+    selection: Selection,
+    addr: SocketAddr,
+    options: HttpOptions,
+    on_ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    if !local.ip().is_loopback() {
+        eprintln!("warning: hermes-tools mcp listens on {local}, beyond this machine; only loopback Host headers are accepted unless allowed with --allow-host");
+    }
+    let selection = Arc::new(selection);
+    let service = StreamableHttpService::new(
+        move || Ok(HermesServer::new(Arc::clone(&registry), Arc::clone(&selection))),
+        Arc::new(LocalSessionManager::default()),
+        http_config(&options),
+    );
+    on_ready(local);
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                eprintln!("warning: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            if let Err(e) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await {
+                let text = e.to_string();
+                if !text.contains("connection closed") && !text.contains("reset") {
+                    eprintln!("debug: HTTP connection ended: {text}");
+                }
+            }
+        });
+    }
+}
+
+/// The address `--http` means: `PORT`, `HOST:PORT`, or empty for 127.0.0.1:8765.
+pub fn parse_http_addr(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], DEFAULT_HTTP_PORT)));
+    }
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Some(port) = text.strip_prefix("localhost:").and_then(|p| p.parse::<u16>().ok()) {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(format!("--http wants PORT or IP:PORT (e.g. 127.0.0.1:{DEFAULT_HTTP_PORT}), got {text:?}"))
+}
+
+pub const DEFAULT_HTTP_PORT: u16 = 8765;
+
+/// The blocking entry point of `hermes-tools mcp`: attaches MCP servers and plugins,
+/// then serves stdio (no `http`) or streamable HTTP.
+pub fn run(registry: Arc<Registry>, selection: Selection, http: Option<SocketAddr>, options: HttpOptions) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("hermes-mcp").build()?;
+    runtime.block_on(async move {
+        let report = crate::attach_async(&registry).await;
+        for line in report.to_string().lines() {
+            eprintln!("{line}");
+        }
+        let result = match http {
+            None => serve_stdio(Arc::clone(&registry), selection).await,
+            Some(addr) => {
+                serve_http(Arc::clone(&registry), selection, addr, options, |local| {
+                    eprintln!("hermes-tools mcp: streamable HTTP on http://{local}/mcp");
+                })
+                .await
+            }
+        };
+        report.clients.shutdown();
+        result
+    })
+}

@@ -1,0 +1,79 @@
+//! `@modelcontextprotocol/conformance` (run with the Node 22 of mcp/tests/node):
+//! server scenarios against the MCP server over streamable HTTP, client scenarios
+//! against the MCP client.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+const JSON_SCHEMA_PLUGIN: &str = r##"description: Tools the conformance scenarios look for
+tools:
+  - name: json_schema_2020_12_tool
+    toolset: conformance
+    description: A tool whose schema uses JSON Schema 2020-12 keywords.
+    command: [cat]
+    parameters:
+      $schema: https://json-schema.org/draft/2020-12/schema
+      type: object
+      $defs:
+        address:
+          type: object
+          properties: {street: {type: string}, city: {type: string}}
+      properties:
+        name: {type: string}
+        address: {$ref: "#/$defs/address"}
+      additionalProperties: false
+"##;
+
+fn conformance(args: &[&str]) -> (bool, String) {
+    let output = Command::new(node_bin("node"))
+        .arg(node_bin("conformance"))
+        .args(args)
+        .env("PATH", node_path_env())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success() && !text.contains("FAILURE"), text)
+}
+
+#[test]
+fn server_scenarios_over_http() {
+    let home = home_with_config("");
+    let dir = home.path().join("plugins/conformance");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plugin.yaml"), JSON_SCHEMA_PLUGIN).unwrap();
+    let port = free_port();
+    let _server = ChildGuard(
+        Command::new(env!("CARGO_BIN_EXE_hermes-mcp-fixture"))
+            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+            .env("HERMES_HOME", home.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(wait_for_port(port, 30), "the MCP server did not start");
+    let url = format!("http://localhost:{port}/mcp");
+    let mut failures = Vec::new();
+    for scenario in ["server-initialize", "ping", "tools-list", "logging-set-level", "json-schema-2020-12", "dns-rebinding-protection"] {
+        let (ok, text) = conformance(&["server", "--url", &url, "--scenario", scenario]);
+        if !ok || !text.contains("0 failed") {
+            failures.push(format!("{scenario}:\n{text}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn client_scenarios() {
+    let client = format!("{} conformance-client", env!("CARGO_BIN_EXE_hermes-mcp-fixture"));
+    let mut failures = Vec::new();
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
+        let (ok, text) = conformance(&["client", "--command", &client, "--scenario", scenario, "--timeout", "60000"]);
+        if !ok || !text.contains("OVERALL: PASSED") {
+            failures.push(format!("{scenario}:\n{text}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
