@@ -8,6 +8,7 @@ use hermes_runtime::{Catalog, Registry, ToolCall, ToolContext};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(name = "hermes-tools", version, about = "A tool runtime for LLM agents: list, describe and call tools")]
@@ -55,6 +56,46 @@ enum Command {
     },
     /// Serve tool calls as JSON lines on stdin/stdout (see README), concurrently.
     Serve,
+    /// Run the agent loop on a task against an OpenAI-compatible chat-completions
+    /// endpoint (config.yaml `model.base_url`, `model.name`, `model.api_key_env`) and
+    /// print the final answer. Tool calls are shown on stderr.
+    Agent {
+        /// The task, in words.
+        task: String,
+        /// Toolsets to offer the model, comma-separated. Default: hermes-cli.
+        #[arg(long, value_delimiter = ',')]
+        toolsets: Option<Vec<String>>,
+        /// Toolsets to withhold, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        disabled: Option<Vec<String>>,
+        /// Base URL of the endpoint, up to `/chat/completions` (overrides model.base_url).
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Model name (overrides model.name).
+        #[arg(long)]
+        model: Option<String>,
+        /// Environment variable that holds the API key (overrides model.api_key_env).
+        #[arg(long)]
+        api_key_env: Option<String>,
+        /// Most model requests before giving up (overrides agent.max_iterations, 90).
+        #[arg(long)]
+        max_iterations: Option<u32>,
+        /// Seconds to wait for one model reply (overrides model.timeout_seconds, 120).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Working directory for the tools. Default: the current directory.
+        #[arg(long)]
+        cwd: Option<std::path::PathBuf>,
+        /// Session id to record under (a new one by default).
+        #[arg(long)]
+        session_id: Option<String>,
+        /// No progress lines on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Print the outcome as JSON (status, answer, error, iterations, session id).
+        #[arg(long)]
+        json: bool,
+    },
     /// Classify a shell command: safe, dangerous (needs approval), hardline (never
     /// runs on a host) or blocked (sudo password guessing, an operator deny rule).
     CheckCommand {
@@ -64,6 +105,19 @@ enum Command {
         /// The command, after `--` so its own options are not read as ours.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
+    },
+    /// Serve the tools over MCP: stdio by default, streamable HTTP with `--http`.
+    /// MCP servers from config.yaml and plugins are attached first.
+    Mcp {
+        #[command(flatten)]
+        selection: SelectionArgs,
+        /// Serve streamable HTTP on ADDR (`PORT` or `IP:PORT`; loopback 127.0.0.1:8765
+        /// when given without a value) instead of stdio.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+        http: Option<String>,
+        /// Also accept this Host (and its origins) over HTTP; loopback only by default.
+        #[arg(long, value_name = "HOST")]
+        allow_host: Vec<String>,
     },
 }
 
@@ -82,7 +136,13 @@ struct SelectionArgs {
 pub fn run(catalog: &'static Catalog) -> ExitCode {
     let cli = Cli::parse();
     quiet_panics();
-    let registry = Registry::new(catalog);
+    let registry = Arc::new(Registry::new(catalog));
+    // MCP servers and plugins join the registry for the commands that list or call
+    // tools; the connections live as long as `_extensions`. (`mcp` attaches its own.)
+    let _extensions = match cli.command {
+        Command::Toolsets { .. } | Command::CheckCommand { .. } | Command::Mcp { .. } => None,
+        _ => Some(hermes_mcp::attach(&registry)),
+    };
     let output = match cli.command {
         Command::Serve => {
             return match crate::serve::serve_stdio(registry) {
@@ -92,6 +152,10 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
                     ExitCode::from(1)
                 }
             };
+        }
+        Command::Agent { task, toolsets, disabled, base_url, model, api_key_env, max_iterations, timeout, cwd, session_id, quiet, json } => {
+            let request = AgentRequest { task, toolsets, disabled, base_url, model, api_key_env, max_iterations, timeout, cwd, session_id, quiet, json };
+            return run_agent(registry, request);
         }
         Command::List { selection, json } => list(&registry, &selection, json),
         Command::Schema { selection, strict } => schema(&registry, &selection, strict),
@@ -104,6 +168,24 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
             }
         },
         Command::CheckCommand { json, command } => check_command(&registry, &command_line(&command), json),
+        Command::Mcp { selection, http, allow_host } => {
+            let http = match http.as_deref().map(hermes_mcp::server::parse_http_addr).transpose() {
+                Ok(http) => http,
+                Err(usage) => {
+                    eprintln!("error: {usage}");
+                    return ExitCode::from(2);
+                }
+            };
+            let selection = hermes_mcp::server::Selection { toolsets: selection.toolsets, disabled: selection.disabled };
+            let options = hermes_mcp::server::HttpOptions { allowed_hosts: allow_host, ..Default::default() };
+            return match hermes_mcp::server::run(registry, selection, http, options) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: mcp server stopped: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
     };
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error worth a panic.
@@ -269,6 +351,140 @@ fn call(
     let call = ToolCall::new(name, Value::String(text));
     let result = registry.handle_function_call(&call, &builder.build());
     Ok(format!("{result}\n"))
+}
+
+struct AgentRequest {
+    task: String,
+    toolsets: Option<Vec<String>>,
+    disabled: Option<Vec<String>>,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    max_iterations: Option<u32>,
+    timeout: Option<f64>,
+    cwd: Option<std::path::PathBuf>,
+    session_id: Option<String>,
+    quiet: bool,
+    json: bool,
+}
+
+/// `hermes-tools agent`: exit 0 with the final answer on stdout; 1 when the loop ended
+/// without one (endpoint failure, iteration budget, interrupt); 2 for usage errors.
+fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
+    use hermes_agent::{AgentConfig, AgentSession, ClarifyChannel, LoopStatus, NoClarify, SessionOptions, TerminalClarify};
+    use std::io::IsTerminal;
+
+    if request.task.trim().is_empty() {
+        eprintln!("error: the task is empty");
+        return ExitCode::from(2);
+    }
+    let mut config = AgentConfig::from_config(&registry.config());
+    if let Some(url) = request.base_url {
+        config.model.base_url = url;
+    }
+    if let Some(model) = request.model {
+        config.model.model = model;
+    }
+    if let Some(env) = request.api_key_env {
+        config.model.api_key_env = env;
+    }
+    if let Some(n) = request.max_iterations {
+        config.max_iterations = n.max(1);
+    }
+    if let Some(seconds) = request.timeout.filter(|s| s.is_finite() && *s > 0.0) {
+        config.model.timeout = std::time::Duration::from_secs_f64(seconds);
+    }
+    if config.model.api_key().is_none() && !request.quiet {
+        eprintln!(
+            "note: ${} is not set; calling {} without an API key",
+            config.model.api_key_env, config.model.base_url
+        );
+    }
+    let toolsets = request.toolsets.unwrap_or_else(|| vec!["hermes-cli".to_string()]);
+    let unknown = registry.select_tools(Some(&toolsets), request.disabled.as_deref()).unknown;
+    warn_unknown(&unknown);
+    let clarify: Arc<dyn ClarifyChannel> = match TerminalClarify::open().filter(|_| std::io::stdin().is_terminal()) {
+        Some(terminal) => Arc::new(terminal),
+        None => Arc::new(NoClarify::new("there is no terminal to ask on; decide yourself and say what you assumed")),
+    };
+    let quiet = request.quiet;
+    let progress: hermes_agent::ProgressFn = Arc::new(move |line: &str| {
+        if !quiet {
+            eprintln!("{line}");
+        }
+    });
+    let cancel = hermes_runtime::context::Cancellation::default();
+    interrupt_on_ctrl_c(cancel.clone());
+    let session = AgentSession::new(
+        registry,
+        SessionOptions {
+            id: request.session_id,
+            source: Some("cli".into()),
+            toolsets: Some(toolsets),
+            disabled_toolsets: request.disabled.unwrap_or_default(),
+            clarify: Some(clarify),
+            config: Some(config),
+            cwd: request.cwd,
+            cancel: Some(cancel),
+            progress: Some(progress),
+            ..Default::default()
+        },
+    );
+    let outcome = session.run(&request.task);
+    let mut stdout = std::io::stdout().lock();
+    if request.json {
+        let out = json!({
+            "status": outcome.status.as_str(),
+            "final_answer": outcome.final_answer,
+            "error": outcome.error,
+            "iterations": outcome.iterations,
+            "tool_calls": outcome.tool_calls,
+            "session_id": session.id(),
+        });
+        let _ = writeln!(stdout, "{out}");
+    } else if let Some(answer) = outcome.final_answer.as_deref().filter(|_| outcome.status == LoopStatus::Completed) {
+        let _ = writeln!(stdout, "{answer}");
+    }
+    let _ = stdout.flush();
+    if outcome.status == LoopStatus::Completed {
+        return ExitCode::SUCCESS;
+    }
+    if !request.json {
+        eprintln!(
+            "error: the agent stopped ({}): {}",
+            outcome.status.as_str(),
+            outcome.error.as_deref().unwrap_or("no final answer")
+        );
+        if let Some(partial) = &outcome.final_answer {
+            eprintln!("last text from the model:\n{partial}");
+        }
+    }
+    ExitCode::from(1)
+}
+
+/// The first Ctrl-C interrupts the agent (it stops after the current step); a second
+/// one exits at once.
+fn interrupt_on_ctrl_c(cancel: hermes_runtime::context::Cancellation) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+    extern "C" fn on_sigint(_: libc::c_int) {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(130) };
+        }
+    }
+    // SAFETY: the handler only touches an atomic and calls _exit.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+    std::thread::spawn(move || loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            eprintln!("interrupted: stopping after the current step (Ctrl-C again to quit now)");
+            cancel.cancel();
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    });
 }
 
 /// What the detector needs to know about this machine, read once here so the

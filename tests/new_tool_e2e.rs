@@ -6,17 +6,15 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const COPIED: &[&str] = &[
-    "Cargo.toml", "Cargo.lock", "build.rs", "src", "tools", "generated", "benches",
-    "runtime", "codegen", "registry-macros", "command-guard", "fixture-tools",
-];
+/// Never copied: build output, version control, installed test peers.
+const SKIPPED: &[&str] = &["target", ".git", "node_modules"];
 
 fn copy_tree(from: &Path, to: &Path) {
     if from.is_dir() {
         std::fs::create_dir_all(to).unwrap();
         for entry in std::fs::read_dir(from).unwrap() {
             let entry = entry.unwrap();
-            if entry.file_name() == "target" {
+            if SKIPPED.iter().any(|skipped| entry.file_name() == *skipped) {
                 continue;
             }
             copy_tree(&entry.path(), &to.join(entry.file_name()));
@@ -46,9 +44,7 @@ fn cargo_build(workspace: &Path) -> std::process::Output {
 fn a_new_tool_file_is_all_it_takes() {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scratch = tempfile::tempdir().unwrap();
-    for name in COPIED {
-        copy_tree(&source.join(name), &scratch.path().join(name));
-    }
+    copy_tree(source, scratch.path());
     std::fs::write(
         scratch.path().join("tools/zz_greeting.rs"),
         r#"use hermes_runtime::prelude::*;
