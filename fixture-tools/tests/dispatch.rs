@@ -340,4 +340,10 @@ fn contract_errors_for_values_that_are_not_results() {
     let handler = DynamicHandler::Sync(Arc::new(move |_args, _ctx| Ok(returned.clone())));
     registry.register(DynamicTool::new("dyn_image", "dyn", json!({"description": "image"}), handler), &Caller::Host, false).unwrap();
     assert_eq!(call(&registry, "dyn_image", json!({})), envelope);
+    // An image far over any text budget is still attached, not spilled as text.
+    let big = json!({"_multimodal": true, "content": [{"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", "A".repeat(300_000))}}]});
+    let returned = big.clone();
+    let handler = DynamicHandler::Sync(Arc::new(move |_args, _ctx| Ok(returned.clone())));
+    registry.register(DynamicTool::new("mcp_cam_snapshot", "mcp-cam", json!({"description": "image"}), handler), &Caller::Host, false).unwrap();
+    assert_eq!(call(&registry, "mcp_cam_snapshot", json!({})), big);
 }

@@ -190,6 +190,11 @@ impl Registry {
         if let Some(replacement) = self.run_transform_hooks(&post) {
             result = replacement;
         }
+        if is_multimodal_text(&result) {
+            // Images are attached natively by the host; their base64 is not text the
+            // model reads, so it does not count against the budget.
+            return Ok(result);
+        }
         let threshold = crate::budget::result_threshold(name, tool.as_ref().and_then(ToolRef::max_result_chars), &self.config());
         let call_id = if ids.tool_call_id.is_empty() { name } else { &ids.tool_call_id };
         Ok(crate::budget::apply_budget(result, threshold, self.hermes_home(), call_id))
@@ -269,6 +274,13 @@ pub fn normalise_result(tool: &str, result: ToolResult) -> String {
 /// `{"_multimodal": true, "content": [...]}` and nothing looser.
 pub fn is_multimodal_envelope(value: &Value) -> bool {
     value.get("_multimodal") == Some(&Value::Bool(true)) && value.get("content").is_some_and(Value::is_array)
+}
+
+/// Whether a result string is a serialised multimodal envelope (cheap prefix check
+/// first: envelopes are written with `_multimodal` as their first key).
+fn is_multimodal_text(result: &str) -> bool {
+    result.starts_with("{\"_multimodal\"")
+        && serde_json::from_str::<Value>(result).is_ok_and(|value| is_multimodal_envelope(&value))
 }
 
 /// A result that is neither text nor an envelope: reported, never passed on.
