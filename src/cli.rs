@@ -487,34 +487,10 @@ fn interrupt_on_ctrl_c(cancel: hermes_runtime::context::Cancellation) {
     });
 }
 
-/// What the detector needs to know about this machine, read once here so the
-/// detector itself stays free of I/O.
-pub fn guard_context(registry: &Registry) -> hermes_command_guard::GuardContext {
-    let real = |path: &std::path::Path| std::fs::canonicalize(path).ok().map(|p| p.to_string_lossy().into_owned());
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let hermes_home = registry.hermes_home().to_path_buf();
-    let temp_dir = std::env::var_os("TMPDIR")
-        .map(std::path::PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(|| "/tmp".into());
-    let deny_globs = registry
-        .config()
-        .get("approvals.deny")
-        .and_then(Value::as_array)
-        .map(|globs| globs.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-        .unwrap_or_default();
-    hermes_command_guard::GuardContext {
-        home_real: home.as_deref().and_then(real),
-        home: home.map(|h| h.to_string_lossy().into_owned()),
-        hermes_home_real: real(&hermes_home),
-        hermes_home: Some(hermes_home.to_string_lossy().into_owned()),
-        temp_dir: real(&temp_dir).unwrap_or_else(|| temp_dir.to_string_lossy().into_owned()),
-        deny_globs,
-    }
-}
-
 fn check_command(registry: &Registry, command: &str, as_json: bool) -> String {
-    let verdict = hermes_command_guard::classify(command, &guard_context(registry));
+    // The approval flow's view of this installation: homes, temp dir, deny globs.
+    let guard = hermes_runtime::approval::Approvals::for_home(registry.hermes_home()).guard_context();
+    let verdict = hermes_command_guard::classify(command, &guard);
     if as_json {
         let out = json!({
             "verdict": verdict.verdict.as_str(),

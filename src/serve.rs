@@ -367,23 +367,29 @@ where
         Ok::<_, std::io::Error>(())
     });
     let mut running = JoinSet::new();
-    let mut lines = BufReader::new(input).lines();
+    let mut reader = BufReader::new(input);
+    let mut raw = Vec::new();
     let mut number = 0usize;
     loop {
-        let next = match lines.next_line().await {
-            Ok(next) => next,
+        raw.clear();
+        // Read bytes, not text: a line that is not UTF-8 is reported and skipped
+        // without losing the lines after it.
+        match reader.read_until(b'\n', &mut raw).await {
+            Ok(0) => break,
+            Ok(_) => {}
             Err(e) => {
-                // Invalid UTF-8 or a read error: report it; the stream may still go on.
-                number += 1;
-                let _ = sender.send(vec![json!({"error": format!("cannot read line: {e}"), "line": number}).to_string()]);
-                if e.kind() == std::io::ErrorKind::InvalidData {
-                    continue;
-                }
+                let _ = sender.send(vec![json!({"error": format!("cannot read input: {e}"), "line": number + 1}).to_string()]);
                 break;
             }
-        };
-        let Some(text) = next else { break };
+        }
         number += 1;
+        let text = match std::str::from_utf8(&raw) {
+            Ok(text) => text.trim_end_matches(['\n', '\r']).to_string(),
+            Err(e) => {
+                let _ = sender.send(vec![json!({"error": format!("the line is not valid UTF-8: {e}"), "line": number}).to_string()]);
+                continue;
+            }
+        };
         if text.trim().is_empty() {
             continue;
         }

@@ -25,11 +25,17 @@ fn call_line(id: &str, name: &str, args: Value) -> String {
 
 /// Sends every line, closes stdin, and collects the answers until the server exits.
 fn exchange(lines: &[String]) -> (Vec<Value>, Duration) {
+    let raw: Vec<Vec<u8>> = lines.iter().map(|l| l.as_bytes().to_vec()).collect();
+    exchange_bytes(&raw)
+}
+
+fn exchange_bytes(lines: &[Vec<u8>]) -> (Vec<Value>, Duration) {
     let (mut child, _home) = server();
     let started = Instant::now();
     let mut stdin = child.stdin.take().unwrap();
     for line in lines {
-        writeln!(stdin, "{line}").unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
     }
     drop(stdin);
     let answers: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
@@ -104,4 +110,15 @@ fn a_batch_line_answers_in_order_and_end_of_input_waits_for_running_calls() {
     assert_eq!(batch_ids, ["b1", "b2", "b3"]);
     assert!(ids.contains(&"slow-last"), "a call still running at end of input is answered");
     assert_eq!(content(by_id(&answers, "b2"))["text"], "second");
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_reported_and_the_next_line_served() {
+    let lines = vec![b"{\"id\": \"x\xff\xfe\"}".to_vec(), call_line("after-bytes", "fx_echo", json!({"text": "ok"})).into_bytes()];
+    let (answers, _) = exchange_bytes(&lines);
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    let error = answers.iter().find(|a| a.get("line").is_some()).unwrap();
+    assert_eq!(error["line"], 1);
+    assert!(error["error"].as_str().unwrap().contains("not valid UTF-8"));
+    assert_eq!(content(by_id(&answers, "after-bytes"))["text"], "ok");
 }
