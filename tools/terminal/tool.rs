@@ -294,6 +294,9 @@ pub fn execute(
     let mut eof = false;
     let mut timed_out = false;
     let mut interrupted = false;
+    // After end of output the shell is usually exiting this very moment: poll for its
+    // status quickly at first, then back off, so a short command costs no fixed sleep.
+    let mut exit_poll = Duration::from_micros(50);
     loop {
         if !eof {
             match run.read(Duration::from_millis(20)) {
@@ -302,7 +305,8 @@ pub fn execute(
                 ReadEvent::Idle => {}
             }
         } else {
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(exit_poll);
+            exit_poll = (exit_poll * 2).min(Duration::from_millis(5));
         }
         if exit.is_none() {
             if let Some(code) = run.try_wait() {
