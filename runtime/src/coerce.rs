@@ -211,7 +211,7 @@ mod tests {
     fn numbers() {
         assert_eq!(coerce(json!("42"), json!({"type": "integer"})), json!(42));
         assert_eq!(coerce(json!("1e3"), json!({"type": "number"})), json!(1000));
-        assert_eq!(coerce(json!("3.14"), json!({"type": "number"})), json!(3.14));
+        assert_eq!(coerce(json!("2.5"), json!({"type": "number"})), json!(2.5));
         assert_eq!(coerce(json!("3.5"), json!({"type": "integer"})), json!("3.5"));
         for kept in ["inf", "-inf", "nan", "Infinity", "NaN", "abc", ""] {
             assert_eq!(coerce(json!(kept), json!({"type": "number"})), json!(kept), "{kept}");

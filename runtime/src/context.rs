@@ -111,8 +111,8 @@ impl ToolContext {
     /// State a tool keeps for this task across calls (dedup caches, loop guards).
     /// One value per (task, type), created on first use.
     pub fn task_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
-        static STATES: OnceLock<Mutex<HashMap<(String, TypeId), Arc<dyn Any + Send + Sync>>>> =
-            OnceLock::new();
+        type StateMap = HashMap<(String, TypeId), Arc<dyn Any + Send + Sync>>;
+        static STATES: OnceLock<Mutex<StateMap>> = OnceLock::new();
         let mut states = STATES
             .get_or_init(Default::default)
             .lock()

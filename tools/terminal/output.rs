@@ -460,7 +460,7 @@ pub fn exit_code_meaning(command: &str, code: i32) -> Option<String> {
 /// The command word of the last pipeline segment, behind simple wrappers.
 fn last_command_word(command: &str) -> Option<String> {
     let segment = command
-        .rsplit(|c| c == '|' || c == ';' || c == '&' || c == '\n')
+        .rsplit(['|', ';', '&', '\n'])
         .map(str::trim)
         .find(|s| !s.is_empty())?;
     let mut words = segment.split_whitespace().peekable();
