@@ -104,6 +104,45 @@ fn strict_view_requires_everything_and_allows_null_for_optional() {
     }
 }
 
+/// Keywords OpenAI's strict mode accepts in function parameters.
+const STRICT_KEYWORDS: &[&str] = &[
+    "type", "description", "enum", "items", "properties", "required", "additionalProperties",
+    "minimum", "maximum", "anyOf",
+];
+
+fn assert_strict_subset(tool: &str, schema: &Value, path: &str) {
+    let object = schema.as_object().unwrap_or_else(|| panic!("{tool}: {path} is not a schema object"));
+    for key in object.keys() {
+        assert!(STRICT_KEYWORDS.contains(&key.as_str()), "{tool}: {path} uses `{key}`, which strict mode rejects");
+    }
+    assert!(
+        object.contains_key("type") || object.contains_key("anyOf"),
+        "{tool}: {path} has no type; strict mode needs one"
+    );
+    if object.get("type") == Some(&json!("object")) || object.get("type").and_then(Value::as_array).is_some_and(|t| t.contains(&json!("object"))) {
+        assert_eq!(object.get("additionalProperties"), Some(&json!(false)), "{tool}: {path}");
+        let names: Vec<&String> = object["properties"].as_object().unwrap().keys().collect();
+        let required: Vec<&str> = object["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        assert_eq!(names.len(), required.len(), "{tool}: {path} must require every property");
+        for (name, property) in object["properties"].as_object().unwrap() {
+            assert_strict_subset(tool, property, &format!("{path}.{name}"));
+        }
+    }
+    if let Some(items) = object.get("items") {
+        assert_strict_subset(tool, items, &format!("{path}[]"));
+    }
+    for branch in object.get("anyOf").and_then(Value::as_array).into_iter().flatten() {
+        assert_strict_subset(tool, branch, &format!("{path}|"));
+    }
+}
+
+#[test]
+fn strict_view_stays_within_openai_strict_mode() {
+    for entry in CATALOG.tools {
+        assert_strict_subset(entry.name, &strict_parameters(&parameters(entry.name)), "parameters");
+    }
+}
+
 #[test]
 fn schema_snapshots() {
     for entry in CATALOG.tools {
