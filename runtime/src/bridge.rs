@@ -78,22 +78,6 @@ pub fn block_on_bridge(
     }
 }
 
-/// Awaits `future` on the caller's own runtime with a timeout: the path for async
-/// callers, which must not block their worker thread.
-pub async fn await_with_timeout(
-    future: BoxFuture<ToolResult>,
-    timeout: Duration,
-    cancel: &Cancellation,
-) -> Result<ToolResult, BridgeError> {
-    match tokio::time::timeout(timeout, future).await {
-        Ok(result) => Ok(result),
-        Err(_) => {
-            cancel.cancel();
-            Err(BridgeError::TimedOut(timeout))
-        }
-    }
-}
-
 /// Blocking inside a multi-thread runtime worker is allowed only through
 /// `block_in_place`, which moves the worker's other tasks elsewhere first.
 fn wait_outside_runtime<T>(wait: impl FnOnce() -> T) -> T {

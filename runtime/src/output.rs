@@ -109,7 +109,7 @@ pub fn tool_error_with(message: impl fmt::Display, extra: &[(&str, Value)]) -> S
     for (key, value) in extra {
         object.insert((*key).to_string(), value.clone());
     }
-    to_json_text(&Value::Object(object))
+    Value::Object(object).to_string()
 }
 
 /// Cuts `text` to [`ERROR_CAP_CHARS`] characters plus the marker.
@@ -118,9 +118,4 @@ pub fn bound_error_text(text: &str) -> String {
         None => text.to_string(),
         Some((cut, _)) => format!("{}{}", &text[..cut], TRUNCATION_MARKER),
     }
-}
-
-/// Compact JSON with non-ASCII kept as is.
-pub fn to_json_text(value: &Value) -> String {
-    value.to_string()
 }

@@ -173,16 +173,7 @@ impl Approvals {
                 return GuardResult::approved();
             }
             return match self.flags(command, &guard).into_iter().next() {
-                Some(flag) => {
-                    let mut result = GuardResult::with_message(
-                        ResultKind::Blocked,
-                        messages::unattended(&flag.description, &reason.label(), reason.mode_key()),
-                    );
-                    result.pattern_key = Some(flag.key.clone());
-                    result.pattern_keys = vec![flag.key];
-                    result.description = Some(flag.description);
-                    result
-                }
+                Some(flag) => unattended_refusal(flag, &reason),
                 None => GuardResult::approved(),
             };
         }
@@ -489,14 +480,7 @@ impl Approvals {
         if !ctx.has_human() {
             if let Some(reason) = ctx.no_human_reason() {
                 if self.no_human_mode(&reason) == NoHumanMode::Deny {
-                    let mut result = GuardResult::with_message(
-                        ResultKind::Blocked,
-                        messages::unattended(&flag.description, &reason.label(), reason.mode_key()),
-                    );
-                    result.pattern_key = Some(flag.key.clone());
-                    result.pattern_keys = vec![flag.key];
-                    result.description = Some(flag.description);
-                    return result;
+                    return unattended_refusal(flag, &reason);
                 }
             }
             return GuardResult::approved();
@@ -560,6 +544,19 @@ impl Approvals {
             }
         }
     }
+}
+
+/// The refusal for a flagged command when nobody can be asked, naming the setting
+/// that would allow it.
+fn unattended_refusal(flag: Flag, reason: &super::context::NoHumanReason) -> GuardResult {
+    let mut result = GuardResult::with_message(
+        ResultKind::Blocked,
+        messages::unattended(&flag.description, &reason.label(), reason.mode_key()),
+    );
+    result.pattern_key = Some(flag.key.clone());
+    result.pattern_keys = vec![flag.key];
+    result.description = Some(flag.description);
+    result
 }
 
 /// Plugs [`Approvals`] into the registry's hook gate (`pre_tool_call` asking a human).
