@@ -14,10 +14,8 @@ use tempfile::TempDir;
 
 const IMAGE: &str = "localhost/hermes-terminal-test:latest";
 
-fn which(program: &str) -> Option<String> {
-    let out = Command::new("sh").arg("-c").arg(format!("command -v {program}")).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
+mod common;
+use common::{build_rootfs, which};
 
 /// The containers.conf podman needs here, and the imported image (built once).
 fn podman_setup() -> &'static (TempDir, String) {
@@ -33,23 +31,13 @@ fn podman_setup() -> &'static (TempDir, String) {
         // Every podman started from this process (the backend's too) reads it.
         std::env::set_var("CONTAINERS_CONF", &conf);
         let rootfs = dir.path().join("rootfs");
-        let script = format!(
-            r#"set -e
-mkdir -p {r}/bin {r}/tmp {r}/root {r}/etc
-chmod 1777 {r}/tmp
-for b in bash sleep cat rm head ls mkdir env; do
-  p=$(type -P $b)
-  cp "$p" {r}/bin/
-  for l in $(ldd "$p" | grep -o '/[^ ]*'); do mkdir -p {r}$(dirname $l); cp -n $l {r}$l; done
-done
-echo 'root:x:0:0:root:/root:/bin/bash' > {r}/etc/passwd
-tar -C {r} -cf {d}/rootfs.tar .
-{podman} import {d}/rootfs.tar {IMAGE} >/dev/null
-"#,
+        build_rootfs(&rootfs, &["bash", "sleep", "cat", "rm", "head", "ls", "mkdir", "env"]);
+        let import = format!(
+            "tar -C {r} -cf {d}/rootfs.tar . && {podman} import {d}/rootfs.tar {IMAGE} >/dev/null",
             r = rootfs.display(),
             d = dir.path().display(),
         );
-        let out = Command::new("bash").arg("-c").arg(&script).stdin(Stdio::null()).output().unwrap();
+        let out = Command::new("bash").arg("-c").arg(&import).stdin(Stdio::null()).output().unwrap();
         assert!(out.status.success(), "building the test image failed: {}", String::from_utf8_lossy(&out.stderr));
         (dir, podman)
     })

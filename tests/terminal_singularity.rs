@@ -6,12 +6,9 @@
 
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use serde_json::{json, Value};
-use std::process::{Command, Stdio};
 
-fn which(binary: &str) -> Option<String> {
-    let out = Command::new("bash").args(["-c", &format!("command -v {binary}")]).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
+mod common;
+use common::{build_rootfs, which};
 
 #[test]
 #[ignore = "needs apptainer or singularity; run with --ignored where one is installed"]
@@ -20,21 +17,7 @@ fn singularity_runs_commands_in_a_sandbox_image() {
     let dir = tempfile::tempdir().unwrap();
     let rootfs = dir.path().join("rootfs");
     // A directory image ("sandbox") made of the host's bash and coreutils.
-    let script = format!(
-        r#"set -e
-mkdir -p {r}/bin {r}/tmp {r}/root {r}/etc
-chmod 1777 {r}/tmp
-for b in bash sleep cat rm ls mkdir env pwd; do
-  p=$(type -P $b)
-  cp "$p" {r}/bin/
-  for l in $(ldd "$p" | grep -o '/[^ ]*'); do mkdir -p {r}$(dirname $l); cp -n $l {r}$l; done
-done
-echo 'root:x:0:0:root:/root:/bin/bash' > {r}/etc/passwd
-"#,
-        r = rootfs.display()
-    );
-    let built = Command::new("bash").arg("-c").arg(&script).stdin(Stdio::null()).output().unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    build_rootfs(&rootfs, &["bash", "sleep", "cat", "rm", "ls", "mkdir", "env", "pwd"]);
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.yaml"),
