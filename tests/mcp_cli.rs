@@ -6,15 +6,9 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SETUP: &str = ".ci/setup.d/30-mcp.sh";
-
-fn python() -> &'static str {
-    let ok = Command::new("python3")
-        .args(["-c", "import mcp.client.stdio, mcp.server.fastmcp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(ok, "python3 with the `mcp` package (1.x) is missing: run {SETUP}");
-    "python3"
+/// The test venv's `python3`, with the `mcp` package 1.x (installed by .ci/setup.d).
+fn python() -> PathBuf {
+    hermes_test_peers::python_with(&["mcp.client.stdio", "mcp.server.fastmcp"])
 }
 
 fn py_client() -> PathBuf {

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # MCP tests (hermes-mcp, tests/mcp_*.rs): third-party MCP servers and clients that no
 # one here wrote.
-#   - Python `mcp` package 1.x (pip; 2.x renamed its API): a server for the client tests, a client for the
-#     server tests.
+#   - the Python `mcp` package comes from 10-python.sh (the test venv).
 #   - npm, into mcp/tests/node/ (package.json + package-lock.json are committed):
 #     @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance and
 #     node@22 (the conformance suite needs Node 22; the binary lands in
@@ -10,12 +9,6 @@
 # Idempotent: installs only what is missing or out of date.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-
-command -v python3 >/dev/null 2>&1 || { echo "30-mcp.sh: python3 is needed (see 20-terminal.sh)"; exit 1; }
-if ! python3 -c 'import mcp.client.stdio, mcp.server.fastmcp' >/dev/null 2>&1; then
-    echo "installing the Python mcp package"
-    python3 -m pip install --quiet --disable-pip-version-check 'mcp>=1.20,<2' </dev/null
-fi
 
 if ! command -v npm >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive

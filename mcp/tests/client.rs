@@ -48,7 +48,7 @@ fn server_everything_over_stdio() {
 fn py_server_config(name: &str, extra: &str) -> String {
     format!(
         "mcp_servers:\n  {name}:\n    command: {}\n    args: [{}]\n    timeout: 20\n    connect_timeout: 30\n{extra}",
-        python(),
+        python().display(),
         fixture("py_server.py").display()
     )
 }
@@ -139,6 +139,7 @@ fn python_server_over_streamable_http_with_headers() {
 #[test]
 fn config_switches_and_name_collisions() {
     let py = python();
+    let py = py.display();
     let script = fixture("py_server.py");
     let home = home_with_config(&format!(
         "mcp_servers:\n\

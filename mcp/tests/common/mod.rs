@@ -27,14 +27,9 @@ pub fn node_path_env() -> String {
     format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
 }
 
-/// `python3` with the `mcp` package 1.x; fails the test when missing.
-pub fn python() -> &'static str {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.stdio, mcp.server.fastmcp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(ok, "python3 with the `mcp` package (1.x) is missing: run {SETUP}");
-    "python3"
+/// The test venv's `python3`, with the `mcp` package 1.x; fails the test when missing.
+pub fn python() -> PathBuf {
+    hermes_test_peers::python_with(&["mcp.client.stdio", "mcp.server.fastmcp"])
 }
 
 pub fn fixture(name: &str) -> PathBuf {
