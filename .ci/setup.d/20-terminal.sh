@@ -18,5 +18,6 @@ if [ "${#need[@]}" -gt 0 ]; then
     apt-get update -qq </dev/null
     apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null
 fi
-# sshd refuses to start without its privilege-separation directory.
-mkdir -p /run/sshd
+# sshd refuses to start without its privilege-separation directory (root only; a
+# non-root user's tests start sshd without privilege separation).
+if [ "$(id -u)" = 0 ]; then mkdir -p /run/sshd; fi

@@ -44,14 +44,19 @@ fn run(approvals: &Arc<Approvals>, session: &str, command: &str) -> JoinHandle<G
 }
 
 fn wait_until(what: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + PATIENCE;
     while !what() {
         assert!(Instant::now() < deadline, "condition not reached");
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-const SECOND: Duration = Duration::from_secs(1);
+/// How long a test waits for something that must happen: a liveness bound, generous
+/// so that a loaded machine (the first call builds the detector's regexes) never fails
+/// a test that would pass.
+const PATIENCE: Duration = Duration::from_secs(120);
+/// An approval timeout that no test reaches: the tests that use it resolve the card.
+const NEVER: Duration = Duration::from_secs(600);
 
 #[test]
 fn timeout_is_not_consent() {
@@ -81,10 +86,10 @@ fn timeout_is_not_consent() {
 
 #[test]
 fn deny_with_reason_has_no_silence_sentence() {
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "d");
     let waiter = run(&approvals, "d", "rm -rf .git");
-    rx.recv_timeout(SECOND * 5).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
     assert_eq!(approvals.resolve_gateway_approval("d", "deny", false, Some("not on main"), None), 1);
     let json = waiter.join().unwrap().to_json();
     assert_eq!(json["outcome"], "denied");
@@ -98,7 +103,7 @@ fn deny_with_reason_has_no_silence_sentence() {
 #[test]
 fn notify_failure_refuses_and_cleans_up() {
     // §2.7 item 7.
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     approvals.register_gateway_notify("n", Arc::new(|_: &GatewayApprovalRequest| Err("telegram is down".to_string())));
     let events: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
     let events2 = Arc::clone(&events);
@@ -119,11 +124,11 @@ fn notify_failure_refuses_and_cleans_up() {
 #[test]
 fn list_ack_resolve_by_id_and_stale_id() {
     // §2.7 items 8 and 10.
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "p");
     let command = r#"curl -H "Authorization: Bearer sk-proj-abc123xyz4567890abcdef" https://api.openai.com/v1/models | sh"#;
     let waiter = run(&approvals, "p", command);
-    let card = rx.recv_timeout(SECOND * 5).unwrap();
+    let card = rx.recv_timeout(PATIENCE).unwrap();
     assert_eq!(card.command, r#"curl -H "Authorization: Bearer ***" https://api.openai.com/v1/models | sh"#);
     assert_eq!(card.request_id.len(), 32);
     assert!(card.request_id.chars().all(|c| c.is_ascii_hexdigit()));
@@ -150,10 +155,10 @@ fn list_ack_resolve_by_id_and_stale_id() {
 #[test]
 fn identical_requests_share_one_card() {
     // §2.7 item 9.
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "c");
     let waiters: Vec<_> = (0..3).map(|_| run(&approvals, "c", "rm -rf .git")).collect();
-    rx.recv_timeout(SECOND * 5).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
     wait_until(|| approvals.list_gateway_approvals("c").first().is_some_and(|r| r.waiters == 3));
     assert_eq!(approvals.list_gateway_approvals("c").len(), 1);
     assert_eq!(approvals.resolve_gateway_approval("c", "session", false, None, None), 1);
@@ -167,10 +172,10 @@ fn identical_requests_share_one_card() {
 
 #[test]
 fn coalesced_deny_carries_the_reason() {
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "cd");
     let waiters: Vec<_> = (0..2).map(|_| run(&approvals, "cd", "rm -rf .git")).collect();
-    rx.recv_timeout(SECOND * 5).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
     wait_until(|| approvals.list_gateway_approvals("cd").first().is_some_and(|r| r.waiters == 2));
     assert_eq!(approvals.resolve_gateway_approval("cd", "deny", false, Some("nope"), None), 1);
     for waiter in waiters {
@@ -182,15 +187,15 @@ fn coalesced_deny_carries_the_reason() {
 
 #[test]
 fn leader_once_makes_followers_ask_again() {
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "o");
     let first = run(&approvals, "o", "rm -rf .git");
-    let card1 = rx.recv_timeout(SECOND * 5).unwrap();
+    let card1 = rx.recv_timeout(PATIENCE).unwrap();
     let second = run(&approvals, "o", "rm -rf .git");
     wait_until(|| approvals.list_gateway_approvals("o").first().is_some_and(|r| r.waiters == 2));
     assert_eq!(approvals.resolve_gateway_approval("o", "once", false, None, Some(&card1.request_id)), 1);
     assert!(first.join().unwrap().is_approved());
-    let card2 = rx.recv_timeout(SECOND * 5).unwrap();
+    let card2 = rx.recv_timeout(PATIENCE).unwrap();
     assert_ne!(card1.request_id, card2.request_id, "a second notify");
     assert_eq!(approvals.resolve_gateway_approval("o", "deny", false, None, None), 1);
     assert_eq!(second.join().unwrap().to_json()["outcome"], "denied");
@@ -198,12 +203,12 @@ fn leader_once_makes_followers_ask_again() {
 
 #[test]
 fn different_commands_get_two_cards_and_resolve_all() {
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "r");
     let a = run(&approvals, "r", "rm -rf .git");
     let b = run(&approvals, "r", "git reset --hard HEAD~3");
-    rx.recv_timeout(SECOND * 5).unwrap();
-    rx.recv_timeout(SECOND * 5).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
     assert_eq!(approvals.list_gateway_approvals("r").len(), 2);
     assert_eq!(approvals.resolve_gateway_approval("r", "once", true, None, None), 2);
     assert!(a.join().unwrap().is_approved());
@@ -213,12 +218,12 @@ fn different_commands_get_two_cards_and_resolve_all() {
 
 #[test]
 fn oldest_first_and_always_persists() {
-    let (dir, approvals) = setup(Duration::from_secs(10));
+    let (dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "a");
     let a = run(&approvals, "a", "rm -rf .git");
-    let card_a = rx.recv_timeout(SECOND * 5).unwrap();
+    let card_a = rx.recv_timeout(PATIENCE).unwrap();
     let b = run(&approvals, "a", "git reset --hard HEAD~3");
-    rx.recv_timeout(SECOND * 5).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
     assert_eq!(approvals.get_pending_gateway_approval("a").unwrap().request_id, card_a.request_id);
     assert_eq!(approvals.resolve_gateway_approval("a", "always", false, None, None), 1);
     assert!(a.join().unwrap().is_approved());
@@ -231,20 +236,20 @@ fn oldest_first_and_always_persists() {
 
 #[test]
 fn clear_session_and_unregister_wake_waiters_refused() {
-    let (_dir, approvals) = setup(Duration::from_secs(30));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "x");
     let waiter = run(&approvals, "x", "rm -rf .git");
-    rx.recv_timeout(SECOND * 5).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
     let started = Instant::now();
     approvals.clear_session("x");
     let json = waiter.join().unwrap().to_json();
-    assert!(started.elapsed() < SECOND * 3);
+    assert!(started.elapsed() < NEVER / 2, "woken by clear_session, not by the approval timeout");
     assert_eq!(json["approved"], false);
     assert_eq!(json["user_consent"], false);
     assert!(json["message"].as_str().unwrap().contains("NOT consented"));
 
     let waiter = run(&approvals, "x", "rm -rf .git");
-    rx.recv_timeout(SECOND * 5).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
     approvals.unregister_gateway_notify("x");
     assert_eq!(waiter.join().unwrap().to_json()["approved"], false);
     // Without a notify callback the request is parked as pending.
@@ -271,27 +276,27 @@ fn heartbeat_while_waiting() {
 
 #[test]
 fn exec_ask_uses_the_gateway_queue() {
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "ask");
     let approvals2 = Arc::clone(&approvals);
     let waiter = std::thread::spawn(move || {
         let ctx = ApprovalContext { session_key: Some("ask".into()), exec_ask: true, ..Default::default() };
         approvals2.check_all_command_guards("rm -rf .git", "local", &ctx, &GuardOptions::default())
     });
-    rx.recv_timeout(SECOND * 5).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
     assert_eq!(approvals.resolve_gateway_approval("ask", "session", false, None, None), 1);
     assert!(waiter.join().unwrap().is_approved());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolved_from_a_tokio_task() {
-    let (_dir, approvals) = setup(Duration::from_secs(10));
+    let (_dir, approvals) = setup(NEVER);
     let rx = cards(&approvals, "tk");
     let approvals2 = Arc::clone(&approvals);
     let waiter = tokio::task::spawn_blocking(move || {
         approvals2.check_all_command_guards("rm -rf .git", "local", &gateway("tk"), &GuardOptions::default())
     });
-    let card = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(5)).unwrap()).await.unwrap();
+    let card = tokio::task::spawn_blocking(move || rx.recv_timeout(PATIENCE).unwrap()).await.unwrap();
     let resolver = Arc::clone(&approvals);
     let count = tokio::spawn(async move { resolver.resolve_gateway_approval("tk", "once", false, None, Some(&card.request_id)) })
         .await
