@@ -1,9 +1,13 @@
 //! Writing whole files safely: parents created, temp file + rename, the original's
-//! permissions, line endings and BOM kept.
+//! permissions, line endings and BOM kept; edits of one file serialised across
+//! threads and processes, and never written over a base that changed.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 const BOM: &str = "\u{feff}";
 
@@ -58,12 +62,127 @@ pub fn create_parents(path: &Path) -> std::io::Result<usize> {
     Ok(missing)
 }
 
-/// Where a write to `path` lands: through a symlink to its target.
-pub fn write_target(path: &Path) -> PathBuf {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
-        _ => path.to_path_buf(),
+/// Longest wait for another edit of the same file to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// An exclusive, cross-process lock on the edits of one file, held until dropped.
+///
+/// The lock is an `flock` on the file itself (on the nearest existing directory when
+/// the file does not exist yet), so no lock files are left beside the user's files.
+/// Because every edit replaces the file by a rename, a waiter that wakes up holding
+/// the lock of a replaced inode notices and locks the new one.
+pub struct EditLock {
+    _held: std::fs::File,
+}
+
+/// Takes the edit lock of `target` (a resolved path), waiting for other edits.
+pub fn lock_for_edit(target: &Path) -> Result<EditLock, String> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        let exists = std::fs::symlink_metadata(target).is_ok();
+        let holder = if exists {
+            target.to_path_buf()
+        } else {
+            match target.ancestors().skip(1).find(|dir| dir.is_dir()) {
+                Some(dir) => dir.to_path_buf(),
+                None => PathBuf::from("/"),
+            }
+        };
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+            .open(&holder)
+        {
+            Ok(file) => file,
+            // Replaced or removed between the look and the open: look again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => continue,
+            Err(e) => return Err(format!("cannot lock {} for editing: {e}", target.display())),
+        };
+        let mut pause = Duration::from_millis(1);
+        loop {
+            // SAFETY: flock on a descriptor this function owns.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(format!("cannot lock {} for editing: {err}", target.display()));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "another edit of {} has been in progress for over {} s; nothing was changed, try again",
+                    target.display(),
+                    LOCK_WAIT.as_secs()
+                ));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+        // Still the file at that path (not replaced while waiting), and still absent
+        // when the directory was locked?
+        let still_current = if exists {
+            match (file.metadata(), std::fs::symlink_metadata(target)) {
+                (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+                _ => false,
+            }
+        } else {
+            std::fs::symlink_metadata(target).is_err()
+        };
+        if still_current {
+            return Ok(EditLock { _held: file });
+        }
     }
+}
+
+/// Why a checked replace did not happen.
+#[derive(Debug)]
+pub enum ReplaceError {
+    /// The file no longer holds what the edit was computed from.
+    BaseChanged,
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for ReplaceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplaceError::BaseChanged => f.write_str(
+                "the file changed on disk while the edit was being made (another process wrote it); nothing was \
+                 written. Read it again and redo the edit",
+            ),
+            ReplaceError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// What `path` holds now: `None` when it does not exist. Never blocks on a FIFO.
+pub fn current_bytes(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    match super::paths::open_regular(path) {
+        Ok((mut file, meta)) => {
+            let mut bytes = Vec::with_capacity(meta.len() as usize);
+            file.read_to_end(&mut bytes)?;
+            Ok(Some(bytes))
+        }
+        Err(super::paths::OpenError::NotFound) => Ok(None),
+        Err(super::paths::OpenError::Io(e)) => Err(e),
+        Err(super::paths::OpenError::Directory) => {
+            Err(std::io::Error::new(std::io::ErrorKind::Other, "it is a directory"))
+        }
+        Err(super::paths::OpenError::NotRegular(what)) => {
+            Err(std::io::Error::new(std::io::ErrorKind::Other, format!("it is {what}")))
+        }
+    }
+}
+
+/// The common last step of every edit: with the edit lock held, checks that `path`
+/// still holds `base` (`None`: does not exist), then replaces it atomically with
+/// `data`. An edit computed from an old base is never written.
+pub fn replace_checked(path: &Path, base: Option<&[u8]>, data: &[u8]) -> Result<(), ReplaceError> {
+    let now = current_bytes(path).map_err(ReplaceError::Io)?;
+    if now.as_deref() != base {
+        return Err(ReplaceError::BaseChanged);
+    }
+    atomic_write(path, data).map_err(ReplaceError::Io)
 }
 
 /// Replaces `path` with `data` in one step: a temp file in the same directory, synced,
