@@ -129,6 +129,7 @@ const RUNTIME_FILES: &[&str] = &[
     "mcp_server_token",
     "webhook_subscriptions.json",
     "state.db",
+    crate::config::GRANTS_FILE,
 ];
 /// Trees under `$HERMES_HOME`: tokens, pairings, transcripts, and plugins (code the
 /// runtime loads on its next start).

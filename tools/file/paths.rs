@@ -83,6 +83,9 @@ pub enum OpenError {
 /// checks are made on the opened descriptor, so a path swapped between the check and
 /// the open is caught.
 pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), OpenError> {
+    if is_device_path(path) {
+        return Err(OpenError::NotRegular("a device or kernel file"));
+    }
     let real = match std::fs::canonicalize(path) {
         Ok(real) => real,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(OpenError::NotFound),

@@ -483,17 +483,11 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
         }
         first_path.get_or_insert_with(|| shown.clone());
     }
-    // Every file of the patch is locked, in one order, until it is written.
-    let mut lock_order: Vec<&PathBuf> = targets.values().collect();
-    lock_order.sort();
-    lock_order.dedup();
-    let mut _locks = Vec::with_capacity(lock_order.len());
-    for target in lock_order {
-        match write::lock_for_edit(target) {
-            Ok(lock) => _locks.push(lock),
-            Err(e) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {e}"), None)),
-        }
-    }
+    // Every file of the patch stays locked until it is written.
+    let _locks = match write::lock_all_for_edit(&targets.values().cloned().collect::<Vec<_>>()) {
+        Ok(locks) => locks,
+        Err(e) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {e}"), None)),
+    };
     let resolve = |p: &str| targets.get(p).cloned().unwrap_or_else(|| paths::locate(ctx, p));
     let plan = match v4a::plan(&ops, resolve) {
         Ok(plan) => plan,
@@ -627,13 +621,13 @@ pub fn search_files(
             &[("already_searched", json!(streak))],
         ));
     }
-    if !root.exists() {
-        return Ok(ToolOutput::error(format!("Path not found: {shown_root}")));
-    }
     if paths::is_device_path(&root) {
         return Ok(ToolOutput::error(format!(
             "Refusing to search {shown_root}: devices and kernel files (/dev, /proc, /sys) can block, stream without end or expose memory."
         )));
+    }
+    if !root.exists() {
+        return Ok(ToolOutput::error(format!("Path not found: {shown_root}")));
     }
     let scope = search::Scope { root, shown_root, cancel: ctx.cancellation() };
 

@@ -77,61 +77,90 @@ pub struct EditLock {
 
 /// Takes the edit lock of `target` (a resolved path), waiting for other edits.
 pub fn lock_for_edit(target: &Path) -> Result<EditLock, String> {
+    let mut locks = lock_all_for_edit(&[target.to_path_buf()])?;
+    Ok(locks.pop().expect("one lock for one target"))
+}
+
+/// What holds the lock of `target`: the file itself, or the nearest existing directory
+/// when it does not exist yet.
+fn lock_holder(target: &Path) -> PathBuf {
+    if std::fs::symlink_metadata(target).is_ok() {
+        return target.to_path_buf();
+    }
+    target.ancestors().skip(1).find(|dir| dir.is_dir()).map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// Takes the edit locks of every target (a multi-file patch), in one global order so
+/// two patches never wait for each other; targets sharing a holder share one lock.
+pub fn lock_all_for_edit(targets: &[PathBuf]) -> Result<Vec<EditLock>, String> {
     let deadline = Instant::now() + LOCK_WAIT;
-    loop {
-        let exists = std::fs::symlink_metadata(target).is_ok();
-        let holder = if exists {
-            target.to_path_buf()
-        } else {
-            match target.ancestors().skip(1).find(|dir| dir.is_dir()) {
-                Some(dir) => dir.to_path_buf(),
-                None => PathBuf::from("/"),
+    'attempt: loop {
+        let mut holders: Vec<PathBuf> = targets.iter().map(|t| lock_holder(t)).collect();
+        holders.sort();
+        holders.dedup();
+        let mut held = Vec::with_capacity(holders.len());
+        for holder in &holders {
+            match lock_one(holder, deadline) {
+                Ok(Some(file)) => held.push(EditLock { _held: file }),
+                // Gone between the look and the open: look again.
+                Ok(None) => continue 'attempt,
+                Err(e) => return Err(e),
             }
-        };
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
-            .open(&holder)
+        }
+        // Every target still has the holder it was locked by: a file was not replaced
+        // while we waited, a new file was not created by someone else meanwhile.
+        if holders == {
+            let mut now: Vec<PathBuf> = targets.iter().map(|t| lock_holder(t)).collect();
+            now.sort();
+            now.dedup();
+            now
+        } && held.iter().zip(&holders).all(|(lock, holder)| same_inode(&lock._held, holder))
         {
-            Ok(file) => file,
-            // Replaced or removed between the look and the open: look again.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => continue,
-            Err(e) => return Err(format!("cannot lock {} for editing: {e}", target.display())),
-        };
-        let mut pause = Duration::from_millis(1);
-        loop {
-            // SAFETY: flock on a descriptor this function owns.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc == 0 {
-                break;
-            }
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(format!("cannot lock {} for editing: {err}", target.display()));
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "another edit of {} has been in progress for over {} s; nothing was changed, try again",
-                    target.display(),
-                    LOCK_WAIT.as_secs()
-                ));
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(20));
+            return Ok(held);
         }
-        // Still the file at that path (not replaced while waiting), and still absent
-        // when the directory was locked?
-        let still_current = if exists {
-            match (file.metadata(), std::fs::symlink_metadata(target)) {
-                (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
-                _ => false,
-            }
-        } else {
-            std::fs::symlink_metadata(target).is_err()
-        };
-        if still_current {
-            return Ok(EditLock { _held: file });
+        if Instant::now() >= deadline {
+            return Err("the files of this edit kept changing while waiting for other edits; nothing was changed, try again".into());
         }
+    }
+}
+
+fn same_inode(file: &std::fs::File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+        _ => false,
+    }
+}
+
+/// Opens and flocks one holder, waiting until `deadline`; `Ok(None)` when it vanished.
+fn lock_one(holder: &Path, deadline: Instant) -> Result<Option<std::fs::File>, String> {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(holder)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => return Ok(None),
+        Err(e) => return Err(format!("cannot lock {} for editing: {e}", holder.display())),
+    };
+    let mut pause = Duration::from_millis(1);
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(Some(file));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(format!("cannot lock {} for editing: {err}", holder.display()));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "another edit of {} has been in progress for over {} s; nothing was changed, try again",
+                holder.display(),
+                LOCK_WAIT.as_secs()
+            ));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
 
