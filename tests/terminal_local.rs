@@ -484,10 +484,11 @@ fn dangerous_needs_approval_unless_forced() {
     assert!(r["pattern_key"].as_str().is_some_and(|k| !k.is_empty()));
     assert_eq!(keys(&r)[..4], ["output", "exit_code", "error", "status"]);
     assert!(!marker.exists() && t.path("victim").exists());
-    // The operator allows unattended runs: the edit applies without a restart.
+    // Permission settings changed while running (by anyone: a model with a shell could
+    // have done it) are held back until a restart.
     std::fs::write(t.home.path().join("config.yaml"), "approvals:\n  unattended_mode: approve\n").unwrap();
     let r = t.sh(&format!("rm -rf {}", t.path("victim").join("missing").display()));
-    assert_eq!(r["exit_code"], 0, "{r}");
+    assert_eq!(r["status"], "blocked", "{r}");
     std::fs::remove_file(t.home.path().join("config.yaml")).unwrap();
     let r = t.forced(&cmd);
     assert_eq!(r["exit_code"], 0, "{r}");

@@ -3,10 +3,44 @@
 //! A missing file means defaults. A broken file is reported (file and line) and also
 //! means defaults, except where a broken file must fail closed (plugin override
 //! grants): callers see [`ConfigState::Broken`] and decide.
+//!
+//! The file is read only when it is a regular file of at most [`MAX_CONFIG_BYTES`],
+//! opened without blocking (a FIFO put in its place is an error, not a hang).
+//!
+//! Keys that grant permissions ([`PERMISSION_KEYS`]) are taken from the file as it
+//! was when this process first read it. Later edits of them are ignored until restart
+//! (and reported once), because a model with a shell could have made them; the one
+//! exception is what the runtime itself adds to `command_allowlist` after an `always`
+//! approval, which it records in [`GRANTS_FILE`] beside the config so that every
+//! process of the same home honours it. Edits that only remove allowlist entries take
+//! effect at once.
 
 use serde_json::Value;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
+
+/// Largest config.yaml (and grants file) read; a bigger one is reported as broken.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Dotted keys whose changes after start-up are held back: they decide what runs
+/// without asking, what is loaded as code, and what leaves the sandbox.
+pub const PERMISSION_KEYS: &[&str] = &[
+    "approvals",
+    "command_allowlist",
+    "mcp_servers",
+    "plugins",
+    "security",
+    "terminal.sandbox",
+    "terminal.env_passthrough",
+];
+
+/// Under `$HERMES_HOME`: the `command_allowlist` entries the runtime itself added, one
+/// JSON string a line. No tool may write it (see the protected-path list).
+pub const GRANTS_FILE: &str = "command_allowlist.granted";
 
 #[derive(Debug, Clone)]
 pub enum ConfigState {
@@ -31,17 +65,18 @@ impl Config {
     pub fn load(hermes_home: &Path) -> Config {
         let path = Config::path_in(hermes_home);
         let signature = file_signature(&path);
-        let state = match std::fs::read_to_string(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigState::Missing,
-            Err(e) => ConfigState::Broken(format!("{}: cannot read: {e}", path.display())),
-            Ok(text) if text.trim().is_empty() => ConfigState::Loaded(Value::Object(Default::default())),
-            Ok(text) => match serde_yaml_ng::from_str::<Value>(&text) {
+        let mut state = match read_config_text(&path) {
+            Ok(None) => ConfigState::Missing,
+            Err(why) => ConfigState::Broken(why),
+            Ok(Some(text)) if text.trim().is_empty() => ConfigState::Loaded(Value::Object(Default::default())),
+            Ok(Some(text)) => match serde_yaml_ng::from_str::<Value>(&text) {
                 Ok(value @ Value::Object(_)) => ConfigState::Loaded(value),
                 Ok(Value::Null) => ConfigState::Loaded(Value::Object(Default::default())),
                 Ok(_) => ConfigState::Broken(format!("{}: the top level must be a mapping of keys", path.display())),
                 Err(e) => ConfigState::Broken(format!("{}: {e}", path.display())),
             },
         };
+        hold_back_permissions(hermes_home, &mut state);
         if let ConfigState::Broken(why) = &state {
             eprintln!("warning: config ignored, defaults used: {why}");
         }
@@ -71,4 +106,167 @@ impl Config {
 pub fn file_signature(path: &Path) -> Option<(SystemTime, u64)> {
     let metadata = std::fs::metadata(path).ok()?;
     Some((metadata.modified().ok()?, metadata.len()))
+}
+
+/// The text of a config file: `Ok(None)` when it does not exist; an error when it is
+/// not a regular file, is larger than [`MAX_CONFIG_BYTES`], is not UTF-8 or cannot be
+/// read. Never blocks: the open does not wait for a FIFO's writer.
+pub fn read_config_text(path: &Path) -> Result<Option<String>, String> {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
+    };
+    let meta = file.metadata().map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file; ignored", path.display()));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(format!("{}: larger than {} bytes; ignored", path.display(), MAX_CONFIG_BYTES));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!("{}: larger than {} bytes; ignored", path.display(), MAX_CONFIG_BYTES));
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| format!("{}: not UTF-8 text", path.display()))
+}
+
+/// What a process took from the file at start-up, per home.
+struct Pinned {
+    /// Value of each permission key at start-up (`None`: absent).
+    values: Vec<(&'static str, Option<Value>)>,
+    /// Held-back changes already reported, as (key, the file's value).
+    reported: HashSet<(&'static str, String)>,
+}
+
+fn pins() -> &'static Mutex<HashMap<PathBuf, Pinned>> {
+    static PINS: OnceLock<Mutex<HashMap<PathBuf, Pinned>>> = OnceLock::new();
+    PINS.get_or_init(Default::default)
+}
+
+fn dotted_get<'v>(root: &'v Value, dotted: &str) -> Option<&'v Value> {
+    dotted.split('.').try_fold(root, |node, key| node.get(key))
+}
+
+/// Sets (or with `None` removes) the value at a dotted path, creating mappings on the way.
+fn dotted_set(root: &mut Value, dotted: &str, value: Option<Value>) {
+    let mut keys: Vec<&str> = dotted.split('.').collect();
+    let last = keys.pop().expect("a key");
+    let mut node = root;
+    for key in keys {
+        let Value::Object(map) = node else { return };
+        if value.is_none() && !map.contains_key(key) {
+            return;
+        }
+        node = map.entry(key.to_string()).or_insert_with(|| Value::Object(Default::default()));
+    }
+    if let Value::Object(map) = node {
+        match value {
+            Some(value) => {
+                map.insert(last.to_string(), value);
+            }
+            None => {
+                map.remove(last);
+            }
+        }
+    }
+}
+
+/// First load of a home: remembers the permission keys. Later loads: puts the
+/// remembered values back over whatever the file now says (reporting each change
+/// once); `command_allowlist` keeps the file's entries that were there at start-up
+/// or that the runtime granted.
+fn hold_back_permissions(hermes_home: &Path, state: &mut ConfigState) {
+    let empty = Value::Object(Default::default());
+    let current = match state {
+        ConfigState::Loaded(value) => Some(value),
+        _ => None,
+    };
+    let key = std::fs::canonicalize(hermes_home).unwrap_or_else(|_| hermes_home.to_path_buf());
+    let mut pins = pins().lock().unwrap_or_else(|p| p.into_inner());
+    let Some(pinned) = pins.get_mut(&key) else {
+        let root = current.as_deref().unwrap_or(&empty);
+        let values = PERMISSION_KEYS.iter().map(|k| (*k, dotted_get(root, k).cloned())).collect();
+        pins.insert(key, Pinned { values, reported: HashSet::new() });
+        return;
+    };
+    let Some(root) = current else { return };
+    for (name, at_start) in &pinned.values {
+        let now = dotted_get(root, name).cloned();
+        if *name == "command_allowlist" {
+            let file_entries = allowlist_strings(now.as_ref());
+            let mut allowed: BTreeSet<String> = allowlist_strings(at_start.as_ref()).into_iter().collect();
+            if file_entries.iter().any(|e| !allowed.contains(e)) {
+                allowed.extend(runtime_grants(hermes_home));
+            }
+            let (kept, dropped): (Vec<String>, Vec<String>) = file_entries.into_iter().partition(|e| allowed.contains(e));
+            if !dropped.is_empty() && pinned.reported.insert((name, dropped.join("\n"))) {
+                eprintln!(
+                    "warning: {}: command_allowlist entries added since start-up by something other than an approval are ignored until restart: {}",
+                    Config::path_in(hermes_home).display(),
+                    dropped.join(", ")
+                );
+            }
+            if now.is_some() || !kept.is_empty() {
+                dotted_set(root, name, Some(Value::from(kept)));
+            }
+            continue;
+        }
+        if now != *at_start {
+            let shown = now.as_ref().map(Value::to_string).unwrap_or_else(|| "(removed)".into());
+            if pinned.reported.insert((name, shown)) {
+                eprintln!(
+                    "warning: {}: `{name}` changed since start-up; permission settings are read once, so the change applies after a restart",
+                    Config::path_in(hermes_home).display()
+                );
+            }
+            dotted_set(root, name, at_start.clone());
+        }
+    }
+}
+
+/// The strings of a `command_allowlist` value (a list; a scalar string as one entry).
+fn allowlist_strings(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::Array(items)) => items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        Some(Value::String(one)) => vec![one.clone()],
+        _ => Vec::new(),
+    }
+}
+
+/// Entries the runtime recorded in [`GRANTS_FILE`] (nothing when it is missing or unreadable).
+pub fn runtime_grants(hermes_home: &Path) -> Vec<String> {
+    let Ok(Some(text)) = read_config_text(&hermes_home.join(GRANTS_FILE)) else { return Vec::new() };
+    text.lines().filter_map(|line| serde_json::from_str::<String>(line).ok()).collect()
+}
+
+/// Records entries the runtime itself adds to `command_allowlist` (an `always`
+/// approval), so every process of this home accepts them from the file.
+pub fn record_runtime_grants(hermes_home: &Path, entries: &[String]) -> std::io::Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let mut lines = String::new();
+    for entry in entries {
+        lines.push_str(&Value::from(entry.as_str()).to_string());
+        lines.push('\n');
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(hermes_home.join(GRANTS_FILE))?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::Other, "the grants file is not a regular file"));
+    }
+    // One write of whole lines, appended: concurrent writers do not interleave.
+    file.write_all(lines.as_bytes())
 }

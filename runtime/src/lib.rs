@@ -19,6 +19,7 @@ pub mod definitions;
 pub mod dispatch;
 pub mod hooks;
 pub mod output;
+pub mod protected_paths;
 pub mod registry;
 pub mod strict;
 pub mod toolsets;

@@ -1,33 +1,167 @@
-//! Which paths the file tools refuse (devices, kernel files, binaries) and the
-//! "did you mean" list for a missing file.
+//! Which paths the file tools refuse (devices, kernel files, protected places,
+//! binaries), where a path given by the model really lands, and the "did you mean"
+//! list for a missing file.
 
+use hermes_runtime::protected_paths::{self, ProtectedPaths};
+use hermes_runtime::ToolContext;
+use std::fs::File;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+
+/// The directory relative paths start from: the task's terminal directory once its
+/// shell has one (after `cd sub`, `x` means `sub/x`), else the working directory.
+pub fn base_dir(ctx: &ToolContext) -> PathBuf {
+    crate::tools::terminal::env::local_task_cwd(ctx.task_id()).unwrap_or_else(|| ctx.cwd().to_path_buf())
+}
+
+/// `path` as the caller meant it: `~` expanded, relative paths under [`base_dir`],
+/// dots folded (symlinks are not followed here).
+pub fn locate(ctx: &ToolContext, path: &str) -> PathBuf {
+    let relative = !(path.starts_with('/') || path == "~" || path.starts_with("~/"));
+    if relative {
+        normalize(&base_dir(ctx).join(path))
+    } else {
+        normalize(&ctx.resolve_path(path))
+    }
+}
+
+/// Where a write to `shown` lands (every symlink followed, a dangling one to where it
+/// points, so the link itself is never replaced), or why no tool may write there:
+/// devices and kernel files, the protected places, outside `HERMES_WRITE_SAFE_ROOT`.
+/// `verb` starts the refusal ("Write", "Patch", "Delete").
+pub fn write_target(ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
+    let target = protected_paths::resolve(&locate(ctx, shown));
+    if is_device_path(&target) {
+        return Err(format!("{verb} denied: '{shown}' is a device or kernel file."));
+    }
+    match ProtectedPaths::for_hermes_home(ctx.hermes_home()).write_refusal(&target) {
+        Some(refusal) => Err(refusal.message(verb, shown)),
+        None => Ok(target),
+    }
+}
+
+/// [`write_target`] for a path named inside a V4A patch (`*** Add/Update/Delete File:`,
+/// `*** Move to:`). Patch text is the easiest place to smuggle a path, so beyond the
+/// write rules a `..` component is refused, and a relative path must stay inside the
+/// working directory after symlinks are followed.
+pub fn patch_target(ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
+    if Path::new(shown).components().any(|c| c == Component::ParentDir) {
+        return Err(format!(
+            "{verb} denied: '{shown}' in the patch contains a `..` component. Name files in patch headers by a path \
+             inside the working directory, or by an absolute path."
+        ));
+    }
+    let target = write_target(ctx, shown, verb)?;
+    let relative = !(shown.starts_with('/') || shown.starts_with('~'));
+    if relative {
+        let base = protected_paths::resolve(&base_dir(ctx));
+        if !target.starts_with(&base) {
+            return Err(format!(
+                "{verb} denied: '{shown}' leads outside the working directory {} (through a symlink, to {}).",
+                base.display(),
+                target.display()
+            ));
+        }
+    }
+    Ok(target)
+}
+
+/// Why a file could not be opened for reading as a plain file.
+#[derive(Debug)]
+pub enum OpenError {
+    NotFound,
+    Directory,
+    /// A device, FIFO, socket, or a kernel file (procfs, sysfs and the like).
+    NotRegular(&'static str),
+    Io(std::io::Error),
+}
+
+/// Opens `path` for reading only if it is a regular file on an ordinary filesystem,
+/// without ever blocking: the final symlinks are resolved first, the open does not
+/// follow a symlink put there since and does not wait for a FIFO's writer, and the
+/// checks are made on the opened descriptor, so a path swapped between the check and
+/// the open is caught.
+pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), OpenError> {
+    if is_device_path(path) {
+        return Err(OpenError::NotRegular("a device or kernel file"));
+    }
+    let real = match std::fs::canonicalize(path) {
+        Ok(real) => real,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(OpenError::NotFound),
+        Err(e) => return Err(OpenError::Io(e)),
+    };
+    if is_device_path(&real) {
+        return Err(OpenError::NotRegular("a device or kernel file"));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(&real)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => OpenError::NotRegular("a path that was swapped for a symlink while it was opened"),
+            _ if e.kind() == std::io::ErrorKind::NotFound => OpenError::NotFound,
+            _ => OpenError::Io(e),
+        })?;
+    let meta = file.metadata().map_err(OpenError::Io)?;
+    if meta.is_dir() {
+        return Err(OpenError::Directory);
+    }
+    if !meta.is_file() {
+        return Err(OpenError::NotRegular("not a regular file (a device, socket or pipe)"));
+    }
+    if on_kernel_filesystem(&file) {
+        return Err(OpenError::NotRegular("a kernel file (procfs, sysfs or the like)"));
+    }
+    // What was really opened, in case a directory on the way was swapped for a link.
+    if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file))) {
+        if is_device_path(&opened) {
+            return Err(OpenError::NotRegular("a device or kernel file"));
+        }
+    }
+    Ok((file, meta))
+}
+
+/// Whether the descriptor lives on a filesystem the kernel synthesises (its "files"
+/// expose memory, block, or never end).
+#[cfg(target_os = "linux")]
+fn on_kernel_filesystem(file: &File) -> bool {
+    const KERNEL_FS: &[u64] = &[
+        0x9fa0,      // proc
+        0x6265_6572, // sysfs
+        0x6462_6720, // debugfs
+        0x7472_6163, // tracefs
+        0x7363_6673, // securityfs
+        0x0027_e0eb, // cgroup
+        0x6367_7270, // cgroup2
+        0xcafe_4a11, // bpf
+        0x6265_6570, // configfs
+        0x6165_676c, // pstore
+        0xde5e_81e4, // efivarfs
+        0x0000_1cd1, // devpts
+    ];
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a zeroed out-buffer of the right type.
+    let rc = unsafe { libc::fstatfs(std::os::fd::AsRawFd::as_raw_fd(file), &mut stat) };
+    rc == 0 && KERNEL_FS.contains(&((stat.f_type as u64) & 0xffff_ffff))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn on_kernel_filesystem(_file: &File) -> bool {
+    false
+}
 
 /// Bytes sniffed for NUL to call a file binary.
 pub const SNIFF_BYTES: usize = 8192;
 
-/// Files that stream forever, block, or expose memory: refused whatever their type.
+/// Files that stream forever, block, or expose memory, by where they are: devices
+/// (except `/dev/shm`) and every file of procfs and sysfs (memory maps, environments,
+/// kernel logs). [`open_regular`] also checks the opened descriptor's type and
+/// filesystem, which catches the same files under other names.
 pub fn is_device_path(path: &Path) -> bool {
     let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path));
-    let text = resolved.to_string_lossy();
-    if text.starts_with("/dev/") && !text.starts_with("/dev/shm/") {
-        return true;
-    }
-    if let Some(rest) = text.strip_prefix("/proc/") {
-        let parts: Vec<&str> = rest.split('/').collect();
-        let kernel = ["kcore", "kmsg", "kpagecount", "kpageflags", "sysrq-trigger"];
-        if parts.len() == 1 && kernel.contains(&parts[0]) {
-            return true;
-        }
-        if parts.len() >= 2 {
-            let sensitive = ["mem", "pagemap", "fd", "environ", "clear_refs", "map_files"];
-            if parts[1..].iter().any(|p| sensitive.contains(p)) {
-                return true;
-            }
-        }
-    }
-    false
+    let under = |root: &str| resolved.starts_with(root);
+    (under("/dev") && !under("/dev/shm")) || under("/proc") || under("/sys")
 }
 
 /// `a/./b/../c` -> `a/c`, without touching the disk.
@@ -87,9 +221,10 @@ pub fn binary_extension(path: &Path) -> Option<BinaryKind> {
     }
 }
 
-/// Binary by content: a NUL byte in the first [`SNIFF_BYTES`].
-pub fn sniff_binary(path: &Path) -> std::io::Result<bool> {
-    let mut file = std::fs::File::open(path)?;
+/// Binary by content: a NUL byte in the first [`SNIFF_BYTES`]. The file is left at
+/// its start.
+pub fn sniff_binary(file: &mut File) -> std::io::Result<bool> {
+    use std::io::{Seek, SeekFrom};
     let mut buf = vec![0u8; SNIFF_BYTES];
     let mut filled = 0;
     while filled < buf.len() {
@@ -99,6 +234,7 @@ pub fn sniff_binary(path: &Path) -> std::io::Result<bool> {
         }
         filled += n;
     }
+    file.seek(SeekFrom::Start(0))?;
     Ok(has_nul(&buf[..filled]))
 }
 
@@ -188,6 +324,9 @@ mod tests {
         assert!(is_device_path(Path::new("/dev/zero")));
         assert!(is_device_path(Path::new("/proc/self/mem")));
         assert!(is_device_path(Path::new("/proc/kcore")));
+        assert!(is_device_path(Path::new("/proc/self/maps")));
+        assert!(is_device_path(Path::new("/sys/kernel/notes")));
+        assert!(!is_device_path(Path::new("/dev/shm/x")));
         assert!(!is_device_path(Path::new("/etc/hostname")));
     }
 }

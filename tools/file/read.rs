@@ -1,12 +1,23 @@
 //! Reading one page of a text file as `N|line` rows.
+//!
+//! The file is read in large blocks. Outside the page nothing is copied: newlines
+//! before it are found with `memchr` and those after it are only counted (SIMD), so
+//! the first page of a huge file costs about what `wc -l` does. Inside the page a
+//! line keeps at most the bytes it can show, so one enormous line never becomes an
+//! enormous allocation.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::io::Read;
 
 /// Longest line shown before it is clipped.
 pub const MAX_LINE_CHARS: usize = 2000;
 /// Marker appended to a clipped line.
 pub const LINE_CLIP_MARKER: &str = "... [truncated]";
+
+/// Bytes of a line kept for display: enough for [`MAX_LINE_CHARS`] characters of
+/// four bytes each, plus one more so a longer line is known to be one.
+const KEPT_LINE_BYTES: usize = MAX_LINE_CHARS * 4 + 4;
+const BLOCK: usize = 1 << 20;
+const BOM: &[u8] = "\u{feff}".as_bytes();
 
 pub struct Page {
     /// `N|line` rows joined by `\n`.
@@ -23,70 +34,202 @@ pub struct Page {
     pub clipped: bool,
 }
 
-/// Streams the file, keeping only lines `offset..offset+limit`, and stops adding rows
-/// once `max_chars` would be passed (always at a line boundary). Every line is still
-/// counted for `total_lines`.
-pub fn read_page(path: &Path, offset: u64, limit: u64, max_chars: usize) -> std::io::Result<Page> {
-    let file = std::fs::File::open(path)?;
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut page = Page {
-        content: String::new(),
-        total_lines: 0,
-        first: 0,
-        last: 0,
-        char_cut: false,
-        lossy: false,
-        clipped: false,
-    };
-    let mut chars = 0usize;
-    let mut shown = 0u64;
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
-            break;
+/// Rows of the page as they are collected.
+struct Rows {
+    page: Page,
+    limit: u64,
+    max_chars: usize,
+    chars: usize,
+    shown: u64,
+    /// The current line's kept bytes, and whether bytes past them were dropped.
+    line: Vec<u8>,
+    line_overflow: bool,
+}
+
+impl Rows {
+    fn full(&self) -> bool {
+        self.shown >= self.limit || self.page.char_cut
+    }
+
+    fn push_bytes(&mut self, bytes: &[u8]) {
+        let room = KEPT_LINE_BYTES.saturating_sub(self.line.len());
+        if bytes.len() > room {
+            self.line_overflow = true;
         }
-        page.total_lines += 1;
-        let number = page.total_lines;
-        if number < offset || shown >= limit || page.char_cut {
-            continue;
+        self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// Ends line `number`: turns its bytes into a row, within the character budget.
+    fn finish_line(&mut self, number: u64) {
+        let mut bytes = std::mem::take(&mut self.line);
+        let overflow = std::mem::replace(&mut self.line_overflow, false);
+        if !overflow && bytes.last() == Some(&b'\r') {
+            bytes.pop();
         }
-        let mut line = &buf[..];
-        if let Some(rest) = line.strip_suffix(b"\n") {
-            line = rest;
+        let mut shown_bytes: &[u8] = &bytes;
+        if number == 1 {
+            // The byte-order mark is an encoding detail, not text.
+            shown_bytes = shown_bytes.strip_prefix(BOM).unwrap_or(shown_bytes);
         }
-        if let Some(rest) = line.strip_suffix(b"\r") {
-            line = rest;
-        }
-        let text = match std::str::from_utf8(line) {
-            Ok(text) => std::borrow::Cow::Borrowed(text),
-            Err(_) => {
-                page.lossy = true;
-                String::from_utf8_lossy(line)
-            }
-        };
+        let text = decode(shown_bytes, overflow, &mut self.page.lossy);
         let text = match text.char_indices().nth(MAX_LINE_CHARS) {
             Some((cut, _)) => {
-                page.clipped = true;
+                self.page.clipped = true;
                 format!("{}{LINE_CLIP_MARKER}", &text[..cut])
             }
-            None => text.into_owned(),
+            None => text,
         };
         let row = format!("{number}|{text}");
-        let row_chars = row.chars().count() + usize::from(shown > 0);
-        if shown > 0 && chars + row_chars > max_chars {
-            page.char_cut = true;
-            continue;
+        let row_chars = row.chars().count() + usize::from(self.shown > 0);
+        if self.shown > 0 && self.chars + row_chars > self.max_chars {
+            self.page.char_cut = true;
+            return;
         }
-        if shown > 0 {
-            page.content.push('\n');
+        if self.shown > 0 {
+            self.page.content.push('\n');
         } else {
-            page.first = number;
+            self.page.first = number;
         }
-        page.content.push_str(&row);
-        chars += row_chars;
-        shown += 1;
-        page.last = number;
+        self.page.content.push_str(&row);
+        self.chars += row_chars;
+        self.shown += 1;
+        self.page.last = number;
+        // Keep the allocation for the next line.
+        bytes.clear();
+        self.line = bytes;
     }
-    Ok(page)
+}
+
+/// UTF-8 text of a line; when the line was cut (`cut`), a character split by the cut
+/// is dropped rather than counted as invalid.
+fn decode(bytes: &[u8], cut: bool, lossy: &mut bool) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_string(),
+        Err(e) if cut && e.error_len().is_none() => {
+            String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
+        }
+        Err(_) => {
+            *lossy = true;
+            String::from_utf8_lossy(bytes).into_owned()
+        }
+    }
+}
+
+/// Streams `source`, keeping only lines `offset..offset+limit`, and stops adding rows
+/// once `max_chars` would be passed (always at a line boundary). Every line is still
+/// counted for `total_lines`. A BOM at the start is not shown.
+pub fn read_page(mut source: impl Read, offset: u64, limit: u64, max_chars: usize) -> std::io::Result<Page> {
+    let offset = offset.max(1);
+    let mut rows = Rows {
+        page: Page {
+            content: String::new(),
+            total_lines: 0,
+            first: 0,
+            last: 0,
+            char_cut: false,
+            lossy: false,
+            clipped: false,
+        },
+        limit,
+        max_chars,
+        chars: 0,
+        shown: 0,
+        line: Vec::new(),
+        line_overflow: false,
+    };
+    let mut block = vec![0u8; BLOCK];
+    // Number of the line the next byte belongs to; newlines seen so far.
+    let mut number: u64 = 1;
+    let mut last_byte = None;
+    loop {
+        let n = match source.read(&mut block) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        last_byte = Some(block[n - 1]);
+        let mut rest = &block[..n];
+        while !rest.is_empty() {
+            if rows.full() {
+                number += bytecount::count(rest, b'\n') as u64;
+                break;
+            }
+            if number < offset {
+                let wanted = (offset - number) as usize;
+                match memchr::memchr_iter(b'\n', rest).nth(wanted - 1) {
+                    Some(at) => {
+                        number += wanted as u64;
+                        rest = &rest[at + 1..];
+                    }
+                    None => {
+                        number += bytecount::count(rest, b'\n') as u64;
+                        break;
+                    }
+                }
+                continue;
+            }
+            match memchr::memchr(b'\n', rest) {
+                Some(at) => {
+                    rows.push_bytes(&rest[..at]);
+                    rows.finish_line(number);
+                    number += 1;
+                    rest = &rest[at + 1..];
+                }
+                None => {
+                    rows.push_bytes(rest);
+                    break;
+                }
+            }
+        }
+    }
+    let newlines = number - 1;
+    let unterminated = last_byte.is_some_and(|b| b != b'\n');
+    if unterminated && number >= offset && !rows.full() {
+        rows.finish_line(number);
+    }
+    rows.page.total_lines = newlines + u64::from(unterminated);
+    Ok(rows.page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(text: &[u8], offset: u64, limit: u64) -> Page {
+        read_page(text, offset, limit, 100_000).unwrap()
+    }
+
+    #[test]
+    fn pages_and_counts() {
+        let p = page(b"a\nb\nc\n", 1, 2);
+        assert_eq!((p.content.as_str(), p.total_lines, p.first, p.last), ("1|a\n2|b", 3, 1, 2));
+        let p = page(b"a\nb\nc", 3, 5);
+        assert_eq!((p.content.as_str(), p.total_lines), ("3|c", 3));
+        let p = page(b"a\r\nb\r\n", 2, 5);
+        assert_eq!(p.content, "2|b");
+        let p = page(b"", 1, 5);
+        assert_eq!((p.total_lines, p.last), (0, 0));
+        let p = page(b"x\n", 5, 5);
+        assert_eq!((p.total_lines, p.last), (1, 0));
+    }
+
+    #[test]
+    fn bom_is_hidden_and_long_lines_clipped() {
+        let p = page("\u{feff}hi\nthere\n".as_bytes(), 1, 5);
+        assert_eq!(p.content, "1|hi\n2|there");
+        let long = "é".repeat(MAX_LINE_CHARS * 3);
+        let p = page(format!("{long}\nnext\n").as_bytes(), 1, 5);
+        assert!(p.clipped && !p.lossy);
+        assert!(p.content.ends_with(&format!("{LINE_CLIP_MARKER}\n2|next")));
+    }
+
+    #[test]
+    fn counts_across_blocks() {
+        let text = "line\n".repeat(BLOCK / 3);
+        let p = page(text.as_bytes(), BLOCK as u64 / 4, 2);
+        assert_eq!(p.total_lines, (BLOCK / 3) as u64);
+        assert_eq!(p.first, BLOCK as u64 / 4);
+        assert_eq!(p.last, BLOCK as u64 / 4 + 1);
+    }
 }

@@ -11,6 +11,10 @@ use std::time::SystemTime;
 pub const MAX_COLLECTED: usize = 10_000;
 /// Longest matched line shown before it is clipped.
 pub const MAX_MATCH_LINE_CHARS: usize = 500;
+/// Compiled size of a pattern, and memory of its lazy DFA: a pattern such as
+/// `[\s\S]{65535}` would otherwise take seconds and a gigabyte to build.
+pub const MAX_REGEX_BYTES: usize = 8 << 20;
+pub const MAX_DFA_BYTES: usize = 32 << 20;
 
 pub struct Scope<'a> {
     /// Where the search starts (a directory or one file).
@@ -23,6 +27,8 @@ pub struct Scope<'a> {
 #[derive(Debug)]
 pub enum SearchError {
     BadPattern(String),
+    /// The pattern compiles to more than [`MAX_REGEX_BYTES`].
+    PatternTooLarge,
     BadGlob(String),
     Cancelled,
 }
@@ -142,8 +148,17 @@ pub fn search_content(
     context: usize,
 ) -> Result<ContentResults, SearchError> {
     let matcher = RegexMatcherBuilder::new()
+        .size_limit(MAX_REGEX_BYTES)
+        .dfa_size_limit(MAX_DFA_BYTES)
         .build(pattern)
-        .map_err(|e| SearchError::BadPattern(e.to_string()))?;
+        .map_err(|e| {
+            let why = e.to_string();
+            if why.contains("size limit") {
+                SearchError::PatternTooLarge
+            } else {
+                SearchError::BadPattern(why)
+            }
+        })?;
     let glob = file_glob.filter(|g| !g.trim().is_empty()).map(NameGlob::new).transpose()?;
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
@@ -161,11 +176,13 @@ pub fn search_content(
                 continue;
             }
         }
+        // Devices, FIFOs and kernel files are never opened in a way that blocks, and
+        // skipped; so are unreadable files (permissions, vanished), as ripgrep does.
+        let Ok((file, _)) = super::paths::open_regular(&path) else { continue };
         let shown = scope.shown(&path);
         let before_count = results.hits.len();
         let mut sink = Collector { path: &shown, hits: &mut results.hits, pending: Vec::new() };
-        if searcher.search_path(&matcher, &path, &mut sink).is_err() {
-            // Unreadable file (permissions, vanished): skipped, as ripgrep does.
+        if searcher.search_file(&matcher, &file, &mut sink).is_err() {
             results.hits.truncate(before_count);
             continue;
         }

@@ -51,7 +51,7 @@ pub fn read_file(
     let state = ctx.task_state::<FileState>();
     let offset = offset.unwrap_or(1).max(1);
     let limit = limit.unwrap_or(DEFAULT_READ_LIMIT).clamp(1, MAX_READ_LIMIT);
-    let resolved = paths::normalize(&ctx.resolve_path(&path));
+    let resolved = paths::locate(ctx, &path);
 
     let streak = state.note_call(format!("read_file\0{}\0{offset}\0{limit}", resolved.display()), ctx.activity_epoch());
     if streak >= BLOCK_AT {
@@ -71,30 +71,25 @@ pub fn read_file(
         )
     });
 
-    if paths::is_device_path(&resolved) {
-        return Ok(ToolOutput::error(format!(
-            "Refusing to read {path}: it is a device or kernel file that can block, stream without end or expose memory."
-        )));
-    }
-    let meta = match std::fs::metadata(&resolved) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(not_found(&path, &resolved)),
-        Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+    let (mut file, meta) = match paths::open_regular(&resolved) {
+        Ok(opened) => opened,
+        Err(paths::OpenError::NotFound) => return Ok(not_found(&path, &resolved)),
+        Err(paths::OpenError::Directory) => {
+            return Ok(error_with(
+                format!("{path} is a directory, not a file."),
+                &[("hint", json!("List its files with search_files (target \"files\"), then read one of them."))],
+            ))
+        }
+        Err(paths::OpenError::NotRegular(what)) => {
+            return Ok(ToolOutput::error(format!(
+                "Refusing to read {path}: it is {what}, which can block, stream without end or expose memory."
+            )))
+        }
+        Err(paths::OpenError::Io(e)) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
     };
-    if meta.is_dir() {
-        return Ok(error_with(
-            format!("{path} is a directory, not a file."),
-            &[("hint", json!("List its files with search_files (target \"files\"), then read one of them."))],
-        ));
-    }
-    if !meta.is_file() {
-        return Ok(ToolOutput::error(format!(
-            "Refusing to read {path}: it is not a regular file (a device, socket or pipe)."
-        )));
-    }
     let binary = match paths::binary_extension(&resolved) {
         Some(kind) => Some(kind),
-        None => match paths::sniff_binary(&resolved) {
+        None => match paths::sniff_binary(&mut file) {
             Ok(true) => Some(paths::BinaryKind::Other),
             Ok(false) => None,
             Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
@@ -142,7 +137,7 @@ pub fn read_file(
         }
     }
 
-    let page = match read::read_page(&resolved, offset, limit, MAX_READ_CHARS) {
+    let page = match read::read_page(file, offset, limit, MAX_READ_CHARS) {
         Ok(page) => page,
         Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
     };
@@ -218,26 +213,13 @@ pub fn write_file(
         return Ok(ToolOutput::error("path is empty: give the file to write"));
     }
     let state = ctx.task_state::<FileState>();
-    let resolved = paths::normalize(&ctx.resolve_path(&path));
-    if paths::is_device_path(&resolved) {
-        return Ok(ToolOutput::error(format!("Refusing to write {path}: it is a device or kernel file.")));
-    }
-    let target = write::write_target(&resolved);
-    let existing = match std::fs::metadata(&target) {
-        Ok(meta) if meta.is_dir() => {
-            return Ok(ToolOutput::error(format!("{path} is a directory; give a file path to write.")))
-        }
-        Ok(meta) if !meta.is_file() => {
-            return Ok(ToolOutput::error(format!(
-                "Refusing to write {path}: it is not a regular file (a device, socket or pipe)."
-            )))
-        }
-        Ok(_) => match std::fs::read(&target) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => return Ok(ToolOutput::error(format!("Cannot read the current {path}: {e}"))),
-        },
-        Err(_) => None,
+    let target = match paths::write_target(ctx, &path, "Write") {
+        Ok(target) => target,
+        Err(refusal) => return Ok(ToolOutput::error(refusal)),
     };
+    if target.is_dir() {
+        return Ok(ToolOutput::error(format!("{path} is a directory; give a file path to write.")));
+    }
     if write::looks_like_numbered_display(&content) {
         return Ok(error_with(
             format!("Refusing to write {path}: the content carries read_file's `N|` line-number prefixes."),
@@ -250,14 +232,22 @@ pub fn write_file(
             &[("hint", json!("Write the actual file content; the stub only means your earlier read is current."))],
         ));
     }
-    let warning = stale_warning(&state, &target, &path);
-    let style = existing.as_deref().map(write::Style::detect).unwrap_or_default();
-    let data = style.to_disk(&content).into_bytes();
     let dirs_created = match write::create_parents(&target) {
         Ok(n) => n,
         Err(e) => return Ok(ToolOutput::error(format!("Cannot create the directories for {path}: {e}"))),
     };
-    if let Err(e) = write::atomic_write(&target, &data) {
+    let _lock = match write::lock_for_edit(&target) {
+        Ok(lock) => lock,
+        Err(e) => return Ok(ToolOutput::error(format!("Cannot write {path}: {e}"))),
+    };
+    let existing = match write::current_bytes(&target) {
+        Ok(existing) => existing,
+        Err(e) => return Ok(ToolOutput::error(format!("Refusing to write {path}: {e}"))),
+    };
+    let warning = stale_warning(&state, &target, &path);
+    let style = existing.as_deref().map(write::Style::detect).unwrap_or_default();
+    let data = style.to_disk(&content).into_bytes();
+    if let Err(e) = write::replace_checked(&target, existing.as_deref(), &data) {
         return Ok(ToolOutput::error(format!("Cannot write {path}: {e}")));
     }
     let verified = std::fs::read(&target).map(|on_disk| on_disk == data).unwrap_or(false);
@@ -361,14 +351,18 @@ fn patch_replace(
     new_string: &str,
     replace_all: bool,
 ) -> ToolResult {
-    let resolved = paths::normalize(&ctx.resolve_path(path));
-    if paths::is_device_path(&resolved) {
-        return Ok(patch_error(&format!("Refusing to patch {path}: it is a device or kernel file."), None));
-    }
-    let target = write::write_target(&resolved);
-    let meta = match std::fs::metadata(&target) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let resolved = paths::locate(ctx, path);
+    let target = match paths::write_target(ctx, path, "Patch") {
+        Ok(target) => target,
+        Err(refusal) => return Ok(patch_error(&refusal, None)),
+    };
+    let _lock = match write::lock_for_edit(&target) {
+        Ok(lock) => lock,
+        Err(e) => return Ok(patch_error(&format!("Cannot patch {path}: {e}"), None)),
+    };
+    let bytes = match write::current_bytes(&target) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
             let similar = paths::similar_files(&resolved, path);
             let mut extra = vec![("success", json!(false))];
             if !similar.is_empty() {
@@ -377,17 +371,7 @@ fn patch_replace(
             extra.push(("_hint", json!("To create a new file, use write_file.")));
             return Ok(error_with(format!("File not found: {path}"), &extra));
         }
-        Err(e) => return Ok(patch_error(&format!("Cannot read {path}: {e}"), None)),
-    };
-    if meta.is_dir() {
-        return Ok(patch_error(&format!("{path} is a directory; give the file to edit."), None));
-    }
-    if !meta.is_file() {
-        return Ok(patch_error(&format!("Refusing to patch {path}: it is not a regular file."), None));
-    }
-    let bytes = match std::fs::read(&target) {
-        Ok(bytes) => bytes,
-        Err(e) => return Ok(patch_error(&format!("Cannot read {path}: {e}"), None)),
+        Err(e) => return Ok(patch_error(&format!("Refusing to patch {path}: {e}"), None)),
     };
     if paths::binary_extension(&target).is_some() || paths::has_nul(&bytes) {
         return Ok(patch_error(&format!("Refusing to patch {path}: it is a binary file."), None));
@@ -451,8 +435,8 @@ fn patch_replace(
     }
     let warning = stale_warning(state, &target, path);
     let data = style.to_disk(&updated);
-    if let Err(e) = write::atomic_write(&target, data.as_bytes()) {
-        return Ok(patch_error(&format!("Cannot write {path}: {e}"), None));
+    if let Err(e) = write::replace_checked(&target, Some(raw.as_bytes()), data.as_bytes()) {
+        return Ok(patch_error(&format!("Patch not applied to {path}: {e}"), None));
     }
     state.patch_succeeded(&key);
     state.record_write(&key, Stamp::current(&target));
@@ -484,17 +468,27 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
         }
     };
     let mut first_path = None;
+    let mut targets: std::collections::HashMap<String, PathBuf> = Default::default();
     for op in &ops {
-        let shown = match op {
-            v4a::Op::Add { path, .. } | v4a::Op::Delete { path } => path,
-            v4a::Op::Update { path, .. } => path,
+        let (shown, verb, move_to) = match op {
+            v4a::Op::Add { path, .. } => (path, "Add", None),
+            v4a::Op::Delete { path } => (path, "Delete", None),
+            v4a::Op::Update { path, move_to, .. } => (path, "Update", move_to.as_ref()),
         };
-        if paths::is_device_path(&paths::normalize(&ctx.resolve_path(shown))) {
-            return Ok(patch_error(&format!("Refusing to patch {shown}: it is a device or kernel file."), None));
+        for (shown, verb) in std::iter::once((shown, verb)).chain(move_to.map(|to| (to, "Move"))) {
+            match paths::patch_target(ctx, shown, verb) {
+                Ok(target) => targets.insert(shown.clone(), target),
+                Err(refusal) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {refusal}"), None)),
+            };
         }
         first_path.get_or_insert_with(|| shown.clone());
     }
-    let resolve = |p: &str| write::write_target(&paths::normalize(&ctx.resolve_path(p)));
+    // Every file of the patch stays locked until it is written.
+    let _locks = match write::lock_all_for_edit(&targets.values().cloned().collect::<Vec<_>>()) {
+        Ok(locks) => locks,
+        Err(e) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {e}"), None)),
+    };
+    let resolve = |p: &str| targets.get(p).cloned().unwrap_or_else(|| paths::locate(ctx, p));
     let plan = match v4a::plan(&ops, resolve) {
         Ok(plan) => plan,
         Err(e) => {
@@ -610,7 +604,7 @@ pub fn search_files(
     let offset = offset.unwrap_or(0) as usize;
     let output_mode = output_mode.unwrap_or(OutputMode::Content);
     let context = context.unwrap_or(0).min(MAX_SEARCH_CONTEXT) as usize;
-    let root = paths::normalize(&ctx.resolve_path(&shown_root));
+    let root = paths::locate(ctx, &shown_root);
 
     let key = format!(
         "search_files\0{pattern}\0{target:?}\0{}\0{}\0{limit}\0{offset}\0{output_mode:?}\0{context}",
@@ -626,6 +620,11 @@ pub fn search_files(
             ),
             &[("already_searched", json!(streak))],
         ));
+    }
+    if paths::is_device_path(&root) {
+        return Ok(ToolOutput::error(format!(
+            "Refusing to search {shown_root}: devices and kernel files (/dev, /proc, /sys) can block, stream without end or expose memory."
+        )));
     }
     if !root.exists() {
         return Ok(ToolOutput::error(format!("Path not found: {shown_root}")));
@@ -748,6 +747,13 @@ fn search_error(error: search::SearchError, pattern: &str) -> ToolOutput {
                 "hint",
                 json!("Escape regex characters such as ( ) [ ] { } . * + ? | \\ with a backslash to match them literally."),
             )],
+        ),
+        search::SearchError::PatternTooLarge => error_with(
+            format!(
+                "Regex pattern is too large: it compiles to more than {} MB. Use a shorter pattern or smaller repetition counts.",
+                search::MAX_REGEX_BYTES >> 20
+            ),
+            &[("hint", json!("Replace large `{n}` repetitions with `+` or `*`, or search for a shorter distinctive piece."))],
         ),
         search::SearchError::BadGlob(why) => ToolOutput::error(why),
         search::SearchError::Cancelled => ToolOutput::error("search cancelled"),

@@ -1,9 +1,13 @@
 //! Writing whole files safely: parents created, temp file + rename, the original's
-//! permissions, line endings and BOM kept.
+//! permissions, line endings and BOM kept; edits of one file serialised across
+//! threads and processes, and never written over a base that changed.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 const BOM: &str = "\u{feff}";
 
@@ -58,12 +62,156 @@ pub fn create_parents(path: &Path) -> std::io::Result<usize> {
     Ok(missing)
 }
 
-/// Where a write to `path` lands: through a symlink to its target.
-pub fn write_target(path: &Path) -> PathBuf {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
-        _ => path.to_path_buf(),
+/// Longest wait for another edit of the same file to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// An exclusive, cross-process lock on the edits of one file, held until dropped.
+///
+/// The lock is an `flock` on the file itself (on the nearest existing directory when
+/// the file does not exist yet), so no lock files are left beside the user's files.
+/// Because every edit replaces the file by a rename, a waiter that wakes up holding
+/// the lock of a replaced inode notices and locks the new one.
+pub struct EditLock {
+    _held: std::fs::File,
+}
+
+/// Takes the edit lock of `target` (a resolved path), waiting for other edits.
+pub fn lock_for_edit(target: &Path) -> Result<EditLock, String> {
+    let mut locks = lock_all_for_edit(&[target.to_path_buf()])?;
+    Ok(locks.pop().expect("one lock for one target"))
+}
+
+/// What holds the lock of `target`: the file itself, or the nearest existing directory
+/// when it does not exist yet.
+fn lock_holder(target: &Path) -> PathBuf {
+    if std::fs::symlink_metadata(target).is_ok() {
+        return target.to_path_buf();
     }
+    target.ancestors().skip(1).find(|dir| dir.is_dir()).map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// Takes the edit locks of every target (a multi-file patch), in one global order so
+/// two patches never wait for each other; targets sharing a holder share one lock.
+pub fn lock_all_for_edit(targets: &[PathBuf]) -> Result<Vec<EditLock>, String> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    'attempt: loop {
+        let mut holders: Vec<PathBuf> = targets.iter().map(|t| lock_holder(t)).collect();
+        holders.sort();
+        holders.dedup();
+        let mut held = Vec::with_capacity(holders.len());
+        for holder in &holders {
+            match lock_one(holder, deadline) {
+                Ok(Some(file)) => held.push(EditLock { _held: file }),
+                // Gone between the look and the open: look again.
+                Ok(None) => continue 'attempt,
+                Err(e) => return Err(e),
+            }
+        }
+        // Every target still has the holder it was locked by: a file was not replaced
+        // while we waited, a new file was not created by someone else meanwhile.
+        if holders == {
+            let mut now: Vec<PathBuf> = targets.iter().map(|t| lock_holder(t)).collect();
+            now.sort();
+            now.dedup();
+            now
+        } && held.iter().zip(&holders).all(|(lock, holder)| same_inode(&lock._held, holder))
+        {
+            return Ok(held);
+        }
+        if Instant::now() >= deadline {
+            return Err("the files of this edit kept changing while waiting for other edits; nothing was changed, try again".into());
+        }
+    }
+}
+
+fn same_inode(file: &std::fs::File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+        _ => false,
+    }
+}
+
+/// Opens and flocks one holder, waiting until `deadline`; `Ok(None)` when it vanished.
+fn lock_one(holder: &Path, deadline: Instant) -> Result<Option<std::fs::File>, String> {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(holder)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => return Ok(None),
+        Err(e) => return Err(format!("cannot lock {} for editing: {e}", holder.display())),
+    };
+    let mut pause = Duration::from_millis(1);
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(Some(file));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(format!("cannot lock {} for editing: {err}", holder.display()));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "another edit of {} has been in progress for over {} s; nothing was changed, try again",
+                holder.display(),
+                LOCK_WAIT.as_secs()
+            ));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Why a checked replace did not happen.
+#[derive(Debug)]
+pub enum ReplaceError {
+    /// The file no longer holds what the edit was computed from.
+    BaseChanged,
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for ReplaceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplaceError::BaseChanged => f.write_str(
+                "the file changed on disk while the edit was being made (another process wrote it); nothing was \
+                 written. Read it again and redo the edit",
+            ),
+            ReplaceError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// What `path` holds now: `None` when it does not exist. Never blocks on a FIFO.
+pub fn current_bytes(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    match super::paths::open_regular(path) {
+        Ok((mut file, meta)) => {
+            let mut bytes = Vec::with_capacity(meta.len() as usize);
+            file.read_to_end(&mut bytes)?;
+            Ok(Some(bytes))
+        }
+        Err(super::paths::OpenError::NotFound) => Ok(None),
+        Err(super::paths::OpenError::Io(e)) => Err(e),
+        Err(super::paths::OpenError::Directory) => {
+            Err(std::io::Error::new(std::io::ErrorKind::Other, "it is a directory"))
+        }
+        Err(super::paths::OpenError::NotRegular(what)) => {
+            Err(std::io::Error::new(std::io::ErrorKind::Other, format!("it is {what}")))
+        }
+    }
+}
+
+/// The common last step of every edit: with the edit lock held, checks that `path`
+/// still holds `base` (`None`: does not exist), then replaces it atomically with
+/// `data`. An edit computed from an old base is never written.
+pub fn replace_checked(path: &Path, base: Option<&[u8]>, data: &[u8]) -> Result<(), ReplaceError> {
+    let now = current_bytes(path).map_err(ReplaceError::Io)?;
+    if now.as_deref() != base {
+        return Err(ReplaceError::BaseChanged);
+    }
+    atomic_write(path, data).map_err(ReplaceError::Io)
 }
 
 /// Replaces `path` with `data` in one step: a temp file in the same directory, synced,

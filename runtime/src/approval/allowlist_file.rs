@@ -16,12 +16,16 @@ use std::sync::Mutex;
 /// Saves in this process one at a time (other processes are merged by re-reading).
 static SAVE_LOCK: Mutex<()> = Mutex::new(());
 
-/// The list on disk, `None` when the file exists but cannot be read or parsed.
+/// The list on disk as this process honours it (entries added since start-up other
+/// than by approvals are held back, see [`crate::config`]); `None` when the file
+/// exists but cannot be read or parsed.
 pub fn read_allowlist(config_path: &Path) -> Option<Vec<String>> {
-    match std::fs::read_to_string(config_path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Vec::new()),
-        Err(_) => None,
-        Ok(text) => parse_allowlist_text(&text),
+    let home = config_path.parent().unwrap_or(Path::new("."));
+    let config = crate::config::Config::load(home);
+    match config.state {
+        crate::config::ConfigState::Missing => Some(Vec::new()),
+        crate::config::ConfigState::Broken(_) => None,
+        crate::config::ConfigState::Loaded(_) => Some(parse_allowlist(config.get("command_allowlist")).0),
     }
 }
 
@@ -36,7 +40,9 @@ fn parse_allowlist_text(text: &str) -> Option<Vec<String>> {
     }
 }
 
-/// Writes `on_disk ∪ (memory − baseline)`, sorted, and returns what was written.
+/// Writes `on_disk ∪ (memory − baseline)`, sorted, and returns the part of it this
+/// process honours (entries put in the file since start-up other than by approvals
+/// stay in the file but are not returned; see [`crate::config`]).
 /// Entries another process added stay (they are on disk); entries someone removed by hand
 /// stay removed (they are in the baseline, not in `memory − baseline`).
 pub fn save_allowlist(
@@ -46,15 +52,15 @@ pub fn save_allowlist(
 ) -> Result<BTreeSet<String>, String> {
     let _guard = SAVE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let target = resolve_symlinks(config_path);
-    let text = match std::fs::read_to_string(&target) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("{}: cannot read: {e}", target.display())),
-    };
+    let text = crate::config::read_config_text(&target)?.unwrap_or_default();
     let on_disk = parse_allowlist_text(&text)
         .ok_or_else(|| format!("{}: not valid YAML, allowlist not saved", target.display()))?;
+    let honoured = read_allowlist(config_path).unwrap_or_default();
+    let granted: Vec<String> = memory.difference(baseline).cloned().collect();
     let mut merged: BTreeSet<String> = on_disk.into_iter().collect();
-    merged.extend(memory.difference(baseline).cloned());
+    merged.extend(granted.iter().cloned());
+    let mut kept: BTreeSet<String> = honoured.into_iter().collect();
+    kept.extend(granted.iter().cloned());
     let new_text = replace_allowlist_block(&text, &merged);
     let wanted: Vec<String> = merged.iter().cloned().collect();
     if parse_allowlist_text(&new_text).as_ref() != Some(&wanted) {
@@ -64,9 +70,13 @@ pub fn save_allowlist(
         ));
     }
     if new_text != text {
+        // Recorded first, so a process that sees the new file also accepts the entries.
+        let home = config_path.parent().unwrap_or(Path::new("."));
+        crate::config::record_runtime_grants(home, &granted)
+            .map_err(|e| format!("{}: cannot record the approval: {e}", home.display()))?;
         atomic_write(&target, new_text.as_bytes())?;
     }
-    Ok(merged)
+    Ok(kept)
 }
 
 /// `text` with its top-level `command_allowlist:` block replaced by `entries` (appended

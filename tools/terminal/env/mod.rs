@@ -477,6 +477,18 @@ pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::pa
     Ok(slot)
 }
 
+/// The directory the task's shell is in, when its commands run on this machine: the
+/// file tools resolve relative paths against it, so `cd sub` then `read_file x` reads
+/// `sub/x`. `None` before the task's first command or on a remote backend.
+pub fn local_task_cwd(task_id: &str) -> Option<std::path::PathBuf> {
+    let slot = slots().lock().unwrap_or_else(|p| p.into_inner()).get(task_id).cloned()?;
+    if slot.env.backend() != "local" {
+        return None;
+    }
+    let cwd = std::path::PathBuf::from(slot.session.cwd());
+    cwd.is_absolute().then_some(cwd)
+}
+
 /// Drops a task's environment (e.g. after an infrastructure failure) and cleans it up.
 pub fn evict(task_id: &str) {
     let slot = slots().lock().unwrap_or_else(|p| p.into_inner()).remove(task_id);

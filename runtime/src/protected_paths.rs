@@ -1,0 +1,367 @@
+//! The places no tool may write: credentials, the runtime's own configuration and
+//! state, shell start-up files and system directories.
+//!
+//! One list serves every door. The file tools ask [`ProtectedPaths::write_refusal`]
+//! before each write; an OS sandbox takes [`ProtectedPaths::places`] as the places it
+//! mounts or rules read-only. The command detector's path vocabulary
+//! (`command-guard/src/rules/paths.rs`) names the same families as regex fragments.
+//!
+//! Paths are compared after [`resolve`]: made absolute, `.`/`..` folded, every symlink
+//! on the way (a dangling one at the end included) followed. The list itself is
+//! resolved the same way, so a `$HOME` that is a symlink still matches.
+
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+/// Why a place is protected; decides the wording of a refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Keys, tokens and passwords of the user (`~/.ssh`, `~/.aws`, `.netrc`, ...).
+    Credential,
+    /// The runtime's own configuration, secrets and state under `$HERMES_HOME`:
+    /// writing them would grant permissions or falsify history.
+    Runtime,
+    /// Files a shell runs at start-up: writing them runs code in the next shell.
+    ShellStartup,
+    /// Operating-system directories (`/etc`, `/usr`, `/boot`, ...).
+    System,
+}
+
+/// Whether a place is one file or a whole directory tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extent {
+    File,
+    Tree,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtectedPlace {
+    /// Absolute and resolved.
+    pub path: PathBuf,
+    pub extent: Extent,
+    pub family: Family,
+}
+
+impl ProtectedPlace {
+    /// Whether `resolved` is this place or (for a tree) inside it.
+    pub fn covers(&self, resolved: &Path) -> bool {
+        match self.extent {
+            Extent::File => resolved == self.path,
+            Extent::Tree => resolved.starts_with(&self.path),
+        }
+    }
+}
+
+/// Why a write was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The path is (inside) a protected place.
+    Protected { place: PathBuf, family: Family },
+    /// `HERMES_WRITE_SAFE_ROOT` is set and the path lies outside every root in it.
+    OutsideSafeRoots { roots: Vec<PathBuf> },
+}
+
+impl Refusal {
+    /// A sentence for the model, naming the path as it was given.
+    pub fn message(&self, verb: &str, shown: &str) -> String {
+        match self {
+            Refusal::Protected { family, .. } => {
+                let what = match family {
+                    Family::Credential => "a protected credential file",
+                    Family::Runtime => "part of the runtime's own configuration, secrets or state",
+                    Family::ShellStartup => "a shell start-up file",
+                    Family::System => "a protected system location",
+                };
+                format!("{verb} denied: '{shown}' is {what}; no tool writes there.")
+            }
+            Refusal::OutsideSafeRoots { roots } => {
+                let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+                format!(
+                    "{verb} denied: '{shown}' is outside HERMES_WRITE_SAFE_ROOT ({}). Unset the variable or add this path's directory to it.",
+                    list.join(":")
+                )
+            }
+        }
+    }
+}
+
+/// Credential places under the home directory.
+const HOME_CREDENTIAL_TREES: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".kube",
+    ".docker",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+];
+const HOME_CREDENTIAL_FILES: &[&str] = &[
+    ".netrc",
+    ".pgpass",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+/// Files shells (and login sessions) run when they start.
+const SHELL_STARTUP_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".config/fish/config.fish",
+];
+/// Under `$HERMES_HOME` (and the default `~/.hermes` when it differs).
+const RUNTIME_FILES: &[&str] = &[
+    "config.yaml",
+    ".env",
+    "auth.json",
+    "auth.lock",
+    ".anthropic_oauth.json",
+    "mcp_server_token",
+    "webhook_subscriptions.json",
+    "state.db",
+    crate::config::GRANTS_FILE,
+];
+/// Trees under `$HERMES_HOME`: tokens, pairings, transcripts, and plugins (code the
+/// runtime loads on its next start).
+const RUNTIME_TREES: &[&str] = &["auth", "mcp-tokens", "pairing", "sessions", "plugins"];
+/// Operating-system directories (Linux and macOS spellings).
+const SYSTEM_TREES: &[&str] = &[
+    "/etc", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys", "/proc",
+    "/private/etc", "/System", "/Library",
+];
+
+/// The protected places for one home directory and one `$HERMES_HOME`, plus the
+/// optional `HERMES_WRITE_SAFE_ROOT` allow-list.
+#[derive(Clone, Debug)]
+pub struct ProtectedPaths {
+    places: Vec<ProtectedPlace>,
+    safe_roots: Vec<PathBuf>,
+}
+
+impl ProtectedPaths {
+    /// The list for `home` and `hermes_home`, without safe roots.
+    pub fn new(home: &Path, hermes_home: &Path) -> ProtectedPaths {
+        let mut places = Vec::new();
+        let mut add = |base: &Path, names: &[&str], extent: Extent, family: Family| {
+            for name in names {
+                places.push(ProtectedPlace { path: resolve(&base.join(name)), extent, family });
+            }
+        };
+        add(home, HOME_CREDENTIAL_TREES, Extent::Tree, Family::Credential);
+        add(home, HOME_CREDENTIAL_FILES, Extent::File, Family::Credential);
+        add(home, SHELL_STARTUP_FILES, Extent::File, Family::ShellStartup);
+        let default_root = home.join(".hermes");
+        let mut runtime_bases = vec![hermes_home.to_path_buf()];
+        if resolve(&default_root) != resolve(hermes_home) {
+            runtime_bases.push(default_root);
+        }
+        for base in &runtime_bases {
+            add(base, RUNTIME_FILES, Extent::File, Family::Runtime);
+            add(base, RUNTIME_TREES, Extent::Tree, Family::Runtime);
+        }
+        add(Path::new("/"), SYSTEM_TREES, Extent::Tree, Family::System);
+        places.dedup();
+        ProtectedPaths { places, safe_roots: Vec::new() }
+    }
+
+    /// The list for this process: `$HOME`, `$HERMES_HOME` (else `~/.hermes`) and
+    /// `$HERMES_WRITE_SAFE_ROOT`.
+    pub fn from_env() -> ProtectedPaths {
+        ProtectedPaths::for_hermes_home(&crate::context::default_hermes_home())
+    }
+
+    /// The list for this process's `$HOME` and `$HERMES_WRITE_SAFE_ROOT`, with the
+    /// given `$HERMES_HOME` (a tool context's).
+    pub fn for_hermes_home(hermes_home: &Path) -> ProtectedPaths {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        ProtectedPaths::new(&home, hermes_home).with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"))
+    }
+
+    /// Confines writes to the roots of a `:`-separated list (empty entries ignored; an
+    /// empty or absent list confines nothing).
+    pub fn with_safe_roots(mut self, list: Option<OsString>) -> ProtectedPaths {
+        self.safe_roots = list
+            .map(|list| std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()).map(|p| resolve(&p)).collect())
+            .unwrap_or_default();
+        self
+    }
+
+    /// Every protected place, resolved: what a sandbox makes read-only.
+    pub fn places(&self) -> &[ProtectedPlace] {
+        &self.places
+    }
+
+    pub fn safe_roots(&self) -> &[PathBuf] {
+        &self.safe_roots
+    }
+
+    /// Why a write to `resolved` (an output of [`resolve`]) must be refused, if it must.
+    pub fn write_refusal(&self, resolved: &Path) -> Option<Refusal> {
+        if let Some(place) = self.places.iter().find(|place| place.covers(resolved)) {
+            return Some(Refusal::Protected { place: place.path.clone(), family: place.family });
+        }
+        if !self.safe_roots.is_empty() && !self.safe_roots.iter().any(|root| resolved.starts_with(root)) {
+            return Some(Refusal::OutsideSafeRoots { roots: self.safe_roots.clone() });
+        }
+        None
+    }
+
+    /// [`resolve`] then [`ProtectedPaths::write_refusal`].
+    pub fn check_write(&self, path: &Path) -> Option<Refusal> {
+        self.write_refusal(&resolve(path))
+    }
+}
+
+/// Symlinks followed before a path is called unresolvable (as the kernel's limit).
+const MAX_LINK_HOPS: usize = 40;
+
+/// Where `path` really points: absolute (against the process's directory when
+/// relative), `.` and `..` folded, every symlink on the way followed, a dangling
+/// final link followed to where it points. The part that does not exist yet is kept
+/// as written. Never fails: a link loop leaves the path as far as it got.
+pub fn resolve(path: &Path) -> PathBuf {
+    let mut current = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(path)
+    };
+    let mut hops = 0;
+    'outer: loop {
+        current = fold_dots(&current);
+        // The longest prefix that exists, resolved by the kernel; the rest appended.
+        let mut missing: Vec<OsString> = Vec::new();
+        let mut probe = current.clone();
+        loop {
+            if let Ok(real) = std::fs::canonicalize(&probe) {
+                let mut out = real;
+                out.extend(missing.iter().rev());
+                return out;
+            }
+            // A dangling symlink: follow it by hand and start over.
+            if let Ok(meta) = std::fs::symlink_metadata(&probe) {
+                if meta.file_type().is_symlink() && hops < MAX_LINK_HOPS {
+                    if let Ok(target) = std::fs::read_link(&probe) {
+                        hops += 1;
+                        let parent = probe.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+                        let mut next = parent.join(target);
+                        next.extend(missing.iter().rev());
+                        current = next;
+                        continue 'outer;
+                    }
+                }
+            }
+            match (probe.parent(), probe.file_name()) {
+                (Some(parent), Some(name)) => {
+                    missing.push(name.to_os_string());
+                    probe = parent.to_path_buf();
+                }
+                _ => return current,
+            }
+        }
+    }
+}
+
+/// `/a/./b/../c` -> `/a/c` without looking at the disk; `..` never climbs above `/`.
+fn fold_dots(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if out.parent().is_some() {
+                    out.pop();
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn setup() -> (tempfile::TempDir, PathBuf, PathBuf, ProtectedPaths) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let hermes = dir.path().join("hermes");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&hermes).unwrap();
+        let list = ProtectedPaths::new(&home, &hermes);
+        (dir, home, hermes, list)
+    }
+
+    #[test]
+    fn credential_runtime_and_system_places_are_refused() {
+        let (_dir, home, hermes, list) = setup();
+        for path in [
+            home.join(".ssh/authorized_keys"),
+            home.join(".ssh"),
+            home.join(".aws/credentials"),
+            home.join(".config/gcloud/credentials.db"),
+            home.join(".kube/config"),
+            home.join(".docker/config.json"),
+            home.join(".netrc"),
+            home.join(".git-credentials"),
+            home.join(".bashrc"),
+            hermes.join("config.yaml"),
+            hermes.join(".env"),
+            hermes.join("auth.json"),
+            hermes.join("mcp_server_token"),
+            hermes.join("plugins/evil/plugin.yaml"),
+            home.join(".hermes/config.yaml"),
+            PathBuf::from("/etc/passwd"),
+            PathBuf::from("/usr/local/bin/tool"),
+            PathBuf::from("/boot/grub/grub.cfg"),
+        ] {
+            assert!(list.check_write(&path).is_some(), "{} should be refused", path.display());
+        }
+        for path in [home.join("project/main.rs"), home.join(".sshx"), hermes.join("skills/mine/SKILL.md")] {
+            assert_eq!(list.check_write(&path), None, "{} should be allowed", path.display());
+        }
+    }
+
+    #[test]
+    fn symlinks_and_dots_are_seen_through() {
+        let (dir, home, hermes, list) = setup();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        symlink(hermes.join("config.yaml"), work.join("dangling")).unwrap();
+        symlink(&home, work.join("homelink")).unwrap();
+        assert!(list.check_write(&work.join("dangling")).is_some());
+        assert!(list.check_write(&work.join("homelink/.ssh/id_rsa")).is_some());
+        assert!(list.check_write(&work.join("../home/./.netrc")).is_some());
+        assert_eq!(resolve(&work.join("dangling")), resolve(&hermes).join("config.yaml"));
+    }
+
+    #[test]
+    fn safe_roots_confine_writes() {
+        let (dir, home, _hermes, list) = setup();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        let list = list.with_safe_roots(Some(OsString::from(format!("{}:", root.display()))));
+        assert_eq!(list.check_write(&root.join("a/b.txt")), None);
+        assert!(matches!(list.check_write(&home.join("x.txt")), Some(Refusal::OutsideSafeRoots { .. })));
+        assert!(list.check_write(&dir.path().join("rootless/x")).is_some());
+    }
+
+    #[test]
+    fn link_loops_end() {
+        let dir = tempfile::tempdir().unwrap();
+        symlink(dir.path().join("b"), dir.path().join("a")).unwrap();
+        symlink(dir.path().join("a"), dir.path().join("b")).unwrap();
+        let _ = resolve(&dir.path().join("a/x"));
+    }
+}
