@@ -26,14 +26,19 @@
 mod aliases;
 mod allowlist;
 mod command;
+mod data;
+mod disks;
 mod exemption;
+mod expansion;
 mod fnmatch;
 mod normalize;
+mod pipelines;
 mod rules;
 mod structural;
 mod sudo;
 mod tokenize;
 mod variants;
+mod writes;
 
 use std::sync::LazyLock;
 
