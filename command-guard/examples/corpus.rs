@@ -6,7 +6,10 @@
 //!
 //! Also the cost of the first classification in a process (rule compilation included).
 //!
-//! cargo run --release -p hermes-command-guard --example corpus
+//! cargo run --release -p hermes-command-guard --example corpus [-- --holdout]
+//!
+//! `--holdout` reads tests/holdout/*.tsv instead: commands written after the rules and never
+//! tuned against.
 
 #[path = "../tests/corpus/mod.rs"]
 mod corpus;
@@ -70,7 +73,11 @@ fn main() {
     classify("ls -la", &ctx);
     let first_call = started.elapsed();
 
-    let cases = corpus::load();
+    let cases = if std::env::args().any(|a| a == "--holdout") {
+        corpus::load_from(&corpus::corpus_dir().join("../holdout"))
+    } else {
+        corpus::load()
+    };
     let mut by_category: BTreeMap<String, Tally> = BTreeMap::new();
     let mut misses = Vec::new();
     let started = Instant::now();

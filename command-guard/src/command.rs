@@ -149,6 +149,7 @@ fn wrapper_spec(name: &str) -> Option<WrapperSpec> {
             0,
             false,
         ),
+        "pkexec" => spec("", &["--user"], &[], 0, false),
         "env" => spec("uC", &["--unset", "--chdir"], &[], 0, false),
         "exec" => spec("a", &[], &[], 0, false),
         "nohup" | "builtin" => spec("", &[], &[], 0, false),
@@ -202,7 +203,8 @@ fn is_dynamic_name(name: &str, word: &Word) -> bool {
     let globbed = word.glob_at.is_some() && !matches!(word.value.as_str(), "[" | "[[" | "{" | "}");
     // A substitution "spelled out" by deobfuscation still is not a name if its output is
     // processed further (`$(echo cm0= | base64 -d)`).
-    let not_a_name = name.contains(|c: char| c.is_whitespace() || "|;&<>()".contains(c));
+    let substituted = word.raw.contains("$(") || word.raw.contains('`');
+    let not_a_name = substituted && name.contains(|c: char| c.is_whitespace() || "|;&<>()".contains(c));
     name.contains(['$', '`']) || not_a_name || (globbed && word.value.contains(['*', '?', '[', '{']))
 }
 
