@@ -433,6 +433,7 @@ where
 /// The blocking entry point of the CLI: a multi-thread runtime for the server's own
 /// I/O; tool handlers run on the blocking pool and the async bridge.
 pub fn serve_stdio(registry: Arc<Registry>) -> std::io::Result<()> {
+    std::thread::spawn(hermes_command_guard::warm_up);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("hermes-serve")

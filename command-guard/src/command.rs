@@ -32,6 +32,10 @@ pub(crate) struct SimpleCommand {
     /// `env -S TEXT ...`: the text env would split and run.
     pub env_split_payload: Option<String>,
     pub unterminated: bool,
+    /// Its standard input is the previous command's output (`a | b`).
+    pub piped_from_previous: bool,
+    /// The executable's name is only known at run time (`$cmd`, `$(...)`, `${a}.ext4`).
+    pub dynamic_exec: bool,
 }
 
 impl SimpleCommand {
@@ -65,7 +69,7 @@ pub(crate) fn simple_commands(lexed: Lexed) -> Vec<SimpleCommand> {
                 if !current.words.is_empty() || !current.redirects.is_empty() {
                     commands.push(std::mem::take(&mut current));
                 }
-                let _: Op = op;
+                current.piped_from_previous = op == Op::Pipe;
             }
         }
     }
@@ -145,6 +149,7 @@ fn wrapper_spec(name: &str) -> Option<WrapperSpec> {
             0,
             false,
         ),
+        "pkexec" => spec("", &["--user"], &[], 0, false),
         "env" => spec("uC", &["--unset", "--chdir"], &[], 0, false),
         "exec" => spec("a", &[], &[], 0, false),
         "nohup" | "builtin" => spec("", &[], &[], 0, false),
@@ -170,8 +175,37 @@ fn wrapper_spec(name: &str) -> Option<WrapperSpec> {
         ),
         "taskset" => spec("", &[], &["-p", "--pid"], 1, false),
         "chroot" => spec("", &["--userspec", "--groups"], &[], 1, false),
+        "runuser" | "sg" => spec("ugGl", &["--user", "--group", "--supp-group"], &[], 0, false),
+        "unshare" | "nsenter" | "setpriv" | "strace" | "ltrace" | "caffeinate" | "proxychains"
+        | "proxychains4" | "torsocks" | "xvfb-run" | "catchsegv" => spec(
+            "tSeopEaIOuUgG",
+            &["--target", "--setuid", "--setgid", "--output", "--user", "--group", "--regid", "--reuid"],
+            &[],
+            0,
+            false,
+        ),
+        "systemd-run" => spec(
+            "pEMuH",
+            &["--property", "--setenv", "--machine", "--unit", "--uid", "--gid", "--working-directory", "--description", "--slice", "--host"],
+            &[],
+            0,
+            false,
+        ),
+        "flock" => spec("wEcno", &["--timeout", "--conflict-exit-code", "--command"], &[], 1, false),
+        "faketime" => spec("f", &[], &[], 1, false),
         _ => return None,
     })
+}
+
+/// A command name the shell only knows after expanding it: a variable, a substitution that is
+/// not a literal spelling, or a glob/brace pattern (`/bin/r?`, `{rm,-rf,x}`).
+fn is_dynamic_name(name: &str, word: &Word) -> bool {
+    let globbed = word.glob_at.is_some() && !matches!(word.value.as_str(), "[" | "[[" | "{" | "}");
+    // A substitution "spelled out" by deobfuscation still is not a name if its output is
+    // processed further (`$(echo cm0= | base64 -d)`).
+    let substituted = word.raw.contains("$(") || word.raw.contains('`');
+    let not_a_name = substituted && name.contains(|c: char| c.is_whitespace() || "|;&<>()".contains(c));
+    name.contains(['$', '`']) || not_a_name || (globbed && word.value.contains(['*', '?', '[', '{']))
 }
 
 /// Apply R1: walk past keywords, assignments and wrappers to the executable.
@@ -200,6 +234,7 @@ fn locate_executable(command: &mut SimpleCommand) {
             continue;
         }
         let Some(spec) = wrapper_spec(&name) else {
+            command.dynamic_exec = is_dynamic_name(&name, &words[i]);
             command.exec = Some(i);
             command.exec_name = name;
             command.exec_path = path;

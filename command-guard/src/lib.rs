@@ -26,14 +26,20 @@
 mod aliases;
 mod allowlist;
 mod command;
+mod data;
+mod disks;
 mod exemption;
+mod expansion;
 mod fnmatch;
 mod normalize;
+mod pipelines;
 mod rules;
+mod scripts;
 mod structural;
 mod sudo;
 mod tokenize;
 mod variants;
+mod writes;
 
 use std::sync::LazyLock;
 
@@ -42,6 +48,7 @@ use regex::Regex;
 pub use aliases::legacy_key_aliases;
 pub use allowlist::{is_simple_command, matches_allowlist};
 pub use normalize::strip_ansi;
+pub use scripts::{scripts_run_by_path, ScriptKind, ScriptRun};
 
 use variants::{analyze, raw_limit_exceeded, Analysis};
 
@@ -282,6 +289,12 @@ fn spliced_gateway_lifecycle(analysis: &Analysis) -> bool {
             _ => false,
         }
     })
+}
+
+/// Compiles the rule tables now rather than on the first classification; long-running hosts
+/// call it on a spare thread at start so no request pays for it.
+pub fn warm_up() {
+    classify("true", &GuardContext::default());
 }
 
 /// Every dangerous-rule key in table order (structural and floor keys not included).

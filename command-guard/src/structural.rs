@@ -110,6 +110,7 @@ fn interpreter_spec(name: &str) -> Option<InterpreterSpec> {
             "",
         ),
         "deno" => spec("e", &["--eval"], "L", "", &["--log-level"], ""),
+        "lua" | "luajit" | "lua5.1" | "lua5.2" | "lua5.3" | "lua5.4" => spec("e", &[], "l", "", &[], ""),
         _ => return None,
     })
 }
@@ -121,17 +122,33 @@ fn is_powershell(name: &str) -> bool {
     )
 }
 
-fn interpreter_runs_inline_code(name: &str, spec: &InterpreterSpec, args: &[Word]) -> bool {
+/// Where an interpreter takes its program from, as invoked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Program {
+    /// `-c`/`-e` text on the command line.
+    Inline,
+    /// Standard input (no script operand, or `-`).
+    Stdin,
+    /// A script file: the index of its operand in the arguments.
+    Script(usize),
+    /// Something else names the program (`python -m module`, `deno eval`).
+    Other,
+}
+
+fn interpreter_program(name: &str, spec: &InterpreterSpec, args: &[Word]) -> Program {
     let mut i = 0;
     while i < args.len() {
         let value = args[i].value.as_str();
         if value == "--" {
-            return false;
+            return if i + 1 < args.len() { Program::Script(i + 1) } else { Program::Stdin };
+        }
+        if value == "-" {
+            return Program::Stdin;
         }
         if let Some(long) = value.strip_prefix("--") {
             let option = format!("--{}", long.split('=').next().unwrap_or(""));
             if spec.exec_long.contains(&option.as_str()) {
-                return true;
+                return Program::Inline;
             }
             i += if spec.value_long.contains(&option.as_str()) && !long.contains('=') {
                 2
@@ -145,10 +162,10 @@ fn interpreter_runs_inline_code(name: &str, spec: &InterpreterSpec, args: &[Word
             let mut skip_next = false;
             for (k, &letter) in letters.iter().enumerate() {
                 if spec.exec_short.contains(letter) {
-                    return true;
+                    return Program::Inline;
                 }
                 if spec.stop_short.contains(letter) {
-                    return false;
+                    return Program::Other;
                 }
                 if spec.attached_short.contains(letter) {
                     break;
@@ -161,9 +178,42 @@ fn interpreter_runs_inline_code(name: &str, spec: &InterpreterSpec, args: &[Word
             i += if skip_next { 2 } else { 1 };
             continue;
         }
-        return name == "deno" && value == "eval";
+        if name == "deno" && matches!(value, "eval" | "run" | "repl" | "task") {
+            return if value == "eval" { Program::Inline } else { Program::Other };
+        }
+        return Program::Script(i);
     }
-    false
+    Program::Stdin
+}
+
+fn interpreter_runs_inline_code(name: &str, spec: &InterpreterSpec, args: &[Word]) -> bool {
+    interpreter_program(name, spec, args) == Program::Inline
+}
+
+/// Where a shell or interpreter command takes its program from; `None` for other programs.
+pub(crate) fn program_of(command: &SimpleCommand) -> Option<Program> {
+    command.exec?;
+    let name = command.exec_name.as_str();
+    let args = command.args();
+    if SHELLS.contains(&name) {
+        let shell = parse_shell_options(args);
+        let reads_stdin_flag = args
+            .iter()
+            .take(shell.first_operand.unwrap_or(args.len()))
+            .any(|w| w.value.starts_with('-') && !w.value.starts_with("--") && w.value.contains('s'));
+        return Some(if shell.has_dash_c {
+            Program::Inline
+        } else if reads_stdin_flag {
+            Program::Stdin
+        } else {
+            shell.first_operand.map_or(Program::Stdin, Program::Script)
+        });
+    }
+    if matches!(name, "source" | ".") {
+        return Some(if args.is_empty() { Program::Other } else { Program::Script(0) });
+    }
+    let spec = interpreter_spec(name)?;
+    Some(interpreter_program(name, &spec, args))
 }
 
 fn powershell_runs_inline_code(args: &[Word]) -> bool {

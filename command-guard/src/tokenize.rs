@@ -38,6 +38,8 @@ pub(crate) struct Redirect {
     pub op: String,
     pub target: Option<Word>,
     pub heredoc_body: Option<String>,
+    /// Char offsets of the here-doc body in the tokenized text.
+    pub heredoc_span: Option<(usize, usize)>,
 }
 
 impl Redirect {
@@ -213,12 +215,15 @@ impl Lexer<'_> {
             op,
             target,
             heredoc_body: None,
+            heredoc_span: None,
         }));
     }
 
     fn read_heredoc_bodies(&mut self) {
         for pending in std::mem::take(&mut self.pending) {
             let mut body = String::new();
+            let body_start = self.pos;
+            let mut body_end = self.pos;
             loop {
                 if self.pos >= self.chars.len() {
                     break;
@@ -241,12 +246,14 @@ impl Lexer<'_> {
                 }
                 body.push_str(&line);
                 body.push('\n');
+                body_end = self.pos;
             }
             if pending.expands {
                 collect_expansion_payloads(&body, &mut self.out.payloads);
             }
             if let Some(Token::Redirect(r)) = self.out.tokens.get_mut(pending.token_index) {
                 r.heredoc_body = Some(body);
+                r.heredoc_span = Some((body_start, body_end));
             }
         }
     }

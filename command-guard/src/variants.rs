@@ -109,7 +109,14 @@ fn analyze_source(
     let prepared = prepare(text, ctx);
     let mut lexed = tokenize(&prepared);
     let substitution_payloads = std::mem::take(&mut lexed.payloads);
-    let commands = simple_commands(lexed);
+    let mut commands = simple_commands(lexed);
+    if let Some(expanded) = crate::expansion::expand_known_variables(&prepared, &mut commands) {
+        enqueue(expanded);
+    }
+    for payload in crate::pipelines::stdin_programs(&commands) {
+        enqueue(payload);
+    }
+    let data_spans = crate::data::data_spans(&commands);
 
     let mut chars: Vec<char> = prepared.chars().collect();
     let masked = mask_quotes(&chars);
@@ -129,6 +136,13 @@ fn analyze_source(
             }
         }
     }
+    for &(from, to) in &data_spans.text {
+        for c in chars.iter_mut().take(to).skip(from) {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+    }
     let main = finish(&chars.iter().collect::<String>());
 
     for payload in substitution_payloads {
@@ -144,7 +158,9 @@ fn analyze_source(
             let args: Vec<&str> = command.words[exec + 1..]
                 .iter()
                 .map(|w| {
-                    if Some(w.start) == blanked && is_wholly_single_quoted(&w.raw) {
+                    if data_spans.words.contains(&w.start) {
+                        "''"
+                    } else if Some(w.start) == blanked && is_wholly_single_quoted(&w.raw) {
                         "''"
                     } else {
                         w.raw.as_str()

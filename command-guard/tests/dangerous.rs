@@ -49,7 +49,7 @@ const TABLE: &[(&str, &[&str], &[&str])] = &[
     ("access to SSH keys (Windows path)", &["type C:\\Users\\bob\\.ssh\\id_rsa"], &[]),
     ("access to Hermes secrets (Windows path)", &["type C:\\Users\\b\\AppData\\Roaming\\hermes\\.env"], &[]),
     ("world/other-writable permissions", &["chmod 777 /tmp/x", "chmod o+w f"], &["chmod 755 script.sh", "chmod +x script.sh", "chmod 0777 x"]),
-    ("recursive world/other-writable (long flag)", &["chmod --recursive \\\n777 /var"], &[]),
+    ("recursive world/other-writable (long flag)", &["chmod --recursive \\\n777 /srv/app"], &[]),
     ("recursive chown to root", &["chown -R root /srv"], &["chown alice file"]),
     ("recursive chown to root (long flag)", &["chown --recursive root:root /srv"], &[]),
     ("format filesystem", &["mkfs /dev/sdb1", "sudo mkfs -t vfat /dev/sdc1"], &["echo \"mkfs is a formatting tool\""]),

@@ -250,6 +250,7 @@ pub const DEFAULT_HTTP_PORT: u16 = 8765;
 /// The blocking entry point of `hermes-tools mcp`: attaches MCP servers and plugins,
 /// then serves stdio (no `http`) or streamable HTTP.
 pub fn run(registry: Arc<Registry>, selection: Selection, http: Option<SocketAddr>, options: HttpOptions) -> std::io::Result<()> {
+    std::thread::spawn(hermes_command_guard::warm_up);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("hermes-mcp").build()?;
     runtime.block_on(async move {
         let report = crate::attach_async(&registry).await;

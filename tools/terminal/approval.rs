@@ -94,3 +94,286 @@ fn floors_only(approvals: &Approvals, command: &str, env_type: &str, has_host_ac
     }
     Ok(None)
 }
+
+// ---------------------------------------------------------------------------------------
+// Scripts run by path: `bash FILE`, `python3 FILE`, `./FILE`, `source FILE` run text the
+// command line does not show, so that text is read and put through the same gate.
+
+/// Scripts bigger than this are not read; the detector's own input limit is of this size.
+const MAX_SCRIPT_BYTES: u64 = 128 * 1024;
+/// Scripts that run scripts are followed this deep; deeper nesting is refused.
+const MAX_SCRIPT_DEPTH: usize = 3;
+
+enum ScriptText {
+    Text(String),
+    /// A compiled program: nothing to read lexically.
+    Binary,
+}
+
+/// Opens without blocking (a FIFO or device never hangs the gate), and reads only a
+/// regular file of bounded size.
+fn read_script(path: &std::path::Path) -> Result<ScriptText, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| format!("cannot be opened: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot be examined: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    if meta.len() > MAX_SCRIPT_BYTES {
+        return Err(format!("is larger than {MAX_SCRIPT_BYTES} bytes"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SCRIPT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > MAX_SCRIPT_BYTES {
+        return Err(format!("is larger than {MAX_SCRIPT_BYTES} bytes"));
+    }
+    if bytes.contains(&0) {
+        return Ok(ScriptText::Binary);
+    }
+    Ok(ScriptText::Text(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// Whether the file is a program for an interpreter other than a shell (by how it is run,
+/// or by its `#!` line when it is executed by path).
+fn runs_as_program(kind: hermes_command_guard::ScriptKind, text: &str) -> bool {
+    use hermes_command_guard::ScriptKind;
+    match kind {
+        ScriptKind::Shell => false,
+        ScriptKind::Interpreter => true,
+        ScriptKind::Executable => text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("#!"))
+            .is_some_and(|shebang| {
+                let words: Vec<&str> = shebang.split_whitespace().collect();
+                let program = match words.as_slice() {
+                    [env, program, ..] if env.ends_with("/env") => program,
+                    [program, ..] => program,
+                    [] => return false,
+                };
+                let name = program.rsplit('/').next().unwrap_or(program);
+                !matches!(name, "sh" | "bash" | "dash" | "zsh" | "ksh" | "-S")
+            }),
+    }
+}
+
+/// What a program hands to a shell hides in its string literals (`os.system("...")`,
+/// `` `...` `` in Perl and Ruby): the literals of each line, joined by spaces, one line per
+/// source line. The program's own syntax is not shell and is left out.
+fn program_strings(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut literals: Vec<String> = Vec::new();
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            if !matches!(c, '\'' | '"' | '`') {
+                continue;
+            }
+            let mut literal = String::new();
+            while let Some(inner) = chars.next() {
+                match inner {
+                    '\\' => literal.extend(chars.next()),
+                    q if q == c => break,
+                    other => literal.push(other),
+                }
+            }
+            if !literal.is_empty() {
+                literals.push(literal);
+            }
+        }
+        if !literals.is_empty() {
+            out.push_str(&literals.join(" "));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn resolve_script_path(path: &str, cwd: &str) -> std::path::PathBuf {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let expand = |p: &str| match p.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{home}{rest}"),
+        _ => p.to_string(),
+    };
+    let path = expand(path);
+    if path.starts_with('/') {
+        path.into()
+    } else {
+        std::path::Path::new(&expand(cwd)).join(path)
+    }
+}
+
+fn script_refusal(path: &str, why: &str) -> Value {
+    let mut refusal = envelope(
+        "blocked",
+        &format!(
+            "BLOCKED: the command runs the script {path}, which {why}, so its content cannot be checked \
+             before it runs. Make sure the file exists as a regular file first (written in an earlier \
+             call), then run it in a call of its own."
+        ),
+    );
+    refusal["script"] = json!(path);
+    refusal
+}
+
+/// The gate for the scripts a command runs by path, relative to `cwd` (the directory the
+/// command starts in). Each script's text goes through [`approval_gate`] as if it were the
+/// command; a script that cannot be read, is written by the same command, or whose path is
+/// only known at run time is refused. Only files on this machine can be read, so only the
+/// local backend is checked this way.
+pub fn script_gate(
+    command: &str,
+    cwd: &str,
+    env_type: &str,
+    has_host_access: bool,
+    ctx: &ToolContext,
+    force: bool,
+) -> Result<Option<Value>, Value> {
+    if env_type != "local" {
+        return Ok(None);
+    }
+    ScriptCheck {
+        cwd,
+        env_type,
+        has_host_access,
+        ctx,
+        force,
+    }
+    .check(command, 0)
+}
+
+struct ScriptCheck<'a> {
+    cwd: &'a str,
+    env_type: &'a str,
+    has_host_access: bool,
+    ctx: &'a ToolContext,
+    force: bool,
+}
+
+impl ScriptCheck<'_> {
+    fn check(&self, command: &str, depth: usize) -> Result<Option<Value>, Value> {
+        let (cwd, env_type, has_host_access, ctx, force) =
+            (self.cwd, self.env_type, self.has_host_access, self.ctx, self.force);
+        let guard = Approvals::for_home(ctx.hermes_home()).guard_context();
+        let mut note = None;
+        for run in hermes_command_guard::scripts_run_by_path(command, &guard) {
+            if run.dynamic {
+                return Err(script_refusal(
+                    &run.path,
+                    "is named by a variable, substitution or pattern",
+                ));
+            }
+            if run.written_by_command {
+                return Err(script_refusal(&run.path, "is written by the same command"));
+            }
+            if depth >= MAX_SCRIPT_DEPTH {
+                return Err(script_refusal(
+                    &run.path,
+                    &format!("is nested more than {MAX_SCRIPT_DEPTH} scripts deep"),
+                ));
+            }
+            let text = match read_script(&resolve_script_path(&run.path, cwd)) {
+                Ok(ScriptText::Text(text)) => text,
+                Ok(ScriptText::Binary) if run.kind == hermes_command_guard::ScriptKind::Executable => continue,
+                Ok(ScriptText::Binary) => return Err(script_refusal(&run.path, "is not text")),
+                Err(why) => return Err(script_refusal(&run.path, &why)),
+            };
+            let text = if runs_as_program(run.kind, &text) {
+                program_strings(&text)
+            } else {
+                text
+            };
+            let checked = format!("# {}, run by the command\n{text}", run.path);
+            if let Some(granted) =
+                approval_gate(&checked, env_type, has_host_access, ctx, force).map_err(|mut refusal| {
+                    refusal["script"] = json!(run.path);
+                    refusal
+                })?
+            {
+                note = Some(granted);
+            }
+            if let Some(granted) = self.check(&text, depth + 1)? {
+                note = Some(granted);
+            }
+        }
+        Ok(note)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Input submitted to a running process (`process` write/submit): a shell, REPL or any
+// program that can start one runs the lines it is sent, so each line is gated like a command.
+
+/// Control keys whose effect on the line is known; anything else that moves the cursor or
+/// recalls text (arrows, Ctrl-A/E/K/Y/R) makes the line the shell runs unknowable here.
+fn edit_line(line: &mut String, key: char) -> bool {
+    match key {
+        '\u{7f}' | '\u{8}' => {
+            line.pop();
+        }
+        '\u{15}' | '\u{3}' => line.clear(),
+        '\u{17}' => {
+            let kept = line.trim_end().rfind(char::is_whitespace).map_or(0, |i| i + 1);
+            line.truncate(kept);
+        }
+        '\t' => line.push(' '),
+        '\u{4}' => {}
+        c if c.is_control() => return false,
+        c => line.push(c),
+    }
+    true
+}
+
+/// The lines `data` completes (and the one it leaves typed), given what was typed before.
+/// `None` when it holds line-editing keys whose effect cannot be followed.
+pub fn submitted_lines(typed_before: &str, data: &str) -> Option<(Vec<String>, String)> {
+    if data.contains(['\u{1b}', '\u{9b}']) {
+        return None;
+    }
+    let mut lines = Vec::new();
+    let mut line = typed_before.to_string();
+    for key in data.chars() {
+        if key == '\n' || key == '\r' {
+            lines.push(std::mem::take(&mut line));
+        } else if !edit_line(&mut line, key) {
+            return None;
+        }
+    }
+    Some((lines, line))
+}
+
+/// The gate for `process` write/submit: every line completed by `data`, and the line left
+/// typed, goes through [`approval_gate`]. `Ok(typed line to remember)` when all may be sent.
+pub fn submitted_input_gate(
+    typed_before: &str,
+    data: &str,
+    env_type: &str,
+    has_host_access: bool,
+    ctx: &ToolContext,
+) -> Result<String, Value> {
+    let Some((lines, rest)) = submitted_lines(typed_before, data) else {
+        return Err(envelope(
+            "blocked",
+            "BLOCKED: the input holds cursor-movement, history or other line-editing keys, so the line \
+             the process would run cannot be checked. Send plain lines (text, backspace and Enter) instead.",
+        ));
+    };
+    for line in lines
+        .iter()
+        .chain(std::iter::once(&rest))
+        .filter(|l| !l.trim().is_empty())
+    {
+        approval_gate(line, env_type, has_host_access, ctx, false).map_err(|mut refusal| {
+            refusal["input_line"] = json!(line);
+            refusal
+        })?;
+    }
+    Ok(rest)
+}

@@ -57,6 +57,8 @@ pub struct ProcessEntry {
     state: Mutex<State>,
     changed: Condvar,
     run: Mutex<Box<dyn Running>>,
+    /// Input written since the last line end: the line the process's shell is being typed.
+    typed_line: Mutex<String>,
 }
 
 fn registry() -> &'static Mutex<Vec<Arc<ProcessEntry>>> {
@@ -129,6 +131,7 @@ pub fn spawn(env: &dyn Environment, req: SpawnRequest<'_>) -> Result<Arc<Process
         state: Mutex::new(State::default()),
         changed: Condvar::new(),
         run: Mutex::new(run),
+        typed_line: Mutex::new(String::new()),
     });
     lock(registry()).push(Arc::clone(&entry));
     let reader = Arc::clone(&entry);
@@ -357,6 +360,15 @@ impl ProcessEntry {
 
     pub fn write(&self, data: &[u8]) -> std::io::Result<usize> {
         lock(&self.run).write_stdin(data)
+    }
+
+    /// The partly typed line (what earlier writes left after their last line end).
+    pub fn typed_line(&self) -> String {
+        lock(&self.typed_line).clone()
+    }
+
+    pub fn set_typed_line(&self, line: String) {
+        *lock(&self.typed_line) = line;
     }
 
     pub fn close_stdin(&self) -> std::io::Result<()> {

@@ -96,6 +96,19 @@ impl TerminalRequest {
     }
 }
 
+/// Whether commands on the configured backend reach this machine's files.
+fn has_host_access(config: &TerminalConfig) -> bool {
+    match config.backend.as_str() {
+        "local" | "ssh" => true,
+        "docker" => config.docker_mount_cwd
+            || config.docker_volumes.as_ref().is_ok_and(|v| v.iter().any(|v| {
+                let host = v.split(':').next().unwrap_or("");
+                host.starts_with('/') || host.starts_with('~') || host.starts_with('.')
+            })),
+        _ => false,
+    }
+}
+
 /// Runs a terminal call and returns its result JSON. `force` skips the approval step
 /// (used by an agent loop after the user approved); it never skips hardline or
 /// blocked verdicts.
@@ -133,15 +146,7 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
     }
 
     // Approval, before anything runs.
-    let host_access = match config.backend.as_str() {
-        "local" | "ssh" => true,
-        "docker" => config.docker_mount_cwd
-            || config.docker_volumes.as_ref().is_ok_and(|v| v.iter().any(|v| {
-                let host = v.split(':').next().unwrap_or("");
-                host.starts_with('/') || host.starts_with('~') || host.starts_with('.')
-            })),
-        _ => false,
-    };
+    let host_access = has_host_access(&config);
     let approval_note = match approval::approval_gate(command, &config.backend, host_access, ctx, force) {
         Ok(note) => note,
         Err(refusal) => return refusal,
@@ -177,6 +182,11 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
             ctx.cwd().join(w).to_string_lossy().into_owned()
         }
     });
+    let start_dir = workdir.clone().unwrap_or_else(|| slot.session.cwd());
+    let approval_note = match approval::script_gate(command, &start_dir, &config.backend, host_access, ctx, force) {
+        Ok(note) => note.or(approval_note),
+        Err(refusal) => return refusal,
+    };
 
     if background {
         return start_background(req, &slot, workdir, ctx, notify, promoted, approval_note);
@@ -648,6 +658,12 @@ pub fn run_process(
                 text.push('\n');
             } else if text.is_empty() {
                 return status_error("error", "data is required for action 'write'");
+            }
+            let host_access = config.as_ref().is_none_or(has_host_access);
+            let env_type = entry.backend.as_str();
+            match approval::submitted_input_gate(&entry.typed_line(), &text, env_type, host_access, ctx) {
+                Ok(rest) => entry.set_typed_line(rest),
+                Err(refusal) => return refusal,
             }
             match entry.write(text.as_bytes()) {
                 Ok(n) => json!({"status": "ok", "bytes_written": n}),

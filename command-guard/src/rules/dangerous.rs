@@ -12,14 +12,18 @@
 
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet, RegexSetBuilder};
+use regex::bytes::{RegexSet, RegexSetBuilder};
+use regex::Regex;
 
 use crate::rules::hardline::{is_fork_bomb, is_raw_device_wipe};
 use crate::rules::paths::{
     hermes_env_or_config, project_sensitive, sensitive, system_config, user_sensitive,
     BLOCK_DEVICE, PATH_END,
 };
+use crate::disks::{disk_use, DiskUse};
+use crate::pipelines;
 use crate::sudo;
+use crate::writes::{is_system_path, moved_away_paths, written_paths};
 use crate::variants::Analysis;
 
 enum Check {
@@ -70,10 +74,50 @@ fn code(key: &'static str, check: fn(&Analysis) -> bool) -> Rule {
 const GATEWAY_OUTSIDE_SYSTEMD: &str =
     "start gateway outside systemd (use 'systemctl --user restart hermes-gateway')";
 const PACKAGE_UNINSTALL: &str = "package manager uninstall";
+const DYNAMIC_COMMAND: &str = "command name only known at run time (variable, substitution or glob in command position)";
+const SYSTEM_FILE_WRITE: &str = "overwrite, move or truncate a system or credential file";
+
+fn stdin_program_key(analysis: &Analysis) -> Option<&'static str> {
+    analysis
+        .sources
+        .iter()
+        .filter_map(|s| pipelines::stdin_program_finding(&s.commands))
+        .min_by_key(|key| usize::from(*key == pipelines::PIPE_TO_PROGRAM))
+}
+
+/// Home-relative files whose change grants access or runs code at the next login.
+const USER_CREDENTIAL_FILES: &[&str] = &[
+    "~/.ssh/", "~/.bashrc", "~/.bash_profile", "~/.profile", "~/.zshrc", "~/.zprofile", "~/.netrc",
+    "~/.pgpass", "~/.aws/", "~/.config/gcloud/", "~/.kube/config", "~/.docker/config.json",
+    "~/.hermes/.env", "~/.hermes/config.yaml", "~/.gnupg/",
+];
+
+fn is_credential_file(path: &str) -> bool {
+    let path = path.to_lowercase();
+    let path = path
+        .strip_prefix("$home/")
+        .or_else(|| path.strip_prefix("${home}/"))
+        .map(|rest| format!("~/{rest}"))
+        .unwrap_or(path);
+    USER_CREDENTIAL_FILES
+        .iter()
+        .any(|f| path == f.trim_end_matches('/') || path.starts_with(f))
+}
+
+fn writes_system_file(analysis: &Analysis) -> bool {
+    analysis.commands().any(|command| {
+        written_paths(command)
+            .into_iter()
+            .chain(moved_away_paths(command))
+            .any(|p| is_system_path(&p) || is_credential_file(&p))
+    })
+}
 
 fn rule_table() -> Vec<Rule> {
     let g = GLOBAL_OPTIONS;
     let seg = SAME_SEGMENT;
+    // tee writes its operands; a file after `<` is what it reads.
+    let input_seg = r"[^;&|\n<]*";
     let sink = SHELL_SINK;
     let sens = sensitive();
     let user = user_sensitive();
@@ -214,7 +258,7 @@ fn rule_table() -> Vec<Rule> {
         anywhere("overwrite system config", format!(r#">\s*["']?{sys}"#)),
         anywhere(
             "stop/restart system service",
-            r"\bsystemctl\s+(?:-\S+\s+)*(?:stop|restart|disable|mask)\b",
+            r"\bsystemctl\s+(?:-\S+\s+)*(?:stop|restart|disable|mask|kill|isolate)\b",
         ),
         anywhere("kill all processes", r"\bkill\s+-9\s+-1\b"),
         anywhere("force kill processes", format!(r"\bpkill\b{seg}\s-9\b")),
@@ -267,7 +311,7 @@ fn rule_table() -> Vec<Rule> {
         ),
         anywhere(
             "overwrite system file via tee",
-            format!(r#"\btee\b{seg}\s["']?{sens}{end}"#),
+            format!(r#"\btee\b{input_seg}\s["']?{sens}{end}"#),
         ),
         anywhere(
             "overwrite system file via redirection",
@@ -364,7 +408,7 @@ fn rule_table() -> Vec<Rule> {
         ),
         anywhere(
             "copy/move file into system config path",
-            format!(r#"\b(?:cp|mv|install)\b{seg}\s["']?{sys}"#),
+            format!(r#"\b(?:cp|mv|install)\b{seg}\s["']?{sys}{last}"#),
         ),
         anywhere(
             "overwrite project env/config file",
@@ -450,6 +494,56 @@ fn rule_table() -> Vec<Rule> {
             "sudo with combined-flag privilege escalation",
             sudo::has_combined_privilege_flag,
         ),
+        code(
+            pipelines::REMOTE_TO_SHELL,
+            |a| stdin_program_key(a) == Some(pipelines::REMOTE_TO_SHELL),
+        ),
+        code(
+            pipelines::REMOTE_TO_INTERPRETER,
+            |a| stdin_program_key(a) == Some(pipelines::REMOTE_TO_INTERPRETER),
+        ),
+        code(
+            pipelines::PIPE_TO_PROGRAM,
+            |a| stdin_program_key(a) == Some(pipelines::PIPE_TO_PROGRAM),
+        ),
+        code(DYNAMIC_COMMAND, |a| a.commands().any(|c| c.dynamic_exec)),
+        code(SYSTEM_FILE_WRITE, writes_system_file),
+        at_executable(
+            "delete source files after archiving or copying (--remove-files)",
+            r"(?:(?:bsd|g)?tar\b[^\n;&|]*\s--remove-files|rsync\b[^\n;&|]*\s--remove-source-files)\b",
+        ),
+        code("disk partitioning or erase tool", |a| {
+            a.commands().any(|c| disk_use(c) == DiskUse::RewritesImage)
+        }),
+        at_executable(
+            "destroy storage volume or pool",
+            r"(?:zpool\s+(?:-\S+\s+)*(?:destroy|labelclear)|zfs\s+(?:-\S+\s+)*destroy|(?:lvm\s+)?(?:lvremove|vgremove|pvremove)|dmsetup\s+(?:-\S+\s+)*(?:remove|remove_all|wipe_table))\b",
+        ),
+        at_executable(
+            "flush or disable the firewall",
+            r"(?:(?:ip6?tables|ip6?tables-legacy|ip6?tables-nft|arptables|ebtables)\b[^\n;&|]*(?:\s(?-i:-F)|\s--flush|\s(?-i:-X)|\s--delete-chain|\s(?-i:-P)\s+\S+\s+(?:drop|accept))|nft\b[^\n;&|]*\s(?:flush\s+(?:ruleset|table|chain)|delete\s+(?:table|chain))|ufw\b[^\n;&|]*\s(?:disable|reset)|firewall-cmd\b[^\n;&|]*\s--panic-on)\b",
+        ),
+        at_executable(
+            "delete user crontab (crontab -r)",
+            r"crontab\b[^\n;&|]*\s-[a-z]*r",
+        ),
+        at_executable(
+            "replace user crontab",
+            r"crontab(?:\s+-u\s+\S+)?\s+(?:-|[^\s-]\S*)(?:$|\s)",
+        ),
+        at_executable(
+            "suspend or hibernate the machine",
+            r"(?:systemctl|loginctl)(?:\s+-\S+)*\s+(?:suspend|hibernate|hybrid-sleep|suspend-then-hibernate|sleep)\b",
+        ),
+        at_executable(
+            "end login sessions (loginctl)",
+            r"loginctl(?:\s+-\S+)*\s+(?:terminate|kill)-(?:session|user|seat)\b",
+        ),
+        at_executable("load a kernel for kexec", r"kexec\b"),
+        at_executable(
+            "change kernel parameters (sysctl)",
+            r"sysctl\b[^\n;&|]*(?:\s-w\b|\s--write\b|\s[a-z0-9_./-]+=|\s-p\b|\s--load\b|\s--system\b)",
+        ),
         at_executable(
             PACKAGE_UNINSTALL,
             format!(r"npm{g}\s+(?:uninstall|unlink|remove|rm|r|un)(?:$|\s)"),
@@ -473,14 +567,16 @@ fn rule_table() -> Vec<Rule> {
     ]
 }
 
-/// `\b` in the table means an ASCII word boundary: Unicode boundaries would make the lazy DFA
-/// give up on non-ASCII input, and every keyword here is ASCII anyway.
+/// Rules are matched with ASCII semantics (`\s`, `\w`, `\b` and case folding over ASCII) on
+/// the bytes of the text. The texts are NFKC-normalised first, which already turns
+/// full-width letters and Unicode spaces into their ASCII forms, and every keyword is
+/// ASCII; Unicode classes with case folding would cost more than a hundred milliseconds of
+/// compilation per process for no extra match.
 fn compile_pattern(source: &str, anchored: bool) -> String {
-    let body = source.replace(r"\b", r"(?-u:\b)");
     if anchored {
-        format!(r"(?is)^(?:{body})")
+        format!(r"(?is-u)^(?:{source})")
     } else {
-        format!(r"(?is){body}")
+        format!(r"(?is-u){source}")
     }
 }
 
@@ -520,7 +616,7 @@ static RULES: LazyLock<CompiledRules> = LazyLock::new(|| {
 fn matches_in(set: &RegexSet, texts: &[String]) -> Vec<bool> {
     let mut hits = vec![false; set.len()];
     for text in texts {
-        for index in set.matches(text).iter() {
+        for index in set.matches(text.as_bytes()).iter() {
             hits[index] = true;
         }
     }

@@ -84,13 +84,15 @@ pub fn hardline(description: &str, saved_script: Option<Result<&str, ()>>) -> St
          rephrasing will. If it is really needed, the user can run it themselves outside the agent."
     );
     match saved_script {
+        // The saved copy is for the user's review only: a script run from it is checked like
+        // the command itself, so pointing the model at it would only send it in a circle.
         Some(Ok(path)) => text.push_str(&format!(
-            " The command was saved to {path}; if it is legitimate, run it as a script file with \
-             the terminal tool (for example `bash {path}`) instead of inline."
+            " The command is too long or too deeply nested to be checked; it was saved to {path} \
+             for the user to review. Split the work into shorter, simpler commands."
         )),
         Some(Err(())) => text.push_str(
-            " Saving it for review failed; if it is legitimate, write it to a script file with \
-             the file tool and run that file with the terminal tool instead of inline.",
+            " The command is too long or too deeply nested to be checked, and saving it for review \
+             failed. Split the work into shorter, simpler commands.",
         ),
         None => {}
     }
