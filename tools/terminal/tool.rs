@@ -142,8 +142,9 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
             })),
         _ => false,
     };
-    let approval_note = match approval::approval_gate(command, &config.backend, host_access, ctx, force) {
-        Ok(note) => note,
+    let sandbox = (config.backend == "local").then_some(config.sandbox.mode);
+    let clearance = match approval::sandboxed_approval_gate(command, &config.backend, host_access, ctx, force, sandbox) {
+        Ok(clearance) => clearance,
         Err(refusal) => return refusal,
     };
 
@@ -179,9 +180,9 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
     });
 
     if background {
-        return start_background(req, &slot, workdir, ctx, notify, promoted, approval_note);
+        return start_background(req, &slot, workdir, ctx, notify, promoted, clearance);
     }
-    run_foreground(command, &slot, workdir.as_deref(), timeout, &config, ctx, approval_note)
+    run_foreground(command, &slot, workdir.as_deref(), timeout, &config, ctx, clearance)
 }
 
 fn start_background(
@@ -191,7 +192,7 @@ fn start_background(
     ctx: &ToolContext,
     notify: bool,
     promoted: bool,
-    approval_note: Option<Value>,
+    clearance: approval::Clearance,
 ) -> Value {
     if !slot.env.supports_background() {
         return envelope(
@@ -228,6 +229,7 @@ fn start_background(
             pty,
             notify_on_complete: notify,
             watch_patterns: watch.clone(),
+            escalate: clearance.escalate,
         },
     );
     let entry = match spawned {
@@ -246,7 +248,7 @@ fn start_background(
         "exit_code": 0,
         "error": null,
     });
-    if let Some(note) = approval_note {
+    if let Some(note) = clearance.note {
         out["approval"] = note;
     }
     if let Some(note) = pty_note {
@@ -355,12 +357,17 @@ fn run_foreground(
     timeout: u64,
     config: &TerminalConfig,
     ctx: &ToolContext,
-    approval_note: Option<Value>,
+    clearance: approval::Clearance,
 ) -> Value {
     let _serial = slot.run_lock.lock().unwrap_or_else(|p| p.into_inner());
     let script = slot.session.wrap(command, workdir);
     let login = !slot.session.snapshot_ready();
-    let mut run = match slot.env.run_bash(&script, login, None) {
+    let started = if clearance.escalate {
+        slot.env.run_bash_escalated(&script, login, None)
+    } else {
+        slot.env.run_bash(&script, login, None)
+    };
+    let mut run = match started {
         Ok(run) => run,
         Err(e) => {
             let mut out = envelope("degraded", &format!("the {} environment failed to start the command: {}", slot.env.backend(), e.reason));
@@ -438,8 +445,13 @@ fn run_foreground(
         };
         out["truncation_note"] = json!(note);
     }
-    if let Some(note) = approval_note {
+    if let Some(note) = clearance.note {
         out["approval"] = note;
+    }
+    if let Some(mode) = slot.env.sandbox_mode().filter(|_| !clearance.escalate) {
+        if let Some(note) = approval::sandbox_refusal_note(mode, exec.exit_code, out["output"].as_str().unwrap_or("")) {
+            out["sandbox"] = json!(note);
+        }
     }
     if !exec.timed_out && !exec.interrupted {
         if let Some(meaning) = output::exit_code_meaning(command, exec.exit_code) {
