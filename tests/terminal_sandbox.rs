@@ -402,3 +402,22 @@ fn killing_a_background_process_ends_everything_it_started() {
     assert_eq!(r["status"], "exited", "{r}");
     assert_eq!(r["completion_reason"], "killed", "{r}");
 }
+
+#[test]
+fn host_services_on_socket_files_are_out_of_reach() {
+    let f = fixture();
+    let socket = f.home.path().join("service.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let connect = format!(
+        "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{}\"); print(\"connected\")'",
+        socket.display()
+    );
+    let r = f.terminal(&connect);
+    let refused = ["Connection refused", "Permission denied"].iter().any(|e| output(&r).contains(e));
+    assert!(!output(&r).contains("connected") && refused, "{r}");
+    // The same command outside the sandbox reaches the service: the refusal is the sandbox's.
+    f.config("terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n");
+    let r = f.terminal(&connect);
+    assert_eq!(output(&r), "connected", "{r}");
+    drop(listener);
+}

@@ -131,7 +131,31 @@ pub(crate) fn arguments(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -
             args.push(real.as_os_str().to_owned());
         }
     }
+    // Host services listening on socket files (container engines, systemd, D-Bus) would
+    // take orders from root inside as from root outside: their sockets are covered.
+    if let Some(empty) = &policy.empty_file {
+        for socket in listening_socket_files() {
+            push_mount(&mut args, "--ro-bind", empty, &socket);
+        }
+    }
     args.push("--chdir".into());
     args.push(cwd.as_os_str().to_owned());
     args
+}
+
+/// The socket files bound in this network namespace (from `/proc/net/unix`) that exist
+/// as sockets now.
+fn listening_socket_files() -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for line in table.lines().skip(1) {
+        let Some(path) = line.split_whitespace().nth(7).filter(|p| p.starts_with('/')) else { continue };
+        let path = PathBuf::from(path);
+        let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        if is_socket && !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    out
 }
