@@ -63,7 +63,8 @@ impl Fixture {
             .env("HERMES_SANDBOX_TEST_CANARY", SECRET)
             .env_remove("HERMES_INTERACTIVE")
             .env_remove("TERMINAL_ENV")
-            .env_remove("TERMINAL_SANDBOX_MODE");
+            .env_remove("TERMINAL_SANDBOX_MODE")
+            .env_remove("TERMINAL_SANDBOX_BWRAP");
         cmd
     }
 
@@ -420,4 +421,23 @@ fn host_services_on_socket_files_are_out_of_reach() {
     let r = f.terminal(&connect);
     assert_eq!(output(&r), "connected", "{r}");
     drop(listener);
+}
+
+#[test]
+fn a_sandbox_that_cannot_start_fails_closed() {
+    let f = fixture();
+    let marker = f.workspace.path().join("ran-unsandboxed");
+    let command = json!({"command": format!("touch {}", marker.display())});
+    // No launcher at all.
+    let r = f.terminal_with(command.clone(), &[("TERMINAL_SANDBOX_BWRAP", "/nonexistent/bwrap")]);
+    let error = r["error"].as_str().unwrap_or_else(|| panic!("{r}"));
+    assert!(error.contains("bubblewrap (bwrap) was not found") && error.contains("terminal.sandbox.mode: off"), "{r}");
+    // A launcher that cannot set up namespaces (as on a kernel without user namespaces).
+    let broken = f.outside.path().join("bwrap");
+    std::fs::write(&broken, "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let r = f.terminal_with(command, &[("TERMINAL_SANDBOX_BWRAP", broken.to_str().unwrap())]);
+    let error = r["error"].as_str().unwrap_or_else(|| panic!("{r}"));
+    assert!(error.contains("No permissions to create new namespace") && error.contains("terminal.sandbox.mode: off"), "{r}");
+    assert!(!marker.exists(), "the command ran without its sandbox");
 }

@@ -7,8 +7,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-/// `bwrap` on PATH, else in the usual system directories.
+/// `$TERMINAL_SANDBOX_BWRAP` when set (exactly that file, or none), else `bwrap` on
+/// PATH, else in the usual system directories.
 pub fn find_bwrap() -> Option<PathBuf> {
+    if let Some(chosen) = std::env::var_os("TERMINAL_SANDBOX_BWRAP").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(chosen)).filter(|p| p.is_file());
+    }
     let on_path = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).map(|d| d.join("bwrap")).collect::<Vec<_>>())
         .unwrap_or_default();
