@@ -441,3 +441,21 @@ fn a_sandbox_that_cannot_start_fails_closed() {
     assert!(error.contains("No permissions to create new namespace") && error.contains("terminal.sandbox.mode: off"), "{r}");
     assert!(!marker.exists(), "the command ran without its sandbox");
 }
+
+#[test]
+fn host_abstract_sockets_are_out_of_reach_while_the_network_is_shared() {
+    use std::os::linux::net::SocketAddrExt;
+    let f = fixture();
+    let name = format!("hermes-sandbox-test-{}", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+    let connect = format!(
+        "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"\\0{name}\"); print(\"connected\")'"
+    );
+    let r = f.terminal(&connect);
+    assert!(!output(&r).contains("connected") && output(&r).contains("Operation not permitted"), "{r}");
+    f.config("terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n");
+    let r = f.terminal(&connect);
+    assert_eq!(output(&r), "connected", "{r}");
+    drop(listener);
+}

@@ -13,7 +13,9 @@
 //! - a user namespace with an empty capability bounding set, so even root inside has no
 //!   capabilities, and no new privileges on exec (setuid binaries gain nothing);
 //! - UTS and IPC namespaces, `/proc/sys` read-only, and an optional network namespace
-//!   with only loopback.
+//!   with only loopback;
+//! - Landlock scopes ([`spawn_scoped`]): abstract unix sockets and signals outside the
+//!   sandbox are out of reach even while the network namespace is shared.
 //!
 //! The namespaces are set up by bubblewrap (`bwrap`), the tool Flatpak uses. It is
 //! chosen over Landlock alone because Landlock cannot take a subpath back out of a
@@ -28,8 +30,10 @@ mod bwrap;
 mod environment;
 mod policy;
 mod protected;
+mod scope;
 
 pub use bwrap::{find_bwrap, probe};
 pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
 pub use policy::{Mode, Policy, SandboxError, WrapOptions};
 pub use protected::ReadOnlyPlace;
+pub use scope::spawn_scoped;

@@ -512,14 +512,16 @@ impl PtyRun {
             .openpty(PtySize { rows: 30, cols: 120, pixel_width: 0, pixel_height: 0 })
             .map_err(|e| e.to_string())?;
         let command = command_for(pair.master.tty_name())?;
-        let mut cmd = CommandBuilder::from_argv(command.argv);
-        cmd.cwd(command.cwd);
+        let mut cmd = CommandBuilder::from_argv(command.argv.clone());
+        cmd.cwd(&command.cwd);
         cmd.env_clear();
-        for (name, value) in command.env {
+        for (name, value) in &command.env {
             cmd.env(name, value);
         }
-        let child = pair.slave.spawn_command(cmd).map_err(|e| e.to_string())?;
-        drop(pair.slave);
+        let slave = pair.slave;
+        let child = command
+            .launch(move || slave.spawn_command(cmd).map_err(|e| std::io::Error::other(e.to_string())))
+            .map_err(|e| e.to_string())?;
         let mut reader = pair.master.try_clone_reader().map_err(|e| e.to_string())?;
         let writer = pair.master.take_writer().map_err(|e| e.to_string())?;
         let (tx, rx) = std::sync::mpsc::channel();

@@ -37,9 +37,21 @@ pub struct LocalCommand {
     pub argv: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub cwd: PathBuf,
+    /// Sandboxed: the launch happens under Landlock scopes (`Some(true)`: required,
+    /// because the network namespace is shared).
+    pub scoped: Option<bool>,
 }
 
 impl LocalCommand {
+    /// Runs `start` (which spawns this command) so that the child inherits the sandbox's
+    /// Landlock scopes.
+    pub fn launch<T: Send + 'static>(&self, start: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
+        match self.scoped {
+            Some(required) => hermes_sandbox::spawn_scoped(required, start),
+            None => start(),
+        }
+    }
+
     pub fn to_command(&self) -> Command {
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..]).env_clear().envs(self.env.iter().cloned()).current_dir(&self.cwd);
@@ -81,7 +93,8 @@ impl LocalEnv {
         } else {
             self.policy.wrap(&argv, &cwd, WrapOptions { new_session: !launch.pty, tty: launch.tty.as_deref() }).map_err(|e| EnvError::new(e.0))?
         };
-        Ok(LocalCommand { argv, env: child_env(&self.passthrough), cwd })
+        let scoped = (!launch.escalate && self.policy.is_active()).then_some(self.policy.network);
+        Ok(LocalCommand { argv, env: child_env(&self.passthrough), cwd, scoped })
     }
 
     fn start(&self, script: &str, login: bool, stdin: Option<Vec<u8>>, escalate: bool) -> Result<Box<dyn Running>, EnvError> {
@@ -92,7 +105,10 @@ impl LocalEnv {
         }
         argv.extend(["-c".into(), script.into()]);
         let launch = self.command_line(argv, &self.cwd, Launch { escalate, ..Launch::default() })?;
-        let run = ChildRun::spawn(launch.to_command(), stdin, false).map_err(|e| EnvError::new(format!("cannot start bash: {e}")))?;
+        let cmd = launch.to_command();
+        let run = launch
+            .launch(move || ChildRun::spawn(cmd, stdin, false))
+            .map_err(|e| EnvError::new(format!("cannot start bash: {e}")))?;
         Ok(Box::new(run))
     }
 }
