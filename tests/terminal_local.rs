@@ -56,6 +56,13 @@ impl Drop for T {
     }
 }
 
+/// Turns the OS sandbox off for a test of behaviour outside it: pids the script records
+/// with `$$` / `$!` inside the sandbox's PID namespace are not host pids, and the
+/// unattended refusal only applies where no sandbox contains the command.
+fn unsandboxed(t: &T, extra_yaml: &str) {
+    std::fs::write(t.home.path().join("config.yaml"), format!("terminal:\n  sandbox:\n    mode: off\n{extra_yaml}")).unwrap();
+}
+
 fn keys(v: &Value) -> Vec<String> {
     v.as_object().unwrap().keys().cloned().collect()
 }
@@ -158,6 +165,7 @@ fn invalid_utf8_and_split_multibyte_chars() {
 #[test]
 fn timeout_reports_124_and_kills_the_tree() {
     let t = t();
+    unsandboxed(&t, "");
     let script = tree_script(&t);
     let start = Instant::now();
     let r = t.call("terminal", json!({"command": format!("bash {}", script.display()), "timeout": 2}));
@@ -322,6 +330,7 @@ fn background_poll_log_wait_list() {
 #[test]
 fn wait_times_out_without_error_and_kill_stops_the_tree() {
     let t = t();
+    unsandboxed(&t, "");
     let script = tree_script(&t);
     let id = start_bg(&t, json!({"command": format!("bash {}", script.display()), "background": true}));
     wait_for("the child pid", Duration::from_secs(10), || t.path("child.pid").exists() && t.path("parent.pid").exists());
@@ -474,6 +483,7 @@ fn dangerous_needs_approval_unless_forced() {
     let t = t();
     std::fs::create_dir(t.path("victim")).unwrap();
     let marker = t.path("dangerous-ran");
+    unsandboxed(&t, "");
     let cmd = format!("touch {} && rm -rf {}", marker.display(), t.path("victim").display());
     // Nobody can be asked here (no terminal, gateway or ask session): refused, and the
     // message names the setting that would allow it.
@@ -486,10 +496,10 @@ fn dangerous_needs_approval_unless_forced() {
     assert!(!marker.exists() && t.path("victim").exists());
     // Permission settings changed while running (by anyone: a model with a shell could
     // have done it) are held back until a restart.
-    std::fs::write(t.home.path().join("config.yaml"), "approvals:\n  unattended_mode: approve\n").unwrap();
+    unsandboxed(&t, "approvals:\n  unattended_mode: approve\n");
     let r = t.sh(&format!("rm -rf {}", t.path("victim").join("missing").display()));
     assert_eq!(r["status"], "blocked", "{r}");
-    std::fs::remove_file(t.home.path().join("config.yaml")).unwrap();
+    unsandboxed(&t, "");
     let r = t.forced(&cmd);
     assert_eq!(r["exit_code"], 0, "{r}");
     assert!(marker.exists() && !t.path("victim").exists());

@@ -29,3 +29,19 @@ echo 'root:x:0:0:root:/root:/bin/bash' > {r}/etc/passwd
     let out = Command::new("bash").arg("-c").arg(&script).stdin(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "building the root file system failed: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The lines a child writes to `stdout`, read on a thread of their own.
+#[allow(dead_code)] // not every test binary that includes this module serves lines
+pub fn line_channel(stdout: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}

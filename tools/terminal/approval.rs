@@ -235,6 +235,7 @@ pub fn script_gate(
     has_host_access: bool,
     ctx: &ToolContext,
     force: bool,
+    contained: bool,
 ) -> Result<Option<Value>, Value> {
     if env_type != "local" {
         return Ok(None);
@@ -245,6 +246,7 @@ pub fn script_gate(
         has_host_access,
         ctx,
         force,
+        contained,
     }
     .check(command, 0)
 }
@@ -255,6 +257,8 @@ struct ScriptCheck<'a> {
     has_host_access: bool,
     ctx: &'a ToolContext,
     force: bool,
+    /// The command runs inside the OS sandbox: only the floors apply to script text.
+    contained: bool,
 }
 
 impl ScriptCheck<'_> {
@@ -264,26 +268,35 @@ impl ScriptCheck<'_> {
         let guard = Approvals::for_home(ctx.hermes_home()).guard_context();
         let mut note = None;
         for run in hermes_command_guard::scripts_run_by_path(command, &guard) {
+            // Contained, a script that cannot be read before it runs is no escape: the
+            // sandbox holds whatever it does. Only readable text meets the floors.
+            let skip_or_refuse = |why: &str| match self.contained {
+                true => Ok(()),
+                false => Err(script_refusal(&run.path, why)),
+            };
             if run.dynamic {
-                return Err(script_refusal(
-                    &run.path,
-                    "is named by a variable, substitution or pattern",
-                ));
+                skip_or_refuse("is named by a variable, substitution or pattern")?;
+                continue;
             }
             if run.written_by_command {
-                return Err(script_refusal(&run.path, "is written by the same command"));
+                skip_or_refuse("is written by the same command")?;
+                continue;
             }
             if depth >= MAX_SCRIPT_DEPTH {
-                return Err(script_refusal(
-                    &run.path,
-                    &format!("is nested more than {MAX_SCRIPT_DEPTH} scripts deep"),
-                ));
+                skip_or_refuse(&format!("is nested more than {MAX_SCRIPT_DEPTH} scripts deep"))?;
+                continue;
             }
             let text = match read_script(&resolve_script_path(&run.path, cwd)) {
                 Ok(ScriptText::Text(text)) => text,
                 Ok(ScriptText::Binary) if run.kind == hermes_command_guard::ScriptKind::Executable => continue,
-                Ok(ScriptText::Binary) => return Err(script_refusal(&run.path, "is not text")),
-                Err(why) => return Err(script_refusal(&run.path, &why)),
+                Ok(ScriptText::Binary) => {
+                    skip_or_refuse("is not text")?;
+                    continue;
+                }
+                Err(why) => {
+                    skip_or_refuse(&why)?;
+                    continue;
+                }
             };
             let text = if runs_as_program(run.kind, &text) {
                 program_strings(&text)
@@ -291,12 +304,15 @@ impl ScriptCheck<'_> {
                 text
             };
             let checked = format!("# {}, run by the command\n{text}", run.path);
-            if let Some(granted) =
-                approval_gate(&checked, env_type, has_host_access, ctx, force).map_err(|mut refusal| {
-                    refusal["script"] = json!(run.path);
-                    refusal
-                })?
-            {
+            let verdict = if self.contained {
+                floors_only(&Approvals::for_home(ctx.hermes_home()), &checked, env_type, has_host_access)
+            } else {
+                approval_gate(&checked, env_type, has_host_access, ctx, force)
+            };
+            if let Some(granted) = verdict.map_err(|mut refusal| {
+                refusal["script"] = json!(run.path);
+                refusal
+            })? {
                 note = Some(granted);
             }
             if let Some(granted) = self.check(&text, depth + 1)? {
@@ -357,6 +373,7 @@ pub fn submitted_input_gate(
     env_type: &str,
     has_host_access: bool,
     ctx: &ToolContext,
+    contained: bool,
 ) -> Result<String, Value> {
     let Some((lines, rest)) = submitted_lines(typed_before, data) else {
         return Err(envelope(
@@ -370,10 +387,120 @@ pub fn submitted_input_gate(
         .chain(std::iter::once(&rest))
         .filter(|l| !l.trim().is_empty())
     {
-        approval_gate(line, env_type, has_host_access, ctx, false).map_err(|mut refusal| {
+        let verdict = if contained {
+            floors_only(&Approvals::for_home(ctx.hermes_home()), line, env_type, has_host_access)
+        } else {
+            approval_gate(line, env_type, has_host_access, ctx, false)
+        };
+        verdict.map_err(|mut refusal| {
             refusal["input_line"] = json!(line);
             refusal
         })?;
     }
     Ok(rest)
+}
+
+// ------------------------------------------------------------------ the OS sandbox
+
+/// A command the gate let through, and where it runs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Clearance {
+    /// The `approval` note of the result, if any.
+    pub note: Option<Value>,
+    /// Run outside the OS sandbox: a person granted this flagged command.
+    pub escalate: bool,
+}
+
+/// The approval gate in front of an environment with an OS sandbox (`sandbox` is its
+/// mode; `None` or `off` is exactly [`approval_gate`]).
+///
+/// With the sandbox on, the operating system is the wall and the approval flow only
+/// decides whether a flagged command may leave it:
+/// - nobody to ask: the floors (hardline, `sudo -S`, `approvals.deny`) still refuse, and
+///   a flagged command runs inside the sandbox without asking; it never escalates;
+/// - a person to ask: the usual flow; a flagged command they granted (once, for the
+///   session, always, or `force` from an agent loop after they approved) runs outside
+///   the sandbox. Smart approval, yolo and `approvals.mode: off` grant no escape.
+pub fn sandboxed_approval_gate(
+    command: &str,
+    env_type: &str,
+    has_host_access: bool,
+    ctx: &ToolContext,
+    force: bool,
+    sandbox: Option<hermes_sandbox::Mode>,
+) -> Result<Clearance, Value> {
+    let Some(mode) = sandbox.filter(|m| *m != hermes_sandbox::Mode::Off) else {
+        return approval_gate(command, env_type, has_host_access, ctx, force).map(|note| Clearance { note, escalate: false });
+    };
+    let approvals = Approvals::for_home(ctx.hermes_home());
+    if force {
+        floors_only(&approvals, command, env_type, has_host_access)?;
+        return Ok(Clearance { note: Some(json!("granted by the user; ran outside the sandbox")), escalate: true });
+    }
+    let finding = approvals.check_dangerous_command(command);
+    let context = sandbox_approval_context(ctx);
+    if !context.has_human() {
+        floors_only(&approvals, command, env_type, has_host_access)?;
+        let note = finding.map(|f| {
+            json!(format!(
+                "{}: ran inside the sandbox (terminal.sandbox.mode: {}) without asking, since nobody can be asked \
+                 here; it cannot leave the sandbox",
+                f.description,
+                mode.as_str()
+            ))
+        });
+        return Ok(Clearance { note, escalate: false });
+    }
+    let note = approval_gate(command, env_type, has_host_access, ctx, false)?;
+    let escalate = finding.is_some() && is_personal_grant(&approvals, &context, note.as_ref());
+    let note = match (escalate, note) {
+        (true, Some(Value::String(n))) => Some(json!(format!("{n}; ran outside the sandbox"))),
+        (true, None) => Some(json!("granted earlier by the user; ran outside the sandbox")),
+        (_, note) => note,
+    };
+    Ok(Clearance { note, escalate })
+}
+
+fn sandbox_approval_context(ctx: &ToolContext) -> ApprovalContext {
+    let mut context = ApprovalContext::from_env();
+    if !ctx.session_id().is_empty() {
+        context.session_key = Some(ctx.session_id().to_string());
+    }
+    context
+}
+
+/// Whether an approved flagged command was approved by a person (now, or by a session
+/// or permanent grant) rather than by a blanket bypass or a model.
+fn is_personal_grant(approvals: &Approvals, context: &ApprovalContext, note: Option<&Value>) -> bool {
+    match note.and_then(Value::as_str) {
+        Some("granted by the user") => true,
+        Some(_) => false,
+        None => {
+            let bypass = approvals.process_yolo()
+                || context.yolo
+                || approvals.is_session_yolo(&context.session_key())
+                || approvals.policy().mode == hermes_runtime::approval::ApprovalMode::Off;
+            !bypass
+        }
+    }
+}
+
+/// When a sandboxed command failed on a write the sandbox refused, the note that says so
+/// and names the keys that govern it.
+pub fn sandbox_refusal_note(mode: hermes_sandbox::Mode, exit_code: i32, output: &str) -> Option<String> {
+    let refused = ["Read-only file system", "Permission denied", "Operation not permitted"];
+    if mode == hermes_sandbox::Mode::Off || exit_code == 0 || !refused.iter().any(|r| output.contains(r)) {
+        return None;
+    }
+    let writable = match mode {
+        hermes_sandbox::Mode::ReadOnly => "nothing is writable".to_string(),
+        _ => "only the working directory, /tmp and terminal.sandbox.writable_roots are writable".to_string(),
+    };
+    Some(format!(
+        "Permission denied by the sandbox: this command ran inside the OS sandbox (terminal.sandbox.mode: {}), where \
+         {writable}, and $HERMES_HOME and credential files (~/.ssh, ~/.aws, ...) are read-only everywhere; \
+         'Read-only file system' or 'Permission denied' above is the sandbox refusing. It is not lifted by retrying \
+         another way: the user can widen terminal.sandbox.writable_roots or approve the command.",
+        mode.as_str()
+    ))
 }

@@ -42,6 +42,21 @@ pub struct TerminalConfig {
     pub vercel_runtime: String,
     pub vercel_api_url: String,
     pub hermes_home: std::path::PathBuf,
+    /// The OS sandbox around local commands (`terminal.sandbox.*`).
+    pub sandbox: SandboxSettings,
+    /// `terminal.env_passthrough` / `TERMINAL_ENV_PASSTHROUGH`: extra variable names a
+    /// local command inherits from the server (everything else but the allow-list is
+    /// dropped).
+    pub env_passthrough: Vec<String>,
+}
+
+/// `terminal.sandbox.mode` (default `workspace-write`), `.writable_roots`, `.network`
+/// (default true).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxSettings {
+    pub mode: hermes_sandbox::Mode,
+    pub writable_roots: Vec<String>,
+    pub network: bool,
 }
 
 pub const DEFAULT_IMAGE: &str = "nikolaik/python-nodejs:python3.11-nodejs20";
@@ -126,7 +141,11 @@ impl TerminalConfig {
         let docker_mount_cwd = src
             .string("TERMINAL_DOCKER_MOUNT_CWD_TO_WORKSPACE", "docker_mount_cwd_to_workspace")
             .is_some_and(|v| matches!(v.to_lowercase().as_str(), "1" | "true" | "yes"));
+        let sandbox = sandbox_settings(&src)?;
+        let env_passthrough = src.list("TERMINAL_ENV_PASSTHROUGH", "env_passthrough")?;
         Ok(TerminalConfig {
+            sandbox,
+            env_passthrough,
             cwd: src.string("TERMINAL_CWD", "cwd"),
             timeout: number(src.string("TERMINAL_TIMEOUT", "timeout"), "TERMINAL_TIMEOUT", 180)?,
             max_foreground_timeout: number(
@@ -193,13 +212,26 @@ impl TerminalConfig {
     }
 }
 
+/// The sandbox keys. A value that cannot be read is an error, never a silent `off`.
+fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
+    let mode = match src.string("TERMINAL_SANDBOX_MODE", "sandbox.mode") {
+        None => hermes_sandbox::Mode::WorkspaceWrite,
+        Some(word) => hermes_sandbox::Mode::parse(&word)?,
+    };
+    let network = match src.string("TERMINAL_SANDBOX_NETWORK", "sandbox.network") {
+        None => true,
+        Some(v) => match v.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => true,
+            "false" | "no" | "off" | "0" => false,
+            other => return Err(format!("terminal.sandbox.network must be true or false, got '{other}'")),
+        },
+    };
+    let writable_roots = src.list("TERMINAL_SANDBOX_WRITABLE_ROOTS", "sandbox.writable_roots")?;
+    Ok(SandboxSettings { mode, writable_roots, network })
+}
+
 /// `TERMINAL_LIFETIME_SECONDS` (300): idle environments are reaped after this.
 pub fn lifetime_seconds() -> u64 {
     std::env::var("TERMINAL_LIFETIME_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
 }
 
-/// `terminal.env_passthrough` names (read from the default Hermes home).
-pub fn env_passthrough() -> Vec<String> {
-    let config = Config::load(&hermes_runtime::context::default_hermes_home());
-    Source { config: &config }.list("TERMINAL_ENV_PASSTHROUGH", "env_passthrough").unwrap_or_default()
-}

@@ -10,6 +10,7 @@ use super::env::{local, Environment, ReadEvent, Running};
 use super::output::{random_hex, Utf8Decoder};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -54,6 +55,8 @@ pub struct ProcessEntry {
     pub notify_on_complete: bool,
     pub watch_patterns: Vec<String>,
     pub backend: String,
+    /// Runs inside the OS sandbox: what is typed into it is contained like a command.
+    pub contained: bool,
     state: Mutex<State>,
     changed: Condvar,
     run: Mutex<Box<dyn Running>>,
@@ -94,6 +97,8 @@ pub struct SpawnRequest<'a> {
     pub pty: bool,
     pub notify_on_complete: bool,
     pub watch_patterns: Vec<String>,
+    /// Outside the OS sandbox (a person approved this command).
+    pub escalate: bool,
 }
 
 /// Starts a background process and registers it.
@@ -112,7 +117,17 @@ pub fn spawn(env: &dyn Environment, req: SpawnRequest<'_>) -> Result<Arc<Process
         if env.backend() != "local" {
             return Err("pty=true is only supported on the local backend".into());
         }
-        Box::new(PtyRun::spawn(&req.script, &req.cwd).map_err(|e| format!("cannot start the process in a pseudo-terminal: {e}"))?)
+        let bash = local::find_bash().ok_or("bash was not found")?;
+        let argv = vec![bash.into(), "-c".into(), req.script.clone().into()];
+        let command_for = |tty: Option<std::path::PathBuf>| {
+            let launch = local::Launch { escalate: req.escalate, pty: true, tty };
+            env.local_command(argv, Path::new(&req.cwd), launch)
+                .ok_or_else(|| "pty=true is only supported on the local backend".to_string())?
+                .map_err(|e| e.reason)
+        };
+        Box::new(PtyRun::spawn(command_for).map_err(|e| format!("cannot start the process in a pseudo-terminal: {e}"))?)
+    } else if req.escalate {
+        env.run_bash_escalated(&req.script, false, None).map_err(|e| e.reason)?
     } else {
         env.run_bash(&req.script, false, None).map_err(|e| e.reason)?
     };
@@ -128,6 +143,7 @@ pub fn spawn(env: &dyn Environment, req: SpawnRequest<'_>) -> Result<Arc<Process
         notify_on_complete: req.notify_on_complete,
         watch_patterns: req.watch_patterns,
         backend: env.backend().to_string(),
+        contained: !req.escalate && env.sandbox_mode().is_some_and(|m| m != hermes_sandbox::Mode::Off),
         state: Mutex::new(State::default()),
         changed: Condvar::new(),
         run: Mutex::new(run),
@@ -501,23 +517,26 @@ pub struct PtyRun {
 }
 
 impl PtyRun {
-    pub fn spawn(script: &str, cwd: &str) -> Result<PtyRun, String> {
+    /// Opens a terminal, then starts the command `command_for` builds for its device.
+    pub fn spawn(
+        command_for: impl FnOnce(Option<std::path::PathBuf>) -> Result<local::LocalCommand, String>,
+    ) -> Result<PtyRun, String> {
         use portable_pty::{CommandBuilder, PtySize};
         let system = portable_pty::native_pty_system();
         let pair = system
             .openpty(PtySize { rows: 30, cols: 120, pixel_width: 0, pixel_height: 0 })
             .map_err(|e| e.to_string())?;
-        let bash = local::find_bash().ok_or("bash was not found")?;
-        let mut cmd = CommandBuilder::new(bash);
-        cmd.arg("-c");
-        cmd.arg(script);
-        cmd.cwd(local::nearest_existing(std::path::Path::new(cwd)));
-        cmd.env("PYTHONUNBUFFERED", "1");
-        for name in local::SCRUBBED_ENV {
-            cmd.env_remove(name);
+        let command = command_for(pair.master.tty_name())?;
+        let mut cmd = CommandBuilder::from_argv(command.argv.clone());
+        cmd.cwd(&command.cwd);
+        cmd.env_clear();
+        for (name, value) in &command.env {
+            cmd.env(name, value);
         }
-        let child = pair.slave.spawn_command(cmd).map_err(|e| e.to_string())?;
-        drop(pair.slave);
+        let slave = pair.slave;
+        let child = command
+            .launch(move || slave.spawn_command(cmd).map_err(|e| std::io::Error::other(e.to_string())))
+            .map_err(|e| e.to_string())?;
         let mut reader = pair.master.try_clone_reader().map_err(|e| e.to_string())?;
         let writer = pair.master.take_writer().map_err(|e| e.to_string())?;
         let (tx, rx) = std::sync::mpsc::channel();

@@ -147,8 +147,9 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
 
     // Approval, before anything runs.
     let host_access = has_host_access(&config);
-    let approval_note = match approval::approval_gate(command, &config.backend, host_access, ctx, force) {
-        Ok(note) => note,
+    let sandbox = (config.backend == "local").then_some(config.sandbox.mode);
+    let clearance = match approval::sandboxed_approval_gate(command, &config.backend, host_access, ctx, force, sandbox) {
+        Ok(clearance) => clearance,
         Err(refusal) => return refusal,
     };
 
@@ -183,15 +184,18 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
         }
     });
     let start_dir = workdir.clone().unwrap_or_else(|| slot.session.cwd());
-    let approval_note = match approval::script_gate(command, &start_dir, &config.backend, host_access, ctx, force) {
-        Ok(note) => note.or(approval_note),
+    // Inside the OS sandbox a script is contained like the command that runs it, so only
+    // the floors apply to its text; outside it, its text is asked about like a command.
+    let contained = sandbox.is_some_and(|m| m != hermes_sandbox::Mode::Off) && !clearance.escalate;
+    let clearance = match approval::script_gate(command, &start_dir, &config.backend, host_access, ctx, force, contained) {
+        Ok(note) => approval::Clearance { note: note.or(clearance.note), ..clearance },
         Err(refusal) => return refusal,
     };
 
     if background {
-        return start_background(req, &slot, workdir, ctx, notify, promoted, approval_note);
+        return start_background(req, &slot, workdir, ctx, notify, promoted, clearance);
     }
-    run_foreground(command, &slot, workdir.as_deref(), timeout, &config, ctx, approval_note)
+    run_foreground(command, &slot, workdir.as_deref(), timeout, &config, ctx, clearance)
 }
 
 fn start_background(
@@ -201,7 +205,7 @@ fn start_background(
     ctx: &ToolContext,
     notify: bool,
     promoted: bool,
-    approval_note: Option<Value>,
+    clearance: approval::Clearance,
 ) -> Value {
     if !slot.env.supports_background() {
         return envelope(
@@ -238,6 +242,7 @@ fn start_background(
             pty,
             notify_on_complete: notify,
             watch_patterns: watch.clone(),
+            escalate: clearance.escalate,
         },
     );
     let entry = match spawned {
@@ -256,7 +261,7 @@ fn start_background(
         "exit_code": 0,
         "error": null,
     });
-    if let Some(note) = approval_note {
+    if let Some(note) = clearance.note {
         out["approval"] = note;
     }
     if let Some(note) = pty_note {
@@ -365,12 +370,17 @@ fn run_foreground(
     timeout: u64,
     config: &TerminalConfig,
     ctx: &ToolContext,
-    approval_note: Option<Value>,
+    clearance: approval::Clearance,
 ) -> Value {
     let _serial = slot.run_lock.lock().unwrap_or_else(|p| p.into_inner());
     let script = slot.session.wrap(command, workdir);
     let login = !slot.session.snapshot_ready();
-    let mut run = match slot.env.run_bash(&script, login, None) {
+    let started = if clearance.escalate {
+        slot.env.run_bash_escalated(&script, login, None)
+    } else {
+        slot.env.run_bash(&script, login, None)
+    };
+    let mut run = match started {
         Ok(run) => run,
         Err(e) => {
             let mut out = envelope("degraded", &format!("the {} environment failed to start the command: {}", slot.env.backend(), e.reason));
@@ -448,8 +458,13 @@ fn run_foreground(
         };
         out["truncation_note"] = json!(note);
     }
-    if let Some(note) = approval_note {
+    if let Some(note) = clearance.note {
         out["approval"] = note;
+    }
+    if let Some(mode) = slot.env.sandbox_mode().filter(|_| !clearance.escalate) {
+        if let Some(note) = approval::sandbox_refusal_note(mode, exec.exit_code, out["output"].as_str().unwrap_or("")) {
+            out["sandbox"] = json!(note);
+        }
     }
     if !exec.timed_out && !exec.interrupted {
         if let Some(meaning) = output::exit_code_meaning(command, exec.exit_code) {
@@ -661,7 +676,7 @@ pub fn run_process(
             }
             let host_access = config.as_ref().is_none_or(has_host_access);
             let env_type = entry.backend.as_str();
-            match approval::submitted_input_gate(&entry.typed_line(), &text, env_type, host_access, ctx) {
+            match approval::submitted_input_gate(&entry.typed_line(), &text, env_type, host_access, ctx, entry.contained) {
                 Ok(rest) => entry.set_typed_line(rest),
                 Err(refusal) => return refusal,
             }

@@ -1,19 +1,144 @@
-//! The `local` backend: bash on this machine, each command in a new session, and the
-//! process-tree kill every local child uses.
+//! The `local` backend: bash on this machine, each command in a new session inside the
+//! OS sandbox of `terminal.sandbox.*` (crate `hermes-sandbox`), with an allow-listed
+//! environment; and the process-tree kill every local child uses.
 
 use super::{ChildRun, EnvError, Environment, Running};
-use std::path::PathBuf;
+use crate::tools::terminal::config::TerminalConfig;
+use hermes_sandbox::{Mode, Policy, WrapOptions};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub struct LocalEnv {
     cwd: PathBuf,
+    policy: Policy,
+    /// A private directory for the task's shell snapshot, writable inside the sandbox in
+    /// every mode (so `cd` and `export` persist under `read-only` too); removed at cleanup.
+    state_dir: Option<PathBuf>,
+    passthrough: Vec<String>,
+}
+
+/// How a local child is launched.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Launch {
+    /// Outside the sandbox: only for a command a person approved.
+    pub escalate: bool,
+    /// In a pseudo-terminal (keeps the session the terminal set up).
+    pub pty: bool,
+    /// The pseudo-terminal's device, shown inside the sandbox under its own name.
+    pub tty: Option<PathBuf>,
+}
+
+/// A child command ready to spawn: the argv (sandbox launcher first, unless off or
+/// escalated), its whole environment and its working directory.
+#[derive(Debug, Clone)]
+pub struct LocalCommand {
+    pub argv: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: PathBuf,
+    /// Sandboxed: the launch happens under Landlock scopes (`Some(true)`: required,
+    /// because the network namespace is shared).
+    pub scoped: Option<bool>,
+}
+
+impl LocalCommand {
+    /// Runs `start` (which spawns this command) so that the child inherits the sandbox's
+    /// Landlock scopes.
+    pub fn launch<T: Send + 'static>(&self, start: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
+        match self.scoped {
+            Some(required) => hermes_sandbox::spawn_scoped(required, start),
+            None => start(),
+        }
+    }
+
+    pub fn to_command(&self) -> Command {
+        let mut cmd = Command::new(&self.argv[0]);
+        cmd.args(&self.argv[1..]).env_clear().envs(self.env.iter().cloned()).current_dir(&self.cwd);
+        cmd
+    }
 }
 
 impl LocalEnv {
-    pub fn new(cwd: PathBuf) -> Self {
-        Self { cwd }
+    pub fn new(config: &TerminalConfig, cwd: PathBuf) -> Result<Self, EnvError> {
+        let settings = &config.sandbox;
+        let state_dir = if settings.mode == Mode::Off { None } else { Some(make_state_dir()?) };
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let expand = |root: &str| match (root.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if root == "~" => home.clone().unwrap_or_else(|| PathBuf::from(root)),
+            _ => PathBuf::from(root),
+        };
+        let mut writable_roots = vec![cwd.clone(), PathBuf::from(local_temp_dir()), PathBuf::from("/tmp")];
+        writable_roots.extend(config.cwd.as_deref().filter(|c| c.starts_with('/') || c.starts_with('~')).map(expand));
+        writable_roots.extend(settings.writable_roots.iter().map(|r| expand(r)));
+        let policy = Policy {
+            mode: settings.mode,
+            writable_roots,
+            state_dirs: state_dir.iter().cloned().collect(),
+            protected: read_only_places(&config.hermes_home, home.as_deref()),
+            network: settings.network,
+            empty_file: state_dir.as_ref().map(|d| d.join("empty")),
+        };
+        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone() })
     }
+
+    /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
+    /// (outside it only when `launch.escalate`), with the allow-listed environment. An
+    /// error when the sandbox cannot start here (it never falls back to no sandbox).
+    pub fn command_line(&self, argv: Vec<OsString>, cwd: &Path, launch: Launch) -> Result<LocalCommand, EnvError> {
+        let cwd = nearest_existing(cwd);
+        let argv = if launch.escalate {
+            argv
+        } else {
+            self.policy.wrap(&argv, &cwd, WrapOptions { new_session: !launch.pty, tty: launch.tty.as_deref() }).map_err(|e| EnvError::new(e.0))?
+        };
+        let scoped = (!launch.escalate && self.policy.is_active()).then_some(self.policy.network);
+        Ok(LocalCommand { argv, env: child_env(&self.passthrough), cwd, scoped })
+    }
+
+    fn start(&self, script: &str, login: bool, stdin: Option<Vec<u8>>, escalate: bool) -> Result<Box<dyn Running>, EnvError> {
+        let bash = find_bash().ok_or_else(|| EnvError::new("bash was not found"))?;
+        let mut argv: Vec<OsString> = vec![bash.into()];
+        if login {
+            argv.push("-l".into());
+        }
+        argv.extend(["-c".into(), script.into()]);
+        let launch = self.command_line(argv, &self.cwd, Launch { escalate, ..Launch::default() })?;
+        let cmd = launch.to_command();
+        let run = launch
+            .launch(move || ChildRun::spawn(cmd, stdin, false))
+            .map_err(|e| EnvError::new(format!("cannot start bash: {e}")))?;
+        Ok(Box::new(run))
+    }
+}
+
+/// What stays read-only inside the sandbox: the whole `$HERMES_HOME` (configuration,
+/// plugins and state the server trusts) and every place of the protected-path list the
+/// file tools use (credentials, shell start-up files, system directories).
+fn read_only_places(hermes_home: &Path, home: Option<&Path>) -> Vec<hermes_sandbox::ReadOnlyPlace> {
+    use hermes_runtime::protected_paths::{resolve, Extent, ProtectedPaths};
+    use hermes_sandbox::ReadOnlyPlace;
+    let mut places = vec![ReadOnlyPlace::tree(resolve(hermes_home))];
+    let list = ProtectedPaths::new(home.unwrap_or(Path::new("/")), hermes_home);
+    places.extend(list.places().iter().map(|p| match p.extent {
+        Extent::Tree => ReadOnlyPlace::tree(&p.path),
+        Extent::File => ReadOnlyPlace::file(&p.path),
+    }));
+    places
+}
+
+/// A fresh 0700 directory under the temp dir, with the read-only empty file the sandbox
+/// binds over protected files that do not exist yet.
+fn make_state_dir() -> Result<PathBuf, EnvError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let dir = PathBuf::from(local_temp_dir()).join(format!("hermes-sandbox-{}", super::super::output::random_hex(12)));
+    let failed = |e: std::io::Error| EnvError::new(format!("cannot create the sandbox state directory {}: {e}", dir.display()));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(failed)?;
+    let empty = dir.join("empty");
+    std::fs::write(&empty, b"").map_err(failed)?;
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o444)).map_err(failed)?;
+    Ok(dir)
 }
 
 pub fn availability() -> Option<String> {
@@ -43,35 +168,28 @@ pub fn local_temp_dir() -> String {
         .unwrap_or_else(|| "/tmp".to_string())
 }
 
-/// Environment variables that never reach a command: provider credentials and tool
-/// secrets that belong to Hermes itself (reference §3.6).
-pub const SCRUBBED_ENV: &[&str] = &[
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENROUTER_API_KEY",
-    "CLAUDE_CODE_OAUTH_TOKEN", "GH_TOKEN", "MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "DAYTONA_API_KEY",
-    "VERCEL_TOKEN", "VERCEL_OIDC_TOKEN", "NOUS_API_KEY", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN",
-    "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "FIRECRAWL_API_KEY", "EXA_API_KEY", "TAVILY_API_KEY",
-    "ELEVENLABS_API_KEY", "FAL_KEY", "XAI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY", "SUDO_PASSWORD",
-];
-
-/// Applies the child-environment rules to a command: scrub secrets, `_HERMES_FORCE_<NAME>`
-/// injects `<NAME>`, a PATH without `/usr/bin` gets the standard directories.
-pub fn prepare_env(cmd: &mut Command, passthrough: &[String]) {
-    for name in SCRUBBED_ENV {
-        if !passthrough.iter().any(|p| p == name) {
-            cmd.env_remove(name);
-        }
-    }
+/// The environment of a local child: the allow-list of `hermes-sandbox` plus the
+/// `passthrough` names; `_HERMES_FORCE_<NAME>` injects `<NAME>`; a PATH without
+/// `/usr/bin` gets the standard directories.
+pub fn child_env(passthrough: &[String]) -> Vec<(OsString, OsString)> {
+    let mut env = hermes_sandbox::child_env(std::env::vars_os(), passthrough);
+    let mut set = |name: OsString, value: OsString| {
+        env.retain(|(k, _)| *k != name);
+        env.push((name, value));
+    };
     for (key, value) in std::env::vars_os() {
         if let Some(name) = key.to_str().and_then(|k| k.strip_prefix("_HERMES_FORCE_")) {
-            cmd.env(name, value);
+            set(name.into(), value);
         }
     }
     let path = std::env::var("PATH").unwrap_or_default();
     if !path.split(':').any(|d| d == "/usr/bin") {
         let extra = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/homebrew/bin";
         let joined = if path.is_empty() { extra.to_string() } else { format!("{path}:{extra}") };
-        cmd.env("PATH", joined);
+        set("PATH".into(), joined.into());
     }
+    set("PYTHONUNBUFFERED".into(), "1".into());
+    env
 }
 
 impl Environment for LocalEnv {
@@ -80,22 +198,26 @@ impl Environment for LocalEnv {
     }
 
     fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
-        let bash = find_bash().ok_or_else(|| EnvError::new("bash was not found"))?;
-        let mut cmd = Command::new(bash);
-        if login {
-            cmd.arg("-l");
-        }
-        cmd.arg("-c").arg(script);
-        let dir = nearest_existing(&self.cwd);
-        cmd.current_dir(dir);
-        cmd.env("PYTHONUNBUFFERED", "1");
-        prepare_env(&mut cmd, &super::super::config::env_passthrough());
-        let run = ChildRun::spawn(cmd, stdin, false).map_err(|e| EnvError::new(format!("cannot start bash: {e}")))?;
-        Ok(Box::new(run))
+        self.start(script, login, stdin, false)
+    }
+
+    fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
+        self.start(script, login, stdin, true)
+    }
+
+    fn local_command(&self, argv: Vec<OsString>, cwd: &Path, launch: Launch) -> Option<Result<LocalCommand, EnvError>> {
+        Some(self.command_line(argv, cwd, launch))
+    }
+
+    fn sandbox_mode(&self) -> Option<Mode> {
+        Some(self.policy.mode)
     }
 
     fn temp_dir(&self) -> String {
-        local_temp_dir()
+        match &self.state_dir {
+            Some(dir) => dir.to_string_lossy().into_owned(),
+            None => local_temp_dir(),
+        }
     }
 
     fn default_cwd(&self) -> String {
@@ -110,11 +232,15 @@ impl Environment for LocalEnv {
         Ok(out)
     }
 
-    fn cleanup(&self) {}
+    fn cleanup(&self) {
+        if let Some(dir) = &self.state_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 /// The nearest existing ancestor of `path` (a deleted cwd must not stop commands).
-pub fn nearest_existing(path: &std::path::Path) -> PathBuf {
+pub fn nearest_existing(path: &Path) -> PathBuf {
     let mut current = path.to_path_buf();
     loop {
         if current.is_dir() {

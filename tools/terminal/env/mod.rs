@@ -107,6 +107,26 @@ pub trait Environment: Send + Sync {
     fn has_host_access(&self) -> bool {
         true
     }
+    /// Runs a script a person approved outside the OS sandbox (local backend only; the
+    /// others have no sandbox of this program's and run it as [`Environment::run_bash`]).
+    fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
+        self.run_bash(script, login, stdin)
+    }
+    /// For launchers of local children other than bash on pipes (pseudo-terminals, code
+    /// runners): `argv` wrapped the way this environment runs its commands. `None` when the
+    /// environment is not on this machine.
+    fn local_command(
+        &self,
+        _argv: Vec<std::ffi::OsString>,
+        _cwd: &std::path::Path,
+        _launch: local::Launch,
+    ) -> Option<Result<local::LocalCommand, EnvError>> {
+        None
+    }
+    /// The OS sandbox commands run in (`None`: this backend has none of this program's).
+    fn sandbox_mode(&self) -> Option<hermes_sandbox::Mode> {
+        None
+    }
     /// Set once when a lost environment was rebuilt; read (and cleared) by the next result.
     fn take_recreated(&self) -> bool {
         false
@@ -390,7 +410,7 @@ pub fn remote_kill_script(tmp: &str, rid: &str, grace: Duration) -> String {
 /// Builds the environment the configuration names.
 pub fn create(config: &TerminalConfig, task_id: &str, local_cwd: &std::path::Path) -> Result<Arc<dyn Environment>, EnvError> {
     match config.backend.as_str() {
-        "local" => Ok(Arc::new(local::LocalEnv::new(local_cwd.to_path_buf()))),
+        "local" => Ok(Arc::new(local::LocalEnv::new(config, local_cwd.to_path_buf())?)),
         "ssh" => Ok(Arc::new(ssh::SshEnv::connect(config)?)),
         "docker" => Ok(Arc::new(docker::DockerEnv::start(config, task_id, local_cwd)?)),
         "singularity" => Ok(Arc::new(singularity::SingularityEnv::start(config)?)),

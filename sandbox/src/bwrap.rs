@@ -1,0 +1,165 @@
+//! Finding bubblewrap, checking once that it works on this kernel, and its arguments
+//! for a [`Policy`].
+
+use crate::policy::{Mode, Policy, WrapOptions};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// `$TERMINAL_SANDBOX_BWRAP` when set (exactly that file, or none), else `bwrap` on
+/// PATH, else in the usual system directories.
+pub fn find_bwrap() -> Option<PathBuf> {
+    if let Some(chosen) = std::env::var_os("TERMINAL_SANDBOX_BWRAP").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(chosen)).filter(|p| p.is_file());
+    }
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("bwrap")).collect::<Vec<_>>())
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .chain(["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].map(PathBuf::from))
+        .find(|p| p.is_file())
+}
+
+/// Runs `true` once under every namespace the sandbox uses; the answer is kept for the
+/// life of the process. `Err` carries what bubblewrap said.
+pub fn probe(bwrap: &Path) -> Result<(), String> {
+    static RESULTS: OnceLock<Mutex<HashMap<PathBuf, Result<(), String>>>> = OnceLock::new();
+    let mut results = RESULTS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    results.entry(bwrap.to_path_buf()).or_insert_with(|| run_probe(bwrap)).clone()
+}
+
+fn run_probe(bwrap: &Path) -> Result<(), String> {
+    let policy = Policy {
+        mode: Mode::ReadOnly,
+        writable_roots: Vec::new(),
+        state_dirs: Vec::new(),
+        protected: Vec::new(),
+        network: false,
+        empty_file: None,
+    };
+    let output = std::process::Command::new(bwrap)
+        .args(arguments(&policy, Path::new("/"), WrapOptions { new_session: true, tty: None }))
+        .args(["--", "true"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{} could not be started: {e}", bwrap.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    Err(format!(
+        "{} failed to set up its namespaces ({}){}",
+        bwrap.display(),
+        output.status,
+        if said.is_empty() { String::new() } else { format!(": {said}") }
+    ))
+}
+
+fn push(args: &mut Vec<OsString>, items: &[&str]) {
+    args.extend(items.iter().map(OsString::from));
+}
+
+fn push_mount(args: &mut Vec<OsString>, flag: &str, source: &Path, dest: &Path) {
+    args.push(flag.into());
+    args.push(source.as_os_str().to_owned());
+    args.push(dest.as_os_str().to_owned());
+}
+
+/// `path` with symlinks resolved as far as it exists (the rest appended as written).
+fn resolve_lexically(path: &Path) -> Option<PathBuf> {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            return Some(rest.iter().rev().fold(real, |acc: PathBuf, part: &OsString| acc.join(part)));
+        }
+        rest.push(existing.file_name()?.to_owned());
+        if !existing.pop() {
+            return None;
+        }
+    }
+}
+
+/// The bubblewrap options (everything before `--`).
+pub(crate) fn arguments(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -> Vec<OsString> {
+    let mut args = Vec::new();
+    push(&mut args, &["--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
+    push(&mut args, &["--unshare-cgroup-try", "--cap-drop", "ALL"]);
+    if !policy.network {
+        push(&mut args, &["--unshare-net"]);
+    }
+    if options.new_session {
+        push(&mut args, &["--new-session"]);
+    }
+    push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    if let Some(tty) = options.tty {
+        // The command's own terminal under its own name, and no other: the fresh devpts
+        // is covered, so the host's other terminals stay out of reach (inside, no new
+        // pseudo-terminal can be opened).
+        push(&mut args, &["--tmpfs", "/dev/pts"]);
+        push_mount(&mut args, "--dev-bind", tty, tty);
+    }
+    // Kernel settings are guarded by file ownership alone: root inside must not reach them.
+    for knob in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"] {
+        if Path::new(knob).exists() {
+            push_mount(&mut args, "--ro-bind", Path::new(knob), Path::new(knob));
+        }
+    }
+    let writable = policy.resolved_writable();
+    for root in &writable {
+        push_mount(&mut args, "--bind", root, root);
+    }
+    let mut held: Vec<PathBuf> = Vec::new();
+    // Trees first, so a file inside a protected tree needs no mount of its own.
+    let trees = policy.protected.iter().filter(|p| p.tree);
+    for place in trees.chain(policy.protected.iter().filter(|p| !p.tree)) {
+        let Some(real) = resolve_lexically(&place.path) else { continue };
+        if !writable.iter().any(|root| real.starts_with(root)) || held.iter().any(|tree| real.starts_with(tree)) {
+            continue; // already read-only
+        }
+        if place.tree {
+            held.push(real.clone());
+        }
+        if real.exists() {
+            push_mount(&mut args, "--ro-bind", &real, &real);
+        } else if !place.tree {
+            if let Some(empty) = &policy.empty_file {
+                push_mount(&mut args, "--ro-bind", empty, &real);
+            }
+        } else {
+            args.push("--tmpfs".into());
+            args.push(real.as_os_str().to_owned());
+            args.push("--remount-ro".into());
+            args.push(real.as_os_str().to_owned());
+        }
+    }
+    // Host services listening on socket files (container engines, systemd, D-Bus) would
+    // take orders from root inside as from root outside: their sockets are covered.
+    if let Some(empty) = &policy.empty_file {
+        for socket in listening_socket_files() {
+            push_mount(&mut args, "--ro-bind", empty, &socket);
+        }
+    }
+    args.push("--chdir".into());
+    args.push(cwd.as_os_str().to_owned());
+    args
+}
+
+/// The socket files bound in this network namespace (from `/proc/net/unix`) that exist
+/// as sockets now.
+fn listening_socket_files() -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for line in table.lines().skip(1) {
+        let Some(path) = line.split_whitespace().nth(7).filter(|p| p.starts_with('/')) else { continue };
+        let path = PathBuf::from(path);
+        let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        if is_socket && !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    out
+}

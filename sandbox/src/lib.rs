@@ -1,0 +1,39 @@
+//! The wall around the commands an agent runs on this machine.
+//!
+//! A [`Policy`] says what a command may write (`read-only`, `workspace-write`, `off`),
+//! which places stay read-only even inside a writable root, and whether it has a
+//! network. [`Policy::wrap`] turns any argv into one that runs inside that policy, so
+//! every launcher (pipes, pseudo-terminals, code runners) shares one wall:
+//!
+//! - a mount namespace where `/` is read-only, the writable roots are bound writable and
+//!   the protected places are bound read-only again on top of them;
+//! - a PID namespace with its own `/proc`: the command sees none of the server's
+//!   processes (so not their `/proc/<pid>/environ`), and when its first process ends the
+//!   kernel ends everything it started;
+//! - a user namespace with an empty capability bounding set, so even root inside has no
+//!   capabilities, and no new privileges on exec (setuid binaries gain nothing);
+//! - UTS and IPC namespaces, `/proc/sys` read-only, and an optional network namespace
+//!   with only loopback;
+//! - Landlock scopes ([`spawn_scoped`]): abstract unix sockets and signals outside the
+//!   sandbox are out of reach even while the network namespace is shared.
+//!
+//! The namespaces are set up by bubblewrap (`bwrap`), the tool Flatpak uses. It is
+//! chosen over Landlock alone because Landlock cannot take a subpath back out of a
+//! writable root (`$HERMES_HOME` under `/tmp`, `~/.ssh` under a home used as the
+//! workspace) and forbids mounting once applied; read-only bind mounts in a mount
+//! namespace can. A missing feature fails closed: [`Policy::wrap`] returns an error that
+//! names `terminal.sandbox.mode: off`, never an unsandboxed argv.
+//!
+//! [`child_env`] is the environment allow-list children start from.
+
+mod bwrap;
+mod environment;
+mod policy;
+mod protected;
+mod scope;
+
+pub use bwrap::{find_bwrap, probe};
+pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
+pub use policy::{Mode, Policy, SandboxError, WrapOptions};
+pub use protected::ReadOnlyPlace;
+pub use scope::spawn_scoped;

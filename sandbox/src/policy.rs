@@ -1,0 +1,134 @@
+//! What a sandboxed command may do, and turning an argv into a sandboxed one.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// `terminal.sandbox.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Nothing is writable but the launcher's own state directory.
+    ReadOnly,
+    /// The writable roots (working directory, /tmp, configured roots) are writable.
+    WorkspaceWrite,
+    /// No sandbox: commands run with the server's own rights.
+    Off,
+}
+
+impl Mode {
+    pub const NAMES: &'static [&'static str] = &["read-only", "workspace-write", "off"];
+
+    pub fn parse(word: &str) -> Result<Mode, String> {
+        match word.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "read-only" | "readonly" => Ok(Mode::ReadOnly),
+            "workspace-write" | "" => Ok(Mode::WorkspaceWrite),
+            "off" | "false" | "none" | "danger-full-access" => Ok(Mode::Off),
+            other => Err(format!(
+                "terminal.sandbox.mode '{other}' is not one of {}",
+                Mode::NAMES.join(", ")
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::WorkspaceWrite => "workspace-write",
+            Mode::Off => "off",
+        }
+    }
+}
+
+/// Why a command could not be sandboxed; its text tells the user how to proceed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxError(pub String);
+
+impl SandboxError {
+    pub fn unavailable(why: impl std::fmt::Display) -> SandboxError {
+        SandboxError(format!(
+            "the command sandbox cannot start: {why}. Commands are not run without it. Install bubblewrap \
+             (Debian/Ubuntu: apt-get install bubblewrap) on a kernel with user namespaces, or set \
+             `terminal.sandbox.mode: off` in config.yaml to run commands with the server's own rights"
+        ))
+    }
+}
+
+impl std::fmt::Display for SandboxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SandboxError {}
+
+/// The rules for one environment's commands.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Policy {
+    pub mode: Mode,
+    /// Writable in `workspace-write` (missing ones are skipped).
+    pub writable_roots: Vec<PathBuf>,
+    /// Writable in every mode but `off`: the launcher's own state (shell snapshots).
+    pub state_dirs: Vec<PathBuf>,
+    /// Read-only even inside a writable root.
+    pub protected: Vec<crate::ReadOnlyPlace>,
+    /// False: the command gets a network namespace with only loopback.
+    pub network: bool,
+    /// A read-only empty regular file, bound over protected files that do not exist yet
+    /// so they cannot be created (`None`: missing protected files are not covered).
+    pub empty_file: Option<PathBuf>,
+}
+
+/// How one command is launched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WrapOptions<'a> {
+    /// Detach from any controlling terminal (pipes); false for pseudo-terminals, whose
+    /// session the launcher already set up.
+    pub new_session: bool,
+    /// The pseudo-terminal the command runs on: visible inside under its own name (and
+    /// no other terminal of the host is).
+    pub tty: Option<&'a Path>,
+}
+
+impl Policy {
+    pub fn is_active(&self) -> bool {
+        self.mode != Mode::Off
+    }
+
+    /// The argv that runs `argv` (program first) in `cwd` under this policy. With `off`
+    /// it is `argv` itself; otherwise a bubblewrap command line, or an error when the
+    /// sandbox cannot start here.
+    pub fn wrap(&self, argv: &[OsString], cwd: &Path, options: WrapOptions<'_>) -> Result<Vec<OsString>, SandboxError> {
+        if !self.is_active() {
+            return Ok(argv.to_vec());
+        }
+        if argv.is_empty() {
+            return Err(SandboxError("no command to run".into()));
+        }
+        let bwrap = crate::bwrap::find_bwrap().ok_or_else(|| SandboxError::unavailable("bubblewrap (bwrap) was not found"))?;
+        crate::bwrap::probe(&bwrap).map_err(SandboxError::unavailable)?;
+        let mut out = vec![bwrap.into_os_string()];
+        out.extend(crate::bwrap::arguments(self, cwd, options));
+        out.push("--".into());
+        out.extend(argv.iter().cloned());
+        Ok(out)
+    }
+
+    /// The directories a command may write, resolved (symlinks followed) and existing.
+    pub fn resolved_writable(&self) -> Vec<PathBuf> {
+        let mut roots: Vec<PathBuf> = Vec::new();
+        let candidates: Box<dyn Iterator<Item = &PathBuf>> = match self.mode {
+            Mode::WorkspaceWrite => Box::new(self.writable_roots.iter().chain(&self.state_dirs)),
+            Mode::ReadOnly => Box::new(self.state_dirs.iter()),
+            Mode::Off => Box::new(std::iter::empty()),
+        };
+        for root in candidates {
+            if let Ok(real) = std::fs::canonicalize(root) {
+                if real != Path::new("/") && !roots.contains(&real) {
+                    roots.push(real);
+                }
+            }
+        }
+        // Outer roots first, so a nested root is mounted on top of its parent.
+        roots.sort_by_key(|p| p.components().count());
+        roots
+    }
+}

@@ -1,0 +1,461 @@
+//! The OS sandbox of the local terminal backend, driven through the binary
+//! (`hermes-tools call` and `serve`) as a hostile model would, in the default unattended
+//! mode. The workspace and the victims live under Cargo's target tmp dir, outside /tmp
+//! (which the sandbox leaves writable); HOME and HERMES_HOME live under /tmp, inside a
+//! writable root, to show that protected places stay read-only there too.
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+#[allow(dead_code)]
+mod common;
+
+const SECRET: &str = "sk-canary-7f3e9a1d5b";
+
+struct Fixture {
+    workspace: TempDir,
+    outside: TempDir,
+    home: TempDir,
+    hermes_home: TempDir,
+}
+
+fn fixture() -> Fixture {
+    let target_tmp = env!("CARGO_TARGET_TMPDIR");
+    let f = Fixture {
+        workspace: tempfile::tempdir_in(target_tmp).unwrap(),
+        outside: tempfile::tempdir_in(target_tmp).unwrap(),
+        home: tempfile::tempdir().unwrap(),
+        hermes_home: tempfile::tempdir().unwrap(),
+    };
+    std::fs::create_dir_all(f.victim()).unwrap();
+    std::fs::write(f.victim().join("precious.txt"), "keep me").unwrap();
+    std::fs::create_dir_all(f.home.path().join(".ssh")).unwrap();
+    std::fs::write(f.home.path().join(".ssh/authorized_keys"), "ssh-ed25519 AAAA owner\n").unwrap();
+    f
+}
+
+impl Fixture {
+    fn victim(&self) -> PathBuf {
+        self.outside.path().join("victim")
+    }
+
+    fn assert_victim_intact(&self) {
+        let text = std::fs::read_to_string(self.victim().join("precious.txt"));
+        assert_eq!(text.ok().as_deref(), Some("keep me"), "the victim outside the workspace was changed");
+    }
+
+    fn config(&self, yaml: &str) {
+        std::fs::write(self.hermes_home.path().join("config.yaml"), yaml).unwrap();
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
+        cmd.args(args)
+            .current_dir(self.workspace.path())
+            .env("HOME", self.home.path())
+            .env("HERMES_HOME", self.hermes_home.path())
+            .env("OPENAI_API_KEY", SECRET)
+            .env("HERMES_SANDBOX_TEST_CANARY", SECRET)
+            .env_remove("HERMES_INTERACTIVE")
+            .env_remove("TERMINAL_ENV")
+            .env_remove("TERMINAL_SANDBOX_MODE")
+            .env_remove("TERMINAL_SANDBOX_BWRAP");
+        cmd
+    }
+
+    /// One `hermes-tools call terminal`; `extra_env` is set on the server.
+    fn terminal_with(&self, args: Value, extra_env: &[(&str, &str)]) -> Value {
+        let mut cmd = self.command(&["call", "terminal", &args.to_string()]);
+        cmd.args(["--cwd", self.workspace.path().to_str().unwrap()]);
+        cmd.envs(extra_env.iter().copied());
+        let out = cmd.output().expect("run hermes-tools call");
+        let text = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    fn terminal(&self, command: &str) -> Value {
+        self.terminal_with(json!({"command": command}), &[])
+    }
+
+    fn serve(&self) -> Server {
+        let mut child = self.command(&["serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let lines = common::line_channel(child.stdout.take().unwrap());
+        Server { stdin: child.stdin.take(), child, lines, next_id: 0 }
+    }
+}
+
+struct Server {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Server {
+    /// Sends one call of task `t1` and returns its decoded result.
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.next_id += 1;
+        let id = format!("c{}", self.next_id);
+        let line = json!({"id": id, "type": "function", "function": {"name": tool, "arguments": args.to_string()}, "task_id": "t1"});
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let raw = self.lines.recv_timeout(Duration::from_secs(60)).expect("an answer from serve");
+            let answer: Value = serde_json::from_str(&raw).unwrap();
+            if answer["tool_call_id"] == id.as_str() {
+                return serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+fn output(result: &Value) -> &str {
+    result["output"].as_str().unwrap_or_else(|| panic!("no output in {result}"))
+}
+
+/// Host pids whose command line contains `needle`.
+fn host_pids_running(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (bounded) for every process matching `needle` to be gone; returns survivors.
+fn survivors(needle: &str) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let alive = host_pids_running(needle);
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn base64_encode(text: &str) -> String {
+    let mut child = Command::new("base64").arg("-w0").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let mut child = Command::new("base64").arg("-d").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(text.trim().as_bytes()).unwrap();
+    child.wait_with_output().unwrap().stdout
+}
+
+#[test]
+fn indirection_eval_and_tar_leave_the_victim_intact() {
+    let f = fixture();
+    let victim = f.victim().display().to_string();
+    let r = f.terminal(&format!("a=rm; $a -rf {victim}"));
+    assert!(output(&r).contains("Read-only file system"), "{r}");
+    assert!(r["sandbox"].as_str().unwrap().contains("terminal.sandbox.mode"), "{r}");
+    f.assert_victim_intact();
+
+    let payload = base64_encode(&format!("rm -rf {victim}"));
+    let r = f.terminal(&format!("eval \"$(echo {payload} | base64 -d)\""));
+    assert_ne!(r["exit_code"], 0, "{r}");
+    f.assert_victim_intact();
+
+    let r = f.terminal(&format!("tar --remove-files -cf ./out.tar -C {} victim", f.outside.path().display()));
+    assert!(output(&r).contains("Read-only file system"), "{r}");
+    assert!(f.workspace.path().join("out.tar").exists(), "tar could write into the workspace");
+    f.assert_victim_intact();
+}
+
+#[test]
+fn a_script_written_with_write_file_cannot_reach_outside() {
+    let f = fixture();
+    let mut server = f.serve();
+    let script = format!("rm -rf {}\n", f.victim().display());
+    let w = server.call("write_file", json!({"path": "script.sh", "content": script}));
+    assert!(w.get("error").is_none_or(Value::is_null), "{w}");
+    let r = server.call("terminal", json!({"command": "bash script.sh"}));
+    assert!(output(&r).contains("Read-only file system"), "{r}");
+    f.assert_victim_intact();
+}
+
+#[test]
+fn a_pty_shell_fed_by_process_submit_stays_contained() {
+    let f = fixture();
+    let mut server = f.serve();
+    let started = server.call("terminal", json!({"command": "bash", "background": true, "pty": true}));
+    let id = started["session_id"].as_str().unwrap_or_else(|| panic!("no session: {started}")).to_string();
+    let line = format!("rm -rf {}; echo finished-$((40+2))", f.victim().display());
+    let submitted = server.call("process", json!({"action": "submit", "session_id": id, "data": line}));
+    if submitted["status"] == "ok" {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut log = String::new();
+        while !log.contains("finished-42") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            log = server.call("process", json!({"action": "log", "session_id": id}))["output"].as_str().unwrap_or("").to_string();
+        }
+        assert!(log.contains("Read-only file system"), "{log}");
+    } else {
+        // A refused line is a closed door too, but the shell must have been running.
+        assert_ne!(submitted["status"], "already_exited", "{submitted}");
+    }
+    server.call("process", json!({"action": "kill", "session_id": id}));
+    f.assert_victim_intact();
+}
+
+#[test]
+fn protected_places_stay_read_only_inside_writable_roots() {
+    let f = fixture();
+    let config = f.hermes_home.path().join("config.yaml");
+    let keys = f.home.path().join(".ssh/authorized_keys");
+    assert!(config.starts_with(std::env::temp_dir()) || keys.starts_with(std::env::temp_dir()));
+    let r = f.terminal(&format!(
+        "printf 'approvals:\\n  unattended_mode: approve\\n' > {}; echo ssh-ed25519 BBBB intruder >> {}",
+        config.display(),
+        keys.display()
+    ));
+    assert_eq!(output(&r).matches("Read-only file system").count(), 2, "{r}");
+    assert!(!config.exists(), "config.yaml was created");
+    assert_eq!(std::fs::read_to_string(&keys).unwrap(), "ssh-ed25519 AAAA owner\n");
+    // The home itself is writable here (it is under /tmp), credential places are not.
+    let r = f.terminal(&format!("echo ok > {0}/notes.txt && echo k > {0}/.netrc; cat {0}/notes.txt", f.home.path().display()));
+    assert!(output(&r).contains("ok") && output(&r).contains("Read-only file system"), "{r}");
+    assert_eq!(std::fs::read_to_string(f.home.path().join(".netrc")).unwrap_or_default(), "");
+}
+
+#[test]
+fn a_missing_hermes_home_cannot_be_created_by_a_command() {
+    let f = fixture();
+    let fresh = f.hermes_home.path().join("not-yet");
+    let r = f.terminal_with(
+        json!({"command": format!("mkdir -p {0} && echo 'approvals: {{mode: off}}' > {0}/config.yaml", fresh.display())}),
+        &[("HERMES_HOME", fresh.to_str().unwrap())],
+    );
+    assert_ne!(r["exit_code"], 0, "{r}");
+    assert!(!fresh.join("config.yaml").exists());
+}
+
+#[test]
+fn server_secrets_are_not_readable_back_in_any_encoding() {
+    let f = fixture();
+    f.config("terminal:\n  env_passthrough: [HERMES_SANDBOX_PASSED]\n");
+    for command in [
+        "env | base64 -w0",
+        "tr '\\0' '\\n' < /proc/$PPID/environ | base64 -w0",
+        "for p in /proc/[0-9]*; do cat $p/environ 2>/dev/null; done | base64 -w0",
+    ] {
+        let r = f.terminal_with(json!({"command": command}), &[("HERMES_SANDBOX_PASSED", "visible-by-choice")]);
+        let decoded = String::from_utf8_lossy(&base64_decode(output(&r))).into_owned();
+        assert!(!decoded.contains(SECRET), "{command} leaked the secret: {decoded}");
+        if command.starts_with("env") {
+            assert!(decoded.contains("HERMES_SANDBOX_PASSED=visible-by-choice"), "{decoded}");
+            assert!(decoded.contains("PATH="), "{decoded}");
+        }
+    }
+    // The server is not even visible: the command's own tree is all there is.
+    let r = f.terminal("ls /proc | grep -c '^[0-9]'");
+    let count: u32 = output(&r).trim().parse().unwrap_or(999);
+    assert!(count < 10, "{r}");
+}
+
+#[test]
+fn nothing_started_by_a_foreground_call_survives_it() {
+    let f = fixture();
+    std::fs::write(
+        f.workspace.path().join("spawn.sh"),
+        "(setsid sleep 3001.25 &)\ncoproc sleep 3002.25\nsleep 0.2\necho running:$(pgrep -fc 'sleep 300[12].25')\n",
+    )
+    .unwrap();
+    let r = f.terminal("bash spawn.sh");
+    assert!(output(&r).contains("running:2"), "the script did not start both: {r}");
+    assert_eq!(survivors("sleep 3001.25"), Vec::<u32>::new(), "the setsid child outlived the call");
+    assert_eq!(survivors("sleep 3002.25"), Vec::<u32>::new(), "the coprocess outlived the call");
+
+    std::fs::write(f.workspace.path().join("hang.sh"), "(setsid sleep 3003.25 &)\nsleep 3004.25\n").unwrap();
+    let r = f.terminal_with(json!({"command": "bash hang.sh", "timeout": 2}), &[]);
+    assert_eq!(r["exit_code"], 124, "{r}");
+    assert_eq!(survivors("sleep 3003.25"), Vec::<u32>::new());
+    assert_eq!(survivors("sleep 3004.25"), Vec::<u32>::new());
+}
+
+#[test]
+fn ordinary_workspace_work_runs_unattended() {
+    let f = fixture();
+    for command in [
+        "mkdir -p build/obj && touch build/obj/a.o && rm -rf ./build && test ! -e build && echo removed",
+        "python3 -c 'print(1)'",
+        "git init -q repo && cd repo && git -c user.email=a@b -c user.name=n commit -q --allow-empty -m one \
+         && echo x > f && git add f && git -c user.email=a@b -c user.name=n commit -q -m two \
+         && git reset -q --hard HEAD~1 && test ! -e f && git log --oneline | wc -l",
+    ] {
+        let r = f.terminal(command);
+        assert_eq!(r["exit_code"], 0, "{command}: {r}");
+        assert!(r.get("status").is_none(), "{r}");
+    }
+}
+
+#[test]
+fn shell_state_persists_inside_the_sandbox_in_read_only_mode() {
+    let f = fixture();
+    f.config("terminal:\n  sandbox:\n    mode: read-only\n");
+    std::fs::create_dir(f.workspace.path().join("sub")).unwrap();
+    let mut server = f.serve();
+    let r = server.call("terminal", json!({"command": "cd sub && export GREETING=hello && touch made-here"}));
+    assert!(output(&r).contains("Read-only file system"), "{r}");
+    let r = server.call("terminal", json!({"command": "echo $GREETING in $(basename $PWD)"}));
+    assert_eq!(output(&r), "hello in sub", "{r}");
+    assert!(!f.workspace.path().join("sub/made-here").exists());
+}
+
+#[test]
+fn root_inside_the_sandbox_has_no_capabilities() {
+    let f = fixture();
+    let r = f.terminal("grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status; grep NoNewPrivs /proc/self/status");
+    let text = output(&r);
+    for cap in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
+        assert!(text.contains(&format!("{cap}:\t0000000000000000")), "{cap} not empty: {text}");
+    }
+    assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+    // Writing the value back unchanged: harmless if it were allowed, refused inside.
+    let r = f.terminal("cat /proc/sys/kernel/hostname > /proc/sys/kernel/hostname");
+    assert!(output(&r).contains("Read-only file system"), "{r}");
+    let r = f.terminal("mkdir -p mnt && mount -t tmpfs none mnt");
+    assert_ne!(r["exit_code"], 0, "{r}");
+}
+
+#[test]
+fn network_can_be_turned_off() {
+    let f = fixture();
+    let host = std::fs::read_to_string("/proc/net/dev").unwrap();
+    let host_links = host.lines().skip(2).count();
+    f.config("terminal:\n  sandbox:\n    network: false\n");
+    let r = f.terminal("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+    assert_eq!(output(&r), "lo", "{r}");
+    assert!(host_links >= 1);
+}
+
+#[test]
+fn hardline_never_runs_and_off_keeps_the_unattended_refusal() {
+    let f = fixture();
+    let r = f.terminal("rm -rf /");
+    assert_eq!(r["status"], "blocked", "{r}");
+    f.config("terminal:\n  sandbox:\n    mode: off\n");
+    let r = f.terminal(&format!("a=1; rm -rf {}", f.victim().display()));
+    assert_eq!(r["status"], "blocked", "{r}");
+    f.assert_victim_intact();
+    f.config("terminal:\n  sandbox:\n    mode: sideways\n");
+    let r = f.terminal("true");
+    assert!(r["error"].as_str().unwrap().contains("terminal.sandbox.mode 'sideways'"), "{r}");
+}
+
+#[test]
+fn a_standing_grant_escalates_only_where_a_person_is_present() {
+    let f = fixture();
+    let target = f.outside.path().join("victim");
+    let command = format!("rm -rf {}", target.display());
+    f.config(&format!("command_allowlist:\n  - '{command}'\n"));
+    // Unattended: the grant lets it run, but only inside the sandbox.
+    let r = f.terminal(&command);
+    assert!(output(&r).contains("Read-only file system"), "{r}");
+    f.assert_victim_intact();
+    // With a person at the terminal, the standing grant takes it out of the sandbox.
+    let r = f.terminal_with(json!({"command": command}), &[("HERMES_INTERACTIVE", "1")]);
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(r["approval"].as_str().unwrap_or("").contains("outside the sandbox"), "{r}");
+    assert!(!target.exists(), "the granted command did not run outside the sandbox");
+}
+
+#[test]
+fn killing_a_background_process_ends_everything_it_started() {
+    let f = fixture();
+    let mut server = f.serve();
+    std::fs::write(f.workspace.path().join("daemon.sh"), "(setsid sleep 3005.25 &)\nsleep 3006.25\n").unwrap();
+    let started = server.call("terminal", json!({"command": "bash daemon.sh", "background": true}));
+    let id = started["session_id"].as_str().unwrap_or_else(|| panic!("{started}")).to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while host_pids_running("sleep 3005.25").is_empty() || host_pids_running("sleep 3006.25").is_empty() {
+        assert!(Instant::now() < deadline, "the background script did not start its children");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = server.call("process", json!({"action": "kill", "session_id": id}));
+    assert_eq!(r["status"], "killed", "{r}");
+    assert_eq!(survivors("sleep 3005.25"), Vec::<u32>::new(), "the detached child survived the kill");
+    assert_eq!(survivors("sleep 3006.25"), Vec::<u32>::new());
+    let r = server.call("process", json!({"action": "poll", "session_id": id}));
+    assert_eq!(r["status"], "exited", "{r}");
+    assert_eq!(r["completion_reason"], "killed", "{r}");
+}
+
+#[test]
+fn host_services_on_socket_files_are_out_of_reach() {
+    let f = fixture();
+    let socket = f.home.path().join("service.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let connect = format!(
+        "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{}\"); print(\"connected\")'",
+        socket.display()
+    );
+    let r = f.terminal(&connect);
+    let refused = ["Connection refused", "Permission denied"].iter().any(|e| output(&r).contains(e));
+    assert!(!output(&r).contains("connected") && refused, "{r}");
+    // The same command outside the sandbox reaches the service: the refusal is the sandbox's.
+    f.config("terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n");
+    let r = f.terminal(&connect);
+    assert_eq!(output(&r), "connected", "{r}");
+    drop(listener);
+}
+
+#[test]
+fn a_sandbox_that_cannot_start_fails_closed() {
+    let f = fixture();
+    let marker = f.workspace.path().join("ran-unsandboxed");
+    let command = json!({"command": format!("touch {}", marker.display())});
+    // No launcher at all.
+    let r = f.terminal_with(command.clone(), &[("TERMINAL_SANDBOX_BWRAP", "/nonexistent/bwrap")]);
+    let error = r["error"].as_str().unwrap_or_else(|| panic!("{r}"));
+    assert!(error.contains("bubblewrap (bwrap) was not found") && error.contains("terminal.sandbox.mode: off"), "{r}");
+    // A launcher that cannot set up namespaces (as on a kernel without user namespaces).
+    let broken = f.outside.path().join("bwrap");
+    std::fs::write(&broken, "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let r = f.terminal_with(command, &[("TERMINAL_SANDBOX_BWRAP", broken.to_str().unwrap())]);
+    let error = r["error"].as_str().unwrap_or_else(|| panic!("{r}"));
+    assert!(error.contains("No permissions to create new namespace") && error.contains("terminal.sandbox.mode: off"), "{r}");
+    assert!(!marker.exists(), "the command ran without its sandbox");
+}
+
+#[test]
+fn host_abstract_sockets_are_out_of_reach_while_the_network_is_shared() {
+    use std::os::linux::net::SocketAddrExt;
+    let f = fixture();
+    let name = format!("hermes-sandbox-test-{}", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+    let connect = format!(
+        "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"\\0{name}\"); print(\"connected\")'"
+    );
+    let r = f.terminal(&connect);
+    assert!(!output(&r).contains("connected") && output(&r).contains("Operation not permitted"), "{r}");
+    f.config("terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n");
+    let r = f.terminal(&connect);
+    assert_eq!(output(&r), "connected", "{r}");
+    drop(listener);
+}
