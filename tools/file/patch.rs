@@ -141,11 +141,16 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
     }
 }
 
+/// Non-space characters `new_string` must have for its presence to count as a replay.
+const MIN_REPLAY_EVIDENCE: usize = 6;
+
 /// True when `new` is already in `text` where `old` is not: the edit was made before
 /// (a replayed call). `new` must be found as it is (or ignoring trailing
-/// whitespace), and once, unless every occurrence was to be replaced.
+/// whitespace), and once, unless every occurrence was to be replaced; and it must be
+/// more than a few characters.
 pub fn already_applied(text: &str, new: &str, replace_all: bool) -> bool {
-    if new.trim().is_empty() {
+    // A few characters found somewhere prove nothing.
+    if new.chars().filter(|c| !c.is_whitespace()).count() < MIN_REPLAY_EVIDENCE {
         return false;
     }
     let mut count = text.match_indices(new).count();
