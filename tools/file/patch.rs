@@ -1,8 +1,14 @@
-//! Find-and-replace with whitespace-tolerant fallbacks, the "closest region" shown
-//! when nothing matches, and unified diffs.
+//! Find-and-replace: the strategies that find `old_string` (exact first, then ever
+//! looser), how `new_string` is fitted to what was found, and the "closest region"
+//! shown when nothing matches.
 
+use super::fuzzy;
+use super::lines::{self, Normalise};
+use super::loose;
 use std::borrow::Cow;
 use std::ops::Range;
+
+pub use super::diff::unified_diff;
 
 /// How `old_string` was found in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -11,8 +17,11 @@ pub enum Strategy {
     TrailingWhitespace,
     Indentation,
     Whitespace,
+    Loose,
     Escapes,
     LineNumbers,
+    AnchoredBlock,
+    CloseLines,
 }
 
 impl Strategy {
@@ -22,8 +31,11 @@ impl Strategy {
             Strategy::TrailingWhitespace => "matched ignoring trailing whitespace",
             Strategy::Indentation => "matched ignoring indentation; the replacement was re-indented to the file's",
             Strategy::Whitespace => "matched ignoring differences in whitespace; the replacement was re-indented to the file's",
+            Strategy::Loose => "matched ignoring runs of spaces and typographic characters (dashes, curly quotes, ellipsis, no-break and ideographic spaces); the file's own characters were kept where the text did not change",
             Strategy::Escapes => "matched after turning literal \\n, \\t and \\\" in old_string into the characters they stand for (new_string was treated the same way)",
             Strategy::LineNumbers => "matched after removing read_file's `N|` line-number prefixes from old_string (and from new_string where it had them); do not copy them next time",
+            Strategy::AnchoredBlock => "matched by similarity: the first and last lines are the same and the lines between are close; check the diff",
+            Strategy::CloseLines => "matched by similarity: most lines of the block are close to old_string's; check the diff",
         }
     }
 }
@@ -32,9 +44,21 @@ impl Strategy {
 pub struct Found {
     pub strategy: Strategy,
     pub ranges: Vec<Range<usize>>,
-    /// Per range: (indent of old_string, indent found in the file) when they differ.
-    reindent: Vec<Option<(String, String)>>,
+    /// `old_string` as it was matched (unescaped or without line numbers when the
+    /// strategy needed that).
+    old: String,
+    fit: Fit,
     new_text: NewText,
+}
+
+/// How `new_string` is fitted to each place found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fit {
+    AsGiven,
+    /// Moved from old_string's indentation to the file's.
+    Reindent,
+    /// The file's characters kept in the stretches old and new share.
+    Preserve,
 }
 
 /// What `new_string` needs before it goes in.
@@ -45,55 +69,95 @@ enum NewText {
     StripLineNumbers,
 }
 
+/// Why `old_string` was not used.
+#[derive(Debug)]
+pub enum Miss {
+    /// Nowhere; the reason says what was not tried, if anything.
+    NotFound(Option<String>),
+    /// At several places that are equally likely.
+    Ambiguous(String),
+}
+
 /// Tries the strategies in order and returns the first that finds anything.
-pub fn find(text: &str, old: &str) -> Option<Found> {
-    if old.is_empty() {
-        return None;
+pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
+    if old.trim().is_empty() {
+        return Err(Miss::NotFound(None));
     }
     let exact: Vec<Range<usize>> = text.match_indices(old).map(|(at, m)| at..at + m.len()).collect();
     if !exact.is_empty() {
-        return Some(Found::plain(Strategy::Exact, exact));
+        return Ok(Found::new(Strategy::Exact, exact, old, Fit::AsGiven, NewText::AsGiven));
     }
-    let line_strategies: [(Strategy, Normalise); 3] = [
-        (Strategy::TrailingWhitespace, trim_end),
-        (Strategy::Indentation, trim_both),
-        (Strategy::Whitespace, collapse_whitespace),
+    let spans = lines::spans(text);
+    let line_strategies: [(Strategy, Normalise, Fit); 3] = [
+        (Strategy::TrailingWhitespace, lines::trim_end, Fit::AsGiven),
+        (Strategy::Indentation, lines::trim_both, Fit::Reindent),
+        (Strategy::Whitespace, lines::collapse_spaces, Fit::Reindent),
     ];
-    for (strategy, normalise) in line_strategies {
-        let ranges = line_matches(text, old, normalise);
+    for (strategy, normalise, fit) in line_strategies {
+        let ranges = line_matches(text, &spans, old, normalise);
         if !ranges.is_empty() {
-            let reindent = if strategy == Strategy::TrailingWhitespace {
-                vec![None; ranges.len()]
-            } else {
-                ranges.iter().map(|r| indent_change(old, &text[r.clone()])).collect()
-            };
-            return Some(Found { strategy, ranges, reindent, new_text: NewText::AsGiven });
+            return Ok(Found::new(strategy, ranges, old, fit, NewText::AsGiven));
         }
     }
+    let loose_ranges = loose::find(text, old);
+    if !loose_ranges.is_empty() {
+        return Ok(Found::new(Strategy::Loose, loose_ranges, old, Fit::Preserve, NewText::AsGiven));
+    }
     let unescaped = unescape(old);
-    if unescaped != old && !unescaped.is_empty() {
+    if unescaped != old && !unescaped.trim().is_empty() {
         let mut ranges: Vec<Range<usize>> =
             text.match_indices(unescaped.as_str()).map(|(at, m)| at..at + m.len()).collect();
         if ranges.is_empty() {
-            ranges = line_matches(text, &unescaped, trim_end);
+            ranges = line_matches(text, &spans, &unescaped, lines::trim_end);
         }
         if !ranges.is_empty() {
-            let reindent = vec![None; ranges.len()];
-            return Some(Found { strategy: Strategy::Escapes, ranges, reindent, new_text: NewText::Unescape });
+            return Ok(Found::new(Strategy::Escapes, ranges, &unescaped, Fit::AsGiven, NewText::Unescape));
         }
     }
     if let Some(stripped) = strip_line_numbers(old) {
         let mut ranges: Vec<Range<usize>> =
             text.match_indices(stripped.as_str()).map(|(at, m)| at..at + m.len()).collect();
         if ranges.is_empty() {
-            ranges = line_matches(text, &stripped, trim_end);
+            ranges = line_matches(text, &spans, &stripped, lines::trim_end);
         }
         if !ranges.is_empty() {
-            let reindent = vec![None; ranges.len()];
-            return Some(Found { strategy: Strategy::LineNumbers, ranges, reindent, new_text: NewText::StripLineNumbers });
+            return Ok(Found::new(Strategy::LineNumbers, ranges, &stripped, Fit::AsGiven, NewText::StripLineNumbers));
         }
     }
-    None
+    let (old_lines, with_newline) = fuzzy::pattern_lines(old);
+    match fuzzy::search(text, &spans, &old_lines) {
+        fuzzy::Outcome::Found { first, count, kind } => {
+            let last = spans[first + count - 1];
+            let end = if with_newline { last.next } else { last.end };
+            let strategy = match kind {
+                fuzzy::Kind::AnchoredBlock => Strategy::AnchoredBlock,
+                fuzzy::Kind::CloseLines => Strategy::CloseLines,
+            };
+            Ok(Found::new(strategy, vec![spans[first].start..end], old, Fit::Reindent, NewText::AsGiven))
+        }
+        fuzzy::Outcome::Ambiguous(why) => Err(Miss::Ambiguous(why)),
+        fuzzy::Outcome::Skipped(why) => Err(Miss::NotFound(Some(why))),
+        fuzzy::Outcome::None => Err(Miss::NotFound(None)),
+    }
+}
+
+/// Non-space characters `new_string` must have for its presence to count as a replay.
+const MIN_REPLAY_EVIDENCE: usize = 6;
+
+/// True when `new` is already in `text` where `old` is not: the edit was made before
+/// (a replayed call). `new` must be found as it is (or ignoring trailing
+/// whitespace), and once, unless every occurrence was to be replaced; and it must be
+/// more than a few characters.
+pub fn already_applied(text: &str, new: &str, replace_all: bool) -> bool {
+    // A few characters found somewhere prove nothing.
+    if new.chars().filter(|c| !c.is_whitespace()).count() < MIN_REPLAY_EVIDENCE {
+        return false;
+    }
+    let mut count = text.match_indices(new).count();
+    if count == 0 {
+        count = line_matches(text, &lines::spans(text), new, lines::trim_end).len();
+    }
+    count == 1 || (replace_all && count > 1)
 }
 
 /// `text` without read_file's `N|` gutter, when every non-empty line carries one.
@@ -121,9 +185,8 @@ pub fn strip_line_numbers(text: &str) -> Option<String> {
 }
 
 impl Found {
-    fn plain(strategy: Strategy, ranges: Vec<Range<usize>>) -> Found {
-        let reindent = vec![None; ranges.len()];
-        Found { strategy, ranges, reindent, new_text: NewText::AsGiven }
+    fn new(strategy: Strategy, ranges: Vec<Range<usize>>, old: &str, fit: Fit, new_text: NewText) -> Found {
+        Found { strategy, ranges, old: old.to_string(), fit, new_text }
     }
 
     /// `text` with every found range replaced.
@@ -135,12 +198,15 @@ impl Found {
         };
         let mut out = String::with_capacity(text.len() + new.len());
         let mut last = 0;
-        for (range, reindent) in self.ranges.iter().zip(&self.reindent) {
+        for range in &self.ranges {
+            let region = &text[range.clone()];
             out.push_str(&text[last..range.start]);
-            match reindent {
-                Some((from, to)) => out.push_str(&reindent_text(&new, from, to)),
-                None => out.push_str(&new),
-            }
+            let fitted: Cow<'_, str> = match self.fit {
+                Fit::AsGiven => Cow::Borrowed(&new),
+                Fit::Reindent => Cow::Owned(reindent(region, &self.old, &new)),
+                Fit::Preserve => Cow::Owned(loose::preserve(region, &self.old, &new)),
+            };
+            out.push_str(&literal_controls(&fitted, region));
             last = range.end;
         }
         out.push_str(&text[last..]);
@@ -148,84 +214,62 @@ impl Found {
     }
 }
 
-/// How a line is compared in the line-based strategies.
-type Normalise = fn(&str) -> Cow<'_, str>;
-
-fn trim_end(line: &str) -> Cow<'_, str> {
-    Cow::Borrowed(line.trim_end())
-}
-
-fn trim_both(line: &str) -> Cow<'_, str> {
-    Cow::Borrowed(line.trim())
-}
-
-fn collapse_whitespace(line: &str) -> Cow<'_, str> {
-    Cow::Owned(line.split_whitespace().collect::<Vec<_>>().join(" "))
-}
-
-/// Line-based search: the lines of `old` against every window of as many lines of
-/// `text`, compared after `normalise`. Non-overlapping, in order.
-fn line_matches(text: &str, old: &str, normalise: Normalise) -> Vec<Range<usize>> {
-    let (old_lines, with_newline) = match old.strip_suffix('\n') {
-        Some(rest) => (rest.split('\n').collect::<Vec<_>>(), true),
-        None => (old.split('\n').collect::<Vec<_>>(), false),
-    };
-    let wanted: Vec<Cow<'_, str>> = old_lines.iter().map(|l| normalise(l.trim_end_matches('\r'))).collect();
-    if wanted.iter().all(|l| l.is_empty()) {
-        return Vec::new();
-    }
-    // (start, end without the line break, end with it)
-    let mut spans = Vec::new();
-    let mut at = 0;
-    for piece in text.split_inclusive('\n') {
-        let body = piece.trim_end_matches('\n').trim_end_matches('\r');
-        spans.push((at, at + body.len(), at + piece.len()));
-        at += piece.len();
-    }
-    let k = wanted.len();
-    let mut ranges = Vec::new();
-    let mut start = 0;
-    while start + k <= spans.len() {
-        let hit = (0..k).all(|i| {
-            let (s, e, _) = spans[start + i];
-            normalise(&text[s..e]) == wanted[i]
-        });
-        if hit {
-            let last = spans[start + k - 1];
-            let end = if with_newline { last.2 } else { last.1 };
-            ranges.push(spans[start].0..end);
-            start += k;
-        } else {
-            start += 1;
+/// `\t` and `\r` written out in `new` become the real characters when the region
+/// they replace has real ones and none written out: models double-escape the tab of
+/// a tab-indented file, while a file that spells `"\t"` in its source keeps it.
+fn literal_controls<'a>(new: &'a str, region: &str) -> Cow<'a, str> {
+    let mut out = Cow::Borrowed(new);
+    for (written, real) in [("\\t", "\t"), ("\\r", "\r")] {
+        if out.contains(written) && region.contains(real) && !region.contains(written) {
+            out = Cow::Owned(out.replace(written, real));
         }
     }
-    ranges
+    out
+}
+
+/// Line-based search: the lines of `old` against the file's lines, compared after
+/// `normalise`, in linear time. Non-overlapping, in order.
+fn line_matches(text: &str, spans: &[lines::Span], old: &str, normalise: Normalise) -> Vec<Range<usize>> {
+    let (wanted, with_newline) = fuzzy::pattern_lines(old);
+    if wanted.iter().all(|l| normalise(l).is_empty()) {
+        return Vec::new();
+    }
+    let file_lines: Vec<&str> = spans.iter().map(|s| &text[s.start..s.end]).collect();
+    lines::find_runs(&file_lines, &wanted, normalise, false)
+        .into_iter()
+        .map(|first| {
+            let last = spans[first + wanted.len() - 1];
+            spans[first].start..if with_newline { last.next } else { last.end }
+        })
+        .collect()
 }
 
 fn leading_ws(line: &str) -> &str {
-    &line[..line.len() - line.trim_start().len()]
+    &line[..line.len() - line.trim_start_matches(lines::is_layout_space).len()]
 }
 
 fn first_indent(text: &str) -> Option<&str> {
     text.lines().find(|l| !l.trim().is_empty()).map(leading_ws)
 }
 
-fn indent_change(old: &str, found: &str) -> Option<(String, String)> {
-    let from = first_indent(old)?;
-    let to = first_indent(found)?;
-    (from != to).then(|| (from.to_string(), to.to_string()))
-}
-
-/// Moves every line of `text` from indent `from` to indent `to`.
-fn reindent_text(text: &str, from: &str, to: &str) -> String {
-    text.split_inclusive('\n')
+/// `new` moved from `old`'s base indentation to that of `region`: each line keeps
+/// its indentation relative to old_string's first line; a line indented less than
+/// that starts at the file's base.
+pub fn reindent(region: &str, old: &str, new: &str) -> String {
+    let (Some(from), Some(to)) = (first_indent(old), first_indent(region)) else {
+        return new.to_string();
+    };
+    if from == to {
+        return new.to_string();
+    }
+    new.split_inclusive('\n')
         .map(|line| {
             if line.trim().is_empty() {
                 line.to_string()
             } else if let Some(rest) = line.strip_prefix(from) {
                 format!("{to}{rest}")
             } else {
-                line.to_string()
+                format!("{to}{}", line.trim_start_matches(lines::is_layout_space))
             }
         })
         .collect()
@@ -258,50 +302,27 @@ pub fn unescape(text: &str) -> String {
     out
 }
 
-fn bigrams(line: &str) -> Vec<(char, char)> {
-    let chars: Vec<char> = line.split_whitespace().flat_map(|w| w.chars().chain([' '])).collect();
-    let mut grams: Vec<(char, char)> = chars.windows(2).map(|w| (w[0], w[1])).collect();
-    grams.sort_unstable();
-    grams
-}
-
-/// Dice coefficient of two sorted bigram lists.
-fn dice(a: &[(char, char)], b: &[(char, char)]) -> f64 {
-    if a.is_empty() && b.is_empty() {
-        return 1.0;
-    }
-    let (mut i, mut j, mut common) = (0, 0, 0usize);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Equal => {
-                common += 1;
-                i += 1;
-                j += 1;
-            }
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-        }
-    }
-    2.0 * common as f64 / (a.len() + b.len()) as f64
-}
+const CLOSEST_BUDGET: usize = 2_000_000;
 
 /// The region of `text` most like `old`: (first line number, `N|line` snippet, score 0..1).
 /// `None` when nothing is even loosely similar.
 pub fn closest_region(text: &str, old: &str) -> Option<(usize, String, f64)> {
     let file_lines: Vec<&str> = text.lines().collect();
-    let old_lines: Vec<&str> = old.lines().take(40).collect();
+    // At most CLOSEST_BUDGET line comparisons, however large the file or old_string.
+    let take = (CLOSEST_BUDGET / file_lines.len().max(1)).clamp(1, 40);
+    let old_lines: Vec<&str> = old.lines().filter(|l| !l.trim().is_empty()).take(take).collect();
     if file_lines.is_empty() || old_lines.is_empty() {
         return None;
     }
-    let file_grams: Vec<Vec<(char, char)>> = file_lines.iter().map(|l| bigrams(l)).collect();
-    let old_grams: Vec<Vec<(char, char)>> = old_lines.iter().map(|l| bigrams(l)).collect();
+    let file_grams: Vec<Vec<(char, char)>> = file_lines.iter().map(|l| fuzzy::bigrams(l)).collect();
+    let old_grams: Vec<Vec<(char, char)>> = old_lines.iter().map(|l| fuzzy::bigrams(l)).collect();
     let k = old_lines.len();
     let mut best = (0usize, 0.0f64);
     for start in 0..file_lines.len() {
         let mut total = 0.0;
         for (i, grams) in old_grams.iter().enumerate() {
             if let Some(line) = file_grams.get(start + i) {
-                total += dice(line, grams);
+                total += fuzzy::dice(line, grams);
             }
         }
         let score = total / k as f64;
@@ -325,14 +346,6 @@ pub fn closest_region(text: &str, old: &str) -> Option<(usize, String, f64)> {
     Some((best.0 + 1, snippet, best.1))
 }
 
-/// Unified diff of two texts, with `a/`-style headers as given.
-pub fn unified_diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
-    similar::TextDiff::from_lines(old, new)
-        .unified_diff()
-        .context_radius(3)
-        .header(old_name, new_name)
-        .to_string()
-}
 
 #[cfg(test)]
 mod tests {
@@ -346,7 +359,32 @@ mod tests {
         assert_eq!(found.apply(text, "let x = 10;\nlet y = 20;"), "fn a() {\n    let x = 10;\n    let y = 20;\n}\n");
         let found = find(text, "    let x = 1;\n    let y = 2;\n").unwrap();
         assert_eq!(found.strategy, Strategy::TrailingWhitespace);
-        assert!(find(text, "nothing like it").is_none());
+        assert!(find(text, "nothing like it").is_err());
+    }
+
+    #[test]
+    fn within_lines_typography_and_tabs() {
+        let text = "x = foo   bar baz\n";
+        let found = find(text, "foo bar").unwrap();
+        assert_eq!(found.strategy, Strategy::Loose);
+        assert_eq!(found.apply(text, "foo qux"), "x = foo   qux baz\n");
+        let text = "\tif a:\n\t\tgo()\n";
+        let found = find(text, "\tif a:").unwrap();
+        assert_eq!(found.apply(text, "\\tif b:"), "\tif b:\n\t\tgo()\n");
+        let text = "sep = \"\\t\"\n";
+        let found = find(text, "sep = \"\\t\"").unwrap();
+        assert_eq!(found.apply(text, "sep = \"\\t\\t\""), "sep = \"\\t\\t\"\n");
+        assert!(matches!(find("a\n", " \n\t"), Err(Miss::NotFound(None))));
+    }
+
+    #[test]
+    fn similarity_refuses_ties() {
+        let block = "fn one() {\n    let a = compute(1);\n    let b = compute(2);\n}\n";
+        let text = format!("{block}\n{block}");
+        let old = "fn one() {\n    let a = compute(1);\n    let b = compute(3);\n}";
+        assert!(matches!(find(&text, old), Err(Miss::Ambiguous(_))));
+        let found = find(block, old).unwrap();
+        assert_eq!(found.strategy, Strategy::AnchoredBlock);
     }
 
     #[test]

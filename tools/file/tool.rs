@@ -7,11 +7,16 @@ use hermes_runtime::output::tool_error_with;
 use hermes_runtime::prelude::*;
 use std::path::{Path, PathBuf};
 
+mod diff;
+mod fuzzy;
 mod guard;
+mod lines;
+mod loose;
 mod patch;
 mod paths;
 mod read;
 mod search;
+mod syntax;
 mod v4a;
 mod write;
 
@@ -326,6 +331,13 @@ pub fn patch(
                     None,
                 ));
             };
+            if old_string.trim().is_empty() {
+                return Ok(patch_error(
+                    "old_string is only whitespace: it would match arbitrary places. Include the text around the \
+                     whitespace you want to change.",
+                    None,
+                ));
+            }
             let Some(new_string) = new_string else {
                 return Ok(patch_error(
                     "new_string is required in mode `replace` (give an empty string to delete old_string)",
@@ -398,16 +410,39 @@ fn patch_replace(
             "files_deleted": [],
         })));
     }
-    let Some(found) = patch::find(&text, &old) else {
-        let failures = state.patch_failed(&key);
-        let mut message = format!("Could not find old_string in {path}.");
-        match patch::closest_region(&text, &old) {
-            Some((line, snippet, _)) => message.push_str(&format!(
-                " The most similar region starts at line {line}:\n{snippet}"
-            )),
-            None => message.push_str(" Nothing in the file looks like it."),
+    let found = match patch::find(&text, &old) {
+        Ok(found) => found,
+        Err(patch::Miss::NotFound(_)) if patch::already_applied(&text, &new, replace_all) => {
+            state.patch_succeeded(&key);
+            return Ok(ToolOutput::json(&json!({
+                "success": true,
+                "no_change": true,
+                "already_applied": true,
+                "note": "old_string is not in the file but new_string is: the edit was already made, nothing was changed.",
+                "diff": "",
+                "files_modified": [],
+                "files_created": [],
+                "files_deleted": [],
+            })));
         }
-        return Ok(patch_error(&message, Some(failure_hint(failures, path))));
+        Err(patch::Miss::NotFound(why)) => {
+            let failures = state.patch_failed(&key);
+            let mut message = format!("Could not find old_string in {path}.");
+            if let Some(why) = why {
+                message.push_str(&format!(" ({why}.)"));
+            }
+            match patch::closest_region(&text, &old) {
+                Some((line, snippet, _)) => message.push_str(&format!(
+                    " The most similar region starts at line {line}:\n{snippet}"
+                )),
+                None => message.push_str(" Nothing in the file looks like it."),
+            }
+            return Ok(patch_error(&message, Some(failure_hint(failures, path))));
+        }
+        Err(patch::Miss::Ambiguous(why)) => {
+            let failures = state.patch_failed(&key);
+            return Ok(patch_error(&format!("Not applied to {path}: {why}."), Some(failure_hint(failures, path))));
+        }
     };
     let count = found.ranges.len();
     if count > 1 && !replace_all {
@@ -433,6 +468,18 @@ fn patch_replace(
             "files_deleted": [],
         })));
     }
+    let lint = syntax::review(&target, path, Some(&text), &updated, ctx.hermes_home());
+    if let Some(refusal) = lint.as_ref().and_then(|r| r.refusal.clone()) {
+        let failures = state.patch_failed(&key);
+        return Ok(error_with(
+            refusal,
+            &[
+                ("success", json!(false)),
+                ("lint", lint.map(|r| r.lint).unwrap_or(Value::Null)),
+                ("_hint", json!(failure_hint(failures, path))),
+            ],
+        ));
+    }
     let warning = stale_warning(state, &target, path);
     let data = style.to_disk(&updated);
     if let Err(e) = write::replace_checked(&target, Some(raw.as_bytes()), data.as_bytes()) {
@@ -450,6 +497,10 @@ fn patch_replace(
     });
     if found.strategy != patch::Strategy::Exact {
         result["note"] = json!(format!("old_string was not found verbatim: {}.", found.strategy.describe()));
+        result["strategy"] = json!(format!("{:?}", found.strategy));
+    }
+    if let Some(report) = lint {
+        result["lint"] = report.lint;
     }
     if let Some(warning) = warning {
         result["warning"] = json!(warning);
@@ -501,6 +552,18 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
         }
     };
     if !plan.changed {
+        if plan.already_applied > 0 {
+            return Ok(ToolOutput::json(&json!({
+                "success": true,
+                "no_change": true,
+                "already_applied": true,
+                "note": "Every change of this patch is already in the files: it was applied before, nothing was changed.",
+                "diff": "",
+                "files_modified": [],
+                "files_created": [],
+                "files_deleted": [],
+            })));
+        }
         return Ok(ToolOutput::json(&json!({
             "success": true,
             "no_change": true,
@@ -510,6 +573,22 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
             "files_created": [],
             "files_deleted": [],
         })));
+    }
+    let mut lint = serde_json::Map::new();
+    for (target, shown, before, after) in &plan.checks {
+        let Some(report) = syntax::review(target, shown, before.as_deref(), after, ctx.hermes_home()) else { continue };
+        if let Some(refusal) = report.refusal {
+            let failures = state.patch_failed(&state_key(target));
+            return Ok(error_with(
+                format!("Patch not applied, no file was changed: {refusal}"),
+                &[
+                    ("success", json!(false)),
+                    ("lint", json!({shown.clone(): report.lint})),
+                    ("_hint", json!(failure_hint(failures, shown))),
+                ],
+            ));
+        }
+        lint.insert(shown.clone(), report.lint);
     }
     let mut warnings = Vec::new();
     for op in &ops {
@@ -533,6 +612,16 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
         "files_created": plan.files_created,
         "files_deleted": plan.files_deleted,
     });
+    if plan.already_applied > 0 {
+        result["already_applied_hunks"] = json!(plan.already_applied);
+        result["note"] = json!(format!(
+            "{} of the patch's changes were already in the files and were left as they are.",
+            plan.already_applied
+        ));
+    }
+    if !lint.is_empty() {
+        result["lint"] = Value::Object(lint);
+    }
     if !plan.files_moved.is_empty() {
         result["files_moved"] = json!(plan
             .files_moved

@@ -15,7 +15,10 @@
 //! *** End Patch
 //! ```
 
+use super::lines::{self as lines_mod, Normalise};
+use super::loose::Loose;
 use super::patch::{closest_region, unified_diff};
+use std::borrow::Cow;
 use super::write::{atomic_write, create_parents, Style};
 use std::path::{Path, PathBuf};
 
@@ -51,7 +54,7 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
     }
     if i < lines.len() && lines[i].trim() == "*** Begin Patch" {
         i += 1;
-    } else if !(i < lines.len() && lines[i].starts_with("*** ")) {
+    } else if !(i < lines.len() && lines[i].trim_start().starts_with("*** ")) {
         return Err("the patch must start with `*** Begin Patch`".into());
     }
     let mut ops = Vec::new();
@@ -67,13 +70,15 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
         if line.trim().is_empty() {
             continue;
         }
+        // Markers are recognised with surrounding whitespace, as codex's apply_patch does.
+        let line = line.trim();
         if let Some(path) = header_path(line, "*** Add File:") {
             let mut body = Vec::new();
-            while i < lines.len() && !lines[i].starts_with("*** ") {
+            while i < lines.len() && !is_marker(lines[i]) {
                 let l = lines[i];
                 if let Some(rest) = l.strip_prefix('+') {
                     body.push(rest.to_string());
-                } else if l.is_empty() && i + 1 < lines.len() && !lines[i + 1].starts_with("*** ") {
+                } else if l.is_empty() && i + 1 < lines.len() && !is_marker(lines[i + 1]) {
                     body.push(String::new());
                 } else if !l.is_empty() {
                     return Err(format!(
@@ -90,7 +95,7 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
         } else if let Some(path) = header_path(line, "*** Update File:") {
             let mut move_to = None;
             if i < lines.len() {
-                if let Some(dest) = header_path(lines[i], "*** Move to:") {
+                if let Some(dest) = header_path(lines[i].trim(), "*** Move to:") {
                     move_to = Some(dest);
                     i += 1;
                 }
@@ -105,7 +110,7 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
                     i += 1;
                     continue;
                 }
-                if l.starts_with("*** ") {
+                if is_marker(l) {
                     break;
                 }
                 if let Some(rest) = l.strip_prefix("@@") {
@@ -160,6 +165,19 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
     Ok(ops)
 }
 
+/// A line that ends the current section: any `*** ` line at the left margin, or a
+/// known marker with whitespace around it.
+fn is_marker(line: &str) -> bool {
+    if line.starts_with("*** ") {
+        return true;
+    }
+    let trimmed = line.trim();
+    ["*** Begin Patch", "*** End Patch", "*** End of File"].contains(&trimmed)
+        || ["*** Add File:", "*** Delete File:", "*** Update File:", "*** Move to:"]
+            .iter()
+            .any(|marker| trimmed.starts_with(marker))
+}
+
 fn header_path(line: &str, prefix: &str) -> Option<String> {
     let path = line.strip_prefix(prefix)?.trim();
     (!path.is_empty()).then(|| path.to_string())
@@ -197,6 +215,11 @@ pub struct Plan {
     /// Resolved paths whose content changed or appeared (for the read tracker).
     pub touched: Vec<PathBuf>,
     pub changed: bool,
+    /// Hunks (and added files) found already in place: a replayed patch.
+    pub already_applied: usize,
+    /// (path, shown name, text before, text after) of each file whose text changed,
+    /// for the syntax checks.
+    pub checks: Vec<(PathBuf, String, Option<String>, String)>,
 }
 
 enum Step {
@@ -211,27 +234,41 @@ fn display_path(path: &Path) -> String {
 /// Checks every operation against the disk and computes the new contents.
 pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, String> {
     let mut plan = Plan::default();
+    // Each path takes part in one operation, except that a file deleted earlier in
+    // the patch may be added again (a rewrite).
     let mut seen: Vec<PathBuf> = Vec::new();
-    let mut claim = |path: &Path, shown: &str| -> Result<(), String> {
+    let mut deleted: Vec<PathBuf> = Vec::new();
+    let claim = |seen: &mut Vec<PathBuf>, deleted: &mut Vec<PathBuf>, path: &Path, shown: &str, adding: bool| -> Result<bool, String> {
+        if adding {
+            if let Some(at) = deleted.iter().position(|p| p == path) {
+                deleted.remove(at);
+                return Ok(true);
+            }
+        }
         if seen.iter().any(|p| p == path) {
             return Err(format!("{shown} appears in more than one operation of this patch; merge them"));
         }
         seen.push(path.to_path_buf());
-        Ok(())
+        Ok(false)
     };
     for op in ops {
         match op {
             Op::Add { path, lines } => {
                 let target = resolve(path);
-                claim(&target, path)?;
-                if std::fs::symlink_metadata(&target).is_ok() {
-                    return Err(format!("cannot add {path}: it already exists (use `*** Update File:` to change it)"));
-                }
+                let replaces_deleted = claim(&mut seen, &mut deleted, &target, path, true)?;
                 let mut content = lines.join("\n");
                 if !lines.is_empty() {
                     content.push('\n');
                 }
+                if !replaces_deleted && std::fs::symlink_metadata(&target).is_ok() {
+                    if std::fs::read(&target).is_ok_and(|bytes| bytes == content.as_bytes()) {
+                        plan.already_applied += 1;
+                        continue;
+                    }
+                    return Err(format!("cannot add {path}: it already exists (use `*** Update File:` to change it)"));
+                }
                 plan.diff.push_str(&unified_diff("", &content, "/dev/null", &format!("b/{path}")));
+                plan.checks.push((target.clone(), path.clone(), None, content.clone()));
                 plan.steps.push(Step::Write { path: target.clone(), data: content.into_bytes(), permissions: None });
                 plan.files_created.push(path.clone());
                 plan.touched.push(target);
@@ -239,7 +276,8 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
             }
             Op::Delete { path } => {
                 let target = resolve(path);
-                claim(&target, path)?;
+                claim(&mut seen, &mut deleted, &target, path, false)?;
+                deleted.push(target.clone());
                 let text = read_text(&target, path)?;
                 plan.diff.push_str(&unified_diff(&text, "", &format!("a/{path}"), "/dev/null"));
                 plan.steps.push(Step::Remove { path: target.clone() });
@@ -249,11 +287,15 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
             }
             Op::Update { path, move_to, hunks } => {
                 let source = resolve(path);
-                claim(&source, path)?;
+                claim(&mut seen, &mut deleted, &source, path, false)?;
                 let raw = read_text(&source, path)?;
                 let style = Style::detect(raw.as_bytes());
                 let text = style.to_model(&raw);
-                let updated = apply_hunks(&text, hunks, path)?;
+                let (updated, replayed) = apply_hunks(&text, hunks, path)?;
+                plan.already_applied += replayed;
+                if updated != text {
+                    plan.checks.push((move_to.as_deref().map_or_else(|| source.clone(), &resolve), move_to.clone().unwrap_or_else(|| path.clone()), Some(text.clone()), updated.clone()));
+                }
                 let data = style.to_disk(&updated).into_bytes();
                 let shown_dest = move_to.as_deref().unwrap_or(path);
                 plan.diff.push_str(&unified_diff(&text, &updated, &format!("a/{path}"), &format!("b/{shown_dest}")));
@@ -261,7 +303,7 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                     Some(dest_shown) => {
                         let dest = resolve(dest_shown);
                         if dest != source {
-                            claim(&dest, dest_shown)?;
+                            claim(&mut seen, &mut deleted, &dest, dest_shown, false)?;
                             if std::fs::symlink_metadata(&dest).is_ok() {
                                 return Err(format!("cannot move {path} to {dest_shown}: the destination already exists"));
                             }
@@ -306,12 +348,15 @@ fn read_text(path: &Path, shown: &str) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("{shown}: not valid UTF-8, not patched"))
 }
 
-/// Applies the hunks of one file in order; each must be found after the previous one.
-fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<String, String> {
+/// Applies the hunks of one file in order; each must be found after the previous
+/// one. Returns the new text and how many hunks were found already applied.
+fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<(String, usize), String> {
     let trailing_newline = text.ends_with('\n') || text.is_empty();
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut cursor = 0usize;
+    let mut replayed = 0usize;
     for (index, hunk) in hunks.iter().enumerate() {
+        let label = format!("{shown}: hunk {} (patch line {})", index + 1, hunk.patch_line);
         let old: Vec<&str> = hunk
             .lines
             .iter()
@@ -320,93 +365,200 @@ fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<String, String
                 Line::Add(_) => None,
             })
             .collect();
-        let mut search_from = cursor;
-        if let Some(header) = &hunk.header {
-            let wanted = header.trim();
-            let found = (cursor..lines.len())
-                .chain(0..cursor.min(lines.len()))
-                .find(|&i| lines[i].trim() == wanted)
-                .or_else(|| (cursor..lines.len()).chain(0..cursor.min(lines.len())).find(|&i| lines[i].contains(wanted)));
-            match found {
-                Some(at) => search_from = if old.is_empty() { at + 1 } else { at },
-                None => {
+        let starts = match &hunk.header {
+            Some(header) => anchor_lines(&lines, header, cursor),
+            None => vec![cursor],
+        };
+        if starts.is_empty() {
+            let header = hunk.header.as_deref().unwrap_or_default();
+            return Err(format!("{label}: the anchor line `@@ {header}` was not found in the file"));
+        }
+        let at = if old.is_empty() {
+            // Pure addition: after the anchor line, or at the end of the file.
+            match (&hunk.header, starts.as_slice()) {
+                (None, _) => lines.len(),
+                (Some(_), [one]) => one + 1,
+                (Some(header), many) => {
                     return Err(format!(
-                        "{shown}: hunk {} (patch line {}): the anchor line `@@ {header}` was not found in the file",
-                        index + 1,
-                        hunk.patch_line
+                        "{label}: the anchor `@@ {header}` occurs {} times (lines {}); give a more specific anchor",
+                        many.len(),
+                        line_list(many)
                     ))
                 }
             }
-        }
-        let at = if old.is_empty() {
-            if hunk.header.is_some() {
-                search_from
-            } else {
-                lines.len()
-            }
         } else {
-            match locate(&lines, &old, search_from, hunk.at_eof) {
-                Some(at) => at,
-                None => {
-                    let wanted = old.join("\n");
-                    let mut message = format!(
-                        "{shown}: hunk {} (patch line {}): its context and removed lines were not found in the file",
-                        index + 1,
-                        hunk.patch_line
-                    );
-                    if let Some((line, snippet, _)) = closest_region(&lines.join("\n"), &wanted) {
-                        message.push_str(&format!(". The most similar region starts at line {line}:\n{snippet}"));
+            let mut places: Vec<(usize, Level)> = Vec::new();
+            for &start in &starts {
+                let from = if hunk.header.is_some() { start } else { cursor };
+                match locate(&lines, &old, from, hunk.at_eof, hunk.header.is_some()) {
+                    Located::At(at, level) => {
+                        if !places.iter().any(|p| p.0 == at) {
+                            places.push((at, level));
+                        }
                     }
-                    return Err(message);
+                    Located::Ambiguous(all) => {
+                        return Err(format!(
+                            "{label}: its context and removed lines match {} places (lines {}); add context lines \
+                             or an `@@` anchor line so it matches one",
+                            all.len(),
+                            line_list(&all)
+                        ))
+                    }
+                    Located::Missing => {}
                 }
             }
+            match places.as_slice() {
+                [(at, level)] => {
+                    let at = *at;
+                    let level = *level;
+                    let added = splice_hunk(&mut lines, at, hunk, &old, level);
+                    cursor = at + added;
+                    continue;
+                }
+                [] => {}
+                many => {
+                    let at: Vec<usize> = many.iter().map(|p| p.0).collect();
+                    return Err(format!(
+                        "{label}: the anchor `@@ {}` leads to {} different places (lines {}); give a more specific anchor",
+                        hunk.header.as_deref().unwrap_or_default(),
+                        at.len(),
+                        line_list(&at)
+                    ));
+                }
+            }
+            // Not found: a hunk whose result is already in the file was applied before.
+            let new_side: Vec<&str> = hunk
+                .lines
+                .iter()
+                .filter_map(|l| match l {
+                    Line::Context(s) | Line::Add(s) => Some(s.as_str()),
+                    Line::Remove(_) => None,
+                })
+                .collect();
+            if new_side != old && !new_side.iter().all(|l| l.trim().is_empty()) {
+                if let Located::At(at, _) = locate(&lines, &new_side, cursor, hunk.at_eof, false) {
+                    replayed += 1;
+                    cursor = at + new_side.len();
+                    continue;
+                }
+            }
+            let wanted = old.join("\n");
+            let mut message = format!("{label}: its context and removed lines were not found in the file");
+            if let Some((line, snippet, _)) = closest_region(&lines.join("\n"), &wanted) {
+                message.push_str(&format!(". The most similar region starts at line {line}:\n{snippet}"));
+            }
+            return Err(message);
         };
-        let mut replacement = Vec::new();
-        let mut old_index = at;
-        for line in &hunk.lines {
-            match line {
-                Line::Context(_) => {
-                    replacement.push(lines[old_index].clone());
-                    old_index += 1;
-                }
-                Line::Remove(_) => old_index += 1,
-                Line::Add(s) => replacement.push(s.clone()),
-            }
-        }
-        let added = replacement.len();
-        lines.splice(at..at + old.len(), replacement);
+        let added = splice_hunk(&mut lines, at, hunk, &old, Level::Exact);
         cursor = at + added;
     }
     let mut out = lines.join("\n");
     if trailing_newline && !lines.is_empty() {
         out.push('\n');
     }
-    Ok(out)
+    Ok((out, replayed))
+}
+
+/// Puts the hunk's new lines in place of its old ones at line `at`; returns how
+/// many lines replaced them. Context lines keep the file's text; added lines move
+/// to the file's indentation when the context matched at another one.
+fn splice_hunk(lines: &mut Vec<String>, at: usize, hunk: &Hunk, old: &[&str], level: Level) -> usize {
+    let (patch_indent, file_indent) = if level >= Level::Indentation {
+        let first = old.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
+        (old.get(first).map(|l| l.to_string()).unwrap_or_default(), lines.get(at + first).cloned().unwrap_or_default())
+    } else {
+        (String::new(), String::new())
+    };
+    let mut replacement = Vec::with_capacity(hunk.lines.len());
+    let mut old_index = at;
+    for line in &hunk.lines {
+        match line {
+            Line::Context(_) => {
+                replacement.push(lines[old_index].clone());
+                old_index += 1;
+            }
+            Line::Remove(_) => old_index += 1,
+            Line::Add(s) if level >= Level::Indentation => replacement.push(reindent(&file_indent, &patch_indent, s)),
+            Line::Add(s) => replacement.push(s.clone()),
+        }
+    }
+    let added = replacement.len();
+    lines.splice(at..at + old.len(), replacement);
+    added
+}
+
+/// The lines (from `cursor` on, then before it) that an `@@` anchor names: equal
+/// after trimming, else containing it.
+fn anchor_lines(lines: &[String], header: &str, cursor: usize) -> Vec<usize> {
+    let wanted = header.trim();
+    let order = || (cursor.min(lines.len())..lines.len()).chain(0..cursor.min(lines.len()));
+    let equal: Vec<usize> = order().filter(|&i| lines[i].trim() == wanted).collect();
+    if !equal.is_empty() {
+        return equal;
+    }
+    let after: Vec<usize> = order().filter(|&i| lines[i].contains(wanted)).collect();
+    after
+}
+
+fn line_list(at: &[usize]) -> String {
+    at.iter().take(10).map(|i| (i + 1).to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// How loosely the lines were compared, in the order tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Exact,
+    TrailingWhitespace,
+    Indentation,
+    Typography,
+}
+
+enum Located {
+    At(usize, Level),
+    Ambiguous(Vec<usize>),
+    Missing,
+}
+
+fn typography(line: &str) -> Cow<'_, str> {
+    Cow::Owned(Loose::new(line.trim()).text)
 }
 
 /// Where `old` sits in `lines`: exact first, then ignoring trailing whitespace, then
-/// ignoring all surrounding whitespace; after `from` first, then anywhere.
-fn locate(lines: &[String], old: &[&str], from: usize, at_eof: bool) -> Option<usize> {
+/// indentation, then typography (dashes, quotes, spaces); after `from` first, then
+/// anywhere. More than one place at the first level that finds any is ambiguous,
+/// except that with `anchored` the first place after the anchor is meant.
+fn locate(lines: &[String], old: &[&str], from: usize, at_eof: bool, anchored: bool) -> Located {
     let k = old.len();
     if k > lines.len() {
-        return None;
+        return Located::Missing;
     }
-    let compares: [fn(&str, &str) -> bool; 3] =
-        [|a, b| a == b, |a, b| a.trim_end() == b.trim_end(), |a, b| a.trim() == b.trim()];
-    for same in compares {
-        let fits = |start: usize| (0..k).all(|i| same(&lines[start + i], old[i]));
-        if at_eof && fits(lines.len() - k) {
-            return Some(lines.len() - k);
+    let levels: [(Level, Normalise); 4] = [
+        (Level::Exact, lines_mod::exact),
+        (Level::TrailingWhitespace, lines_mod::trim_end),
+        (Level::Indentation, lines_mod::trim_both),
+        (Level::Typography, typography),
+    ];
+    let from = from.min(lines.len());
+    for (level, normalise) in levels {
+        let all = lines_mod::find_runs(lines, old, normalise, true);
+        if all.is_empty() {
+            continue;
         }
-        let last = lines.len() - k;
-        if let Some(at) = (from.min(last + 1)..=last).find(|&s| fits(s)) {
-            return Some(at);
+        if at_eof && all.contains(&(lines.len() - k)) {
+            return Located::At(lines.len() - k, level);
         }
-        if let Some(at) = (0..from.min(last + 1)).find(|&s| fits(s)) {
-            return Some(at);
+        let after: Vec<usize> = all.iter().copied().filter(|&s| s >= from).collect();
+        let candidates = if after.is_empty() { all } else { after };
+        if candidates.len() == 1 || anchored {
+            return Located::At(candidates[0], level);
         }
+        return Located::Ambiguous(candidates);
     }
-    None
+    Located::Missing
+}
+
+fn reindent(file_line: &str, patch_line: &str, added: &str) -> String {
+    super::patch::reindent(file_line, patch_line, added)
 }
 
 /// Writes the plan; on any failure, undoes what was already done and reports it.
@@ -490,8 +642,8 @@ mod tests {
     fn hunks_apply_in_order() {
         let ops = parse("*** Begin Patch\n*** Update File: f\n@@\n a\n-b\n+B\n@@\n c\n+d\n*** End Patch").unwrap();
         let Op::Update { hunks, .. } = &ops[0] else { panic!() };
-        assert_eq!(apply_hunks("a\nb\nc\n", hunks, "f").unwrap(), "a\nB\nc\nd\n");
-        assert_eq!(apply_hunks("a  \nb\nc\n", hunks, "f").unwrap(), "a  \nB\nc\nd\n");
+        assert_eq!(apply_hunks("a\nb\nc\n", hunks, "f").unwrap().0, "a\nB\nc\nd\n");
+        assert_eq!(apply_hunks("a  \nb\nc\n", hunks, "f").unwrap().0, "a  \nB\nc\nd\n");
         assert!(apply_hunks("x\ny\n", hunks, "f").is_err());
     }
 }
