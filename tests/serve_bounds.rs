@@ -106,3 +106,17 @@ fn memory_stays_flat_over_50000_calls() {
     assert!(after_50k < after_1k + 10 * 1024, "RSS grew from {after_1k} kB to {after_50k} kB");
     server.finish();
 }
+
+#[test]
+fn a_spilled_result_is_still_a_json_answer() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.yaml"), "tool_budget:\n  per_tool:\n    terminal: 500\n").unwrap();
+    let mut server = Server::start(home.path(), work.path());
+    let spilled = server.call("big", "terminal", json!({"command": "seq 1 2000"}), json!({}));
+    assert_eq!(spilled["persisted_output"], true, "{spilled}");
+    let saved = std::fs::read_to_string(spilled["path"].as_str().unwrap()).unwrap();
+    assert!(saved.contains("1999"), "the whole result is saved: {saved:.200}");
+    assert!(spilled["hint"].as_str().unwrap().contains("read_file"), "{spilled}");
+    server.finish();
+}
