@@ -30,7 +30,7 @@ fn start(home: &std::path::Path, token_env: Option<&str>) -> McpServer {
     let port = free_port();
     let mut command = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
     command
-        .args(["mcp", "--toolsets", "file", "--http", &format!("127.0.0.1:{port}")])
+        .args(["mcp", "--toolsets", "file,terminal", "--http", &format!("127.0.0.1:{port}")])
         .env("HERMES_HOME", home)
         .env_remove("HERMES_MCP_SERVER_TOKEN")
         .stdin(Stdio::null())
@@ -238,4 +238,31 @@ fn thousands_of_initialize_requests_leave_memory_bounded() {
     assert!(after < before + 20 * 1024, "RSS went from {before} kB to {after} kB over 2,000 sessions");
     let answer = post(server.port, &auth, &json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string());
     assert_ne!(answer.status, 401);
+}
+
+#[test]
+fn each_session_is_its_own_task_unless_a_call_names_one() {
+    let home = tempfile::tempdir().unwrap();
+    let server = start(home.path(), Some("t0ken"));
+    let auth = ("Authorization", "Bearer t0ken");
+    let open = || {
+        let session = post(server.port, &[auth], INITIALIZE).header("mcp-session-id").expect("a session id");
+        let headers = [auth, ("Mcp-Session-Id", session.as_str()), ("Mcp-Protocol-Version", "2025-06-18")];
+        assert_eq!(post(server.port, &headers, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).status, 202);
+        session
+    };
+    let terminal = |session: &str, command: &str, meta: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                          "params": {"name": "terminal", "arguments": {"command": command}, "_meta": meta}});
+        let answer = post(server.port, &[auth, ("Mcp-Session-Id", session), ("Mcp-Protocol-Version", "2025-06-18")], &body.to_string());
+        let text = answer.message()["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{}", answer.body)).to_string();
+        serde_json::from_str::<Value>(&text).unwrap()["output"].as_str().unwrap().to_string()
+    };
+    let (alpha, beta) = (open(), open());
+    terminal(&alpha, "export MARK=alpha-was-here", json!({}));
+    assert_eq!(terminal(&alpha, "echo \"[$MARK]\"", json!({})), "[alpha-was-here]");
+    assert_eq!(terminal(&beta, "echo \"[$MARK]\"", json!({})), "[]", "another session is another task");
+    terminal(&beta, "export MARK=shared", json!({"task_id": "shared-task"}));
+    assert_eq!(terminal(&alpha, "echo \"[$MARK]\"", json!({"task_id": "shared-task"})), "[shared]", "a named task is shared");
+    assert_eq!(terminal(&alpha, "echo \"[$MARK]\"", json!({})), "[alpha-was-here]");
 }

@@ -125,13 +125,22 @@ impl HermesServer {
     }
 
     /// Calls a tool as an MCP client asked; the answer as an MCP `CallToolResult` (JSON).
-    pub async fn call(&self, name: String, arguments: Option<serde_json::Map<String, Value>>, cancel: Cancellation, call_id: String) -> Value {
+    /// `task` is the task the client named (`_meta.task_id`); by default the session's own.
+    pub async fn call(
+        &self,
+        name: String,
+        arguments: Option<serde_json::Map<String, Value>>,
+        cancel: Cancellation,
+        call_id: String,
+        task: Option<String>,
+    ) -> Value {
         if !self.selected(&name) {
             let text = hermes_runtime::tool_error(format!("Unknown tool: {name} (not served here; see tools/list)"));
             return crate::convert::result_string_to_mcp(&text);
         }
         let registry = Arc::clone(&self.registry);
-        let ctx = ToolContext::builder().task_id(self.task_id.clone()).session_id(self.task_id.clone()).cancellation(cancel).build();
+        let task = task.unwrap_or_else(|| self.task_id.clone());
+        let ctx = ToolContext::builder().task_id(task).session_id(self.task_id.clone()).cancellation(cancel).build();
         let call = ToolCall {
             name,
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
@@ -175,7 +184,16 @@ impl ServerHandler for HermesServer {
             })
         };
         let call_id = format!("mcp_{}", serde_json::to_value(&context.id).map(|v| v.to_string()).unwrap_or_default().trim_matches('"'));
-        let result = self.call(request.name.to_string(), request.arguments, cancel, call_id).await;
+        // rmcp moves a request's `_meta` into the context.
+        let task = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0 .0.get("task_id"))
+            .or_else(|| context.meta.0 .0.get("task_id"))
+            .and_then(Value::as_str)
+            .filter(|task| !task.is_empty())
+            .map(str::to_owned);
+        let result = self.call(request.name.to_string(), request.arguments, cancel, call_id, task).await;
         watcher.abort();
         let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
         Ok(CallToolResponse::Complete(result))
