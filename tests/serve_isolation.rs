@@ -134,8 +134,8 @@ fn calls_beyond_the_queue_bounds_are_refused_with_an_answer() {
     let mut expected: Vec<String> = (0..10).map(|n| format!("c{n}")).collect();
     expected.sort();
     assert_eq!(ids, expected, "every call is answered once");
-    // One running and three waiting fit; the rest are refused (a refusal can only
-    // be avoided by a call finishing first, which takes 0.3 s).
-    assert!(refused >= 1 && ran >= 4, "ran {ran}, refused {refused}");
+    // Three waiting always fit (one more if the first started before the fourth
+    // arrived); the rest are refused, unless calls finish first, which takes 0.3 s each.
+    assert!(refused >= 1 && ran >= 3, "ran {ran}, refused {refused}");
     server.finish();
 }

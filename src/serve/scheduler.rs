@@ -9,7 +9,14 @@
 //! forgotten, so finished calls leave nothing behind.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long one idle worker watches for the next call before it sleeps: a client
+/// sending call after call gets its next call picked up without a thread wake-up
+/// (tens of microseconds on a busy machine). One worker at most spins.
+const SPIN: Duration = Duration::from_micros(200);
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -53,6 +60,9 @@ pub struct Scheduler {
     state: Mutex<State>,
     work: Condvar,
     drained: Condvar,
+    /// Tasks in line, readable without the lock (for the spinning worker).
+    in_line: AtomicUsize,
+    spinning: AtomicBool,
 }
 
 impl Scheduler {
@@ -64,7 +74,14 @@ impl Scheduler {
             queued: limits.queued.max(1),
             queued_bytes: limits.queued_bytes.max(1),
         };
-        Arc::new(Scheduler { limits, state: Mutex::default(), work: Condvar::new(), drained: Condvar::new() })
+        Arc::new(Scheduler {
+            limits,
+            state: Mutex::default(),
+            work: Condvar::new(),
+            drained: Condvar::new(),
+            in_line: AtomicUsize::new(0),
+            spinning: AtomicBool::new(false),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -105,10 +122,23 @@ impl Scheduler {
         if joins_line {
             queue.in_line = true;
             state.line.push_back(key);
+            self.in_line.store(state.line.len(), Ordering::SeqCst);
+        }
+        if !self.spinning.load(Ordering::SeqCst) {
+            self.wake_for_line(&mut state);
+        }
+        Ok(())
+    }
+
+    /// Gets a worker to the calls in line: an idle one, else a new one if the limit
+    /// allows (else the next worker to finish takes them).
+    fn wake_for_line(self: &Arc<Self>, state: &mut State) {
+        if state.line.is_empty() {
+            return;
         }
         if state.idle > 0 {
             self.work.notify_one();
-        } else if state.workers < limits.total && !state.line.is_empty() {
+        } else if state.workers < self.limits.total {
             state.workers += 1;
             let scheduler = Arc::clone(self);
             let spawned = std::thread::Builder::new().name("hermes-serve-call".into()).spawn(move || scheduler.work_loop());
@@ -116,12 +146,12 @@ impl Scheduler {
                 state.workers -= 1;
             }
         }
-        Ok(())
     }
 
     /// Takes the next call in turn order, marking it running.
     fn next_job(&self, state: &mut State) -> Option<(Arc<str>, Waiting)> {
         let task = state.line.pop_front()?;
+        self.in_line.store(state.line.len(), Ordering::SeqCst);
         let queue = state.tasks.get_mut(&task).expect("a task in line has a queue");
         let waiting = queue.waiting.pop_front().expect("a task in line has a call waiting");
         queue.running += 1;
@@ -129,6 +159,7 @@ impl Scheduler {
         queue.in_line = again;
         if again {
             state.line.push_back(Arc::clone(&task));
+            self.in_line.store(state.line.len(), Ordering::SeqCst);
         }
         state.queued -= 1;
         state.queued_bytes -= waiting.bytes;
@@ -145,6 +176,7 @@ impl Scheduler {
         } else if !queue.in_line && !queue.waiting.is_empty() && queue.running < self.limits.per_task {
             queue.in_line = true;
             state.line.push_back(Arc::clone(task));
+            self.in_line.store(state.line.len(), Ordering::SeqCst);
         }
         if state.tasks.is_empty() {
             state.tasks.shrink_to(64);
@@ -157,6 +189,8 @@ impl Scheduler {
         let mut state = self.lock();
         loop {
             if let Some((task, waiting)) = self.next_job(&mut state) {
+                // More in line (a burst the spinning worker alone picked up).
+                self.wake_for_line(&mut state);
                 drop(state);
                 // A panicking job must not take the worker (and its slot) with it.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(waiting.job));
@@ -169,9 +203,26 @@ impl Scheduler {
                 self.work.notify_all();
                 return;
             }
+            if !state.closing && !self.spinning.swap(true, Ordering::SeqCst) {
+                drop(state);
+                self.spin_for_work();
+                state = self.lock();
+                self.spinning.store(false, Ordering::SeqCst);
+                if !state.line.is_empty() {
+                    continue;
+                }
+            }
             state.idle += 1;
             state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
             state.idle -= 1;
+        }
+    }
+
+    /// Watches for a call for [`SPIN`]; returns early when one is in line.
+    fn spin_for_work(&self) {
+        let started = Instant::now();
+        while self.in_line.load(Ordering::SeqCst) == 0 && started.elapsed() < SPIN {
+            std::hint::spin_loop();
         }
     }
 
