@@ -36,6 +36,11 @@
 //! best judgement and the server writes `{"type": "clarify_timeout", "id": ...}`. A
 //! response whose id is not waiting gets an error line. At end of input every waiting
 //! question fails at once.
+//!
+//! Every line the server writes (answers, requests such as `clarify_request`,
+//! notifications) goes through [`output::Output::send`]; every line that answers the
+//! server rather than calling a tool is routed by its `type` in
+//! `Server::route_message`.
 
 mod lines;
 mod output;
