@@ -147,9 +147,16 @@ impl HermesServer {
             tool_call_id: Some(call_id),
             ..Default::default()
         };
-        let result = tokio::task::spawn_blocking(move || registry.handle_function_call(&call, &ctx))
-            .await
-            .unwrap_or_else(|e| hermes_runtime::tool_error(format!("the call could not finish: {e}")));
+        let multi_thread = tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+        let result = if multi_thread {
+            // The handler may block: the runtime hands this worker's other tasks to
+            // another worker and the call runs here, without a hop to the blocking pool.
+            tokio::task::block_in_place(move || registry.handle_function_call(&call, &ctx))
+        } else {
+            tokio::task::spawn_blocking(move || registry.handle_function_call(&call, &ctx))
+                .await
+                .unwrap_or_else(|e| hermes_runtime::tool_error(format!("the call could not finish: {e}")))
+        };
         crate::convert::result_string_to_mcp(&result)
     }
 }
