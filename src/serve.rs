@@ -2,11 +2,18 @@
 //!
 //! A line is one call or an array of calls in the OpenAI shape
 //! (`{"id", "type": "function", "function": {"name", "arguments"}}`, `arguments` a
-//! JSON string), optionally with `task_id` and `session_id`. Each call is answered by
-//! one line `{"role": "tool", "tool_call_id": ID, "content": STRING}`; an array's
-//! answers come together, in its order. Lines run concurrently. A line that cannot be
-//! read gets `{"error": ..., "line": N}` and the server keeps going; at end of input
-//! it finishes the calls still running, then exits.
+//! JSON string), optionally with `task_id` and `session_id` (strings). Each call is
+//! answered by one line `{"role": "tool", "tool_call_id": ID, "content": STRING}`; an
+//! array's answers come together, in its order. Every other line (not JSON, not
+//! UTF-8, empty, an empty array, a field of the wrong type, longer than
+//! `serve.max_line_bytes`) gets `{"error": ..., "line": N}` and the server keeps
+//! going; at end of input it finishes the calls still running, then exits.
+//!
+//! A call's task is its `task_id`, else its `session_id`, else `default`: the task
+//! owns the shell state, the file tools' records and the background processes.
+//! Calls are queued per task and served round-robin across tasks (see
+//! [`scheduler`]); a call that exceeds the queue bounds is answered at once with an
+//! error result.
 //!
 //! Calls that carry a `session_id` belong to an agent session, created on the first
 //! call of that id and kept until the server exits: its todo list, memory store,
@@ -29,163 +36,32 @@
 //! best judgement and the server writes `{"type": "clarify_timeout", "id": ...}`. A
 //! response whose id is not waiting gets an error line. At end of input every waiting
 //! question fails at once.
+//!
+//! Every line the server writes (answers, requests such as `clarify_request`,
+//! notifications) goes through [`output::Output::send`]; every line that answers the
+//! server rather than calling a tool is routed by its `type` in
+//! `Server::route_message`.
+
+mod lines;
+mod output;
+mod request;
+mod scheduler;
 
 use hermes_agent::clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest};
-use hermes_agent::store::{NewMessage, SessionStore};
+use hermes_agent::store::SessionStore;
 use hermes_agent::{AgentConfig, AgentSession, SessionOptions};
 use hermes_runtime::context::Cancellation;
-use hermes_runtime::{Registry, ToolCall, ToolContext};
+use hermes_runtime::Registry;
+use lines::{BoundedLines, Line};
+use output::Output;
+use request::{answer, read_request, run_request};
+use scheduler::{Limits, Scheduler};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
-
-/// One call as read from a line, with what the answer must echo.
-struct IncomingCall {
-    id: String,
-    call: ToolCall,
-    task_id: Option<String>,
-    session_id: Option<String>,
-}
-
-enum Request {
-    One(IncomingCall),
-    Batch(Vec<IncomingCall>),
-}
-
-fn read_call(value: &Value, line: usize, position: usize, inherited: &Value) -> Result<IncomingCall, String> {
-    let Value::Object(object) = value else {
-        return Err("a call must be a JSON object with `function`".into());
-    };
-    let id = match object.get("id") {
-        Some(Value::String(id)) => id.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        None | Some(Value::Null) => format!("call_{line}_{position}"),
-        Some(_) => return Err("`id` must be a string".into()),
-    };
-    if let Some(kind) = object.get("type") {
-        if kind != "function" {
-            return Err(format!("unsupported call type {kind}; only \"function\" calls are served"));
-        }
-    }
-    let function = object.get("function").ok_or("a call needs `function`: {\"name\", \"arguments\"}")?;
-    let name = function
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .ok_or("`function.name` must be a non-empty string")?;
-    let text_field = |key: &str| {
-        object
-            .get(key)
-            .or_else(|| inherited.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    Ok(IncomingCall {
-        call: ToolCall {
-            name: name.to_string(),
-            arguments: function.get("arguments").cloned(),
-            tool_call_id: Some(id.clone()),
-            ..Default::default()
-        },
-        id,
-        task_id: text_field("task_id"),
-        session_id: text_field("session_id"),
-    })
-}
-
-fn read_request(value: &Value, line: usize) -> Result<Request, String> {
-    match value {
-        Value::Array(calls) => calls
-            .iter()
-            .enumerate()
-            .map(|(position, call)| read_call(call, line, position, &Value::Null))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Request::Batch),
-        other => read_call(other, line, 0, &Value::Null).map(Request::One),
-    }
-}
-
-fn answer(id: &str, content: String) -> String {
-    json!({"role": "tool", "tool_call_id": id, "content": content}).to_string()
-}
-
-fn context_for(call: &IncomingCall, hub: &SessionHub) -> (ToolContext, Option<Arc<AgentSession>>) {
-    let mut builder = ToolContext::builder();
-    if let Some(task) = &call.task_id {
-        builder = builder.task_id(task.clone());
-    }
-    let mut session = None;
-    if let Some(id) = call.session_id.as_deref().filter(|id| !id.is_empty()) {
-        builder = builder.session_id(id.to_string());
-        let found = hub.session(id);
-        builder = builder.agent_session(Arc::clone(&found) as Arc<dyn hermes_runtime::AgentSession>);
-        session = Some(found);
-    }
-    (builder.build(), session)
-}
-
-/// Records one turn's calls (as the assistant's tool calls) and their results.
-fn record_turn(session: Option<&AgentSession>, calls: &[&IncomingCall], results: &[String]) {
-    let Some(session) = session else { return };
-    let tool_calls: Vec<Value> = calls
-        .iter()
-        .map(|c| {
-            let arguments = match &c.call.arguments {
-                Some(Value::String(text)) => text.clone(),
-                Some(other) => other.to_string(),
-                None => "{}".into(),
-            };
-            json!({"id": c.id, "type": "function", "function": {"name": c.call.name, "arguments": arguments}})
-        })
-        .collect();
-    session.record(&NewMessage { role: "assistant".into(), tool_calls: Some(Value::Array(tool_calls)), ..Default::default() });
-    for (call, result) in calls.iter().zip(results) {
-        session.record(&NewMessage {
-            role: "tool".into(),
-            content: result.clone(),
-            tool_call_id: Some(call.id.clone()),
-            tool_name: Some(call.call.name.clone()),
-            ..Default::default()
-        });
-    }
-}
-
-/// Runs a request on the blocking pool: handlers may block (files, processes, a
-/// question to the client), and async handlers are bridged from there without tying
-/// up the reader.
-async fn run_request(registry: Arc<Registry>, hub: Arc<SessionHub>, request: Request) -> Vec<String> {
-    let work = tokio::task::spawn_blocking(move || match request {
-        Request::One(incoming) => {
-            let (ctx, session) = context_for(&incoming, &hub);
-            let result = registry.handle_function_call(&incoming.call, &ctx);
-            record_turn(session.as_deref(), &[&incoming], std::slice::from_ref(&result));
-            vec![answer(&incoming.id, result)]
-        }
-        Request::Batch(calls) => {
-            // One context per task in the batch; calls of one task share its state.
-            let mut answers = Vec::with_capacity(calls.len());
-            let mut start = 0;
-            while start < calls.len() {
-                let task = (&calls[start].task_id, &calls[start].session_id);
-                let end = calls[start..].iter().position(|c| (&c.task_id, &c.session_id) != task).map_or(calls.len(), |n| start + n);
-                let (ctx, session) = context_for(&calls[start], &hub);
-                let batch: Vec<ToolCall> = calls[start..end].iter().map(|c| c.call.clone()).collect();
-                let results = registry.handle_batch(&batch, &ctx);
-                let group: Vec<&IncomingCall> = calls[start..end].iter().collect();
-                record_turn(session.as_deref(), &group, &results);
-                answers.extend(calls[start..end].iter().zip(results).map(|(c, r)| answer(&c.id, r)));
-                start = end;
-            }
-            answers
-        }
-    });
-    work.await.unwrap_or_else(|e| vec![json!({"error": format!("the call could not finish: {e}")}).to_string()])
-}
 
 /// The agent sessions of one server, by `session_id`, and the questions they wait on.
 pub struct SessionHub {
@@ -236,7 +112,7 @@ impl SessionHub {
 
 /// Questions waiting for a `clarify_response` line, by request id.
 pub struct ClarifyHub {
-    lines: tokio::sync::mpsc::UnboundedSender<Vec<String>>,
+    output: Arc<Output>,
     pending: Mutex<HashMap<String, std::sync::mpsc::Sender<Value>>>,
     next: AtomicU64,
     closed: AtomicBool,
@@ -289,10 +165,7 @@ impl ClarifyChannel for ServeClarify {
             "choices": request.choices,
             "multi_select": request.multi_select,
         });
-        if hub.lines.send(vec![line.to_string()]).is_err() {
-            hub.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-            return Err("the server's output is closed".into());
-        }
+        hub.output.send_one(line.to_string());
         let deadline = Instant::now() + timeout;
         let forget = || {
             hub.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
@@ -305,7 +178,7 @@ impl ClarifyChannel for ServeClarify {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 forget();
-                let _ = hub.lines.send(vec![json!({"type": "clarify_timeout", "id": id}).to_string()]);
+                hub.output.send_one(json!({"type": "clarify_timeout", "id": id}).to_string());
                 return Ok(ClarifyReply::TimedOut);
             }
             match receiver.recv_timeout(left.min(Duration::from_millis(100))) {
@@ -339,104 +212,137 @@ fn read_clarify_response(response: &Value, request: &ClarifyRequest) -> Result<C
     }
 }
 
-/// Serves `input` until it ends, writing answers to `output`.
-pub async fn serve<R, W>(registry: Arc<Registry>, input: R, mut output: W) -> std::io::Result<()>
-where
-    R: tokio::io::AsyncRead + Unpin,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Vec<String>>();
+/// Bounds of one server, from `serve.*` in config.yaml.
+struct ServeLimits {
+    max_line_bytes: usize,
+    scheduler: Limits,
+}
+
+pub const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+impl ServeLimits {
+    fn from_config(config: &hermes_runtime::config::Config) -> ServeLimits {
+        let key = |name: &str, default: usize| config.positive_usize(&format!("serve.{name}")).unwrap_or(default);
+        ServeLimits {
+            max_line_bytes: key("max_line_bytes", DEFAULT_MAX_LINE_BYTES),
+            scheduler: Limits {
+                total: key("max_in_flight", 32),
+                per_task: key("max_in_flight_per_task", 4),
+                queued_per_task: key("max_queued_per_task", 1000),
+                queued: key("max_queued", 10_000),
+                queued_bytes: key("max_queued_bytes", 64 * 1024 * 1024),
+            },
+        }
+    }
+}
+
+fn line_error(why: impl Into<String>, line: usize) -> String {
+    json!({"error": why.into(), "line": line}).to_string()
+}
+
+/// What the server shares with its calls.
+struct Server {
+    registry: Arc<Registry>,
+    hub: Arc<SessionHub>,
+    clarify: Arc<ClarifyHub>,
+    output: Arc<Output>,
+    scheduler: Arc<Scheduler>,
+}
+
+impl Server {
+    /// Answers one input line: a call, an array of calls, or a message for a call
+    /// that waits on the client.
+    fn take_line(&self, bytes: &[u8], number: usize) {
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => return self.output.send_one(line_error(format!("the line is not valid UTF-8: {e}"), number)),
+        };
+        if text.trim().is_empty() {
+            return self.output.send_one(line_error("the line is empty; send one JSON call or an array of calls", number));
+        }
+        let value: Value = match serde_json::from_str(text) {
+            Ok(value) => value,
+            Err(e) => return self.output.send_one(line_error(format!("the line is not valid JSON: {e}"), number)),
+        };
+        if let Some(kind) = message_type(&value) {
+            if let Err(why) = self.route_message(kind, &value) {
+                self.output.send_one(line_error(why, number));
+            }
+            return;
+        }
+        let request = match read_request(&value, number) {
+            Ok(request) => request,
+            Err(why) => return self.output.send_one(line_error(why, number)),
+        };
+        drop(value);
+        let task = request.task().to_string();
+        let ids = request.ids();
+        let (registry, hub, output) = (Arc::clone(&self.registry), Arc::clone(&self.hub), Arc::clone(&self.output));
+        let job = Box::new(move || output.send(&run_request(&registry, &hub, request)));
+        if let Err(why) = self.scheduler.submit(&task, bytes.len(), job) {
+            let refusal = hermes_runtime::tool_error(format!("refused: {why}"));
+            let answers: Vec<String> = ids.iter().map(|id| answer(id, refusal.clone())).collect();
+            self.output.send(&answers);
+        }
+    }
+
+    /// Lines that answer the server rather than call a tool, by their `type`.
+    fn route_message(&self, kind: &str, value: &Value) -> Result<(), String> {
+        match kind {
+            "clarify_response" => self.clarify.resolve(value),
+            other => Err(format!("unknown message type {other:?}; a call has \"type\": \"function\"")),
+        }
+    }
+}
+
+/// The `type` of a line that is a message to the server, not a call.
+fn message_type(value: &Value) -> Option<&str> {
+    value.get("type").and_then(Value::as_str).filter(|kind| *kind != "function")
+}
+
+/// Serves `input` until it ends, writing answers to `output`; returns when every
+/// call has been answered.
+pub fn serve(registry: Arc<Registry>, input: impl Read, output: Box<dyn Write + Send>) -> std::io::Result<()> {
+    let limits = ServeLimits::from_config(&registry.config());
+    let output = Arc::new(Output::new(output));
     let clarify = Arc::new(ClarifyHub {
-        lines: sender.clone(),
+        output: Arc::clone(&output),
         pending: Mutex::new(HashMap::new()),
         next: AtomicU64::new(0),
         closed: AtomicBool::new(false),
     });
     let hub = Arc::new(SessionHub::new(Arc::clone(&registry), Arc::clone(&clarify)));
-    // One writer, so answers never interleave within a line.
-    let writer = tokio::spawn(async move {
-        while let Some(lines) = receiver.recv().await {
-            let mut block = String::new();
-            for line in lines {
-                block.push_str(&line);
-                block.push('\n');
-            }
-            output.write_all(block.as_bytes()).await?;
-            output.flush().await?;
-        }
-        Ok::<_, std::io::Error>(())
-    });
-    let mut running = JoinSet::new();
-    let mut reader = BufReader::new(input);
-    let mut raw = Vec::new();
+    let server = Server { registry, hub, clarify, output: Arc::clone(&output), scheduler: Scheduler::new(limits.scheduler) };
+    let mut lines = BoundedLines::new(input, limits.max_line_bytes);
     let mut number = 0usize;
-    loop {
-        raw.clear();
-        // Read bytes, not text: a line that is not UTF-8 is reported and skipped
-        // without losing the lines after it.
-        match reader.read_until(b'\n', &mut raw).await {
-            Ok(0) => break,
-            Ok(_) => {}
+    let mut failure = None;
+    while let Some(line) = lines.next_line() {
+        number += 1;
+        match line {
+            Ok(Line::Bytes(bytes)) => server.take_line(bytes, number),
+            Ok(Line::TooLong { bytes }) => output.send_one(line_error(
+                format!("the line is {bytes} bytes, more than serve.max_line_bytes ({}); it was skipped", limits.max_line_bytes),
+                number,
+            )),
             Err(e) => {
-                let _ = sender.send(vec![json!({"error": format!("cannot read input: {e}"), "line": number + 1}).to_string()]);
+                output.send_one(line_error(format!("cannot read input: {e}"), number));
+                failure = Some(e);
                 break;
             }
         }
-        number += 1;
-        let text = match std::str::from_utf8(&raw) {
-            Ok(text) => text.trim_end_matches(['\n', '\r']).to_string(),
-            Err(e) => {
-                let _ = sender.send(vec![json!({"error": format!("the line is not valid UTF-8: {e}"), "line": number}).to_string()]);
-                continue;
-            }
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        let value: Value = match serde_json::from_str(&text) {
-            Ok(value) => value,
-            Err(e) => {
-                let _ = sender.send(vec![json!({"error": format!("the line is not valid JSON: {e}"), "line": number}).to_string()]);
-                continue;
-            }
-        };
-        if value.get("type").and_then(Value::as_str) == Some("clarify_response") {
-            if let Err(why) = clarify.resolve(&value) {
-                let _ = sender.send(vec![json!({"error": why, "line": number}).to_string()]);
-            }
-            continue;
-        }
-        match read_request(&value, number) {
-            Ok(request) => {
-                let registry = Arc::clone(&registry);
-                let hub = Arc::clone(&hub);
-                let sender = sender.clone();
-                running.spawn(async move {
-                    let answers = run_request(registry, hub, request).await;
-                    let _ = sender.send(answers);
-                });
-            }
-            Err(why) => {
-                let _ = sender.send(vec![json!({"error": why, "line": number}).to_string()]);
-            }
-        }
     }
-    clarify.close();
-    while running.join_next().await.is_some() {}
-    drop(sender);
-    // The sessions (and through them the hub) hold senders of the output channel.
-    drop(hub);
-    drop(clarify);
-    writer.await.map_err(std::io::Error::other)?
+    server.clarify.close();
+    server.scheduler.finish();
+    output.flush();
+    match failure {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    }
 }
 
-/// The blocking entry point of the CLI: a multi-thread runtime for the server's own
-/// I/O; tool handlers run on the blocking pool and the async bridge.
+/// The blocking entry point of the CLI: the calling thread reads stdin; calls run on
+/// the server's worker threads (async handlers through the runtime's bridge).
 pub fn serve_stdio(registry: Arc<Registry>) -> std::io::Result<()> {
     std::thread::spawn(hermes_command_guard::warm_up);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("hermes-serve")
-        .build()?;
-    runtime.block_on(serve(registry, tokio::io::stdin(), tokio::io::stdout()))
+    serve(registry, std::io::stdin().lock(), Box::new(std::io::stdout()))
 }

@@ -106,6 +106,7 @@ fn http_transport_refuses_foreign_hosts() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
         .args(["mcp", "--toolsets", "file", "--http", &port.to_string()])
         .env("HERMES_HOME", home.path())
+        .env("HERMES_MCP_SERVER_TOKEN", "host-check-token")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -116,7 +117,7 @@ fn http_transport_refuses_foreign_hosts() {
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         write!(
             stream,
-            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer host-check-token\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         )
         .unwrap();

@@ -286,9 +286,13 @@ fn the_thread_whitelist_applies_to_its_thread_only() {
 fn oversized_results_are_saved_and_previewed() {
     let (registry, home) = registry();
     let text = registry.handle_function_call(&ToolCall { tool_call_id: Some("call/7".into()), ..ToolCall::new("fx_big", json!({"chars": 5000})) }, &ctx());
-    assert!(text.starts_with("<persisted-output>"), "{}", &text[..100]);
-    assert!(text.contains("5000 characters"));
-    let path = text.lines().find_map(|l| l.split("saved at ").nth(1)).unwrap().trim_end_matches('.');
+    let spilled: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    assert_eq!(spilled["persisted_output"], true, "{spilled}");
+    assert_eq!(spilled["original_chars"], 5000);
+    assert!(spilled["hint"].as_str().unwrap().contains("5000 characters"), "{spilled}");
+    assert_eq!(spilled["preview_truncated"], true);
+    assert!(spilled["preview"].as_str().unwrap().starts_with("xxx"), "{spilled}");
+    let path = spilled["path"].as_str().unwrap();
     assert!(path.starts_with(home.path().join("cache/spillover").to_str().unwrap()), "{path}");
     assert_eq!(std::fs::read_to_string(path).unwrap(), "x".repeat(5000));
     assert!(text.len() < 2500);

@@ -23,8 +23,12 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use crate::http_guard::{self, SessionCap, SessionLimits, Token};
 use serde_json::{json, Value};
+use hermes_runtime::availability::CHECK_TTL;
+use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::time::Instant;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -40,62 +44,119 @@ pub struct Selection {
 pub struct HermesServer {
     registry: Arc<Registry>,
     selection: Arc<Selection>,
+    tools: Arc<ToolCache>,
     task_id: String,
     level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
+/// The served tools as MCP sees them, kept while the registry's generation and
+/// config file stay the same (and no longer than availability verdicts live), so a
+/// `tools/call` does not rebuild every definition to check one name.
+#[derive(Default)]
+pub struct ToolCache {
+    current: Mutex<Option<Arc<ServedTools>>>,
+}
+
+pub struct ServedTools {
+    key: (u64, Option<(std::time::SystemTime, u64)>),
+    made: Instant,
+    /// `tools/list` entries, in order.
+    pub listed: Vec<Value>,
+    tools: Vec<Tool>,
+    names: HashSet<String>,
+}
+
+impl ToolCache {
+    fn get(&self, registry: &Registry, selection: &Selection) -> Arc<ServedTools> {
+        let key = (registry.generation(), registry.config().signature);
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(served) = current.as_ref().filter(|s| s.key == key && s.made.elapsed() < CHECK_TTL) {
+            return Arc::clone(served);
+        }
+        let definitions = registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
+        let names = definitions.names().iter().map(|n| n.to_string()).collect();
+        let listed: Vec<Value> = definitions.tools.iter().map(mcp_tool).collect();
+        let tools = listed.iter().filter_map(|t| serde_json::from_value(t.clone()).ok()).collect();
+        let served = Arc::new(ServedTools { key, made: Instant::now(), listed, tools, names });
+        *current = Some(Arc::clone(&served));
+        served
+    }
+}
+
+/// A registry definition as an MCP tool.
+fn mcp_tool(definition: &Value) -> Value {
+    let function = &definition["function"];
+    let mut schema = match function.get("parameters") {
+        Some(Value::Object(p)) => p.clone(),
+        _ => Default::default(),
+    };
+    schema.entry("type").or_insert_with(|| json!("object"));
+    json!({
+        "name": function["name"],
+        "description": function.get("description").cloned().unwrap_or(json!("")),
+        "inputSchema": Value::Object(schema),
+    })
+}
+
 impl HermesServer {
     pub fn new(registry: Arc<Registry>, selection: Arc<Selection>) -> HermesServer {
+        HermesServer::with_cache(registry, selection, Arc::default())
+    }
+
+    /// A session sharing `tools` with the other sessions of one server.
+    pub fn with_cache(registry: Arc<Registry>, selection: Arc<Selection>, tools: Arc<ToolCache>) -> HermesServer {
         static SESSIONS: AtomicU64 = AtomicU64::new(1);
         let task_id = format!("mcp-{}-{}", std::process::id(), SESSIONS.fetch_add(1, Ordering::SeqCst));
-        HermesServer { registry, selection, task_id, level: Arc::new(Mutex::new(None)) }
+        HermesServer { registry, selection, tools, task_id, level: Arc::new(Mutex::new(None)) }
     }
 
     /// The `tools/list` entries: definitions of the selection as MCP tools.
     pub fn tools(&self) -> Vec<Value> {
-        let definitions = self.registry.definitions(self.selection.toolsets.as_deref(), self.selection.disabled.as_deref());
-        definitions
-            .tools
-            .iter()
-            .map(|definition| {
-                let function = &definition["function"];
-                let mut schema = match function.get("parameters") {
-                    Some(Value::Object(p)) => p.clone(),
-                    _ => Default::default(),
-                };
-                schema.entry("type").or_insert_with(|| json!("object"));
-                json!({
-                    "name": function["name"],
-                    "description": function.get("description").cloned().unwrap_or(json!("")),
-                    "inputSchema": Value::Object(schema),
-                })
-            })
-            .collect()
+        self.served().listed.clone()
+    }
+
+    fn served(&self) -> Arc<ServedTools> {
+        self.tools.get(&self.registry, &self.selection)
     }
 
     fn selected(&self, name: &str) -> bool {
-        let canonical = self.registry.canonical_name(name).into_owned();
-        let definitions = self.registry.definitions(self.selection.toolsets.as_deref(), self.selection.disabled.as_deref());
-        definitions.names().iter().any(|n| *n == canonical)
+        let canonical = self.registry.canonical_name(name);
+        self.served().names.contains(canonical.as_ref())
     }
 
     /// Calls a tool as an MCP client asked; the answer as an MCP `CallToolResult` (JSON).
-    pub async fn call(&self, name: String, arguments: Option<serde_json::Map<String, Value>>, cancel: Cancellation, call_id: String) -> Value {
+    /// `task` is the task the client named (`_meta.task_id`); by default the session's own.
+    pub async fn call(
+        &self,
+        name: String,
+        arguments: Option<serde_json::Map<String, Value>>,
+        cancel: Cancellation,
+        call_id: String,
+        task: Option<String>,
+    ) -> Value {
         if !self.selected(&name) {
             let text = hermes_runtime::tool_error(format!("Unknown tool: {name} (not served here; see tools/list)"));
             return crate::convert::result_string_to_mcp(&text);
         }
         let registry = Arc::clone(&self.registry);
-        let ctx = ToolContext::builder().task_id(self.task_id.clone()).session_id(self.task_id.clone()).cancellation(cancel).build();
+        let task = task.unwrap_or_else(|| self.task_id.clone());
+        let ctx = ToolContext::builder().task_id(task).session_id(self.task_id.clone()).cancellation(cancel).build();
         let call = ToolCall {
             name,
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
             tool_call_id: Some(call_id),
             ..Default::default()
         };
-        let result = tokio::task::spawn_blocking(move || registry.handle_function_call(&call, &ctx))
-            .await
-            .unwrap_or_else(|e| hermes_runtime::tool_error(format!("the call could not finish: {e}")));
+        let multi_thread = tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+        let result = if multi_thread {
+            // The handler may block: the runtime hands this worker's other tasks to
+            // another worker and the call runs here, without a hop to the blocking pool.
+            tokio::task::block_in_place(move || registry.handle_function_call(&call, &ctx))
+        } else {
+            tokio::task::spawn_blocking(move || registry.handle_function_call(&call, &ctx))
+                .await
+                .unwrap_or_else(|e| hermes_runtime::tool_error(format!("the call could not finish: {e}")))
+        };
         crate::convert::result_string_to_mcp(&result)
     }
 }
@@ -112,13 +173,11 @@ impl ServerHandler for HermesServer {
     }
 
     async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
-        let registry_tools = self.tools();
-        let tools: Vec<Tool> = registry_tools.into_iter().filter_map(|t| serde_json::from_value(t).ok()).collect();
-        serde_json::from_value(json!({ "tools": tools })).map_err(internal)
+        serde_json::from_value(json!({ "tools": self.served().tools })).map_err(internal)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools().into_iter().find(|t| t["name"] == name).and_then(|t| serde_json::from_value(t).ok())
+        self.served().tools.iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
@@ -132,7 +191,16 @@ impl ServerHandler for HermesServer {
             })
         };
         let call_id = format!("mcp_{}", serde_json::to_value(&context.id).map(|v| v.to_string()).unwrap_or_default().trim_matches('"'));
-        let result = self.call(request.name.to_string(), request.arguments, cancel, call_id).await;
+        // rmcp moves a request's `_meta` into the context.
+        let task = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0 .0.get("task_id"))
+            .or_else(|| context.meta.0 .0.get("task_id"))
+            .and_then(Value::as_str)
+            .filter(|task| !task.is_empty())
+            .map(str::to_owned);
+        let result = self.call(request.name.to_string(), request.arguments, cancel, call_id, task).await;
         watcher.abort();
         let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
         Ok(CallToolResponse::Complete(result))
@@ -193,17 +261,28 @@ pub async fn serve_http(
     options: HttpOptions,
     on_ready: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
+    let config = registry.config();
+    let token = Token::for_listener(registry.hermes_home(), config.get("mcp_server.token").and_then(|v| v.as_str()), addr)?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     if !local.ip().is_loopback() {
         eprintln!("warning: hermes-tools mcp listens on {local}, beyond this machine; only loopback Host headers are accepted unless allowed with --allow-host");
     }
+    if let Some(path) = &token.generated_into {
+        eprintln!("hermes-tools mcp: bearer token {} (saved in {})", token.secret, path.display());
+    }
+    let limits = SessionLimits::from_config(&config);
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(limits.idle);
+    let manager = Arc::new(manager);
     let selection = Arc::new(selection);
+    let tools = Arc::new(ToolCache::default());
     let service = StreamableHttpService::new(
-        move || Ok(HermesServer::new(Arc::clone(&registry), Arc::clone(&selection))),
-        Arc::new(LocalSessionManager::default()),
+        move || Ok(HermesServer::with_cache(Arc::clone(&registry), Arc::clone(&selection), Arc::clone(&tools))),
+        Arc::clone(&manager),
         http_config(&options),
     );
+    let guard = Arc::new((token, SessionCap::new(manager, limits.max_sessions)));
     on_ready(local);
     loop {
         let (stream, _) = match listener.accept().await {
@@ -214,10 +293,18 @@ pub async fn serve_http(
                 continue;
             }
         };
-        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        let (service, guard) = (service.clone(), Arc::clone(&guard));
+        let guarded = hyper::service::service_fn(move |request| {
+            let (service, guard) = (service.clone(), Arc::clone(&guard));
+            async move {
+                let (token, sessions) = &*guard;
+                let response = http_guard::guard(token, sessions, request, |request| async move { service.handle(request).await }).await;
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
         tokio::spawn(async move {
             let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            if let Err(e) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await {
+            if let Err(e) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), guarded).await {
                 let text = e.to_string();
                 if !text.contains("connection closed") && !text.contains("reset") {
                     eprintln!("debug: HTTP connection ended: {text}");

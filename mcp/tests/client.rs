@@ -36,7 +36,7 @@ fn server_everything_over_stdio() {
         && c["image_url"]["url"].as_str().unwrap().starts_with("data:image/png;base64,")));
     // The MCP result budget applies (tool_budget.mcp_result_size_chars).
     let long = call(&registry, "mcp_everything_echo", json!({"message": "x".repeat(9000)}));
-    assert!(long.starts_with("<persisted-output>"), "{long}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&long).unwrap()["persisted_output"], true, "{long}");
     // The server's own argument errors come back as error results.
     let bad = call_json(&registry, "mcp_everything_get_sum", json!({"a": "not a number"}));
     assert!(bad.get("error").is_some(), "{bad}");

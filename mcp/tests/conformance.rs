@@ -48,13 +48,16 @@ fn server_scenarios_over_http() {
         Command::new(env!("CARGO_BIN_EXE_hermes-mcp-fixture"))
             .args(["serve", "--http", &format!("127.0.0.1:{port}")])
             .env("HERMES_HOME", home.path())
+            .env("HERMES_MCP_SERVER_TOKEN", "conformance-token")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
     );
     assert!(wait_for_port(port, 30), "the MCP server did not start");
-    let url = format!("http://localhost:{port}/mcp");
+    // The suite sends no Authorization header; the proxy adds the server's token.
+    let proxy = header_proxy(port, "Authorization: Bearer conformance-token");
+    let url = format!("http://localhost:{proxy}/mcp");
     let mut failures = Vec::new();
     for scenario in ["server-initialize", "ping", "tools-list", "logging-set-level", "json-schema-2020-12", "dns-rebinding-protection"] {
         let (ok, text) = conformance(&["server", "--url", &url, "--scenario", scenario]);

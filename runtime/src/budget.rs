@@ -1,8 +1,14 @@
 //! Result budgets: a result over its tool's threshold is saved under
 //! `$HERMES_HOME/cache/spillover/` and the model gets a preview that says where the
 //! whole text is and how to page through it.
+//!
+//! The replacement is a JSON object like every result, the hints in its fields:
+//! `{"persisted_output": true, "original_chars", "size", "path", "preview",
+//! "preview_truncated", "hint"}`; when the text could not be saved, `path` is absent,
+//! `truncated` is true and `hint` says why.
 
 use crate::config::Config;
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 pub const DEFAULT_RESULT_CHARS: usize = 100_000;
@@ -78,25 +84,43 @@ fn preview(result: &str) -> (String, bool) {
     (head.to_string(), cut < result.len())
 }
 
-/// Writes the whole result and returns the `<persisted-output>` block.
+/// Writes the whole result and returns the JSON object that stands for it.
 pub fn persist(result: String, length: usize, hermes_home: &Path, call_id: &str) -> String {
     let directory = hermes_home.join("cache").join("spillover");
     let path = directory.join(format!("{}.txt", safe_file_stem(call_id)));
     let saved = write_private(&directory, &path, &result);
     let (head, more) = preview(&result);
-    let ellipsis = if more { "\n..." } else { "" };
-    match saved {
-        Ok(()) => format!(
-            "<persisted-output>\nThis result was {length} characters ({}), more than fits here. The whole text is saved at {}.\n\
-             Read it in pages with read_file (offset/limit) or process it with a script instead of calling the tool again.\n\
-             Preview:\n{head}{ellipsis}\n</persisted-output>",
-            human_size(length),
-            path.display()
-        ),
-        Err(e) => format!(
-            "{head}{ellipsis}\n[This result was {length} characters; only the start is shown and the full output could not be saved: {e}]"
-        ),
-    }
+    let size = human_size(length);
+    let spilled = match saved {
+        Ok(()) => json!({
+            "persisted_output": true,
+            "original_chars": length,
+            "size": size,
+            "path": path.display().to_string(),
+            "preview": head,
+            "preview_truncated": more,
+            "hint": format!(
+                "This result was {length} characters ({size}), more than fits here. The whole text is saved at {}. \
+                 Read it in pages with read_file (offset/limit) or process it with a script instead of calling the tool again.",
+                path.display()
+            ),
+        }),
+        Err(e) => json!({
+            "persisted_output": false,
+            "original_chars": length,
+            "size": size,
+            "preview": head,
+            "preview_truncated": more,
+            "truncated": true,
+            "hint": format!("This result was {length} characters; only the start is shown and the full output could not be saved: {e}"),
+        }),
+    };
+    spilled.to_string()
+}
+
+/// Whether `result` is already a spilled result's stand-in.
+pub fn is_spilled(result: &str) -> bool {
+    result.starts_with("{\"persisted_output\":")
 }
 
 fn write_private(directory: &Path, path: &PathBuf, text: &str) -> std::io::Result<()> {
@@ -131,7 +155,7 @@ pub fn apply_turn_budget(results: &mut [String], turn_budget: usize, hermes_home
         let largest = results
             .iter()
             .enumerate()
-            .filter(|(i, r)| !spilled[*i] && !r.starts_with("<persisted-output>"))
+            .filter(|(i, r)| !spilled[*i] && !is_spilled(r))
             .max_by_key(|(_, r)| r.chars().count())
             .map(|(i, _)| i);
         let Some(index) = largest else { return };

@@ -453,28 +453,32 @@ fn truncate_chars(text: &str, n: usize) -> String {
     text.chars().take(n).collect()
 }
 
-/// Finds a process by id, `proc_`-less id or unique prefix of at least 4 hex digits.
-pub fn find(session_id: &str) -> Result<Arc<ProcessEntry>, String> {
+/// Finds one of `task_id`'s processes by id, `proc_`-less id or a prefix of at least
+/// 4 hex digits unique among that task's processes. Another task's process is not
+/// found, whatever the caller knows of its id.
+pub fn find(task_id: &str, session_id: &str) -> Result<Arc<ProcessEntry>, String> {
     let wanted = session_id.trim();
     let bare = wanted.strip_prefix("proc_").unwrap_or(wanted);
     let reg = lock(registry());
-    if let Some(e) = reg.iter().find(|e| e.id == wanted || e.id == format!("proc_{bare}")) {
+    let mine = || reg.iter().filter(|e| e.owner_task_id == task_id);
+    if let Some(e) = mine().find(|e| e.id == wanted || e.id == format!("proc_{bare}")) {
         return Ok(Arc::clone(e));
     }
     if bare.len() >= 4 && bare.chars().all(|c| c.is_ascii_hexdigit()) {
-        let hits: Vec<&Arc<ProcessEntry>> = reg.iter().filter(|e| e.id[5..].starts_with(bare)).collect();
+        let hits: Vec<&Arc<ProcessEntry>> = mine().filter(|e| e.id[5..].starts_with(bare)).collect();
         match hits.len() {
             1 => return Ok(Arc::clone(hits[0])),
             n if n > 1 => return Err(format!("session_id '{wanted}' matches {n} processes; give more of the id")),
             _ => {}
         }
     }
-    Err(format!("no background process with session_id '{wanted}' (see action=list)"))
+    Err(format!("no background process of this task with session_id '{wanted}' (see action=list)"))
 }
 
-pub fn list() -> Vec<Arc<ProcessEntry>> {
+/// The processes `task_id` started.
+pub fn list(task_id: &str) -> Vec<Arc<ProcessEntry>> {
     prune();
-    lock(registry()).clone()
+    lock(registry()).iter().filter(|e| e.owner_task_id == task_id).cloned().collect()
 }
 
 /// Drops finished processes started more than 30 minutes ago.

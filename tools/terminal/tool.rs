@@ -564,7 +564,7 @@ pub fn run_process(
     ctx: &ToolContext,
 ) -> Value {
     if action == ProcessAction::List {
-        let rows: Vec<Value> = process_registry::list().iter().map(|e| e.list_row()).collect();
+        let rows: Vec<Value> = process_registry::list(ctx.task_id()).iter().map(|e| e.list_row()).collect();
         return json!({"processes": rows});
     }
     let Some(session_id) = session_id.filter(|s| !s.trim().is_empty()) else {
@@ -573,7 +573,7 @@ pub fn run_process(
             format!("session_id is required for action '{}' (see action=list for the ids)", action.name()),
         );
     };
-    let entry = match process_registry::find(session_id) {
+    let entry = match process_registry::find(ctx.task_id(), session_id) {
         Ok(e) => e,
         Err(msg) => return status_error("not_found", msg),
     };

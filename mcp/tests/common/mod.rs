@@ -86,3 +86,66 @@ impl Drop for ChildGuard {
 pub fn wait_for_port(port: u16, seconds: u64) -> bool {
     wait_for(seconds, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
 }
+
+/// A loopback port that forwards HTTP/1.1 to `target`, adding `header` (a whole
+/// `Name: value` line) to every request: for clients that cannot send the MCP
+/// server's bearer token themselves.
+pub fn header_proxy(target: u16, header: &str) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let header = format!("{header}\r\n");
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else { continue };
+            let (mut back_from, mut back_to) = (server.try_clone().unwrap(), client.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut back_from, &mut back_to);
+                let _ = back_to.shutdown(std::net::Shutdown::Write);
+            });
+            let header = header.clone();
+            std::thread::spawn(move || {
+                let _ = forward_requests(client, &server, &header);
+                let _ = server.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    port
+}
+
+fn forward_requests(client: std::net::TcpStream, mut server: &std::net::TcpStream, header: &str) -> std::io::Result<()> {
+    use std::io::{BufRead, Read, Write};
+    let mut reader = std::io::BufReader::new(client);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
+        }
+        let mut head = request_line.clone() + header;
+        let mut length = 0usize;
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                return Ok(());
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(value) = lower.strip_prefix("content-length:") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+            chunked |= lower.starts_with("transfer-encoding:") && lower.contains("chunked");
+            head.push_str(&line);
+            if line == "\r\n" {
+                break;
+            }
+        }
+        server.write_all(head.as_bytes())?;
+        if chunked {
+            // Not parsed further: the rest of the connection passes as it is.
+            std::io::copy(&mut reader, &mut server)?;
+            return Ok(());
+        }
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body)?;
+        server.write_all(&body)?;
+    }
+}

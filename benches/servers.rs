@@ -1,0 +1,200 @@
+//! The long-running servers against their floors, measured in the same run:
+//!
+//! - a trivial `serve` call (read_file of a three-line file), one at a time, against
+//!   the same JSON line sent round trip through `cat`;
+//! - an MCP `tools/call` over stdio (`hermes-tools mcp`), one at a time, against a
+//!   server that answers every request with a fixed reply (this binary, re-run as
+//!   `--fixed-reply-server`);
+//! - serve's RSS after 1k, 10k and 100k calls (pipelined), and the growth per 10k.
+//!
+//! cargo bench --bench servers
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ROUND_TRIPS: usize = 5_000;
+
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Peer {
+    fn start(command: &mut Command) -> Peer {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("the peer starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Peer { child, stdin, stdout, line: String::new() }
+    }
+
+    /// Sends one line and waits for one line back.
+    fn round_trip(&mut self, line: &str) -> &str {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+        self.line.clear();
+        self.stdout.read_line(&mut self.line).unwrap();
+        assert!(!self.line.is_empty(), "the peer closed its output");
+        &self.line
+    }
+
+    fn finish(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+
+    fn rss_kb(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+/// Median time of one round trip of `line` (after a warm-up).
+fn median_round_trip(peer: &mut Peer, lines: &[String]) -> Duration {
+    for line in lines.iter().take(200) {
+        peer.round_trip(line);
+    }
+    let mut samples: Vec<Duration> = lines
+        .iter()
+        .cycle()
+        .take(ROUND_TRIPS)
+        .map(|line| {
+            let started = Instant::now();
+            peer.round_trip(line);
+            started.elapsed()
+        })
+        .collect();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn serve_calls(count: usize, from: usize) -> Vec<String> {
+    (from..from + count)
+        .map(|n| {
+            let args = json!({"path": "small.txt", "offset": 1 + n % 3}).to_string();
+            format!("{}\n", json!({"id": format!("c{n}"), "type": "function", "function": {"name": "read_file", "arguments": args}, "task_id": format!("t{}", n % 8)}))
+        })
+        .collect()
+}
+
+fn serve_command(binary: &str, home: &std::path::Path, work: &std::path::Path) -> Command {
+    let mut command = Command::new(binary);
+    command.arg("serve").env("HERMES_HOME", home).current_dir(work);
+    command
+}
+
+/// Sends `count` calls pipelined (a writer thread) and reads every answer.
+fn pipelined(peer: &mut Peer, count: usize, from: usize) {
+    let lines = serve_calls(count, from);
+    let mut stdin = peer.stdin.try_clone_handle();
+    let writer = std::thread::spawn(move || {
+        for chunk in lines.chunks(256) {
+            stdin.write_all(chunk.concat().as_bytes()).unwrap();
+        }
+        stdin.flush().unwrap();
+    });
+    for _ in 0..count {
+        peer.line.clear();
+        peer.stdout.read_line(&mut peer.line).unwrap();
+    }
+    writer.join().unwrap();
+}
+
+trait CloneHandle {
+    fn try_clone_handle(&self) -> std::fs::File;
+}
+
+impl CloneHandle for ChildStdin {
+    fn try_clone_handle(&self) -> std::fs::File {
+        use std::os::fd::{AsFd, OwnedFd};
+        let fd: OwnedFd = self.as_fd().try_clone_to_owned().unwrap();
+        std::fs::File::from(fd)
+    }
+}
+
+fn mcp_line(id: u64, method: &str, params: Value) -> String {
+    format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+}
+
+/// The floor for an MCP round trip: parse the request, answer a fixed result.
+fn fixed_reply_server() {
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(request) = serde_json::from_str::<Value>(&line) else { continue };
+        let Some(id) = request.get("id") else { continue };
+        let reply = json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "{\"content\": \"1|one\\n\"}"}], "isError": false}});
+        writeln!(stdout, "{reply}").unwrap();
+        stdout.flush().unwrap();
+    }
+}
+
+fn mcp_calls(from: u64) -> Vec<String> {
+    (0..64).map(|n| mcp_line(from + n, "tools/call", json!({"name": "read_file", "arguments": {"path": "small.txt", "offset": 1 + n % 3}}))).collect()
+}
+
+fn initialize(peer: &mut Peer) {
+    let init = mcp_line(0, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}));
+    peer.round_trip(&init);
+    peer.stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").unwrap();
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--fixed-reply-server") {
+        return fixed_reply_server();
+    }
+    let binary = env!("CARGO_BIN_EXE_hermes-tools");
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("small.txt"), "one\ntwo\nthree\n").unwrap();
+    let calls = serve_calls(64, 0);
+
+    let mut cat = Peer::start(&mut Command::new("cat"));
+    let cat_median = median_round_trip(&mut cat, &calls);
+    cat.finish();
+    let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
+    let serve_median = median_round_trip(&mut serve, &calls);
+    serve.finish();
+    println!("{:<46} {:>10} {:>10} {:>8}", "one call at a time", "median", "floor", "ratio");
+    let report = |label: &str, ours: Duration, floor: Duration| {
+        println!(
+            "{:<46} {:>8.1}µs {:>8.1}µs {:>7.2}x",
+            label,
+            ours.as_secs_f64() * 1e6,
+            floor.as_secs_f64() * 1e6,
+            ours.as_secs_f64() / floor.as_secs_f64()
+        );
+    };
+    report("serve read_file vs the line through cat", serve_median, cat_median);
+
+    let me = std::env::current_exe().unwrap();
+    let mut fixed = Peer::start(Command::new(&me).arg("--fixed-reply-server"));
+    initialize(&mut fixed);
+    let fixed_median = median_round_trip(&mut fixed, &mcp_calls(1));
+    fixed.finish();
+    let mut mcp = Peer::start(Command::new(binary).args(["mcp", "--toolsets", "file"]).env("HERMES_HOME", home.path()).current_dir(work.path()));
+    initialize(&mut mcp);
+    let mcp_median = median_round_trip(&mut mcp, &mcp_calls(1));
+    mcp.finish();
+    report("mcp tools/call vs a fixed-reply server", mcp_median, fixed_median);
+
+    let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
+    pipelined(&mut serve, 1_000, 0);
+    let at_1k = serve.rss_kb();
+    pipelined(&mut serve, 9_000, 1_000);
+    let at_10k = serve.rss_kb();
+    pipelined(&mut serve, 90_000, 10_000);
+    let at_100k = serve.rss_kb();
+    serve.finish();
+    println!();
+    println!("serve RSS after 1k calls {at_1k} kB, 10k {at_10k} kB, 100k {at_100k} kB");
+    println!(
+        "growth 1k→100k: {} kB ({:.1} kB per 10k calls); target: within 10 MB",
+        at_100k as i64 - at_1k as i64,
+        (at_100k as f64 - at_1k as f64) / 9.9
+    );
+}

@@ -1,0 +1,239 @@
+//! Fair scheduling of calls: one queue per task, tasks served round-robin.
+//!
+//! A task has at most `per_task` calls running; the server at most `total` (the
+//! number of worker threads, started as they are needed). A call beyond those waits
+//! in its task's queue, so a task with hundreds of calls queued delays only itself:
+//! the next free worker goes to the next task in line, not to the longest queue.
+//! Queues are bounded too (calls per task, calls and bytes in all); a call that does
+//! not fit is refused at once. A task whose queue is empty and nothing running is
+//! forgotten, so finished calls leave nothing behind.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long one idle worker watches for the next call before it sleeps: a client
+/// sending call after call gets its next call picked up without a thread wake-up
+/// (tens of microseconds on a busy machine). One worker at most spins.
+const SPIN: Duration = Duration::from_micros(200);
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Worker threads, hence calls running at once.
+    pub total: usize,
+    pub per_task: usize,
+    pub queued_per_task: usize,
+    pub queued: usize,
+    pub queued_bytes: usize,
+}
+
+pub type Job = Box<dyn FnOnce() + Send + 'static>;
+
+struct Waiting {
+    job: Job,
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct TaskQueue {
+    waiting: VecDeque<Waiting>,
+    running: usize,
+    in_line: bool,
+}
+
+#[derive(Default)]
+struct State {
+    tasks: HashMap<Arc<str>, TaskQueue>,
+    /// Tasks with a call waiting and a free slot, in turn order.
+    line: VecDeque<Arc<str>>,
+    queued: usize,
+    queued_bytes: usize,
+    running: usize,
+    workers: usize,
+    idle: usize,
+    closing: bool,
+}
+
+pub struct Scheduler {
+    limits: Limits,
+    state: Mutex<State>,
+    work: Condvar,
+    drained: Condvar,
+    /// Tasks in line, readable without the lock (for the spinning worker).
+    in_line: AtomicUsize,
+    spinning: AtomicBool,
+}
+
+impl Scheduler {
+    pub fn new(limits: Limits) -> Arc<Scheduler> {
+        let limits = Limits {
+            total: limits.total.max(1),
+            per_task: limits.per_task.max(1),
+            queued_per_task: limits.queued_per_task.max(1),
+            queued: limits.queued.max(1),
+            queued_bytes: limits.queued_bytes.max(1),
+        };
+        Arc::new(Scheduler {
+            limits,
+            state: Mutex::default(),
+            work: Condvar::new(),
+            drained: Condvar::new(),
+            in_line: AtomicUsize::new(0),
+            spinning: AtomicBool::new(false),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `job` for `task`; `Err` says why it was refused.
+    pub fn submit(self: &Arc<Self>, task: &str, bytes: usize, job: Job) -> Result<(), String> {
+        let limits = self.limits;
+        let mut state = self.lock();
+        let waiting_here = state.tasks.get(task).map_or(0, |t| t.waiting.len());
+        if waiting_here >= limits.queued_per_task {
+            return Err(format!(
+                "task {task:?} already has {waiting_here} calls waiting (serve.max_queued_per_task); wait for their answers before sending more"
+            ));
+        }
+        if state.queued >= limits.queued {
+            return Err(format!(
+                "the server already has {} calls waiting (serve.max_queued); wait for answers before sending more",
+                state.queued
+            ));
+        }
+        if state.queued > 0 && state.queued_bytes + bytes > limits.queued_bytes {
+            return Err(format!(
+                "the calls waiting already hold {} bytes (serve.max_queued_bytes is {}); wait for answers before sending more",
+                state.queued_bytes, limits.queued_bytes
+            ));
+        }
+        let key: Arc<str> = match state.tasks.get_key_value(task) {
+            Some((key, _)) => Arc::clone(key),
+            None => Arc::from(task),
+        };
+        state.queued += 1;
+        state.queued_bytes += bytes;
+        let queue = state.tasks.entry(Arc::clone(&key)).or_default();
+        queue.waiting.push_back(Waiting { job, bytes });
+        let joins_line = !queue.in_line && queue.running < limits.per_task;
+        if joins_line {
+            queue.in_line = true;
+            state.line.push_back(key);
+            self.in_line.store(state.line.len(), Ordering::SeqCst);
+        }
+        if !self.spinning.load(Ordering::SeqCst) {
+            self.wake_for_line(&mut state);
+        }
+        Ok(())
+    }
+
+    /// Gets a worker to the calls in line: an idle one, else a new one if the limit
+    /// allows (else the next worker to finish takes them).
+    fn wake_for_line(self: &Arc<Self>, state: &mut State) {
+        if state.line.is_empty() {
+            return;
+        }
+        if state.idle > 0 {
+            self.work.notify_one();
+        } else if state.workers < self.limits.total {
+            state.workers += 1;
+            let scheduler = Arc::clone(self);
+            let spawned = std::thread::Builder::new().name("hermes-serve-call".into()).spawn(move || scheduler.work_loop());
+            if spawned.is_err() {
+                state.workers -= 1;
+            }
+        }
+    }
+
+    /// Takes the next call in turn order, marking it running.
+    fn next_job(&self, state: &mut State) -> Option<(Arc<str>, Waiting)> {
+        let task = state.line.pop_front()?;
+        self.in_line.store(state.line.len(), Ordering::SeqCst);
+        let queue = state.tasks.get_mut(&task).expect("a task in line has a queue");
+        let waiting = queue.waiting.pop_front().expect("a task in line has a call waiting");
+        queue.running += 1;
+        let again = !queue.waiting.is_empty() && queue.running < self.limits.per_task;
+        queue.in_line = again;
+        if again {
+            state.line.push_back(Arc::clone(&task));
+            self.in_line.store(state.line.len(), Ordering::SeqCst);
+        }
+        state.queued -= 1;
+        state.queued_bytes -= waiting.bytes;
+        state.running += 1;
+        Some((task, waiting))
+    }
+
+    fn finished(&self, state: &mut State, task: &Arc<str>) {
+        state.running -= 1;
+        let queue = state.tasks.get_mut(task).expect("a running task has a queue");
+        queue.running -= 1;
+        if queue.waiting.is_empty() && queue.running == 0 {
+            state.tasks.remove(task);
+        } else if !queue.in_line && !queue.waiting.is_empty() && queue.running < self.limits.per_task {
+            queue.in_line = true;
+            state.line.push_back(Arc::clone(task));
+            self.in_line.store(state.line.len(), Ordering::SeqCst);
+        }
+        if state.tasks.is_empty() {
+            state.tasks.shrink_to(64);
+            state.line.shrink_to(64);
+            self.drained.notify_all();
+        }
+    }
+
+    fn work_loop(self: Arc<Self>) {
+        let mut state = self.lock();
+        loop {
+            if let Some((task, waiting)) = self.next_job(&mut state) {
+                // More in line (a burst the spinning worker alone picked up).
+                self.wake_for_line(&mut state);
+                drop(state);
+                // A panicking job must not take the worker (and its slot) with it.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(waiting.job));
+                state = self.lock();
+                self.finished(&mut state, &task);
+                continue;
+            }
+            if state.closing && state.tasks.is_empty() {
+                state.workers -= 1;
+                self.work.notify_all();
+                return;
+            }
+            if !state.closing && !self.spinning.swap(true, Ordering::SeqCst) {
+                drop(state);
+                self.spin_for_work();
+                state = self.lock();
+                self.spinning.store(false, Ordering::SeqCst);
+                if !state.line.is_empty() {
+                    continue;
+                }
+            }
+            state.idle += 1;
+            state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.idle -= 1;
+        }
+    }
+
+    /// Watches for a call for [`SPIN`]; returns early when one is in line.
+    fn spin_for_work(&self) {
+        let started = Instant::now();
+        while self.in_line.load(Ordering::SeqCst) == 0 && started.elapsed() < SPIN {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Waits until every queued and running call has finished; the workers then exit.
+    pub fn finish(&self) {
+        let mut state = self.lock();
+        state.closing = true;
+        self.work.notify_all();
+        while !state.tasks.is_empty() {
+            state = self.drained.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        self.work.notify_all();
+    }
+}
