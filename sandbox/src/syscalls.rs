@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 /// Refused outright: new namespaces and mounts (the walls are set up already), kernel
 /// keyrings, eBPF, perf, userfaultfd, io_uring, modules, kexec, reboot, swap, accounting.
-const REFUSED: &[libc::c_long] = &[
+/// (seccompiler builds programs for 64-bit targets only, where syscall numbers are i64.)
+const REFUSED: &[i64] = &[
     libc::SYS_unshare, libc::SYS_setns, libc::SYS_mount, libc::SYS_umount2, libc::SYS_pivot_root, libc::SYS_chroot,
     libc::SYS_open_tree, libc::SYS_move_mount, libc::SYS_fsopen, libc::SYS_fsconfig, libc::SYS_fsmount,
     libc::SYS_fspick, libc::SYS_mount_setattr, libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key,
@@ -29,7 +30,7 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
 ];
 
 /// Terminal requests that type into or drive a terminal other than one's own output.
-const REFUSED_IOCTLS: &[libc::c_ulong] = &[libc::TIOCSTI, libc::TIOCLINUX];
+const REFUSED_IOCTLS: &[u64] = &[libc::TIOCSTI, libc::TIOCLINUX];
 
 fn condition(arg: u8, op: SeccompCmpOp, value: u64) -> SeccompRule {
     let condition = SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).expect("a valid condition");
@@ -44,13 +45,13 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProg
 }
 
 fn programs() -> Result<[BpfProgram; 2], String> {
-    let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED.iter().map(|n| (*n as i64, Vec::new())).collect();
+    let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED.iter().map(|n| (*n, Vec::new())).collect();
     let clone_rules =
         NAMESPACE_FLAGS.iter().map(|f| condition(0, SeccompCmpOp::MaskedEq(*f as u64), *f as u64)).collect();
-    refused.insert(libc::SYS_clone as i64, clone_rules);
-    let ioctl_rules = REFUSED_IOCTLS.iter().map(|r| condition(1, SeccompCmpOp::Eq, *r as u64)).collect();
-    refused.insert(libc::SYS_ioctl as i64, ioctl_rules);
-    let no_clone3 = BTreeMap::from([(libc::SYS_clone3 as i64, Vec::new())]);
+    refused.insert(libc::SYS_clone, clone_rules);
+    let ioctl_rules = REFUSED_IOCTLS.iter().map(|r| condition(1, SeccompCmpOp::Eq, *r)).collect();
+    refused.insert(libc::SYS_ioctl, ioctl_rules);
+    let no_clone3 = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
     Ok([compile(refused, libc::EPERM)?, compile(no_clone3, libc::ENOSYS)?])
 }
 
