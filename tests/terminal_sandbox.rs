@@ -339,6 +339,11 @@ fn root_inside_the_sandbox_has_no_capabilities() {
     assert!(output(&r).contains("Read-only file system"), "{r}");
     let r = f.terminal("mkdir -p mnt && mount -t tmpfs none mnt");
     assert_ne!(r["exit_code"], 0, "{r}");
+    // No new namespaces either (seccomp), while ordinary threads still start.
+    let r = f.terminal("grep Seccomp_filters /proc/self/status; unshare -U true");
+    assert!(output(&r).contains("Seccomp_filters:\t2") && output(&r).contains("Operation not permitted"), "{r}");
+    let r = f.terminal("python3 -c 'import threading; t = threading.Thread(target=print, args=(\"in a thread\",)); t.start(); t.join()'");
+    assert_eq!(output(&r), "in a thread", "{r}");
 }
 
 #[test]

@@ -38,6 +38,7 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         protected: Vec::new(),
         network: false,
         empty_file: None,
+        seccomp_programs: Vec::new(),
     };
     let output = std::process::Command::new(bwrap)
         .args(arguments(&policy, Path::new("/"), WrapOptions { new_session: true, tty: None }))

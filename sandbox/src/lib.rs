@@ -14,6 +14,8 @@
 //!   capabilities, and no new privileges on exec (setuid binaries gain nothing);
 //! - UTS and IPC namespaces, `/proc/sys` read-only, and an optional network namespace
 //!   with only loopback;
+//! - seccomp programs ([`write_seccomp_programs`]) refusing new namespaces, mounts,
+//!   keyrings, eBPF, io_uring, modules and terminal injection;
 //! - Landlock scopes ([`spawn_scoped`]): abstract unix sockets and signals outside the
 //!   sandbox are out of reach even while the network namespace is shared.
 //!
@@ -31,9 +33,11 @@ mod environment;
 mod policy;
 mod protected;
 mod scope;
+mod syscalls;
 
 pub use bwrap::{find_bwrap, probe};
 pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
 pub use policy::{Mode, Policy, SandboxError, WrapOptions};
 pub use protected::ReadOnlyPlace;
 pub use scope::spawn_scoped;
+pub use syscalls::write_seccomp_programs;

@@ -75,6 +75,9 @@ pub struct Policy {
     /// A read-only empty regular file, bound over protected files that do not exist yet
     /// so they cannot be created (`None`: missing protected files are not covered).
     pub empty_file: Option<PathBuf>,
+    /// seccomp programs ([`crate::write_seccomp_programs`]) installed before the
+    /// command starts.
+    pub seccomp_programs: Vec<PathBuf>,
 }
 
 /// How one command is launched.
@@ -105,8 +108,20 @@ impl Policy {
         }
         let bwrap = crate::bwrap::find_bwrap().ok_or_else(|| SandboxError::unavailable("bubblewrap (bwrap) was not found"))?;
         crate::bwrap::probe(&bwrap).map_err(SandboxError::unavailable)?;
-        let mut out = vec![bwrap.into_os_string()];
+        // bubblewrap reads seccomp programs from file descriptors; a shell opens them, so
+        // launchers that close inherited descriptors (pseudo-terminals) work the same.
+        let mut out: Vec<OsString> = Vec::new();
+        if !self.seccomp_programs.is_empty() {
+            let opens: Vec<String> = (0..self.seccomp_programs.len()).map(|i| format!("{}<\"${}\"", i + 3, i + 1)).collect();
+            let script = format!("exec {}; shift {}; exec \"$@\"", opens.join(" "), self.seccomp_programs.len());
+            out.extend(["/bin/sh".into(), "-c".into(), script.into(), "sh".into()]);
+            out.extend(self.seccomp_programs.iter().map(|p| p.clone().into_os_string()));
+        }
+        out.push(bwrap.into_os_string());
         out.extend(crate::bwrap::arguments(self, cwd, options));
+        for fd in 0..self.seccomp_programs.len() {
+            out.extend(["--add-seccomp-fd".into(), (fd + 3).to_string().into()]);
+        }
         out.push("--".into());
         out.extend(argv.iter().cloned());
         Ok(out)

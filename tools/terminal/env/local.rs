@@ -79,6 +79,10 @@ impl LocalEnv {
             protected: read_only_places(&config.hermes_home, home.as_deref()),
             network: settings.network,
             empty_file: state_dir.as_ref().map(|d| d.join("empty")),
+            seccomp_programs: match &state_dir {
+                Some(dir) => hermes_sandbox::write_seccomp_programs(dir).map_err(EnvError::new)?,
+                None => Vec::new(),
+            },
         };
         Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone() })
     }
