@@ -32,6 +32,7 @@
 
 use hermes_agent::clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest};
 use hermes_agent::store::{NewMessage, SessionStore};
+use crate::serve_approvals::{notification_line, ApprovalsMode, ClientApprover};
 use hermes_agent::{AgentConfig, AgentSession, SessionOptions};
 use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
@@ -119,6 +120,10 @@ fn context_for(call: &IncomingCall, hub: &SessionHub) -> (ToolContext, Option<Ar
     if let Some(task) = &call.task_id {
         builder = builder.task_id(task.clone());
     }
+    if hub.approvals == ApprovalsMode::Client {
+        let approver = ClientApprover::new(Arc::clone(&hub.clarify), call.session_id.clone(), call.task_id.clone());
+        builder = builder.approver(Arc::new(approver));
+    }
     let mut session = None;
     if let Some(id) = call.session_id.as_deref().filter(|id| !id.is_empty()) {
         builder = builder.session_id(id.to_string());
@@ -194,12 +199,13 @@ pub struct SessionHub {
     store: OnceLock<Option<Arc<SessionStore>>>,
     sessions: Mutex<HashMap<String, Arc<AgentSession>>>,
     clarify: Arc<ClarifyHub>,
+    approvals: ApprovalsMode,
 }
 
 impl SessionHub {
-    fn new(registry: Arc<Registry>, clarify: Arc<ClarifyHub>) -> SessionHub {
+    fn new(registry: Arc<Registry>, clarify: Arc<ClarifyHub>, approvals: ApprovalsMode) -> SessionHub {
         let config = AgentConfig::from_config(&registry.config());
-        SessionHub { registry, config, store: OnceLock::new(), sessions: Mutex::new(HashMap::new()), clarify }
+        SessionHub { registry, config, store: OnceLock::new(), sessions: Mutex::new(HashMap::new()), clarify, approvals }
     }
 
     /// The session for `id`, created on first use.
@@ -244,19 +250,22 @@ pub struct ClarifyHub {
 
 impl ClarifyHub {
     /// Hands a response line to the question waiting on its id; `Err` when none is.
-    fn resolve(&self, response: &Value) -> Result<(), String> {
+    fn resolve(&self, response: &Value, kind: &str) -> Result<(), String> {
         let id = match response.get("id") {
             Some(Value::String(id)) => id.clone(),
             Some(Value::Number(n)) => n.to_string(),
-            _ => return Err("a clarify_response needs the `id` of its clarify_request".into()),
+            _ => return Err(format!("a {kind}_response needs the `id` of its {kind}_request")),
         };
+        if !id.starts_with(&format!("{kind}_")) {
+            return Err(format!("{id:?} is not the id of a {kind}_request"));
+        }
         let waiting = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         match waiting {
             Some(sender) => {
                 let _ = sender.send(response.clone());
                 Ok(())
             }
-            None => Err(format!("no clarify request is waiting with id {id:?} (answered already, timed out, or never asked)")),
+            None => Err(format!("no {kind} request is waiting with id {id:?} (answered already, timed out, or never asked)")),
         }
     }
 
@@ -274,13 +283,7 @@ struct ServeClarify {
 
 impl ClarifyChannel for ServeClarify {
     fn ask(&self, request: &ClarifyRequest, timeout: Duration, cancel: &Cancellation) -> Result<ClarifyReply, String> {
-        let hub = &self.hub;
-        if hub.closed.load(Ordering::SeqCst) {
-            return Err("the client has closed its input, so nobody can answer".into());
-        }
-        let id = format!("clarify_{}", hub.next.fetch_add(1, Ordering::SeqCst) + 1);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        hub.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), sender);
+        let id = self.hub.next_id("clarify");
         let line = json!({
             "type": "clarify_request",
             "id": id,
@@ -289,14 +292,42 @@ impl ClarifyChannel for ServeClarify {
             "choices": request.choices,
             "multi_select": request.multi_select,
         });
-        if hub.lines.send(vec![line.to_string()]).is_err() {
-            hub.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        match self.hub.ask(&id, line, "clarify_timeout", timeout, cancel)? {
+            Some(response) => read_clarify_response(&response, request),
+            None => Ok(ClarifyReply::TimedOut),
+        }
+    }
+}
+
+impl ClarifyHub {
+    /// A fresh request id, `<kind>_<n>`.
+    pub(crate) fn next_id(&self, kind: &str) -> String {
+        format!("{kind}_{}", self.next.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Writes `line` and waits for the response line with the same `id`: `Ok(None)` when
+    /// none came within `timeout` (a `{"type": timeout_type, "id"}` line is written then).
+    pub(crate) fn ask(
+        &self,
+        id: &str,
+        line: Value,
+        timeout_type: &str,
+        timeout: Duration,
+        cancel: &Cancellation,
+    ) -> Result<Option<Value>, String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err("the client has closed its input, so nobody can answer".into());
+        }
+        let (sender, receiver) = std::sync::mpsc::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), sender);
+        let forget = || {
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        };
+        if self.lines.send(vec![line.to_string()]).is_err() {
+            forget();
             return Err("the server's output is closed".into());
         }
         let deadline = Instant::now() + timeout;
-        let forget = || {
-            hub.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-        };
         loop {
             if cancel.is_cancelled() {
                 forget();
@@ -305,11 +336,11 @@ impl ClarifyChannel for ServeClarify {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 forget();
-                let _ = hub.lines.send(vec![json!({"type": "clarify_timeout", "id": id}).to_string()]);
-                return Ok(ClarifyReply::TimedOut);
+                let _ = self.lines.send(vec![json!({"type": timeout_type, "id": id}).to_string()]);
+                return Ok(None);
             }
             match receiver.recv_timeout(left.min(Duration::from_millis(100))) {
-                Ok(response) => return read_clarify_response(&response, request),
+                Ok(response) => return Ok(Some(response)),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                     return Err("the client closed its input before answering".into())
@@ -339,8 +370,17 @@ fn read_clarify_response(response: &Value, request: &ClarifyRequest) -> Result<C
     }
 }
 
-/// Serves `input` until it ends, writing answers to `output`.
-pub async fn serve<R, W>(registry: Arc<Registry>, input: R, mut output: W) -> std::io::Result<()>
+/// Serves `input` until it ends, writing answers to `output`; nobody is asked to approve.
+pub async fn serve<R, W>(registry: Arc<Registry>, input: R, output: W) -> std::io::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_with(registry, ApprovalsMode::default(), input, output).await
+}
+
+/// [`serve`] with the client as the approver when `approvals` says so.
+pub async fn serve_with<R, W>(registry: Arc<Registry>, approvals: ApprovalsMode, input: R, mut output: W) -> std::io::Result<()>
 where
     R: tokio::io::AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -352,7 +392,11 @@ where
         next: AtomicU64::new(0),
         closed: AtomicBool::new(false),
     });
-    let hub = Arc::new(SessionHub::new(Arc::clone(&registry), Arc::clone(&clarify)));
+    let hub = Arc::new(SessionHub::new(Arc::clone(&registry), Arc::clone(&clarify), approvals));
+    let notifications = sender.clone();
+    crate::tools::terminal::set_event_sink(Some(Arc::new(move |task: &str, event: &Value| {
+        let _ = notifications.send(vec![notification_line(task, event).to_string()]);
+    })));
     // One writer, so answers never interleave within a line.
     let writer = tokio::spawn(async move {
         while let Some(lines) = receiver.recv().await {
@@ -400,8 +444,13 @@ where
                 continue;
             }
         };
-        if value.get("type").and_then(Value::as_str) == Some("clarify_response") {
-            if let Err(why) = clarify.resolve(&value) {
+        let response_kind = match value.get("type").and_then(Value::as_str) {
+            Some("clarify_response") => Some("clarify"),
+            Some("approval_response") => Some("approval"),
+            _ => None,
+        };
+        if let Some(kind) = response_kind {
+            if let Err(why) = clarify.resolve(&value, kind) {
                 let _ = sender.send(vec![json!({"error": why, "line": number}).to_string()]);
             }
             continue;
@@ -423,6 +472,7 @@ where
     }
     clarify.close();
     while running.join_next().await.is_some() {}
+    crate::tools::terminal::set_event_sink(None);
     drop(sender);
     // The sessions (and through them the hub) hold senders of the output channel.
     drop(hub);
@@ -432,10 +482,10 @@ where
 
 /// The blocking entry point of the CLI: a multi-thread runtime for the server's own
 /// I/O; tool handlers run on the blocking pool and the async bridge.
-pub fn serve_stdio(registry: Arc<Registry>) -> std::io::Result<()> {
+pub fn serve_stdio(registry: Arc<Registry>, approvals: ApprovalsMode) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("hermes-serve")
         .build()?;
-    runtime.block_on(serve(registry, tokio::io::stdin(), tokio::io::stdout()))
+    runtime.block_on(serve_with(registry, approvals, tokio::io::stdin(), tokio::io::stdout()))
 }

@@ -5,7 +5,7 @@
 //! `E("pending_approval")`.
 
 use hermes_command_guard::{detect_hardline, match_deny_rule, sudo_stdin_guard};
-use hermes_runtime::approval::{is_isolated_backend, messages, ApprovalContext, Approvals, GuardOptions, ResultKind};
+use hermes_runtime::approval::{call_approval, is_isolated_backend, messages, Approvals, GuardOptions, ResultKind};
 use hermes_runtime::ToolContext;
 use serde_json::{json, Value};
 
@@ -32,11 +32,8 @@ pub fn approval_gate(
     if force {
         return floors_only(&approvals, command, env_type, has_host_access);
     }
-    let mut context = ApprovalContext::from_env();
-    if !ctx.session_id().is_empty() {
-        context.session_key = Some(ctx.session_id().to_string());
-    }
-    let options = GuardOptions { has_host_access, ..Default::default() };
+    let (context, options) = call_approval(ctx);
+    let options = GuardOptions { has_host_access, ..options };
     let verdict = approvals.check_all_command_guards(command, env_type, &context, &options);
     let mut shape = verdict.to_json();
     let Value::Object(fields) = &mut shape else { unreachable!("verdicts serialise to objects") };

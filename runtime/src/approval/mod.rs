@@ -11,6 +11,7 @@
 //! minus approved keys -> smart review -> gateway / terminal prompt -> persist.
 
 mod allowlist_file;
+mod call;
 mod context;
 mod gateway;
 mod guard;
@@ -22,6 +23,7 @@ mod result;
 mod smart;
 
 pub use allowlist_file::{atomic_write, read_allowlist, replace_allowlist_block, resolve_symlinks, save_allowlist};
+pub use call::{call_approval, CallApprovalGate};
 pub use context::{env_truthy, ApprovalContext, NoHumanReason, UNATTENDED_PLATFORMS};
 pub use gateway::{GatewayApprovalRequest, HeartbeatCallback, NotifyCallback};
 pub use guard::{is_isolated_backend, CommandScanner, GuardOptions, HookApprovalGate, ScanVerdict, ISOLATED_BACKENDS};

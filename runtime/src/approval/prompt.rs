@@ -24,6 +24,8 @@ pub struct PromptRequest {
     /// The smart reviewer denied it; only once/deny are offered.
     pub smart_denied: bool,
     pub title: Option<String>,
+    /// The tool that asks (`terminal` for shell commands, a tool name for plugin rules).
+    pub tool: Option<String>,
 }
 
 impl PromptRequest {
@@ -36,14 +38,15 @@ impl PromptRequest {
             allow_session: true,
             smart_denied: false,
             title: None,
+            tool: None,
         }
     }
 
-    fn offers_session(&self) -> bool {
+    pub fn offers_session(&self) -> bool {
         self.allow_session && !self.smart_denied
     }
 
-    fn offers_always(&self) -> bool {
+    pub fn offers_always(&self) -> bool {
         self.offers_session() && self.allow_permanent
     }
 }
@@ -52,6 +55,13 @@ impl PromptRequest {
 pub trait ApprovalPrompter: Send + Sync {
     /// Must never grant on error: return `Deny`, `Timeout` or `Cancelled` instead.
     fn prompt(&self, request: &PromptRequest) -> Choice;
+
+    /// `Err(how to enable approvals)` when this surface has no way to reach a person (an
+    /// MCP client without elicitation); the unattended policy then applies and the
+    /// refusal carries the text.
+    fn reachable(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl<F> ApprovalPrompter for F
