@@ -183,6 +183,9 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
             };
             let selection = hermes_mcp::server::Selection { toolsets: selection.toolsets, disabled: selection.disabled };
             let options = hermes_mcp::server::HttpOptions { allowed_hosts: allow_host, ..Default::default() };
+            crate::tools::terminal::set_event_sink(Some(Arc::new(|task: &str, event: &Value| {
+                hermes_mcp::elicitation::deliver_notification(task, event);
+            })));
             return match hermes_mcp::server::run(registry, selection, http, options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod convert;
+pub mod elicitation;
 pub mod names;
 pub mod plugins;
 pub mod server;

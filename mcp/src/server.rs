@@ -81,12 +81,28 @@ impl HermesServer {
 
     /// Calls a tool as an MCP client asked; the answer as an MCP `CallToolResult` (JSON).
     pub async fn call(&self, name: String, arguments: Option<serde_json::Map<String, Value>>, cancel: Cancellation, call_id: String) -> Value {
+        self.call_with(name, arguments, cancel, call_id, None).await
+    }
+
+    /// [`call`](Self::call) with the approver that answers this session's approval requests.
+    pub async fn call_with(
+        &self,
+        name: String,
+        arguments: Option<serde_json::Map<String, Value>>,
+        cancel: Cancellation,
+        call_id: String,
+        approver: Option<Arc<dyn hermes_runtime::approval::ApprovalPrompter>>,
+    ) -> Value {
         if !self.selected(&name) {
             let text = hermes_runtime::tool_error(format!("Unknown tool: {name} (not served here; see tools/list)"));
             return crate::convert::result_string_to_mcp(&text);
         }
         let registry = Arc::clone(&self.registry);
-        let ctx = ToolContext::builder().task_id(self.task_id.clone()).session_id(self.task_id.clone()).cancellation(cancel).build();
+        let mut builder = ToolContext::builder().task_id(self.task_id.clone()).session_id(self.task_id.clone()).cancellation(cancel);
+        if let Some(approver) = approver {
+            builder = builder.approver(approver);
+        }
+        let ctx = builder.build();
         let call = ToolCall {
             name,
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
@@ -132,7 +148,9 @@ impl ServerHandler for HermesServer {
             })
         };
         let call_id = format!("mcp_{}", serde_json::to_value(&context.id).map(|v| v.to_string()).unwrap_or_default().trim_matches('"'));
-        let result = self.call(request.name.to_string(), request.arguments, cancel, call_id).await;
+        crate::elicitation::register_session(&self.task_id, &context.peer);
+        let approver = Arc::new(crate::elicitation::ElicitingApprover::new(context.peer.clone()));
+        let result = self.call_with(request.name.to_string(), request.arguments, cancel, call_id, Some(approver)).await;
         watcher.abort();
         let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
         Ok(CallToolResponse::Complete(result))
