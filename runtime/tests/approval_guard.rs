@@ -374,13 +374,18 @@ fn smart_approve_deny_and_escalate() {
     assert!(!approvals.is_approved("h", &approvals.check_dangerous_command("rm -rf prod-data").unwrap().key));
     assert_eq!(approvals.denial_streak("h"), 0, "a human approval resets the streak");
 
-    // Smart deny without a human (no notify in a gateway -> still a human context, so pending).
+    // Smart deny in a gateway context while no gateway runs: nobody can overrule it.
     let gateway = ApprovalContext {
         session_key: Some("gw".into()),
         gateway_session: true,
         platform: Some("slack".into()),
         ..Default::default()
     };
+    let blocked = approvals.check_all_command_guards("rm -rf prod-data", "local", &gateway, &GuardOptions::default());
+    assert_eq!(blocked.kind, ResultKind::Blocked);
+    assert!(blocked.smart_denied && blocked.message.unwrap().starts_with("BLOCKED by smart approval"));
+    // With a gateway running (its card for this session not sent yet) it waits, pending.
+    approvals.register_gateway_notify("elsewhere", Arc::new(|_: &GatewayApprovalRequest| Ok(())));
     let pending = approvals.check_all_command_guards("rm -rf prod-data", "local", &gateway, &GuardOptions::default());
     let json = pending.to_json();
     assert_eq!(json["status"], "pending_approval");
