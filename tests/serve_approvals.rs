@@ -216,3 +216,40 @@ fn an_unknown_approvals_mode_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("client"));
 }
+
+#[test]
+fn a_plugin_hook_that_answers_approve_asks_the_client() {
+    let home = home_with_timeout(30);
+    let plugin = home.path().join("plugins/guard");
+    std::fs::create_dir_all(&plugin).unwrap();
+    std::fs::write(
+        plugin.join("plugin.yaml"),
+        "hooks:\n  pre_tool_call: [python3, -c, \"import json,sys; e=json.load(sys.stdin); print(json.dumps({'action': 'approve', 'message': 'guarded ' + e['tool_name']}) if e['tool_name'] == 'write_file' else '')\"]\n",
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut client = Client::start(home.path(), work.path(), &["--approvals", "client"]);
+    let write = |id: &str, name: &str| {
+        json!({"id": id, "type": "function", "session_id": "s", "task_id": "t",
+               "function": {"name": "write_file", "arguments": json!({"path": name, "content": "hello"}).to_string()}})
+    };
+
+    client.send(&write("1", "refused.txt"));
+    let request = client.next();
+    assert_eq!(request["type"], "approval_request", "{request}");
+    assert_eq!(request["tool"], "write_file");
+    assert_eq!(request["description"], "guarded write_file");
+    answer(&mut client, &request, "deny");
+    let refused = content(&client.next());
+    assert!(refused["error"].as_str().unwrap().contains("BLOCKED"), "{refused}");
+    assert!(!work.path().join("refused.txt").exists());
+
+    client.send(&write("2", "granted.txt"));
+    let request = client.next();
+    assert_eq!(request["tool"], "write_file");
+    answer(&mut client, &request, "once");
+    let granted = content(&client.next());
+    assert!(granted.get("error").is_none(), "{granted}");
+    assert_eq!(std::fs::read_to_string(work.path().join("granted.txt")).unwrap(), "hello");
+    client.finish();
+}
