@@ -12,12 +12,16 @@ fn python() -> PathBuf {
 }
 
 fn run(answer: &str, home: &Path, cwd: &Path, calls: Value, notifications: usize) -> Value {
+    run_toolsets(answer, home, cwd, "terminal", calls, notifications)
+}
+
+fn run_toolsets(answer: &str, home: &Path, cwd: &Path, toolsets: &str, calls: Value, notifications: usize) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/fixtures/py_elicit_client.py");
     let output = Command::new(python())
         .arg(script)
         .arg(answer)
         .arg(env!("CARGO_BIN_EXE_hermes-tools"))
-        .args(["mcp", "--toolsets", "terminal"])
+        .args(["mcp", "--toolsets", toolsets])
         .arg("--")
         .arg(calls.to_string())
         .arg(notifications.to_string())
@@ -111,4 +115,22 @@ fn background_completion_is_a_logging_notification() {
     assert_eq!(note["session_id"], started["session_id"]);
     assert_eq!(note["exit_code"], 4);
     assert!(note["output_tail"].as_str().unwrap().contains("finished-here"), "{note}");
+}
+
+#[test]
+fn clarify_is_elicited_too() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let ask = json!([{"name": "clarify", "arguments": {"question": "Which branch?", "choices": ["main", "dev"]}}]);
+    let out = run_toolsets("accept:dev", home.path(), work.path(), "clarify", ask.clone(), 0);
+    assert_eq!(out["elicitations"][0]["message"], "Which branch?");
+    assert!(out["elicitations"][0]["schema"]["properties"]["answer"]["description"].as_str().unwrap().contains("main, dev"));
+    let answered = result(&out);
+    assert_eq!(answered["user_response"], "dev", "{answered}");
+
+    let out = run_toolsets("decline", home.path(), work.path(), "clarify", ask.clone(), 0);
+    assert!(result(&out)["error"].as_str().unwrap().contains("declined"), "{out}");
+
+    let out = run_toolsets("none", home.path(), work.path(), "clarify", ask, 0);
+    assert!(result(&out)["error"].as_str().unwrap().contains("elicitation"), "{out}");
 }

@@ -7,19 +7,29 @@
 //! denies as a timeout. A client without elicitation reaches nobody: the unattended
 //! policy applies, and the refusal says how to enable approvals.
 //!
+//! `clarify` questions go the same way: a form with one required string `answer` (the
+//! offered choices listed in its description); decline or cancel is reported to the
+//! model as no answer, silence as a timeout. Each MCP session gets an agent session for
+//! this (its todo list and memory then work over MCP too).
+//!
 //! Background-process notifications of a session go to its client as
 //! `notifications/message` (logger `hermes-tools/process`, level `info`, `data` the
 //! event object, with `event` = `completed` | `watch_match` | ...).
 
 #![allow(deprecated)] // rmcp marks MCP logging deprecated (SEP-2577); clients still handle it.
 
+use hermes_agent::clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest};
+use hermes_agent::{AgentSession, SessionOptions};
 use hermes_runtime::approval::{redact_secrets, ApprovalPrompter, Choice, PromptRequest};
+use hermes_runtime::context::{Cancellation, ToolContextBuilder};
+use hermes_runtime::Registry;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::Peer;
 use rmcp::RoleServer;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 /// What a refusal says when the client cannot be asked.
 pub const NO_ELICITATION: &str = "This MCP client did not declare the `elicitation` capability, so its user cannot \
@@ -140,4 +150,78 @@ pub fn deliver_notification(task_id: &str, event: &Value) -> bool {
         let _ = peer.notify_logging_message(param).await;
     });
     true
+}
+
+/// Puts the user behind `peer` on a call's context: the approver, and the session's
+/// agent session (created on first use) whose questions are elicited.
+pub fn attach_user(builder: ToolContextBuilder, registry: &Arc<Registry>, task_id: &str, peer: &Peer<RoleServer>) -> ToolContextBuilder {
+    register_session(task_id, peer);
+    let session = agent_session(registry, task_id, peer);
+    builder
+        .approver(Arc::new(ElicitingApprover::new(peer.clone())))
+        .agent_session(session as Arc<dyn hermes_runtime::AgentSession>)
+}
+
+fn agent_session(registry: &Arc<Registry>, task_id: &str, peer: &Peer<RoleServer>) -> Arc<AgentSession> {
+    static AGENT_SESSIONS: OnceLock<Mutex<HashMap<String, Arc<AgentSession>>>> = OnceLock::new();
+    let mut sessions = AGENT_SESSIONS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    let session = sessions.entry(task_id.to_string()).or_insert_with(|| {
+        let clarify = ElicitingClarify { peer: peer.clone(), runtime: tokio::runtime::Handle::current() };
+        AgentSession::new(
+            Arc::clone(registry),
+            SessionOptions {
+                id: Some(task_id.to_string()),
+                source: Some("mcp".into()),
+                clarify: Some(Arc::new(clarify)),
+                ..Default::default()
+            },
+        )
+    });
+    Arc::clone(session)
+}
+
+/// `clarify` through elicitation.
+struct ElicitingClarify {
+    peer: Peer<RoleServer>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl ClarifyChannel for ElicitingClarify {
+    fn ask(&self, request: &ClarifyRequest, timeout: Duration, cancel: &Cancellation) -> Result<ClarifyReply, String> {
+        if !client_elicits(&self.peer) {
+            return Err(NO_ELICITATION.replace("approve commands", "answer questions"));
+        }
+        let mut field = json!({"type": "string", "title": "Your answer"});
+        if !request.choices.is_empty() {
+            let how = if request.multi_select { "one or more of, comma-separated" } else { "one of" };
+            field["description"] = json!(format!("{how}: {}; or your own answer", request.choices.join(", ")));
+        }
+        let requested_schema: ElicitationSchema = serde_json::from_value(json!({
+            "type": "object",
+            "properties": {"answer": field},
+            "required": ["answer"],
+        }))
+        .map_err(|e| e.to_string())?;
+        let params = ElicitRequestParams::FormElicitationParams { meta: None, message: request.question.clone(), requested_schema };
+        let asked = self.runtime.block_on(async {
+            tokio::select! {
+                result = self.peer.create_elicitation_with_timeout(params, Some(timeout)) => Some(result),
+                _ = cancel.cancelled() => None,
+            }
+        });
+        match asked {
+            None => Err("the question was cancelled".into()),
+            Some(Ok(result)) if result.action == ElicitationAction::Accept => {
+                let text = result.content.as_ref().and_then(|c| c.get("answer")).and_then(Value::as_str).unwrap_or("").trim();
+                if !request.multi_select {
+                    return Ok(ClarifyReply::Answer(json!(text)));
+                }
+                let picked: Vec<&str> = text.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
+                Ok(ClarifyReply::Answer(json!(picked)))
+            }
+            Some(Ok(_)) => Err("the user declined to answer".into()),
+            Some(Err(rmcp::ServiceError::Timeout { .. })) => Ok(ClarifyReply::TimedOut),
+            Some(Err(e)) => Err(format!("the question could not be asked: {e}")),
+        }
+    }
 }

@@ -84,14 +84,15 @@ impl HermesServer {
         self.call_with(name, arguments, cancel, call_id, None).await
     }
 
-    /// [`call`](Self::call) with the approver that answers this session's approval requests.
+    /// [`call`](Self::call) on behalf of the user behind `client`: approval requests and
+    /// `clarify` questions go to them (see [`crate::elicitation`]).
     pub async fn call_with(
         &self,
         name: String,
         arguments: Option<serde_json::Map<String, Value>>,
         cancel: Cancellation,
         call_id: String,
-        approver: Option<Arc<dyn hermes_runtime::approval::ApprovalPrompter>>,
+        client: Option<&rmcp::service::Peer<RoleServer>>,
     ) -> Value {
         if !self.selected(&name) {
             let text = hermes_runtime::tool_error(format!("Unknown tool: {name} (not served here; see tools/list)"));
@@ -99,8 +100,8 @@ impl HermesServer {
         }
         let registry = Arc::clone(&self.registry);
         let mut builder = ToolContext::builder().task_id(self.task_id.clone()).session_id(self.task_id.clone()).cancellation(cancel);
-        if let Some(approver) = approver {
-            builder = builder.approver(approver);
+        if let Some(peer) = client {
+            builder = crate::elicitation::attach_user(builder, &self.registry, &self.task_id, peer);
         }
         let ctx = builder.build();
         let call = ToolCall {
@@ -148,9 +149,7 @@ impl ServerHandler for HermesServer {
             })
         };
         let call_id = format!("mcp_{}", serde_json::to_value(&context.id).map(|v| v.to_string()).unwrap_or_default().trim_matches('"'));
-        crate::elicitation::register_session(&self.task_id, &context.peer);
-        let approver = Arc::new(crate::elicitation::ElicitingApprover::new(context.peer.clone()));
-        let result = self.call_with(request.name.to_string(), request.arguments, cancel, call_id, Some(approver)).await;
+        let result = self.call_with(request.name.to_string(), request.arguments, cancel, call_id, Some(&context.peer)).await;
         watcher.abort();
         let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
         Ok(CallToolResponse::Complete(result))
