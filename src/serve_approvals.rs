@@ -54,32 +54,10 @@ impl ClientApprover {
     }
 }
 
-/// The choices a request offers, in the protocol's words.
-pub fn offered_choices(request: &PromptRequest) -> Vec<&'static str> {
-    let mut choices = vec!["once"];
-    if request.offers_session() {
-        choices.push("session");
-    }
-    if request.offers_always() {
-        choices.push("always");
-    }
-    choices.push("deny");
-    choices
-}
-
-/// The client's word as a [`Choice`]: only an offered grant grants.
-pub fn read_choice(response: &Value, offered: &[&str]) -> Choice {
-    let word = response.get("choice").and_then(Value::as_str).unwrap_or("").trim().to_ascii_lowercase();
-    if !offered.contains(&word.as_str()) {
-        return Choice::Deny;
-    }
-    Choice::parse_resolution(&word)
-}
-
 impl ApprovalPrompter for ClientApprover {
     fn prompt(&self, request: &PromptRequest) -> Choice {
         let id = self.hub.next_id("approval");
-        let choices = offered_choices(request);
+        let choices = request.choices();
         let mut line = json!({
             "type": "approval_request",
             "id": id,
@@ -95,7 +73,7 @@ impl ApprovalPrompter for ClientApprover {
         }
         // Nothing here is cancelled from outside: the approval timeout bounds the wait.
         match self.hub.ask(&id, line, "approval_timeout", request.timeout, &Cancellation::default()) {
-            Ok(Some(response)) => read_choice(&response, &choices),
+            Ok(Some(response)) => request.choice_from_word(response.get("choice").and_then(Value::as_str).unwrap_or("")),
             Ok(None) => Choice::Timeout,
             Err(_) => Choice::Cancelled,
         }

@@ -55,18 +55,6 @@ impl ElicitingApprover {
     }
 }
 
-fn offered(request: &PromptRequest) -> Vec<&'static str> {
-    let mut choices = vec!["once"];
-    if request.offers_session() {
-        choices.push("session");
-    }
-    if request.offers_always() {
-        choices.push("always");
-    }
-    choices.push("deny");
-    choices
-}
-
 fn message(request: &PromptRequest) -> String {
     let tool = request.tool.as_deref().unwrap_or("terminal");
     let mut text = format!(
@@ -95,18 +83,14 @@ impl ApprovalPrompter for ElicitingApprover {
         if !self.elicits {
             return Choice::Deny;
         }
-        let choices = offered(request);
+        let choices = request.choices();
         let Ok(requested_schema) = schema(&choices) else { return Choice::Deny };
         let params = ElicitRequestParams::FormElicitationParams { meta: None, message: message(request), requested_schema };
         let asked = self.runtime.block_on(self.peer.create_elicitation_with_timeout(params, Some(request.timeout)));
         match asked {
             Ok(result) if result.action == ElicitationAction::Accept => {
                 let word = result.content.as_ref().and_then(|c| c.get("choice")).and_then(Value::as_str).unwrap_or("");
-                if choices.contains(&word) {
-                    Choice::parse_resolution(word)
-                } else {
-                    Choice::Deny
-                }
+                request.choice_from_word(word)
             }
             Ok(_) => Choice::Deny,
             Err(rmcp::ServiceError::Timeout { .. }) => Choice::Timeout,

@@ -49,6 +49,29 @@ impl PromptRequest {
     pub fn offers_always(&self) -> bool {
         self.offers_session() && self.allow_permanent
     }
+
+    /// A client's answer word: an offered grant grants; anything else denies.
+    pub fn choice_from_word(&self, word: &str) -> Choice {
+        let word = word.trim().to_ascii_lowercase();
+        if self.choices().contains(&word.as_str()) {
+            Choice::parse_resolution(&word)
+        } else {
+            Choice::Deny
+        }
+    }
+
+    /// The answers offered, in order: `once`, `session`?, `always`?, `deny`.
+    pub fn choices(&self) -> Vec<&'static str> {
+        let mut choices = vec!["once"];
+        if self.offers_session() {
+            choices.push("session");
+        }
+        if self.offers_always() {
+            choices.push("always");
+        }
+        choices.push("deny");
+        choices
+    }
 }
 
 /// Anything that can ask a person: the terminal, a TUI, a test double.
@@ -105,14 +128,7 @@ pub fn render_prompt(request: &PromptRequest) -> String {
         text.push_str(line);
         text.push('\n');
     }
-    let mut choices = vec!["[o]nce"];
-    if request.offers_session() {
-        choices.push("[s]ession");
-    }
-    if request.offers_always() {
-        choices.push("[a]lways");
-    }
-    choices.push("[d]eny");
+    let choices: Vec<String> = request.choices().iter().map(|word| format!("[{}]{}", &word[..1], &word[1..])).collect();
     text.push_str(&format!(
         "\nAllow this command? {} (default: deny, {}s) > ",
         choices.join(" / "),
