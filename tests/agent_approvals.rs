@@ -33,9 +33,14 @@ struct Session {
 
 impl Session {
     fn start(home: &Path, work: &Path, model: &ScriptedModel) -> Session {
+        Session::run(home, work, &["agent", "remove the victim folder", "--toolsets", "terminal", "--base-url", &model.base_url])
+    }
+
+    /// `hermes-tools ARGS` on a fresh pseudo-terminal.
+    fn run(home: &Path, work: &Path, args: &[&str]) -> Session {
         let pair = native_pty_system().openpty(PtySize { rows: 40, cols: 200, pixel_width: 0, pixel_height: 0 }).unwrap();
         let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_hermes-tools"));
-        command.args(["agent", "remove the victim folder", "--toolsets", "terminal", "--base-url", &model.base_url]);
+        command.args(args);
         command.cwd(work);
         command.env("HERMES_HOME", home);
         command.env_remove("HERMES_INTERACTIVE");
@@ -144,4 +149,18 @@ fn without_a_terminal_nobody_is_asked() {
     assert!(work.path().join("victim").exists());
     let result = last_message(&model.request(1), "tool").unwrap();
     assert!(result.contains("nobody can approve") && !result.contains("has been asked"), "{result}");
+}
+
+#[test]
+fn call_at_a_terminal_asks_too() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join("victim")).unwrap();
+    let mut session = Session::run(home.path(), work.path(), &["call", "terminal", r#"{"command": "rm -rf victim"}"#]);
+    let prompt = session.wait_for("Allow this command?");
+    assert!(prompt.contains("rm -rf victim"), "{prompt}");
+    session.type_keys(b"s\r");
+    let shown = session.wait_for("granted by the user");
+    assert_eq!(session.exit_code(), 0, "{shown}");
+    assert!(!work.path().join("victim").exists());
 }
