@@ -55,7 +55,12 @@ enum Command {
         cwd: Option<std::path::PathBuf>,
     },
     /// Serve tool calls as JSON lines on stdin/stdout (see README), concurrently.
-    Serve,
+    Serve {
+        /// `client`: commands that need approval are asked of the client with
+        /// `approval_request` lines. Default: nobody is asked (unattended policy).
+        #[arg(long, value_name = "WHO")]
+        approvals: Option<crate::serve_approvals::ApprovalsMode>,
+    },
     /// Run the agent loop on a task against an OpenAI-compatible chat-completions
     /// endpoint (config.yaml `model.base_url`, `model.name`, `model.api_key_env`) and
     /// print the final answer. Tool calls are shown on stderr.
@@ -144,8 +149,8 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
         _ => Some(hermes_mcp::attach(&registry)),
     };
     let output = match cli.command {
-        Command::Serve => {
-            return match crate::serve::serve_stdio(registry) {
+        Command::Serve { approvals } => {
+            return match crate::serve::serve_stdio(registry, approvals.unwrap_or_default()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: serve stopped: {e}");
@@ -178,6 +183,9 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
             };
             let selection = hermes_mcp::server::Selection { toolsets: selection.toolsets, disabled: selection.disabled };
             let options = hermes_mcp::server::HttpOptions { allowed_hosts: allow_host, ..Default::default() };
+            crate::tools::terminal::set_event_sink(Some(Arc::new(|task: &str, event: &Value| {
+                hermes_mcp::elicitation::deliver_notification(task, event);
+            })));
             return match hermes_mcp::server::run(registry, selection, http, options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -348,6 +356,9 @@ fn call(
     if let Some(cwd) = cwd {
         builder = builder.cwd(cwd);
     }
+    if let Some(prompter) = terminal_prompter() {
+        builder = builder.approver(prompter);
+    }
     let call = ToolCall::new(name, Value::String(text));
     let result = registry.handle_function_call(&call, &builder.build());
     Ok(format!("{result}\n"))
@@ -427,6 +438,8 @@ fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
             cwd: request.cwd,
             cancel: Some(cancel),
             progress: Some(progress),
+            approver: terminal_prompter(),
+            notifications: Some(Arc::new(crate::tools::terminal::drain_events)),
             ..Default::default()
         },
     );
@@ -460,6 +473,18 @@ fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
         }
     }
     ExitCode::from(1)
+}
+
+/// The person at the terminal, when stdin is one: approval requests are asked on
+/// `/dev/tty` (once / session / always / deny; timeout and Ctrl-C deny). Without a
+/// terminal nobody is asked and the unattended policy applies.
+fn terminal_prompter() -> Option<Arc<dyn hermes_runtime::approval::ApprovalPrompter>> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return None;
+    }
+    std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
+    Some(Arc::new(hermes_runtime::approval::TerminalPrompter::tty()))
 }
 
 /// The first Ctrl-C interrupts the agent (it stops after the current step); a second

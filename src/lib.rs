@@ -7,6 +7,7 @@ pub use hermes_runtime as runtime;
 
 pub mod cli;
 pub mod serve;
+pub mod serve_approvals;
 
 /// One module per file in `tools/`, declared by the generator.
 pub mod tools {

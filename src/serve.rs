@@ -49,6 +49,7 @@ mod scheduler;
 
 use hermes_agent::clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest};
 use hermes_agent::store::SessionStore;
+use crate::serve_approvals::{notification_line, ApprovalsMode};
 use hermes_agent::{AgentConfig, AgentSession, SessionOptions};
 use hermes_runtime::context::Cancellation;
 use hermes_runtime::Registry;
@@ -70,12 +71,13 @@ pub struct SessionHub {
     store: OnceLock<Option<Arc<SessionStore>>>,
     sessions: Mutex<HashMap<String, Arc<AgentSession>>>,
     clarify: Arc<ClarifyHub>,
+    approvals: ApprovalsMode,
 }
 
 impl SessionHub {
-    fn new(registry: Arc<Registry>, clarify: Arc<ClarifyHub>) -> SessionHub {
+    fn new(registry: Arc<Registry>, clarify: Arc<ClarifyHub>, approvals: ApprovalsMode) -> SessionHub {
         let config = AgentConfig::from_config(&registry.config());
-        SessionHub { registry, config, store: OnceLock::new(), sessions: Mutex::new(HashMap::new()), clarify }
+        SessionHub { registry, config, store: OnceLock::new(), sessions: Mutex::new(HashMap::new()), clarify, approvals }
     }
 
     /// The session for `id`, created on first use.
@@ -120,19 +122,22 @@ pub struct ClarifyHub {
 
 impl ClarifyHub {
     /// Hands a response line to the question waiting on its id; `Err` when none is.
-    fn resolve(&self, response: &Value) -> Result<(), String> {
+    fn resolve(&self, response: &Value, kind: &str) -> Result<(), String> {
         let id = match response.get("id") {
             Some(Value::String(id)) => id.clone(),
             Some(Value::Number(n)) => n.to_string(),
-            _ => return Err("a clarify_response needs the `id` of its clarify_request".into()),
+            _ => return Err(format!("a {kind}_response needs the `id` of its {kind}_request")),
         };
+        if !id.starts_with(&format!("{kind}_")) {
+            return Err(format!("{id:?} is not the id of a {kind}_request"));
+        }
         let waiting = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         match waiting {
             Some(sender) => {
                 let _ = sender.send(response.clone());
                 Ok(())
             }
-            None => Err(format!("no clarify request is waiting with id {id:?} (answered already, timed out, or never asked)")),
+            None => Err(format!("no {kind} request is waiting with id {id:?} (answered already, timed out, or never asked)")),
         }
     }
 
@@ -150,13 +155,7 @@ struct ServeClarify {
 
 impl ClarifyChannel for ServeClarify {
     fn ask(&self, request: &ClarifyRequest, timeout: Duration, cancel: &Cancellation) -> Result<ClarifyReply, String> {
-        let hub = &self.hub;
-        if hub.closed.load(Ordering::SeqCst) {
-            return Err("the client has closed its input, so nobody can answer".into());
-        }
-        let id = format!("clarify_{}", hub.next.fetch_add(1, Ordering::SeqCst) + 1);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        hub.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), sender);
+        let id = self.hub.next_id("clarify");
         let line = json!({
             "type": "clarify_request",
             "id": id,
@@ -165,11 +164,39 @@ impl ClarifyChannel for ServeClarify {
             "choices": request.choices,
             "multi_select": request.multi_select,
         });
-        hub.output.send_one(line.to_string());
-        let deadline = Instant::now() + timeout;
+        match self.hub.ask(&id, line, "clarify_timeout", timeout, cancel)? {
+            Some(response) => read_clarify_response(&response, request),
+            None => Ok(ClarifyReply::TimedOut),
+        }
+    }
+}
+
+impl ClarifyHub {
+    /// A fresh request id, `<kind>_<n>`.
+    pub(crate) fn next_id(&self, kind: &str) -> String {
+        format!("{kind}_{}", self.next.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Writes `line` and waits for the response line with the same `id`: `Ok(None)` when
+    /// none came within `timeout` (a `{"type": timeout_type, "id"}` line is written then).
+    pub(crate) fn ask(
+        &self,
+        id: &str,
+        line: Value,
+        timeout_type: &str,
+        timeout: Duration,
+        cancel: &Cancellation,
+    ) -> Result<Option<Value>, String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err("the client has closed its input, so nobody can answer".into());
+        }
+        let (sender, receiver) = std::sync::mpsc::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), sender);
         let forget = || {
-            hub.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
         };
+        self.output.send_one(line.to_string());
+        let deadline = Instant::now() + timeout;
         loop {
             if cancel.is_cancelled() {
                 forget();
@@ -178,11 +205,11 @@ impl ClarifyChannel for ServeClarify {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 forget();
-                hub.output.send_one(json!({"type": "clarify_timeout", "id": id}).to_string());
-                return Ok(ClarifyReply::TimedOut);
+                self.output.send_one(json!({"type": timeout_type, "id": id}).to_string());
+                return Ok(None);
             }
             match receiver.recv_timeout(left.min(Duration::from_millis(100))) {
-                Ok(response) => return read_clarify_response(&response, request),
+                Ok(response) => return Ok(Some(response)),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                     return Err("the client closed its input before answering".into())
@@ -289,7 +316,8 @@ impl Server {
     /// Lines that answer the server rather than call a tool, by their `type`.
     fn route_message(&self, kind: &str, value: &Value) -> Result<(), String> {
         match kind {
-            "clarify_response" => self.clarify.resolve(value),
+            "clarify_response" => self.clarify.resolve(value, "clarify"),
+            "approval_response" => self.clarify.resolve(value, "approval"),
             other => Err(format!("unknown message type {other:?}; a call has \"type\": \"function\"")),
         }
     }
@@ -301,8 +329,14 @@ fn message_type(value: &Value) -> Option<&str> {
 }
 
 /// Serves `input` until it ends, writing answers to `output`; returns when every
-/// call has been answered.
-pub fn serve(registry: Arc<Registry>, input: impl Read, output: Box<dyn Write + Send>) -> std::io::Result<()> {
+/// call has been answered. With [`ApprovalsMode::Client`] the client is asked to
+/// approve commands (see [`crate::serve_approvals`]).
+pub fn serve(
+    registry: Arc<Registry>,
+    approvals: ApprovalsMode,
+    input: impl Read,
+    output: Box<dyn Write + Send>,
+) -> std::io::Result<()> {
     let limits = ServeLimits::from_config(&registry.config());
     let output = Arc::new(Output::new(output));
     let clarify = Arc::new(ClarifyHub {
@@ -311,7 +345,11 @@ pub fn serve(registry: Arc<Registry>, input: impl Read, output: Box<dyn Write + 
         next: AtomicU64::new(0),
         closed: AtomicBool::new(false),
     });
-    let hub = Arc::new(SessionHub::new(Arc::clone(&registry), Arc::clone(&clarify)));
+    let hub = Arc::new(SessionHub::new(Arc::clone(&registry), Arc::clone(&clarify), approvals));
+    let notifications = Arc::clone(&output);
+    crate::tools::terminal::set_event_sink(Some(Arc::new(move |task: &str, event: &Value| {
+        notifications.send_one(notification_line(task, event).to_string());
+    })));
     let server = Server { registry, hub, clarify, output: Arc::clone(&output), scheduler: Scheduler::new(limits.scheduler) };
     let mut lines = BoundedLines::new(input, limits.max_line_bytes);
     let mut number = 0usize;
@@ -333,6 +371,7 @@ pub fn serve(registry: Arc<Registry>, input: impl Read, output: Box<dyn Write + 
     }
     server.clarify.close();
     server.scheduler.finish();
+    crate::tools::terminal::set_event_sink(None);
     output.flush();
     match failure {
         Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
@@ -342,7 +381,7 @@ pub fn serve(registry: Arc<Registry>, input: impl Read, output: Box<dyn Write + 
 
 /// The blocking entry point of the CLI: the calling thread reads stdin; calls run on
 /// the server's worker threads (async handlers through the runtime's bridge).
-pub fn serve_stdio(registry: Arc<Registry>) -> std::io::Result<()> {
+pub fn serve_stdio(registry: Arc<Registry>, approvals: ApprovalsMode) -> std::io::Result<()> {
     std::thread::spawn(hermes_command_guard::warm_up);
-    serve(registry, std::io::stdin().lock(), Box::new(std::io::stdout()))
+    serve(registry, approvals, std::io::stdin().lock(), Box::new(std::io::stdout()))
 }

@@ -1,74 +1,25 @@
 //! The JSON-lines server with agent sessions: clarify as a request line the client
 //! answers, one session per `session_id`, and every call recorded for session_search.
 
+#[path = "serve_client/mod.rs"]
+mod serve_client;
+
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use serve_client::{content, Client};
 
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(home: &std::path::Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
-            .arg("serve")
-            .env("HERMES_HOME", home)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start hermes-tools serve");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        Server { child, stdin, lines }
-    }
-
-    fn send(&mut self, value: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{value}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn next(&self) -> Value {
-        let line = self.lines.recv_timeout(Duration::from_secs(20)).expect("a line from the server within 20 s");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
-    }
-
-    /// Closes input and waits for the server to exit.
-    fn finish(mut self) -> Vec<Value> {
-        drop(self.stdin.take());
-        let status = self.child.wait().unwrap();
-        assert!(status.success());
-        self.lines.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect()
-    }
+/// `hermes-tools serve` with `HERMES_HOME=home`, running there.
+fn start_server(home: &std::path::Path) -> Client {
+    Client::start(home, home, &[])
 }
 
 fn call(id: &str, name: &str, args: Value, session: &str) -> Value {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}, "session_id": session})
 }
 
-fn content(answer: &Value) -> Value {
-    serde_json::from_str(answer["content"].as_str().unwrap()).unwrap()
-}
-
 #[test]
 fn clarify_is_a_request_line_the_client_answers() {
     let home = tempfile::tempdir().unwrap();
-    let mut server = Server::start(home.path());
+    let mut server = start_server(home.path());
     server.send(&call("c1", "clarify", json!({"question": "Which branch?", "choices": ["main", "dev"]}), "s1"));
     let request = server.next();
     assert_eq!(request["type"], "clarify_request");
@@ -121,7 +72,7 @@ fn clarify_is_a_request_line_the_client_answers() {
 #[test]
 fn sessions_are_per_id_and_recorded_for_session_search() {
     let home = tempfile::tempdir().unwrap();
-    let mut server = Server::start(home.path());
+    let mut server = start_server(home.path());
     server.send(&call("a1", "todo", json!({"todos": [{"id": "1", "content": "tune the zeppelin engine"}]}), "alpha"));
     assert_eq!(content(&server.next())["summary"]["total"], 1);
     // Another session has its own list.

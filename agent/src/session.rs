@@ -7,6 +7,7 @@ use crate::llm::{ChatClient, ChatError};
 use crate::memory::MemoryStore;
 use crate::store::{NewMessage, NewSession, SessionStore};
 use crate::todo::TodoStore;
+use hermes_runtime::approval::ApprovalPrompter;
 use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use serde_json::{json, Value};
@@ -46,7 +47,16 @@ pub struct SessionOptions {
     /// Overrides the configured iteration budget.
     pub max_iterations: Option<u32>,
     pub progress: Option<ProgressFn>,
+    /// Who answers approval requests of this session's tool calls (the terminal prompt);
+    /// `None`: nobody, the unattended policy applies.
+    pub approver: Option<Arc<dyn ApprovalPrompter>>,
+    /// Background-process notifications of a task, taken before each model turn and
+    /// shown to the model as messages.
+    pub notifications: Option<NotificationSource>,
 }
+
+/// Takes the pending notifications of a task id (oldest first).
+pub type NotificationSource = Arc<dyn Fn(&str) -> Vec<Value> + Send + Sync>;
 
 pub struct AgentSession {
     /// This session's own `Arc`, for contexts and child sessions that hold it.
@@ -67,6 +77,8 @@ pub struct AgentSession {
     cancel: Cancellation,
     max_iterations: u32,
     progress: Option<ProgressFn>,
+    approver: Option<Arc<dyn ApprovalPrompter>>,
+    notifications: Option<NotificationSource>,
     store_warned: AtomicBool,
     title: Mutex<Option<String>>,
 }
@@ -170,6 +182,8 @@ impl AgentSession {
             cancel: options.cancel.unwrap_or_default(),
             max_iterations,
             progress: options.progress,
+            approver: options.approver,
+            notifications: options.notifications,
             store_warned: AtomicBool::new(false),
             title: Mutex::new(options.title.clone()),
         });
@@ -282,6 +296,9 @@ impl AgentSession {
         if let Some(cwd) = &self.cwd {
             builder = builder.cwd(cwd.clone());
         }
+        if let Some(approver) = &self.approver {
+            builder = builder.approver(Arc::clone(approver));
+        }
         if let Some(title) = self.title.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             builder = builder.user_task(title);
         }
@@ -357,6 +374,11 @@ impl AgentSession {
             if self.cancel.is_cancelled() {
                 return finish(LoopStatus::Interrupted, None, Some("interrupted".into()), iteration - 1, tool_call_count, messages);
             }
+            for note in self.take_notifications(ctx.task_id()) {
+                self.progress(&format!("🔔 {}", clip_line(&note, 160)));
+                self.record(&NewMessage::new("user", &note));
+                messages.push(json!({"role": "user", "content": note}));
+            }
             let turn = match client.complete(&messages, &tools, &self.cancel) {
                 Ok(turn) => turn,
                 Err(ChatError::Interrupted) => {
@@ -402,6 +424,12 @@ impl AgentSession {
             .filter(|m| m["role"] == "assistant")
             .find_map(|m| m["content"].as_str().filter(|t| !t.trim().is_empty()).map(str::to_owned));
         finish(LoopStatus::BudgetExhausted, last_text, Some(error), self.max_iterations, tool_call_count, messages)
+    }
+
+    /// The task's background-process notifications, as text for the model.
+    fn take_notifications(&self, task_id: &str) -> Vec<String> {
+        let Some(source) = &self.notifications else { return Vec::new() };
+        source(task_id).iter().map(crate::notify::notification_text).collect()
     }
 
     /// Runs one turn's calls through the registry (in parallel where the tools allow);
@@ -496,6 +524,9 @@ impl AgentSession {
                 memory_read_only: true,
                 max_iterations: None,
                 progress: self.progress.clone(),
+                // A sub-agent's commands are not put to the user: it fails closed.
+                approver: None,
+                notifications: self.notifications.clone(),
             },
         );
         let mut task = format!("Goal: {}", spec.goal.trim());

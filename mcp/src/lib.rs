@@ -13,6 +13,7 @@
 pub mod client;
 pub mod convert;
 pub mod http_guard;
+pub mod elicitation;
 pub mod names;
 pub mod plugins;
 pub mod server;

@@ -134,13 +134,31 @@ impl HermesServer {
         call_id: String,
         task: Option<String>,
     ) -> Value {
+        self.call_with(name, arguments, cancel, call_id, task, None).await
+    }
+
+    /// [`call`](Self::call) on behalf of the user behind `client`: approval requests and
+    /// `clarify` questions go to them (see [`crate::elicitation`]).
+    pub async fn call_with(
+        &self,
+        name: String,
+        arguments: Option<serde_json::Map<String, Value>>,
+        cancel: Cancellation,
+        call_id: String,
+        task: Option<String>,
+        client: Option<&rmcp::service::Peer<RoleServer>>,
+    ) -> Value {
         if !self.selected(&name) {
             let text = hermes_runtime::tool_error(format!("Unknown tool: {name} (not served here; see tools/list)"));
             return crate::convert::result_string_to_mcp(&text);
         }
         let registry = Arc::clone(&self.registry);
         let task = task.unwrap_or_else(|| self.task_id.clone());
-        let ctx = ToolContext::builder().task_id(task).session_id(self.task_id.clone()).cancellation(cancel).build();
+        let mut builder = ToolContext::builder().task_id(task).session_id(self.task_id.clone()).cancellation(cancel);
+        if let Some(peer) = client {
+            builder = crate::elicitation::attach_user(builder, &self.registry, &self.task_id, peer);
+        }
+        let ctx = builder.build();
         let call = ToolCall {
             name,
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
@@ -200,7 +218,7 @@ impl ServerHandler for HermesServer {
             .and_then(Value::as_str)
             .filter(|task| !task.is_empty())
             .map(str::to_owned);
-        let result = self.call(request.name.to_string(), request.arguments, cancel, call_id, task).await;
+        let result = self.call_with(request.name.to_string(), request.arguments, cancel, call_id, task, Some(&context.peer)).await;
         watcher.abort();
         let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
         Ok(CallToolResponse::Complete(result))

@@ -21,6 +21,7 @@ struct ContextInner {
     user_task: Option<String>,
     cancel: Cancellation,
     agent_session: Option<Arc<dyn AgentSession>>,
+    approver: Option<Arc<dyn crate::approval::ApprovalPrompter>>,
 }
 
 /// The seam between the runtime and an agent loop. The tools that need an agent's own
@@ -70,6 +71,12 @@ impl ToolContext {
 
     pub fn agent_session(&self) -> Option<&Arc<dyn AgentSession>> {
         self.inner.agent_session.as_ref()
+    }
+
+    /// The person who answers approval requests for this call (a terminal prompt, a
+    /// client of the JSON-lines or MCP server); `None` when nobody can be asked.
+    pub fn approver(&self) -> Option<&Arc<dyn crate::approval::ApprovalPrompter>> {
+        self.inner.approver.as_ref()
     }
 
     /// The attached session as its concrete type, if it is one.
@@ -152,6 +159,7 @@ pub struct ToolContextBuilder {
     user_task: Option<String>,
     cancel: Option<Cancellation>,
     agent_session: Option<Arc<dyn AgentSession>>,
+    approver: Option<Arc<dyn crate::approval::ApprovalPrompter>>,
 }
 
 impl ToolContextBuilder {
@@ -183,6 +191,10 @@ impl ToolContextBuilder {
         self.agent_session = Some(session);
         self
     }
+    pub fn approver(mut self, approver: Arc<dyn crate::approval::ApprovalPrompter>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
 
     /// Unset fields fall back to the process: task `default`, the current directory,
     /// `$HERMES_HOME` or `~/.hermes`.
@@ -199,6 +211,7 @@ impl ToolContextBuilder {
                 user_task: self.user_task,
                 cancel: self.cancel.unwrap_or_default(),
                 agent_session: self.agent_session,
+                approver: self.approver,
             }),
         }
     }

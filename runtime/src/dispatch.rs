@@ -138,8 +138,10 @@ impl Registry {
         if !call.skip_pre_hook {
             let hooks = self.hooks();
             if !hooks.is_empty() {
-                let gate = self.approval_gate();
-                match run_pre_hooks(&hooks, gate.as_deref(), name, args, ids) {
+                let gate = self
+                    .approval_gate()
+                    .unwrap_or_else(|| std::sync::Arc::new(crate::approval::CallApprovalGate::for_call(ctx)) as std::sync::Arc<dyn crate::hooks::ApprovalGate>);
+                match run_pre_hooks(&hooks, Some(gate.as_ref()), name, args, ids) {
                     PreVerdict::Run(new_args) => args = new_args,
                     PreVerdict::Blocked(message) => {
                         let result = tool_error(&message);

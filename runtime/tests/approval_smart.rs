@@ -124,7 +124,7 @@ fn http_guardian_verdicts() {
     assert_eq!(seen.len(), 7);
     let first = &seen[0];
     assert_eq!(first.headers[0], "POST /v1/chat/completions HTTP/1.1");
-    assert!(first.headers.iter().any(|h| h == "Authorization: Bearer sk-test-123"));
+    assert!(first.headers.iter().any(|h| h.eq_ignore_ascii_case("Authorization: Bearer sk-test-123")), "{:?}", first.headers);
     assert_eq!(first.body["model"], "guard-mini");
     assert_eq!(first.body["temperature"], 0);
     assert_eq!(first.body["max_tokens"], 16);
@@ -137,14 +137,55 @@ fn http_guardian_verdicts() {
 }
 
 #[test]
-fn unreachable_or_https_endpoints_escalate() {
+fn unreachable_or_unsupported_endpoints_escalate() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
     let closed = HttpGuardian::new(endpoint(&format!("http://127.0.0.1:{port}/v1")));
     assert_eq!(closed.review(&request()), SmartVerdict::Escalate);
-    let https = HttpGuardian::new(endpoint("https://api.example.com/v1"));
-    assert_eq!(https.review(&request()), SmartVerdict::Escalate);
+    let not_http = HttpGuardian::new(endpoint("ftp://127.0.0.1/v1"));
+    assert_eq!(not_http.review(&request()), SmartVerdict::Escalate);
+}
+
+#[test]
+fn https_endpoints_are_spoken_to_over_tls() {
+    // A listener that records what the client sends first, then hangs up: a TLS client
+    // starts with a handshake record (0x16, version 0x03 0x0N), never with `POST`.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("https://127.0.0.1:{}/v1", listener.local_addr().unwrap().port());
+    let first = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut head = [0u8; 3];
+        stream.read_exact(&mut head).unwrap();
+        head
+    });
+    let guardian = HttpGuardian::new(endpoint(&base));
+    assert_eq!(guardian.review(&request()), SmartVerdict::Escalate, "no TLS server there, so the review escalates");
+    let head = first.join().unwrap();
+    assert_eq!(head[0], 0x16, "a TLS handshake record: {head:?}");
+    assert_eq!(head[1], 0x03);
+}
+
+#[test]
+fn the_reviewer_follows_config_changes() {
+    let (first, first_seen) = server(vec![answer("APPROVE")]);
+    let (second, second_seen) = server(vec![answer("APPROVE")]);
+    let home = tempfile::tempdir().unwrap();
+    let config = |base: &str| format!("approvals:\n  mode: smart\n  smart:\n    base_url: {base}\n    model: guard-mini\n");
+    std::fs::write(home.path().join("config.yaml"), config(&first)).unwrap();
+    // Someone could be asked, but the reviewer answers first.
+    let ctx = ApprovalContext { session_key: Some("r".into()), interactive: true, ..Default::default() };
+    let nobody_asked: Arc<dyn ApprovalPrompter> = Arc::new(|_: &PromptRequest| -> Choice { panic!("the reviewer approves first") });
+    let options = GuardOptions { prompter: Some(nobody_asked), ..Default::default() };
+    let check = || Approvals::for_home(home.path()).check_all_command_guards("rm -rf build", "local", &ctx, &options);
+    assert!(check().smart_approved);
+    assert_eq!(first_seen.lock().unwrap().len(), 1);
+    // A different file (size differs), so the signature changes even within one mtime tick.
+    std::fs::write(home.path().join("config.yaml"), format!("# moved\n{}", config(&second))).unwrap();
+    assert!(check().smart_approved);
+    assert_eq!(second_seen.lock().unwrap().len(), 1, "the new endpoint reviewed it");
+    assert_eq!(first_seen.lock().unwrap().len(), 1);
 }
 
 fn smart_approvals(base: &str, threshold: i64) -> (tempfile::TempDir, Approvals) {
@@ -201,14 +242,17 @@ fn smart_mode_end_to_end_with_breaker() {
     let again = approvals.check_all_command_guards("rm -rf build", "local", &ctx, &none);
     assert!(!again.message.unwrap().contains("Circuit breaker"));
 
-    // Garbage escalates to a human: here nobody is wired, so it waits as pending.
-    let pending = approvals.check_all_command_guards("rm -rf build", "local", &ctx, &none);
-    assert_eq!(pending.to_json()["status"], "pending_approval");
+    // Garbage escalates to a human: here nobody is wired, so the unattended policy
+    // refuses it, without claiming anyone was asked.
+    let escalated = approvals.check_all_command_guards("rm -rf build", "local", &ctx, &none);
+    assert_eq!(escalated.kind, ResultKind::Blocked);
+    assert!(!escalated.smart_denied);
+    assert!(!escalated.message.unwrap().contains("has been asked"));
     assert_eq!(seen.lock().unwrap().len(), 7);
 
     // Unreviewable input never reaches the server (the server has no replies left).
     let weird = approvals.check_all_command_guards("rm -rf build\x1b[2J", "local", &ctx, &none);
-    assert_eq!(weird.kind, ResultKind::Pending);
+    assert_eq!(weird.kind, ResultKind::Blocked);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Calls as read from a line, and running them.
 
 use super::SessionHub;
+use crate::serve_approvals::{ApprovalsMode, ClientApprover};
 use hermes_agent::store::NewMessage;
 use hermes_agent::AgentSession;
 use hermes_runtime::args::json_type_name;
@@ -111,6 +112,10 @@ pub fn answer(id: &str, content: String) -> String {
 
 fn context_for(call: &IncomingCall, hub: &SessionHub) -> (ToolContext, Option<Arc<AgentSession>>) {
     let mut builder = ToolContext::builder().task_id(call.task().to_string());
+    if hub.approvals == ApprovalsMode::Client {
+        let approver = ClientApprover::new(Arc::clone(&hub.clarify), call.session_id.clone(), Some(call.task().to_string()));
+        builder = builder.approver(Arc::new(approver));
+    }
     let mut session = None;
     if let Some(id) = call.session_id.as_deref() {
         builder = builder.session_id(id.to_string());

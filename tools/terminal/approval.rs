@@ -5,7 +5,7 @@
 //! `E("pending_approval")`.
 
 use hermes_command_guard::{detect_hardline, match_deny_rule, sudo_stdin_guard};
-use hermes_runtime::approval::{is_isolated_backend, messages, ApprovalContext, Approvals, GuardOptions, ResultKind};
+use hermes_runtime::approval::{call_approval, is_isolated_backend, messages, Approvals, GuardOptions, ResultKind};
 use hermes_runtime::ToolContext;
 use serde_json::{json, Value};
 
@@ -32,11 +32,8 @@ pub fn approval_gate(
     if force {
         return floors_only(&approvals, command, env_type, has_host_access);
     }
-    let mut context = ApprovalContext::from_env();
-    if !ctx.session_id().is_empty() {
-        context.session_key = Some(ctx.session_id().to_string());
-    }
-    let options = GuardOptions { has_host_access, ..Default::default() };
+    let (context, options) = call_approval(ctx);
+    let options = GuardOptions { has_host_access, ..options };
     let verdict = approvals.check_all_command_guards(command, env_type, &context, &options);
     let mut shape = verdict.to_json();
     let Value::Object(fields) = &mut shape else { unreachable!("verdicts serialise to objects") };
@@ -461,17 +458,14 @@ pub fn sandboxed_approval_gate(
     Ok(Clearance { note, escalate })
 }
 
-fn sandbox_approval_context(ctx: &ToolContext) -> ApprovalContext {
-    let mut context = ApprovalContext::from_env();
-    if !ctx.session_id().is_empty() {
-        context.session_key = Some(ctx.session_id().to_string());
-    }
-    context
+fn sandbox_approval_context(ctx: &ToolContext) -> hermes_runtime::approval::ApprovalContext {
+    // The call's own approver (a terminal, a serve client, an MCP user) counts as a person.
+    hermes_runtime::approval::call_approval(ctx).0
 }
 
 /// Whether an approved flagged command was approved by a person (now, or by a session
 /// or permanent grant) rather than by a blanket bypass or a model.
-fn is_personal_grant(approvals: &Approvals, context: &ApprovalContext, note: Option<&Value>) -> bool {
+fn is_personal_grant(approvals: &Approvals, context: &hermes_runtime::approval::ApprovalContext, note: Option<&Value>) -> bool {
     match note.and_then(Value::as_str) {
         Some("granted by the user") => true,
         Some(_) => false,

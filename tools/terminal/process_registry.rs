@@ -4,22 +4,23 @@
 //! Each process has an id `proc_<12 hex>`, a rolling output buffer of 200 000
 //! characters filled by a reader thread, and an exit record. At most 64 are tracked;
 //! finished ones are pruned 30 minutes after they started. Completion and watch-pattern
-//! events are queued per task; the agent loop drains them with [`drain_events`].
+//! events are queued per task; the agent loop drains them with [`drain_events`], and a
+//! server that pushes them to its client installs a sink with [`set_event_sink`]. Watch
+//! notifications are rate-limited as described in `watch.rs`.
 
 use super::env::{local, Environment, ReadEvent, Running};
 use super::output::{random_hex, Utf8Decoder};
+use super::watch::{global_admit, WatchDecision, WatchLimiter};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 pub const BUFFER_CHARS: usize = 200_000;
 pub const MAX_TRACKED: usize = 64;
 pub const PRUNE_AFTER: Duration = Duration::from_secs(30 * 60);
 const TAIL_CHARS: usize = 2_000;
-const WATCH_COOLDOWN: Duration = Duration::from_secs(15);
-const WATCH_MAX_DELIVERIES: u32 = 8;
 const WATCH_MAX_LINES: usize = 20;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -37,9 +38,7 @@ struct State {
     exit: Option<ExitRecord>,
     /// The agent already saw the completion (wait/kill), so no notification is queued.
     consumed: bool,
-    watch_last: Option<Instant>,
-    watch_deliveries: u32,
-    watch_disabled: bool,
+    watch: WatchLimiter,
     reader_done: bool,
 }
 
@@ -84,8 +83,36 @@ pub fn drain_events(task_id: &str) -> Vec<Value> {
     lock(events()).remove(task_id).unwrap_or_default()
 }
 
+/// Receives notifications as they happen, with the owning task id, instead of the
+/// per-task queue (servers that push them to their client).
+pub type EventSink = Arc<dyn Fn(&str, &Value) + Send + Sync>;
+
+fn sink() -> &'static RwLock<Option<EventSink>> {
+    static SINK: RwLock<Option<EventSink>> = RwLock::new(None);
+    &SINK
+}
+
+/// Delivers every later notification to `sink` (`None`: queue them again for
+/// [`drain_events`]). Events already queued are handed to the new sink first.
+pub fn set_event_sink(new: Option<EventSink>) {
+    let mut slot = sink().write().unwrap_or_else(|p| p.into_inner());
+    if let Some(deliver) = &new {
+        let queued: Vec<(String, Vec<Value>)> = lock(events()).drain().collect();
+        for (task, list) in queued {
+            for event in list {
+                deliver(&task, &event);
+            }
+        }
+    }
+    *slot = new;
+}
+
 fn push_event(task_id: &str, event: Value) {
-    lock(events()).entry(task_id.to_string()).or_default().push(event);
+    let deliver = sink().read().unwrap_or_else(|p| p.into_inner()).clone();
+    match deliver {
+        Some(deliver) => deliver(task_id, &event),
+        None => lock(events()).entry(task_id.to_string()).or_default().push(event),
+    }
 }
 
 /// What a new background process needs.
@@ -224,43 +251,70 @@ impl ProcessEntry {
     }
 
     fn watch_matches(&self, st: &mut State, text: &str) -> Vec<Value> {
-        if self.watch_patterns.is_empty() || st.watch_disabled {
+        // Output after the exit is late noise: the completion notice covers it.
+        if self.watch_patterns.is_empty() || st.watch.disabled() || st.exit.is_some() {
             return Vec::new();
         }
-        let mut out = Vec::new();
-        for pattern in &self.watch_patterns {
-            let lines: Vec<&str> = text.lines().filter(|l| l.contains(pattern.as_str())).take(WATCH_MAX_LINES).collect();
-            if lines.is_empty() {
-                continue;
+        let mut pattern = None;
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|line| match self.watch_patterns.iter().find(|p| line.contains(p.as_str())) {
+                Some(p) => {
+                    pattern.get_or_insert(p.clone());
+                    true
+                }
+                None => false,
+            })
+            .collect();
+        let Some(pattern) = pattern else { return Vec::new() };
+        let now = Instant::now();
+        let (suppressed, last) = match st.watch.admit(lines.len(), now) {
+            WatchDecision::Drop => return Vec::new(),
+            WatchDecision::Disable { suppressed } => {
+                return vec![json!({
+                    "type": "watch_disabled",
+                    "session_id": self.id,
+                    "command": self.command,
+                    "suppressed": suppressed,
+                    "message": format!(
+                        "Watch patterns disabled for process {}: {} consecutive rate-limit windows (at most one \
+                         notification every {}s). You will get one notification when the process exits instead.",
+                        self.id,
+                        super::watch::STRIKE_LIMIT,
+                        super::watch::MIN_INTERVAL.as_secs()
+                    ),
+                })]
             }
-            if st.watch_last.is_some_and(|t| t.elapsed() < WATCH_COOLDOWN) {
-                continue;
-            }
-            st.watch_last = Some(Instant::now());
-            st.watch_deliveries += 1;
-            let mut excerpt = lines.join("\n");
-            if excerpt.chars().count() > TAIL_CHARS {
-                excerpt = excerpt.chars().take(TAIL_CHARS).collect();
-            }
-            let mut event = json!({
-                "type": "watch_match",
-                "session_id": self.id,
-                "pattern": pattern,
-                "command": self.command,
-                "output": hermes_command_guard::strip_ansi(&excerpt),
-                "message": format!("Background process {} printed a line matching '{pattern}'.", self.id),
-            });
-            if st.watch_deliveries >= WATCH_MAX_DELIVERIES {
-                st.watch_disabled = true;
-                event["watch_disabled"] = json!(true);
-                event["message"] = json!(format!(
-                    "Background process {} matched its watch patterns {WATCH_MAX_DELIVERIES} times; watching is now \
-                     off and you will be notified when it completes instead.",
-                    self.id
-                ));
-            }
-            out.push(event);
+            WatchDecision::Deliver { suppressed, last } => (suppressed, last),
+        };
+        let (admitted, mut out) = global_admit(now);
+        if !admitted {
+            return out;
         }
+        let mut excerpt = lines.iter().take(WATCH_MAX_LINES).copied().collect::<Vec<_>>().join("\n");
+        if excerpt.chars().count() > TAIL_CHARS {
+            excerpt = excerpt.chars().take(TAIL_CHARS).collect();
+        }
+        let mut event = json!({
+            "type": "watch_match",
+            "session_id": self.id,
+            "pattern": pattern,
+            "command": self.command,
+            "line": hermes_command_guard::strip_ansi(lines[0]),
+            "output": hermes_command_guard::strip_ansi(&excerpt),
+            "suppressed": suppressed,
+            "message": format!("Background process {} printed a line matching '{pattern}'.", self.id),
+        });
+        if last {
+            event["watch_disabled"] = json!(true);
+            event["message"] = json!(format!(
+                "Background process {} matched its watch patterns {} times; watching is now off and you will be \
+                 notified when it completes instead.",
+                self.id,
+                super::watch::MAX_DELIVERIES
+            ));
+        }
+        out.push(event);
         out
     }
 
@@ -279,7 +333,7 @@ impl ProcessEntry {
 
     fn queue_completion(&self) {
         let st = lock(&self.state);
-        let notify = self.notify_on_complete || st.watch_disabled;
+        let notify = self.notify_on_complete || st.watch.disabled();
         if !notify || st.consumed {
             return;
         }

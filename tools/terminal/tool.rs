@@ -16,10 +16,11 @@ pub mod guidance;
 pub mod output;
 pub mod process_registry;
 pub mod snapshot;
+pub mod watch;
 pub mod workdir;
 
 pub use env::{cleanup_all_environments, cleanup_task, BACKENDS};
-pub use process_registry::drain_events;
+pub use process_registry::{drain_events, set_event_sink, EventSink};
 
 use approval::envelope;
 use config::TerminalConfig;
@@ -41,7 +42,7 @@ pub fn terminal(
     command: String,
     /// Run it as a tracked background process and return at once with a session_id for the process tool. Use for servers, watchers and long jobs. Default false.
     background: Option<bool>,
-    /// Seconds to wait before the command is killed (exit code 124). Default 180; above 600 the command is moved to the background and you are notified when it finishes.
+    /// Seconds to wait before the command is killed (exit code 124). Default 180; a foreground timeout above 600 is refused: run longer commands with background=true and notify_on_complete=true.
     timeout: Option<i64>,
     /// Directory to run this one command in (absolute, or ~/...). Letters, digits, spaces and / \ : _ - . ~ + @ = , only. Does not change the directory of later calls; use `cd` for that.
     workdir: Option<String>,
@@ -129,13 +130,13 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
         Some(t) => t as u64,
         None => config.timeout,
     };
-    let mut background = req.background;
-    let mut notify = req.notify_on_complete;
-    let mut promoted = false;
+    let background = req.background;
     if !background && timeout > config.max_foreground_timeout {
-        background = true;
-        notify = true;
-        promoted = true;
+        return json!({"error": format!(
+            "Foreground timeout {timeout}s exceeds the maximum of {}s. Use background=true with \
+             notify_on_complete=true for long-running commands.",
+            config.max_foreground_timeout
+        )});
     }
 
     // Foreground guidance.
@@ -193,7 +194,7 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
     };
 
     if background {
-        return start_background(req, &slot, workdir, ctx, notify, promoted, clearance);
+        return start_background(req, &slot, workdir, ctx, clearance);
     }
     run_foreground(command, &slot, workdir.as_deref(), timeout, &config, ctx, clearance)
 }
@@ -203,10 +204,9 @@ fn start_background(
     slot: &env::Slot,
     workdir: Option<String>,
     ctx: &ToolContext,
-    notify: bool,
-    promoted: bool,
     clearance: approval::Clearance,
 ) -> Value {
+    let notify = req.notify_on_complete;
     if !slot.env.supports_background() {
         return envelope(
             "error",
@@ -250,12 +250,7 @@ fn start_background(
         Err(e) => return envelope("error", &e),
     };
     let mut out = json!({
-        "output": if promoted {
-            "The timeout is above the foreground limit, so the command was started in the background instead. \
-             Do NOT run it again: you will be notified when it finishes (or use the process tool with this session_id)."
-        } else {
-            "Background process started. Use the process tool with this session_id to poll, read its log, wait for it or kill it."
-        },
+        "output": "Background process started. Use the process tool with this session_id to poll, read its log, wait for it or kill it.",
         "session_id": entry.id,
         "pid": entry.pid,
         "exit_code": 0,
@@ -266,9 +261,6 @@ fn start_background(
     }
     if let Some(note) = pty_note {
         out["pty_note"] = json!(note);
-    }
-    if promoted {
-        out["promoted_from_foreground"] = json!(true);
     }
     if notify {
         out["notify_on_complete"] = json!(true);

@@ -13,8 +13,47 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// Saves in this process one at a time (other processes are merged by re-reading).
+/// Saves in this process one at a time; [`FileLock`] orders them across processes.
 static SAVE_LOCK: Mutex<()> = Mutex::new(());
+
+/// An exclusive `flock` on `.<name>.lock` beside the config path (in the Hermes home,
+/// also when config.yaml is a link elsewhere), held while the file is
+/// re-read, merged and replaced, so concurrent savers in other processes never write
+/// over each other's entries. Released when dropped (the descriptor closes).
+struct FileLock {
+    _file: std::fs::File,
+}
+
+impl FileLock {
+    fn exclusive(target: &Path) -> Result<FileLock, String> {
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "config.yaml".into());
+        let path = target.with_file_name(format!(".{name}.lock"));
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("{}: cannot open the lock file: {e}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            loop {
+                // SAFETY: flock on a descriptor this function owns.
+                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                    break;
+                }
+                let err = std::io::Error::last_os_error();
+                if err.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(format!("{}: cannot lock: {err}", path.display()));
+                }
+            }
+        }
+        Ok(FileLock { _file: file })
+    }
+}
 
 /// The list on disk as this process honours it (entries added since start-up other
 /// than by approvals are held back, see [`crate::config`]); `None` when the file
@@ -52,6 +91,7 @@ pub fn save_allowlist(
 ) -> Result<BTreeSet<String>, String> {
     let _guard = SAVE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let target = resolve_symlinks(config_path);
+    let _file_lock = FileLock::exclusive(config_path)?;
     let text = crate::config::read_config_text(&target)?.unwrap_or_default();
     let on_disk = parse_allowlist_text(&text)
         .ok_or_else(|| format!("{}: not valid YAML, allowlist not saved", target.display()))?;

@@ -24,6 +24,9 @@ pub struct ApprovalContext {
     pub single_query: bool,
     /// `HERMES_YOLO_MODE` as seen by this context.
     pub yolo: bool,
+    /// Added to a refusal when nobody could be asked: why, and how to enable approvals
+    /// on the surface the call came through.
+    pub channel_note: Option<String>,
 }
 
 /// Why nobody can answer.
@@ -55,7 +58,7 @@ impl NoHumanReason {
             NoHumanReason::Cron => "a cron job".to_string(),
             NoHumanReason::Unattended(platform) => format!("the unattended '{platform}' platform"),
             NoHumanReason::Unspecified => {
-                "a context with nobody to ask (no HERMES_INTERACTIVE terminal, gateway or ask session)".to_string()
+                "a context with nobody to ask (no terminal prompt, approving client or gateway is connected)".to_string()
             }
         }
     }
@@ -87,6 +90,7 @@ impl ApprovalContext {
             cron: flag("HERMES_CRON_SESSION"),
             single_query: flag("HERMES_SINGLE_QUERY_SESSION"),
             yolo: flag("HERMES_YOLO_MODE"),
+            channel_note: None,
         }
     }
 

@@ -117,6 +117,12 @@ impl Approvals {
         self.wake.notify_all();
     }
 
+    /// Whether any session has a gateway that sends approval cards: only then can a
+    /// parked ("pending") request reach a person.
+    pub fn has_gateway_notifier(&self) -> bool {
+        !self.lock().notify.is_empty()
+    }
+
     pub fn register_gateway_heartbeat(&self, session: &str, callback: HeartbeatCallback) {
         self.lock().heartbeat.insert(session.to_string(), callback);
     }

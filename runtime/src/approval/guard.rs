@@ -1,7 +1,7 @@
 //! [`Approvals::check_all_command_guards`]: the whole gate for one shell command
 //! (reference §2.1 and §2.2).
 
-use super::context::ApprovalContext;
+use super::context::{ApprovalContext, NoHumanReason};
 use super::gateway::{GatewayAnswer, GatewayAsk};
 use super::messages;
 use super::policy::{ApprovalMode, NoHumanMode};
@@ -173,7 +173,7 @@ impl Approvals {
                 return GuardResult::approved();
             }
             return match self.flags(command, &guard).into_iter().next() {
-                Some(flag) => unattended_refusal(flag, &reason),
+                Some(flag) => unattended_refusal(flag, &reason, ctx),
                 None => GuardResult::approved(),
             };
         }
@@ -189,7 +189,7 @@ impl Approvals {
         }
 
         // 7. A decision.
-        self.decide(command, ctx, &session, &flags, options, false)
+        self.decide("terminal", command, ctx, &session, &flags, options, false)
     }
 
     fn breaker_streak(&self, session: &str) -> Option<u32> {
@@ -214,8 +214,10 @@ impl Approvals {
             .unwrap_or(SmartVerdict::Escalate)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn decide(
         &self,
+        tool: &str,
         command: &str,
         ctx: &ApprovalContext,
         session: &str,
@@ -237,9 +239,12 @@ impl Approvals {
         };
 
         let prompter = options.prompter.clone().or_else(|| read(&self.prompter));
-        // Someone can overrule a smart denial: a gateway/ask user (by card, or later through
-        // the pending request), or a terminal user with a wired prompter.
-        let human_reachable = ctx.is_gateway() || ctx.is_ask() || (ctx.is_cli() && prompter.is_some());
+        // Someone can answer: a terminal or client user behind a prompter, or a gateway/ask
+        // user (by card, or later through the pending request, which only a running gateway
+        // shows). Flags alone reach nobody: then the unattended policy applies, and the
+        // model is never told that a person was asked.
+        let gateway_reachable = (ctx.is_gateway() || ctx.is_ask()) && self.has_gateway_notifier();
+        let human_reachable = gateway_reachable || (ctx.is_cli() && prompter.is_some());
 
         // Smart review.
         let mut smart_denied = false;
@@ -267,6 +272,17 @@ impl Approvals {
                 SmartVerdict::Escalate => {}
             }
         }
+        if !human_reachable {
+            if self.no_human_mode(&NoHumanReason::Unspecified) == NoHumanMode::Approve {
+                return GuardResult::approved();
+            }
+            let flag = flags[0].clone();
+            return GuardResult {
+                description: Some(description.clone()),
+                pattern_keys: pattern_keys.clone(),
+                ..unattended_refusal(flag, &NoHumanReason::Unspecified, ctx)
+            };
+        }
         let allow_permanent = allow_permanent && !smart_denied;
         let hook_payload = |surface: &str| {
             json!({
@@ -282,7 +298,7 @@ impl Approvals {
 
         // Gateway / ask.
         let mut answer: Option<(Choice, Option<String>, bool)> = None;
-        if ctx.is_gateway() || ctx.is_ask() {
+        if gateway_reachable {
             self.observe("pre_approval_request", &hook_payload("gateway"));
             let waited = self.gateway_wait(&GatewayAsk {
                 session,
@@ -344,6 +360,7 @@ impl Approvals {
                         allow_session: !smart_denied && !once_only,
                         smart_denied,
                         title: None,
+                        tool: Some(tool.to_string()),
                     };
                     let choice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prompter.prompt(&request)))
                         .unwrap_or(Choice::Deny);
@@ -480,7 +497,7 @@ impl Approvals {
         if !ctx.has_human() {
             if let Some(reason) = ctx.no_human_reason() {
                 if self.no_human_mode(&reason) == NoHumanMode::Deny {
-                    return unattended_refusal(flag, &reason);
+                    return unattended_refusal(flag, &reason, ctx);
                 }
             }
             return GuardResult::approved();
@@ -488,7 +505,7 @@ impl Approvals {
         if !(ctx.is_gateway() || ctx.is_ask()) {
             return GuardResult::approved();
         }
-        self.decide(code, ctx, &session, &[flag], options, true)
+        self.decide("execute_code", code, ctx, &session, &[flag], options, true)
     }
 
     /// `request_tool_approval`: a hook or plugin asks a human before a tool runs. The key is
@@ -518,28 +535,30 @@ impl Approvals {
         }
         if !ctx.has_human() {
             let label = ctx.no_human_reason().map_or_else(|| "this context".to_string(), |r| r.label());
-            let mut result = GuardResult::with_message(
-                ResultKind::Blocked,
-                format!(
-                    "BLOCKED: the {tool} call needs a person's approval ({}) and nobody can approve it in {label}. \
-                     Do not retry it or rephrase it; find another approach.",
-                    flag.description
-                ),
+            let mut message = format!(
+                "BLOCKED: the {tool} call needs a person's approval ({}) and nobody can approve it in {label}. \
+                 Do not retry it or rephrase it; find another approach.",
+                flag.description
             );
+            if let Some(note) = ctx.channel_note.as_deref().filter(|n| !n.trim().is_empty()) {
+                message.push(' ');
+                message.push_str(note.trim());
+            }
+            let mut result = GuardResult::with_message(ResultKind::Blocked, message);
             result.pattern_key = Some(flag.key.clone());
             result.pattern_keys = vec![flag.key];
             result.description = Some(flag.description);
             return result;
         }
-        self.decide(tool, ctx, &session, &[flag], options, false)
+        self.decide(tool, tool, ctx, &session, &[flag], options, false)
     }
 
-    fn no_human_mode(&self, reason: &super::context::NoHumanReason) -> NoHumanMode {
+    fn no_human_mode(&self, reason: &NoHumanReason) -> NoHumanMode {
         let policy = self.policy();
         match reason {
-            super::context::NoHumanReason::SingleQuery => policy.single_query_mode,
-            super::context::NoHumanReason::Cron => policy.cron_mode,
-            super::context::NoHumanReason::Unattended(_) | super::context::NoHumanReason::Unspecified => {
+            NoHumanReason::SingleQuery => policy.single_query_mode,
+            NoHumanReason::Cron => policy.cron_mode,
+            NoHumanReason::Unattended(_) | NoHumanReason::Unspecified => {
                 policy.unattended_mode
             }
         }
@@ -548,11 +567,13 @@ impl Approvals {
 
 /// The refusal for a flagged command when nobody can be asked, naming the setting
 /// that would allow it.
-fn unattended_refusal(flag: Flag, reason: &super::context::NoHumanReason) -> GuardResult {
-    let mut result = GuardResult::with_message(
-        ResultKind::Blocked,
-        messages::unattended(&flag.description, &reason.label(), reason.mode_key()),
-    );
+fn unattended_refusal(flag: Flag, reason: &NoHumanReason, ctx: &ApprovalContext) -> GuardResult {
+    let mut message = messages::unattended(&flag.description, &reason.label(), reason.mode_key());
+    if let Some(note) = ctx.channel_note.as_deref().filter(|n| !n.trim().is_empty()) {
+        message.push(' ');
+        message.push_str(note.trim());
+    }
+    let mut result = GuardResult::with_message(ResultKind::Blocked, message);
     result.pattern_key = Some(flag.key.clone());
     result.pattern_keys = vec![flag.key];
     result.description = Some(flag.description);

@@ -11,6 +11,7 @@
 //! minus approved keys -> smart review -> gateway / terminal prompt -> persist.
 
 mod allowlist_file;
+mod call;
 mod context;
 mod gateway;
 mod guard;
@@ -22,6 +23,7 @@ mod result;
 mod smart;
 
 pub use allowlist_file::{atomic_write, read_allowlist, replace_allowlist_block, resolve_symlinks, save_allowlist};
+pub use call::{call_approval, CallApprovalGate};
 pub use context::{env_truthy, ApprovalContext, NoHumanReason, UNATTENDED_PLATFORMS};
 pub use gateway::{GatewayApprovalRequest, HeartbeatCallback, NotifyCallback};
 pub use guard::{is_isolated_backend, CommandScanner, GuardOptions, HookApprovalGate, ScanVerdict, ISOLATED_BACKENDS};
@@ -104,6 +106,9 @@ pub struct Approvals {
     wake: Condvar,
     process_yolo: AtomicBool,
     guardian: RwLock<Option<Arc<dyn Guardian>>>,
+    /// The guardian is the HTTP one built from `approvals.smart.*` (not one set in code),
+    /// so a new policy rebuilds it.
+    guardian_from_config: AtomicBool,
     scanner: RwLock<Option<Arc<dyn CommandScanner>>>,
     prompter: RwLock<Option<Arc<dyn ApprovalPrompter>>>,
     observer: RwLock<Option<ApprovalObserver>>,
@@ -136,8 +141,7 @@ impl Approvals {
     /// With a given policy; its `command_allowlist` becomes the permanent set and baseline.
     pub fn with_policy(hermes_home: impl Into<PathBuf>, policy: ApprovalPolicy) -> Approvals {
         let permanent: BTreeSet<String> = policy.command_allowlist.iter().cloned().collect();
-        let guardian: Option<Arc<dyn Guardian>> =
-            policy.smart.clone().map(|endpoint| Arc::new(HttpGuardian::new(endpoint)) as Arc<dyn Guardian>);
+        let guardian = configured_guardian(&policy);
         Approvals {
             hermes_home: hermes_home.into(),
             policy: RwLock::new(Arc::new(policy)),
@@ -145,6 +149,7 @@ impl Approvals {
             wake: Condvar::new(),
             process_yolo: AtomicBool::new(env_truthy(std::env::var("HERMES_YOLO_MODE").ok().as_deref())),
             guardian: RwLock::new(guardian),
+            guardian_from_config: AtomicBool::new(true),
             scanner: RwLock::new(None),
             prompter: RwLock::new(None),
             observer: RwLock::new(None),
@@ -190,8 +195,12 @@ impl Approvals {
         read(&self.policy)
     }
 
-    /// Replaces the policy (the permanent allowlist in memory is not touched).
+    /// Replaces the policy (the permanent allowlist in memory is not touched); the smart
+    /// reviewer follows the new `approvals.smart.*` unless one was set in code.
     pub fn set_policy(&self, policy: ApprovalPolicy) {
+        if self.guardian_from_config.load(Ordering::SeqCst) {
+            write(&self.guardian, configured_guardian(&policy));
+        }
         write(&self.policy, Arc::new(policy));
     }
 
@@ -210,6 +219,7 @@ impl Approvals {
 
     /// The smart reviewer (by default the HTTP one from `approvals.smart.*`, if configured).
     pub fn set_guardian(&self, guardian: Option<Arc<dyn Guardian>>) {
+        self.guardian_from_config.store(false, Ordering::SeqCst);
         write(&self.guardian, guardian);
     }
 
@@ -328,6 +338,11 @@ impl Approvals {
         drop(state);
         self.wake.notify_all();
     }
+}
+
+/// The HTTP reviewer of `approvals.smart.*`, when configured.
+fn configured_guardian(policy: &ApprovalPolicy) -> Option<Arc<dyn Guardian>> {
+    policy.smart.clone().map(|endpoint| Arc::new(HttpGuardian::new(endpoint)) as Arc<dyn Guardian>)
 }
 
 static RANDOM_COUNTER: AtomicU64 = AtomicU64::new(0);

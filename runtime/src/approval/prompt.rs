@@ -24,6 +24,8 @@ pub struct PromptRequest {
     /// The smart reviewer denied it; only once/deny are offered.
     pub smart_denied: bool,
     pub title: Option<String>,
+    /// The tool that asks (`terminal` for shell commands, a tool name for plugin rules).
+    pub tool: Option<String>,
 }
 
 impl PromptRequest {
@@ -36,15 +38,39 @@ impl PromptRequest {
             allow_session: true,
             smart_denied: false,
             title: None,
+            tool: None,
         }
     }
 
-    fn offers_session(&self) -> bool {
+    pub fn offers_session(&self) -> bool {
         self.allow_session && !self.smart_denied
     }
 
-    fn offers_always(&self) -> bool {
+    pub fn offers_always(&self) -> bool {
         self.offers_session() && self.allow_permanent
+    }
+
+    /// A client's answer word: an offered grant grants; anything else denies.
+    pub fn choice_from_word(&self, word: &str) -> Choice {
+        let word = word.trim().to_ascii_lowercase();
+        if self.choices().contains(&word.as_str()) {
+            Choice::parse_resolution(&word)
+        } else {
+            Choice::Deny
+        }
+    }
+
+    /// The answers offered, in order: `once`, `session`?, `always`?, `deny`.
+    pub fn choices(&self) -> Vec<&'static str> {
+        let mut choices = vec!["once"];
+        if self.offers_session() {
+            choices.push("session");
+        }
+        if self.offers_always() {
+            choices.push("always");
+        }
+        choices.push("deny");
+        choices
     }
 }
 
@@ -52,6 +78,13 @@ impl PromptRequest {
 pub trait ApprovalPrompter: Send + Sync {
     /// Must never grant on error: return `Deny`, `Timeout` or `Cancelled` instead.
     fn prompt(&self, request: &PromptRequest) -> Choice;
+
+    /// `Err(how to enable approvals)` when this surface has no way to reach a person (an
+    /// MCP client without elicitation); the unattended policy then applies and the
+    /// refusal carries the text.
+    fn reachable(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl<F> ApprovalPrompter for F
@@ -95,14 +128,7 @@ pub fn render_prompt(request: &PromptRequest) -> String {
         text.push_str(line);
         text.push('\n');
     }
-    let mut choices = vec!["[o]nce"];
-    if request.offers_session() {
-        choices.push("[s]ession");
-    }
-    if request.offers_always() {
-        choices.push("[a]lways");
-    }
-    choices.push("[d]eny");
+    let choices: Vec<String> = request.choices().iter().map(|word| format!("[{}]{}", &word[..1], &word[1..])).collect();
     text.push_str(&format!(
         "\nAllow this command? {} (default: deny, {}s) > ",
         choices.join(" / "),

@@ -1,15 +1,12 @@
 //! The smart step (reference §2.5 "Guardian"): an auxiliary model reviews a flagged
 //! command and answers APPROVE, DENY or anything else (= escalate to a human).
 //!
-//! The HTTP client is a minimal HTTP/1.1 POST over `std::net::TcpStream` (plain `http://`
-//! only; an `https://` endpoint escalates with a warning). It is meant for a local or
-//! proxied OpenAI-compatible server such as llama.cpp, vLLM, Ollama or LiteLLM.
+//! The reviewer is any OpenAI-compatible `/chat/completions` endpoint, `http://` or
+//! `https://` (a hosted API, or a local llama.cpp, vLLM, Ollama or LiteLLM server).
 
 use super::policy::SmartEndpoint;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The reviewer's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,109 +153,37 @@ impl Guardian for HttpGuardian {
     }
 }
 
-/// POSTs JSON to a plain `http://` URL and returns the status and body.
+/// Largest reply body read from the reviewer.
+const MAX_REPLY_BYTES: u64 = 4 << 20;
+
+/// POSTs JSON to an `http://` or `https://` URL (the workspace's HTTP client, ureq with
+/// rustls) and returns the status and body; `timeout` bounds the whole exchange.
 pub fn http_post_json(
     url: &str,
     body: &Value,
     bearer: Option<&str>,
     timeout: Duration,
 ) -> Result<(u16, Vec<u8>), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("only http:// endpoints are supported, got {url}"))?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let host_port = if authority.rsplit(':').next().is_some_and(|p| p.parse::<u16>().is_ok())
-        && !authority.ends_with(']')
-    {
-        authority.to_string()
-    } else {
-        format!("{authority}:80")
-    };
-    let deadline = Instant::now() + timeout;
-    let addr = host_port
-        .to_socket_addrs()
-        .map_err(|e| format!("{authority}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{authority}: no address"))?;
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {authority}: {e}"))?;
-    let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    stream.set_write_timeout(Some(left())).ok();
-    let payload = serde_json::to_vec(body).map_err(|e| e.to_string())?;
-    let mut head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Accept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        payload.len()
-    );
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!("the endpoint must be an http:// or https:// URL, got {url}"));
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut request = agent.post(url).header("Content-Type", "application/json").header("Accept", "application/json");
     if let Some(key) = bearer {
-        head.push_str(&format!("Authorization: Bearer {key}\r\n"));
+        request = request.header("Authorization", format!("Bearer {key}"));
     }
-    head.push_str("\r\n");
-    stream
-        .write_all(head.as_bytes())
-        .and_then(|_| stream.write_all(&payload))
-        .map_err(|e| format!("send: {e}"))?;
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        if Instant::now() >= deadline {
-            return Err("timed out".into());
-        }
-        stream.set_read_timeout(Some(left())).ok();
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("receive: {e}")),
-        }
-        if raw.len() > 4 << 20 {
-            return Err("response too large".into());
-        }
-    }
-    parse_http_response(&raw)
-}
-
-fn parse_http_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| "malformed HTTP response".to_string())?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let body = &raw[split + 4..];
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| "malformed status line".to_string())?;
-    let chunked = lines.any(|l| {
-        let lower = l.to_ascii_lowercase();
-        lower.starts_with("transfer-encoding:") && lower.contains("chunked")
-    });
-    if !chunked {
-        return Ok((status, body.to_vec()));
-    }
-    let mut out = Vec::new();
-    let mut rest = body;
-    loop {
-        let line_end = rest
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or_else(|| "malformed chunk".to_string())?;
-        let size_text = String::from_utf8_lossy(&rest[..line_end]);
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| "malformed chunk size".to_string())?;
-        rest = &rest[line_end + 2..];
-        if size == 0 {
-            break;
-        }
-        if rest.len() < size {
-            return Err("truncated chunk".into());
-        }
-        out.extend_from_slice(&rest[..size]);
-        rest = rest.get(size + 2..).unwrap_or(&[]);
-    }
-    Ok((status, out))
+    let payload = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+    let mut response = request.send(&payload[..]).map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_REPLY_BYTES)
+        .read_to_vec()
+        .map_err(|e| format!("receive: {e}"))?;
+    Ok((status, body))
 }
