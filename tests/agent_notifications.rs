@@ -45,10 +45,9 @@ fn a_finished_background_process_is_reported_before_the_next_turn() {
     assert!(stdout.starts_with("NOTIFIED [IMPORTANT: Background process proc_"), "{stdout}");
     assert!(stdout.contains("exited with code 7") && stdout.contains("bg-output-line"), "{stdout}");
     // Delivered once: the request after it has no second copy.
-    let requests = model.request_count();
-    let copies = (0..requests)
-        .filter_map(|n| model.request(n)["messages"].as_array().cloned())
-        .last()
+    let last = model.request(model.request_count() - 1);
+    let copies = last["messages"]
+        .as_array()
         .unwrap()
         .iter()
         .filter(|m| m["content"].as_str().is_some_and(|t| t.starts_with("[IMPORTANT:")))
