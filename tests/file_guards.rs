@@ -241,6 +241,8 @@ fn kernel_and_device_files_are_refused_and_nothing_hangs() {
         assert!(r["error"].is_string(), "{path}: {r}");
         let r = m.call("patch", json!({"path": path, "old_string": "a", "new_string": "b"}));
         assert_eq!(r["success"], false, "{path}: {r}");
+        let r = m.call("patch", v4a(&format!("*** Update File: {path}\n@@\n-a\n+b")));
+        assert!(error_of(&r).contains("not a regular file"), "{path}: {r}");
     }
     // A search over a directory holding the FIFO skips it and finds the real match.
     std::fs::write(m.work.join("found.txt"), "needle\n").unwrap();

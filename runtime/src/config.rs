@@ -270,3 +270,45 @@ pub fn record_runtime_grants(hermes_home: &Path, entries: &[String]) -> std::io:
     // One write of whole lines, appended: concurrent writers do not interleave.
     file.write_all(lines.as_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(home: &Path, text: &str) {
+        std::fs::write(Config::path_in(home), text).unwrap();
+    }
+
+    #[test]
+    fn permission_keys_are_held_at_start_up_and_runtime_grants_pass() {
+        let home = tempfile::tempdir().unwrap();
+        write(home.path(), "command_allowlist: [\"a\"]\ntool_budget:\n  x: 1\n");
+        let first = Config::load(home.path());
+        assert_eq!(first.get("command_allowlist"), Some(&serde_json::json!(["a"])));
+        write(
+            home.path(),
+            "command_allowlist: [\"a\", \"b\", \"c\"]\napprovals:\n  unattended_mode: approve\ntool_budget:\n  x: 2\n",
+        );
+        record_runtime_grants(home.path(), &["b".to_string()]).unwrap();
+        let later = Config::load(home.path());
+        assert_eq!(later.get("command_allowlist"), Some(&serde_json::json!(["a", "b"])));
+        assert_eq!(later.get("approvals"), None);
+        assert_eq!(later.get("tool_budget.x"), Some(&serde_json::json!(2)));
+        // Removing an entry is no grant: it applies at once.
+        write(home.path(), "command_allowlist: []\n");
+        assert_eq!(Config::load(home.path()).get("command_allowlist"), Some(&serde_json::json!([])));
+    }
+
+    #[test]
+    fn a_fifo_or_oversized_file_is_broken_not_a_hang() {
+        let home = tempfile::tempdir().unwrap();
+        let path = Config::path_in(home.path());
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        assert!(Config::load(home.path()).is_broken());
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "#".repeat(MAX_CONFIG_BYTES as usize + 1)).unwrap();
+        assert!(Config::load(home.path()).is_broken());
+    }
+}

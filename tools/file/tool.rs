@@ -527,10 +527,17 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
             v4a::Op::Update { path, move_to, .. } => (path, "Update", move_to.as_ref()),
         };
         for (shown, verb) in std::iter::once((shown, verb)).chain(move_to.map(|to| (to, "Move"))) {
-            match paths::patch_target(ctx, shown, verb) {
-                Ok(target) => targets.insert(shown.clone(), target),
+            let target = match paths::patch_target(ctx, shown, verb) {
+                Ok(target) => target,
                 Err(refusal) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {refusal}"), None)),
             };
+            if std::fs::symlink_metadata(&target).is_ok_and(|meta| !meta.is_file() && !meta.is_dir()) {
+                return Ok(patch_error(
+                    &format!("Patch not applied, no file was changed: {shown} is not a regular file (a device, socket or pipe)."),
+                    None,
+                ));
+            }
+            targets.insert(shown.clone(), target);
         }
         first_path.get_or_insert_with(|| shown.clone());
     }
