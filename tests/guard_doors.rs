@@ -264,6 +264,8 @@ fn lines_submitted_to_a_shell_in_a_pty_are_checked_like_commands() {
     server.call("process", json!({"action": "write", "session_id": id, "data": "\u{15}"}));
     let edited = server.call("process", json!({"action": "submit", "session_id": id, "data": format!("echo rm -rf {victim}\u{8}\u{8}x; a=rm; $a -rf {victim}")}));
     assert_refused(&site, &edited, "indirection in a submitted line");
+    let alias = server.call("process", json!({"action": "submit", "session_id": id, "data": "alias gone=rm"}));
+    assert_refused(&site, &alias, "an alias renaming rm for a later line");
     let arrows = server.call("process", json!({"action": "submit", "session_id": id, "data": "\u{1b}[A"}));
     assert_refused(&site, &arrows, "history recall");
 

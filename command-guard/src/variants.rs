@@ -158,9 +158,8 @@ fn analyze_source(
             let args: Vec<&str> = command.words[exec + 1..]
                 .iter()
                 .map(|w| {
-                    if data_spans.words.contains(&w.start) {
-                        "''"
-                    } else if Some(w.start) == blanked && is_wholly_single_quoted(&w.raw) {
+                    let pcre_pattern = Some(w.start) == blanked && is_wholly_single_quoted(&w.raw);
+                    if data_spans.words.contains(&w.start) || pcre_pattern {
                         "''"
                     } else {
                         w.raw.as_str()

@@ -507,6 +507,10 @@ fn rule_table() -> Vec<Rule> {
             |a| stdin_program_key(a) == Some(pipelines::PIPE_TO_PROGRAM),
         ),
         code(DYNAMIC_COMMAND, |a| a.commands().any(|c| c.dynamic_exec)),
+        code(
+            "define a shell alias (later commands run under another name)",
+            |a| a.commands().any(|c| c.exec_name == "alias" && c.arg_values().any(|v| v.contains('='))),
+        ),
         code(SYSTEM_FILE_WRITE, writes_system_file),
         at_executable(
             "delete source files after archiving or copying (--remove-files)",

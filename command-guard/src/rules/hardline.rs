@@ -143,7 +143,7 @@ fn rm_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str>) ->
 fn deleting_tool_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str>) -> Option<&'static str> {
     let args: Vec<&str> = command.arg_values().collect();
     let operands: Vec<&str> = match command.exec_name.as_str() {
-        "tar" | "bsdtar" | "gtar" if args.iter().any(|a| *a == "--remove-files") => {
+        "tar" | "bsdtar" | "gtar" if args.contains(&"--remove-files") => {
             operands(command, &["-f", "--file", "-C", "--directory", "-T", "--files-from", "-X", "--exclude-from"])
                 .into_iter()
                 .filter(|o| !o.ends_with(".tar") && !o.contains(".tar.") && !o.ends_with(".tgz"))
@@ -271,7 +271,7 @@ fn systemctl_finding(command: &SimpleCommand) -> Option<&'static str> {
 /// `kill` operands after its options: `-1` is every process, `1` is init.
 fn kill_finding(command: &SimpleCommand) -> Option<&'static str> {
     let args: Vec<&str> = command.arg_values().collect();
-    if args.iter().any(|a| *a == "-1") {
+    if args.contains(&"-1") {
         return Some(KILL_ALL);
     }
     if args.iter().any(|a| matches!(*a, "-l" | "-L" | "--list" | "--table")) {
