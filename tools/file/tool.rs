@@ -255,8 +255,15 @@ pub fn write_file(
             &[("hint", json!("Write the actual file content; the stub only means your earlier read is current."))],
         ));
     }
-    let warning = stale_warning(&state, &target, &path);
     let style = existing.as_deref().map(write::Style::detect).unwrap_or_default();
+    let before = existing.as_deref().and_then(|bytes| std::str::from_utf8(bytes).ok()).map(|text| style.to_model(text));
+    let lint = syntax::review(&target, &path, before.as_deref(), &content, ctx.hermes_home());
+    if let Some(report) = &lint {
+        if let Some(refusal) = &report.refusal {
+            return Ok(error_with(refusal, &[("lint", report.lint.clone())]));
+        }
+    }
+    let warning = stale_warning(&state, &target, &path);
     let data = style.to_disk(&content).into_bytes();
     let dirs_created = match write::create_parents(&target) {
         Ok(n) => n,
@@ -284,6 +291,9 @@ pub fn write_file(
     if !kept.is_empty() {
         result["note"] = json!(format!("Kept the file's {}.", kept.join(" and ")));
     }
+    if let Some(report) = lint {
+        result["lint"] = report.lint;
+    }
     if let Some(warning) = warning {
         result["warning"] = json!(warning);
     }
@@ -310,8 +320,11 @@ pub enum PatchMode {
 /// `+` lines, or `*** Delete File: <path>`, and finally `*** End Patch`. A V4A patch changes
 /// every file or none. The result holds a unified diff of what changed.
 ///
-/// Matching falls back from exact to trailing-whitespace-, indentation- and
-/// whitespace-insensitive line matching, then to unescaping literal `\n`/`\t`.
+/// Matching falls back from exact to line matching that ignores trailing whitespace,
+/// indentation or runs of spaces, then a loose form that forgives spaces and
+/// typography inside lines, unescaping literal `\n`/`\t`, pasted line numbers, and
+/// last a similarity search that refuses ties (patch.rs, lines.rs, loose.rs,
+/// fuzzy.rs). Edited Python, JSON, YAML and TOML are checked for syntax (syntax.rs).
 #[tool(toolset = "file", emoji = "🩹", max_result_chars = 100_000, concurrency = "path_scoped")]
 #[allow(clippy::too_many_arguments)]
 pub fn patch(
