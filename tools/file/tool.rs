@@ -424,7 +424,9 @@ fn patch_replace(
         ));
     };
     let style = write::Style::detect(raw.as_bytes());
-    let text = style.to_model(&raw);
+    // A plain file needs no conversion: spare a large file two copies.
+    let plain = style == write::Style::default();
+    let text = if plain { raw } else { style.to_model(&raw) };
     let old = old_string.replace("\r\n", "\n");
     let new = new_string.replace("\r\n", "\n");
     let key = state_key(&target);
@@ -510,7 +512,7 @@ fn patch_replace(
         ));
     }
     let warning = stale_warning(state, &target, path);
-    let data = style.to_disk(&updated);
+    let data = if plain { std::borrow::Cow::Borrowed(updated.as_str()) } else { style.to_disk(&updated).into() };
     if let Err(e) = write::atomic_write(&target, data.as_bytes()) {
         return Ok(patch_error(&format!("Cannot write {path}: {e}"), None));
     }
