@@ -299,3 +299,16 @@ fn each_check_can_be_switched_off_in_config() {
     let v = w.replace("c.yaml", "[1]", "[1");
     assert_eq!(v["success"], false, "{v}");
 }
+
+#[test]
+fn write_file_gets_the_same_checks() {
+    let w = Workspace::new();
+    let v = w.call("write_file", serde_json::json!({"path": "new.json", "content": "{\"a\": "}));
+    assert!(error_of(&v).contains("not created"), "{v}");
+    assert!(!w.path("new.json").exists());
+    let v = w.call("write_file", serde_json::json!({"path": "new.json", "content": "{\"a\": 1}\n"}));
+    assert_eq!(v["lint"]["status"], "ok", "{v}");
+    let v = w.call("write_file", serde_json::json!({"path": "s.py", "content": "def f(:\n"}));
+    assert_eq!(v["lint"]["status"], "error", "{v}");
+    assert_eq!(w.get("s.py"), "def f(:\n");
+}

@@ -186,8 +186,9 @@ pub fn review(path: &Path, shown: &str, before: Option<&str>, after: &str, herme
                 Report {
                     lint: json!({"status": "error", "checker": checker, "output": error}),
                     refusal: Some(format!(
-                        "Refusing the edit of {shown}: it would not parse afterwards ({error}). The file was left \
-                         as it was; fix the edit and try again."
+                        "Refusing the edit of {shown}: it would not parse afterwards ({error}). The file was {}; \
+                         fix the edit and try again.",
+                        if before.is_some() { "left as it was" } else { "not created" }
                     )),
                 }
             } else {

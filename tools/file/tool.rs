@@ -249,8 +249,15 @@ pub fn write_file(
         Ok(existing) => existing,
         Err(e) => return Ok(ToolOutput::error(format!("Refusing to write {path}: {e}"))),
     };
-    let warning = stale_warning(&state, &target, &path);
     let style = existing.as_deref().map(write::Style::detect).unwrap_or_default();
+    let before = existing.as_deref().and_then(|bytes| std::str::from_utf8(bytes).ok()).map(|text| style.to_model(text));
+    let lint = syntax::review(&target, &path, before.as_deref(), &content, ctx.hermes_home());
+    if let Some(report) = &lint {
+        if let Some(refusal) = &report.refusal {
+            return Ok(error_with(refusal, &[("lint", report.lint.clone())]));
+        }
+    }
+    let warning = stale_warning(&state, &target, &path);
     let data = style.to_disk(&content).into_bytes();
     if let Err(e) = write::replace_checked(&target, existing.as_deref(), &data) {
         return Ok(ToolOutput::error(format!("Cannot write {path}: {e}")));
@@ -273,6 +280,9 @@ pub fn write_file(
     }
     if !kept.is_empty() {
         result["note"] = json!(format!("Kept the file's {}.", kept.join(" and ")));
+    }
+    if let Some(report) = lint {
+        result["lint"] = report.lint;
     }
     if let Some(warning) = warning {
         result["warning"] = json!(warning);
@@ -300,8 +310,11 @@ pub enum PatchMode {
 /// `+` lines, or `*** Delete File: <path>`, and finally `*** End Patch`. A V4A patch changes
 /// every file or none. The result holds a unified diff of what changed.
 ///
-/// Matching falls back from exact to trailing-whitespace-, indentation- and
-/// whitespace-insensitive line matching, then to unescaping literal `\n`/`\t`.
+/// Matching falls back from exact to line matching that ignores trailing whitespace,
+/// indentation or runs of spaces, then a loose form that forgives spaces and
+/// typography inside lines, unescaping literal `\n`/`\t`, pasted line numbers, and
+/// last a similarity search that refuses ties (patch.rs, lines.rs, loose.rs,
+/// fuzzy.rs). Edited Python, JSON, YAML and TOML are checked for syntax (syntax.rs).
 #[tool(toolset = "file", emoji = "🩹", max_result_chars = 100_000, concurrency = "path_scoped")]
 #[allow(clippy::too_many_arguments)]
 pub fn patch(
@@ -395,7 +408,10 @@ fn patch_replace(
         ));
     };
     let style = write::Style::detect(raw.as_bytes());
-    let text = style.to_model(&raw);
+    // A plain file needs no conversion: spare a large file two copies.
+    let plain = style == write::Style::default();
+    // The bytes read, kept for the check that nothing changed them before the rename.
+    let (text, converted_from) = if plain { (raw, None) } else { (style.to_model(&raw), Some(raw)) };
     let old = old_string.replace("\r\n", "\n");
     let new = new_string.replace("\r\n", "\n");
     let key = state_key(&target);
@@ -481,8 +497,9 @@ fn patch_replace(
         ));
     }
     let warning = stale_warning(state, &target, path);
-    let data = style.to_disk(&updated);
-    if let Err(e) = write::replace_checked(&target, Some(raw.as_bytes()), data.as_bytes()) {
+    let data = if plain { std::borrow::Cow::Borrowed(updated.as_str()) } else { style.to_disk(&updated).into() };
+    let base = converted_from.as_deref().unwrap_or(&text);
+    if let Err(e) = write::replace_checked(&target, Some(base.as_bytes()), data.as_bytes()) {
         return Ok(patch_error(&format!("Patch not applied to {path}: {e}"), None));
     }
     state.patch_succeeded(&key);
