@@ -1,6 +1,7 @@
 //! Command-line front end. Exit status 0 whenever a result was produced (a tool error
 //! is a result); 2 for usage errors.
 
+use crate::restrict::ToolSelection;
 use clap::{Args, Parser, Subcommand};
 use hermes_runtime::availability::CheckPass;
 use hermes_runtime::strict::strict_parameters;
@@ -53,9 +54,16 @@ enum Command {
         /// Working directory for relative paths. Default: the current directory.
         #[arg(long)]
         cwd: Option<std::path::PathBuf>,
+        /// Refuse the call unless the tool is in this selection.
+        #[command(flatten)]
+        selection: SelectionArgs,
     },
     /// Serve tool calls as JSON lines on stdin/stdout (see README), concurrently.
-    Serve,
+    /// With `--toolsets`/`--disabled`, calls of tools outside the selection are refused.
+    Serve {
+        #[command(flatten)]
+        selection: SelectionArgs,
+    },
     /// Run the agent loop on a task against an OpenAI-compatible chat-completions
     /// endpoint (config.yaml `model.base_url`, `model.name`, `model.api_key_env`) and
     /// print the final answer. Tool calls are shown on stderr.
@@ -131,6 +139,12 @@ struct SelectionArgs {
     disabled: Option<Vec<String>>,
 }
 
+impl SelectionArgs {
+    fn restriction(&self) -> ToolSelection {
+        ToolSelection { toolsets: self.toolsets.clone(), disabled: self.disabled.clone() }
+    }
+}
+
 /// Runs the command line over `catalog`: the generated one for `hermes-tools`, a
 /// fixture catalog for test binaries.
 pub fn run(catalog: &'static Catalog) -> ExitCode {
@@ -144,7 +158,8 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
         _ => Some(hermes_mcp::attach(&registry)),
     };
     let output = match cli.command {
-        Command::Serve => {
+        Command::Serve { selection } => {
+            selection.restriction().enforce_on(&registry);
             return match crate::serve::serve_stdio(registry) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -160,7 +175,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
         Command::List { selection, json } => list(&registry, &selection, json),
         Command::Schema { selection, strict } => schema(&registry, &selection, strict),
         Command::Toolsets { json } => toolsets(&registry, json),
-        Command::Call { name, args, task_id, cwd } => match call(&registry, name, args, task_id, cwd) {
+        Command::Call { name, args, task_id, cwd, selection } => match call(&registry, name, args, task_id, cwd, &selection) {
             Ok(text) => text,
             Err(usage) => {
                 eprintln!("error: {usage}");
@@ -326,12 +341,14 @@ fn toolsets(registry: &Registry, as_json: bool) -> String {
 }
 
 fn call(
-    registry: &Registry,
+    registry: &Arc<Registry>,
     name: String,
     args: Option<String>,
     task_id: Option<String>,
     cwd: Option<std::path::PathBuf>,
+    selection: &SelectionArgs,
 ) -> Result<String, String> {
+    selection.restriction().enforce_on(registry);
     let text = match args.as_deref() {
         Some("-") => {
             let mut buffer = String::new();
