@@ -8,12 +8,12 @@ use hermes_runtime::prelude::*;
 use std::path::{Path, PathBuf};
 
 mod guard;
-mod patch;
-mod paths;
+pub(crate) mod patch;
+pub(crate) mod paths;
 mod read;
 mod search;
 mod v4a;
-mod write;
+pub(crate) mod write;
 
 use guard::{Dedup, FileState, Stamp, BLOCK_AT, WARN_AT};
 
