@@ -29,6 +29,21 @@ pub static TOOLS: &[::hermes_runtime::ToolEntry] = &[
         source: "tools/clarify.rs",
     },
     ::hermes_runtime::ToolEntry {
+        name: "cronjob",
+        toolset: "cronjob",
+        description: "Schedule prompts to run later or repeatedly, each run a fresh agent session with no memory of this chat, so write prompts that stand on their own. action `create` needs `schedule` and `prompt` (or `skills`, loaded in order before the prompt); `list` shows every job; `update`, `pause`, `resume`, `remove` and `run` (run now) need `job_id`: list first, never guess ids. Schedules: '30m' or '2h' (once, that long from now), 'every 2h' (recurring), '0 9 * * *' (cron expression, local time), '2026-06-01T09:00' (once at that time). A run cannot ask questions and cannot schedule further jobs; its final answer is the job's output, saved under $HERMES_HOME/cron/output/. On update, skills=[] clears the skills.",
+        emoji: "⏰",
+        schema: "{\"name\":\"cronjob\",\"description\":\"Schedule prompts to run later or repeatedly, each run a fresh agent session with no memory of this chat, so write prompts that stand on their own. action `create` needs `schedule` and `prompt` (or `skills`, loaded in order before the prompt); `list` shows every job; `update`, `pause`, `resume`, `remove` and `run` (run now) need `job_id`: list first, never guess ids. Schedules: '30m' or '2h' (once, that long from now), 'every 2h' (recurring), '0 9 * * *' (cron expression, local time), '2026-06-01T09:00' (once at that time). A run cannot ask questions and cannot schedule further jobs; its final answer is the job's output, saved under $HERMES_HOME/cron/output/. On update, skills=[] clears the skills.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"action\":{\"type\":\"string\",\"description\":\"One of create, list, update, pause, resume, remove, run. create needs `schedule` and `prompt`.\",\"enum\":[\"create\",\"list\",\"update\",\"pause\",\"resume\",\"remove\",\"run\"]},\"job_id\":{\"type\":\"string\",\"description\":\"The job's id (or its exact name), for update, pause, resume, remove and run.\"},\"prompt\":{\"type\":\"string\",\"description\":\"create/update: the complete, self-contained instruction for each run.\"},\"schedule\":{\"type\":\"string\",\"description\":\"create/update: '30m', 'every 2h', '0 9 * * *' or an ISO timestamp such as '2026-06-01T09:00:00'.\"},\"name\":{\"type\":\"string\",\"description\":\"A short name for the job.\"},\"repeat\":{\"type\":\"integer\",\"description\":\"How many runs, then the job is removed. Leave out for the default: once for one-shots, forever for recurring schedules.\"},\"deliver\":{\"type\":\"string\",\"description\":\"Where the output goes: 'local' (saved under $HERMES_HOME/cron/output/; the only target here) or 'origin'.\"},\"skills\":{\"type\":\"array\",\"description\":\"Skill names loaded, in order, before the prompt on each run.\",\"items\":{\"type\":\"string\"}},\"model\":{\"type\":\"object\",\"description\":\"A model for this job instead of the configured one.\",\"required\":[\"model\"],\"properties\":{\"model\":{\"type\":\"string\",\"description\":\"Model name, e.g. `anthropic/claude-sonnet-4`.\"},\"provider\":{\"type\":\"string\",\"description\":\"Provider name; kept with the job for reference.\"}}},\"enabled_toolsets\":{\"type\":\"array\",\"description\":\"Toolsets the job's runs may use (e.g. [\\\"web\\\", \\\"file\\\"]); all default tools when left out. On update, [] clears it.\",\"items\":{\"type\":\"string\"}},\"workdir\":{\"type\":\"string\",\"description\":\"An absolute folder the job's tools work in. On update, \\\"\\\" clears it.\"},\"reason\":{\"type\":\"string\",\"description\":\"pause: why, kept with the job.\"}},\"required\":[\"action\"]}}",
+        handler: ::hermes_runtime::Handler::Sync(shims::cronjob),
+        check: Some(0usize),
+        requires_env: &[],
+        max_result_chars: None,
+        aliases: &[],
+        dynamic_schema: None,
+        concurrency: ::hermes_runtime::Concurrency::Exclusive,
+        source: "tools/cronjob/tool.rs",
+    },
+    ::hermes_runtime::ToolEntry {
         name: "delegate_task",
         toolset: "delegation",
         description: "Hand work to sub-agents that run with their own context and return only a summary: use it for independent pieces of a bigger task (research several things at once, check several files, try alternatives), or to keep a long side investigation out of your context. Give one `goal` (with `context`), or a batch in `tasks`, which run in parallel. A sub-agent sees nothing of your conversation, so put every fact it needs in `context`. Sub-agents cannot ask the user, cannot write memory and cannot delegate further. The result lists each task's status and summary; check the summaries before you rely on them.",
@@ -185,7 +200,7 @@ pub static TOOLS: &[::hermes_runtime::ToolEntry] = &[
         emoji: "💻",
         schema: "{\"name\":\"terminal\",\"description\":\"Run a shell command (bash) and get its output and exit code. Commands of one task share a shell state: `cd` and `export` carry over to the next call. Output is merged stdout+stderr; very long output is cut to its start and end, with the whole text saved to a file whose path is given. Do not use this to read, write or search files: use read_file, write_file, patch and search_files. For servers, watchers and anything that does not finish on its own, set background=true and manage it with the process tool (do not use `&`, nohup or disown). Dangerous commands may need the user's approval.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\",\"description\":\"The command to run, as you would type it in bash.\"},\"background\":{\"type\":\"boolean\",\"description\":\"Run it as a tracked background process and return at once with a session_id for the process tool. Use for servers, watchers and long jobs. Default false.\"},\"timeout\":{\"type\":\"integer\",\"description\":\"Seconds to wait before the command is killed (exit code 124). Default 180; above 600 the command is moved to the background and you are notified when it finishes.\"},\"workdir\":{\"type\":\"string\",\"description\":\"Directory to run this one command in (absolute, or ~/...). Letters, digits, spaces and / \\\\ : _ - . ~ + @ = , only. Does not change the directory of later calls; use `cd` for that.\"},\"pty\":{\"type\":\"boolean\",\"description\":\"Background only: run the process in a pseudo-terminal, for interactive programs that need a TTY (prompts, REPLs); send input with process action=write/submit. Default false.\"},\"notify_on_complete\":{\"type\":\"boolean\",\"description\":\"Background only: be notified automatically when the process finishes, instead of polling. Default false.\"},\"watch_patterns\":{\"type\":\"array\",\"description\":\"Background only: strings to watch for in the output (e.g. \\\"listening on\\\", \\\"ERROR\\\"); you are notified when a line contains one. Ignored when notify_on_complete is set.\",\"items\":{\"type\":\"string\"}}},\"required\":[\"command\"]}}",
         handler: ::hermes_runtime::Handler::Sync(shims::terminal),
-        check: Some(0usize),
+        check: Some(1usize),
         requires_env: &[],
         max_result_chars: Some(100000usize),
         aliases: &[],
@@ -225,6 +240,10 @@ pub static TOOLS: &[::hermes_runtime::ToolEntry] = &[
     },
 ];
 static CHECKS: &[::hermes_runtime::CheckProbe] = &[
+    ::hermes_runtime::CheckProbe {
+        name: "crate::tools::cronjob::cron_available",
+        probe: crate::tools::cronjob::cron_available,
+    },
     ::hermes_runtime::CheckProbe {
         name: "crate::tools::terminal::terminal_available",
         probe: crate::tools::terminal::terminal_available,
@@ -341,10 +360,10 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
     ::hermes_runtime::ToolsetDef {
         name: "cronjob",
         description: "Scheduled jobs that run prompts later or repeatedly.",
-        tools: &[],
+        tools: &["cronjob"],
         includes: &[],
         posture: false,
-        planned: &["cronjob"],
+        planned: &[],
     },
     ::hermes_runtime::ToolsetDef {
         name: "debugging",
@@ -457,6 +476,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         name: "hermes-api-server",
         description: "Preset of the OpenAI-compatible API server.",
         tools: &[
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -492,7 +512,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_save_login",
             "browser_vault_unlock",
             "browser_vision",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -510,6 +529,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the BlueBubbles (iMessage) gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -546,7 +566,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -580,6 +599,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the interactive command line.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -616,7 +636,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -650,6 +669,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of scheduled runs.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -686,7 +706,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -720,6 +739,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the DingTalk gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -756,7 +776,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -790,6 +809,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Discord gateway: the core plus Discord's own tools.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -826,7 +846,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "discord",
             "discord_admin",
             "execute_code",
@@ -862,6 +881,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the email gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -898,7 +918,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -932,6 +951,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Feishu gateway: the core plus Feishu documents and comments.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -968,7 +988,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "feishu_doc_read",
             "feishu_drive_add_comment",
@@ -1035,6 +1054,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Home Assistant gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1071,7 +1091,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1105,6 +1124,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Matrix gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1141,7 +1161,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1175,6 +1194,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Mattermost gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1211,7 +1231,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1245,6 +1264,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the QQ bot gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1281,7 +1301,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1315,6 +1334,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Signal gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1351,7 +1371,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1385,6 +1404,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Slack gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1421,7 +1441,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1455,6 +1474,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the SMS gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1491,7 +1511,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1525,6 +1544,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Telegram gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1561,7 +1581,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1603,6 +1622,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the WeCom gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1639,7 +1659,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1673,6 +1692,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the WeCom callback gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1709,7 +1729,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1743,6 +1762,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Weixin gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1779,7 +1799,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1813,6 +1832,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the WhatsApp gateway.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1849,7 +1869,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -1883,6 +1902,7 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
         description: "Preset of the Yuanbao gateway: the core plus Yuanbao's tools.",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -1919,7 +1939,6 @@ pub static TOOLSETS: &[::hermes_runtime::ToolsetDef] = &[
             "browser_vault_unlock",
             "browser_vision",
             "computer_use",
-            "cronjob",
             "execute_code",
             "ha_call_service",
             "ha_get_state",
@@ -2167,7 +2186,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
     },
     ::hermes_runtime::LegacyToolset {
         name: "cronjob_tools",
-        tools: &[],
+        tools: &["cronjob"],
     },
     ::hermes_runtime::LegacyToolset {
         name: "debugging_tools",
@@ -2225,6 +2244,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
     ::hermes_runtime::LegacyToolset {
         name: "hermes-api-server_tools",
         tools: &[
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2244,6 +2264,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-bluebubbles_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2263,6 +2284,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-cli_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2282,6 +2304,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-cron_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2301,6 +2324,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-dingtalk_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2320,6 +2344,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-discord_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2339,6 +2364,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-email_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2358,6 +2384,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-feishu_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2377,6 +2404,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-gateway_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2396,6 +2424,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-homeassistant_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2415,6 +2444,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-matrix_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2434,6 +2464,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-mattermost_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2453,6 +2484,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-qqbot_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2472,6 +2504,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-signal_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2491,6 +2524,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-slack_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2510,6 +2544,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-sms_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2529,6 +2564,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-telegram_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2552,6 +2588,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-wecom-callback_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2571,6 +2608,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-wecom_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2590,6 +2628,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-weixin_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2609,6 +2648,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-whatsapp_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2628,6 +2668,7 @@ pub static LEGACY_TOOLSETS: &[::hermes_runtime::LegacyToolset] = &[
         name: "hermes-yuanbao_tools",
         tools: &[
             "clarify",
+            "cronjob",
             "delegate_task",
             "memory",
             "patch",
@@ -2735,26 +2776,28 @@ pub static CORE_TOOLS: &[&str] = &[
     "session_search",
     "clarify",
     "delegate_task",
+    "cronjob",
 ];
 /// The index in `TOOLS` of a tool name or alias.
 fn tool_index(name: &str) -> Option<usize> {
     match name {
         "clarify" => Some(0usize),
-        "delegate_task" => Some(1usize),
-        "memory" => Some(2usize),
-        "patch" => Some(3usize),
-        "process" => Some(4usize),
-        "process_manage" => Some(4usize),
-        "read_file" => Some(5usize),
-        "search_files" => Some(6usize),
-        "session_search" => Some(7usize),
-        "skill_manage" => Some(8usize),
-        "skill_view" => Some(9usize),
-        "skills_list" => Some(10usize),
-        "terminal" => Some(11usize),
-        "todo" => Some(12usize),
-        "todo_list" => Some(12usize),
-        "write_file" => Some(13usize),
+        "cronjob" => Some(1usize),
+        "delegate_task" => Some(2usize),
+        "memory" => Some(3usize),
+        "patch" => Some(4usize),
+        "process" => Some(5usize),
+        "process_manage" => Some(5usize),
+        "read_file" => Some(6usize),
+        "search_files" => Some(7usize),
+        "session_search" => Some(8usize),
+        "skill_manage" => Some(9usize),
+        "skill_view" => Some(10usize),
+        "skills_list" => Some(11usize),
+        "terminal" => Some(12usize),
+        "todo" => Some(13usize),
+        "todo_list" => Some(13usize),
+        "write_file" => Some(14usize),
         _ => None,
     }
 }
@@ -2833,6 +2876,28 @@ mod shims {
             arguments.required("question")?,
             arguments.optional("choices")?,
             arguments.optional("multi_select")?,
+            context,
+        )
+    }
+    pub(super) fn cronjob(
+        context: &::hermes_runtime::ToolContext,
+        arguments: ::hermes_runtime::serde_json::Value,
+    ) -> ::hermes_runtime::ToolResult {
+        #[allow(unused_mut)]
+        let mut arguments = ::hermes_runtime::args::Args::new("cronjob", arguments)?;
+        crate::tools::cronjob::cronjob(
+            arguments.required("action")?,
+            arguments.optional("job_id")?,
+            arguments.optional("prompt")?,
+            arguments.optional("schedule")?,
+            arguments.optional("name")?,
+            arguments.optional("repeat")?,
+            arguments.optional("deliver")?,
+            arguments.optional("skills")?,
+            arguments.optional("model")?,
+            arguments.optional("enabled_toolsets")?,
+            arguments.optional("workdir")?,
+            arguments.optional("reason")?,
             context,
         )
     }

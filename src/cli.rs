@@ -114,6 +114,17 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Run the scheduled jobs of `cronjob` that are due ($HERMES_HOME/cron/jobs.json),
+    /// each as an agent-loop session against the configured model, and print what ran
+    /// as JSON. With `--watch`, keep checking every `--interval` seconds until stopped.
+    Cron {
+        /// Keep running as a scheduler instead of one pass.
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between passes with `--watch` (default 60).
+        #[arg(long, default_value_t = 60)]
+        interval: u64,
+    },
     /// Serve the tools over MCP: stdio by default, streamable HTTP with `--http`.
     /// MCP servers from config.yaml and plugins are attached first.
     Mcp {
@@ -153,6 +164,13 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
     let registry = Arc::new(Registry::new(catalog));
     // MCP servers and plugins join the registry for the commands that list or call
     // tools; the connections live as long as `_extensions`. (`mcp` attaches its own.)
+    let kind = match cli.command {
+        Command::Agent { .. } => Some(crate::current::SessionKind::Interactive),
+        Command::Serve { .. } => Some(crate::current::SessionKind::Serve),
+        Command::Cron { .. } => Some(crate::current::SessionKind::Cron),
+        _ => None,
+    };
+    crate::current::set(&registry, kind);
     let _extensions = match cli.command {
         Command::Toolsets { .. } | Command::CheckCommand { .. } | Command::Mcp { .. } => None,
         _ => Some(hermes_mcp::attach(&registry)),
@@ -172,6 +190,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
             let request = AgentRequest { task, toolsets, disabled, base_url, model, api_key_env, max_iterations, timeout, cwd, session_id, quiet, json };
             return run_agent(registry, request);
         }
+        Command::Cron { watch, interval } => return run_cron(&registry, watch, interval),
         Command::List { selection, json } => list(&registry, &selection, json),
         Command::Schema { selection, strict } => schema(&registry, &selection, strict),
         Command::Toolsets { json } => toolsets(&registry, json),
@@ -477,6 +496,29 @@ fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
         }
     }
     ExitCode::from(1)
+}
+
+/// `hermes-tools cron`: one pass over the due jobs (a JSON line of what ran), or with
+/// `watch` a pass every `interval` seconds. Exit 1 when the job store cannot be read.
+fn run_cron(registry: &Arc<Registry>, watch: bool, interval: u64) -> ExitCode {
+    loop {
+        match crate::tools::cronjob::runner::run_due(registry) {
+            Ok(ran) => {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{}", json!({"ran": ran.len(), "jobs": ran})).and_then(|_| stdout.flush());
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                if !watch {
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        if !watch {
+            return ExitCode::SUCCESS;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(interval.max(1)));
+    }
 }
 
 /// The first Ctrl-C interrupts the agent (it stops after the current step); a second

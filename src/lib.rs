@@ -6,6 +6,7 @@
 pub use hermes_runtime as runtime;
 
 pub mod cli;
+pub mod current;
 pub mod restrict;
 pub mod serve;
 

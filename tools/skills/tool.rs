@@ -7,7 +7,7 @@
 
 use hermes_runtime::prelude::*;
 
-mod library;
+pub(crate) mod library;
 mod manage;
 
 use library::Root;
