@@ -210,6 +210,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            crate::current::set_selection(selection.restriction());
             let selection = hermes_mcp::server::Selection { toolsets: selection.toolsets, disabled: selection.disabled };
             let options = hermes_mcp::server::HttpOptions { allowed_hosts: allow_host, ..Default::default() };
             return match hermes_mcp::server::run(registry, selection, http, options) {

@@ -26,6 +26,7 @@ impl ToolSelection {
 
     /// Installs the refusal on `registry`; unknown toolset names are warned about.
     pub fn enforce_on(&self, registry: &Arc<Registry>) {
+        crate::current::set_selection(self.clone());
         if !self.is_restricted() {
             return;
         }
