@@ -149,3 +149,36 @@ fn cronjob_is_offered_to_sessions_but_not_to_a_bare_schema_request() {
     let definitions: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(definitions[0]["function"]["name"], "cronjob");
 }
+
+#[test]
+fn the_cron_scheduler_keeps_running_jobs_as_they_fall_due() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let model = ScriptedModel::script(vec![Reply::Json(final_answer("Done."))]);
+    point_at(h, &model);
+    let mut scheduler = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+        .args(["cron", "--watch", "--interval", "1"])
+        .env("HERMES_HOME", h)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Created while the scheduler is already running.
+    let now = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S").to_string();
+    let job = cronjob(h, "d", json!({"action": "create", "schedule": now, "prompt": "Scheduled (MARKER-93)"}));
+    let id = job["job_id"].as_str().unwrap().to_string();
+    let output_dir = h.join("cron/output").join(&id);
+    let mut finished = false;
+    for _ in 0..300 {
+        if output_dir.read_dir().is_ok_and(|mut d| d.next().is_some()) && jobs_on_disk(h).is_empty() {
+            finished = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = scheduler.kill();
+    let _ = scheduler.wait();
+    assert!(finished, "the scheduler did not run the job");
+    assert!(last_message(&model.request(0), "user").unwrap().contains("MARKER-93"));
+}
