@@ -33,14 +33,16 @@ fn the_local_engine_writes_a_real_wav_under_hermes_home() {
 fn an_output_path_is_honoured_and_converted_to_ogg() {
     let home = tempfile::tempdir().unwrap();
     // Text that looks like an option reaches the engine as text, not as a flag.
-    let result = call(home.path(), "text_to_speech", &json!({"text": "-w /tmp/elsewhere.wav said the robot", "output_path": "voice/note.ogg"}), &[]);
+    let elsewhere = home.path().join("elsewhere.wav");
+    let text = format!("-w {} said the robot", elsewhere.display());
+    let result = call(home.path(), "text_to_speech", &json!({"text": text, "output_path": "voice/note.ogg"}), &[]);
     assert_eq!(result["success"], true, "{result}");
     let file = home.path().join("voice/note.ogg");
     assert_eq!(result["file_path"], file.display().to_string());
     assert_eq!(result["voice_compatible"], true);
     assert!(result["media_tag"].as_str().unwrap().starts_with("[[audio_as_voice]]\nMEDIA:"));
     assert!(duration_seconds(&file) > 0.5);
-    assert!(!Path::new("/tmp/elsewhere.wav").exists());
+    assert!(!elsewhere.exists(), "the text was read as an option");
 }
 
 #[test]
