@@ -162,8 +162,8 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
     let cli = Cli::parse();
     quiet_panics();
     let registry = Arc::new(Registry::new(catalog));
-    // MCP servers and plugins join the registry for the commands that list or call
-    // tools; the connections live as long as `_extensions`. (`mcp` attaches its own.)
+    // Tools that run sessions or scripts (cronjob, execute_code) reach the registry
+    // and the kind of session through `current`.
     let kind = match cli.command {
         Command::Agent { .. } => Some(crate::current::SessionKind::Interactive),
         Command::Serve { .. } => Some(crate::current::SessionKind::Serve),
@@ -171,6 +171,8 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
         _ => None,
     };
     crate::current::set(&registry, kind);
+    // MCP servers and plugins join the registry for the commands that list or call
+    // tools; the connections live as long as `_extensions`. (`mcp` attaches its own.)
     let _extensions = match cli.command {
         Command::Toolsets { .. } | Command::CheckCommand { .. } | Command::Mcp { .. } => None,
         _ => Some(hermes_mcp::attach(&registry)),
