@@ -171,6 +171,11 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
         _ => None,
     };
     crate::current::set(&registry, kind);
+    if kind == Some(crate::current::SessionKind::Cron) {
+        // Scheduled runs have nobody to ask: approvals apply `approvals.cron_mode`.
+        // Set while this is the only thread.
+        std::env::set_var("HERMES_CRON_SESSION", "1");
+    }
     // MCP servers and plugins join the registry for the commands that list or call
     // tools; the connections live as long as `_extensions`. (`mcp` attaches its own.)
     let _extensions = match cli.command {

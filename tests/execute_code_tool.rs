@@ -11,13 +11,42 @@ use binary::{call, content_of, hermes, serve, serve_call};
 use serde_json::{json, Value};
 use std::path::Path;
 
+/// The operator's opt-in that lets scripts run where nobody can approve them (`call`,
+/// `serve`), plus `extra` config lines.
+fn allow_scripts(home: &Path, extra: &str) {
+    std::fs::write(home.join("config.yaml"), format!("approvals:\n  unattended_mode: approve\n{extra}")).unwrap();
+}
+
 fn run(home: &Path, code: &str, extra: &[&str]) -> Value {
     call(home, "execute_code", &json!({"code": code}), extra)
 }
 
 #[test]
+fn without_an_approver_a_script_is_refused_before_it_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let result = run(home.path(), "open('ran.txt', 'w').write('x')\n", &[]);
+    assert_eq!(result["status"], "error", "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("BLOCKED") && error.contains("approvals.unattended_mode"), "{error}");
+    assert_eq!(result["tool_calls_made"], 0);
+    assert!(!home.path().join("ran.txt").exists(), "the refused script ran");
+    // Scheduled runs answer to approvals.cron_mode instead (deny by default).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+        .args(["call", "execute_code", &json!({"code": "open('ran.txt', 'w').write('x')"}).to_string()])
+        .env("HERMES_HOME", home.path())
+        .env("HERMES_CRON_SESSION", "1")
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    let cron: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(cron["error"].as_str().unwrap().contains("approvals.cron_mode"), "{cron}");
+    assert!(!home.path().join("ran.txt").exists());
+}
+
+#[test]
 fn a_script_reads_a_file_through_hermes_tools() {
     let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
     std::fs::write(home.path().join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
     let code = "from hermes_tools import read_file\nr = read_file('notes.txt')\nprint(r['total_lines'], [l.split('|', 1)[1] for l in r['content'].splitlines()])\n";
     let result = run(home.path(), code, &[]);
@@ -36,6 +65,7 @@ fn a_script_reads_a_file_through_hermes_tools() {
 #[test]
 fn a_disabled_tool_cannot_be_imported_or_called() {
     let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
     let selected = ["--toolsets", "code_execution,file"];
     let import = run(home.path(), "from hermes_tools import terminal\n", &selected);
     assert_eq!(import["status"], "error", "{import}");
@@ -55,40 +85,58 @@ fn a_disabled_tool_cannot_be_imported_or_called() {
 #[test]
 fn calls_from_a_script_go_through_the_approval_gate() {
     let home = tempfile::tempdir().unwrap();
+    // Scripts may run, but the operator's deny rule still stops the command a script sends.
+    allow_scripts(home.path(), "  deny: ['chmod 777*']\n");
     std::fs::write(home.path().join("keep.txt"), "x").unwrap();
-    // Nobody can approve in `call`: a dangerous command fails closed, from a script too.
     let code = "from hermes_tools import terminal\nprint(terminal('chmod 777 keep.txt'))\n";
     let result = run(home.path(), code, &[]);
     assert_eq!(result["status"], "success", "{result}");
     let output = result["output"].as_str().unwrap();
-    assert!(output.contains("approval") || output.contains("BLOCKED") || output.contains("blocked"), "{output}");
+    assert!(output.contains("BLOCKED") && output.contains("chmod 777"), "{output}");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(home.path().join("keep.txt")).unwrap().permissions().mode();
     assert_ne!(mode & 0o777, 0o777, "the refused chmod ran");
 }
 
 #[test]
-fn the_call_limit_and_the_timeout_are_enforced() {
+fn the_call_limit_is_enforced() {
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.yaml"), "code_execution:\n  max_tool_calls: 3\n  timeout: 2\n").unwrap();
+    allow_scripts(home.path(), "code_execution:\n  max_tool_calls: 3\n");
     std::fs::write(home.path().join("a.txt"), "a\n").unwrap();
     let code = "from hermes_tools import read_file\nfor i in range(5):\n    r = read_file('a.txt', offset=1, limit=i + 1)\n    print(i, 'error' in r and r['error'][:40])\n";
     let result = run(home.path(), code, &[]);
+    assert_eq!(result["status"], "success", "{result}");
     assert_eq!(result["tool_calls_made"], 3, "{result}");
     let output = result["output"].as_str().unwrap();
     assert!(output.contains("3 Tool call limit reached (3)") && output.contains("4 Tool call limit reached"), "{output}");
+}
 
-    let sleeper = "import time\nprint('started', flush=True)\ntime.sleep(60)\nprint('never')\n";
+#[test]
+fn the_timeout_kills_the_script_and_what_it_started() {
+    let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "code_execution:\n  timeout: 10\n");
+    let sleeper = "import subprocess, time\np = subprocess.Popen(['sleep', '600'])\nprint('child', p.pid, flush=True)\ntime.sleep(600)\nprint('never')\n";
     let result = run(home.path(), sleeper, &[]);
     assert_eq!(result["status"], "timeout", "{result}");
-    assert_eq!(result["error"], "Script timed out after 2s and was killed.");
+    assert_eq!(result["error"], "Script timed out after 10s and was killed.");
     let output = result["output"].as_str().unwrap();
-    assert!(output.starts_with("started") && !output.contains("never"), "{output}");
+    assert!(!output.contains("never"), "{output}");
+    // The whole process group went: the `sleep` the script started is gone too.
+    let pid: u32 = output.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no child pid in {output:?}"));
+    let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "));
+    for _ in 0..50 {
+        if !alive() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(!alive(), "the script's child {pid} outlived the timeout");
 }
 
 #[test]
 fn large_output_is_capped_and_exit_codes_are_reported() {
     let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
     let result = run(home.path(), "print('x' * 200000)\nprint('END')\n", &[]);
     assert_eq!(result["stdout_truncated"], true, "{}", result["stdout_bytes_total"]);
     assert_eq!(result["stdout_bytes_total"], 200_005);
@@ -124,6 +172,7 @@ fn the_description_names_only_the_enabled_sandbox_tools() {
 #[test]
 fn serve_gives_scripts_only_its_own_selection() {
     let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
     std::fs::write(home.path().join("n.txt"), "served\n").unwrap();
     let code = "import hermes_tools\nprint(sorted(n for n in ('read_file', 'terminal', 'write_file') if hasattr(hermes_tools, n)))\nprint(hermes_tools.read_file('n.txt')['content'])\n";
     let answers = serve(home.path(), &["--toolsets", "code_execution,file", "--disabled", "terminal"], &[serve_call("e", "execute_code", &json!({"code": code}))]);
@@ -135,6 +184,7 @@ fn serve_gives_scripts_only_its_own_selection() {
 fn the_agent_loop_runs_a_script_with_the_sessions_tools() {
     use support::{final_answer, last_message, tool_calls, Reply, ScriptedModel};
     let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
     std::fs::write(home.path().join("data.txt"), "42\n").unwrap();
     let code = "from hermes_tools import read_file\nimport hermes_tools\nprint(read_file('data.txt')['content'], hasattr(hermes_tools, 'terminal'))\n";
     let model = ScriptedModel::script(vec![

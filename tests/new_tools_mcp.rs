@@ -11,6 +11,8 @@ fn scripts_skills_and_speech_over_mcp_stdio() {
     let client = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/fixtures/py_client.py");
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join("data.txt"), "over mcp\n").unwrap();
+    // Nobody can approve a script over MCP; the operator allows them here.
+    std::fs::write(home.path().join("config.yaml"), "approvals:\n  unattended_mode: approve\n").unwrap();
     let skill = "---\nname: mcp-skill\ndescription: Made over MCP\n---\nSteps.\n";
     let calls = json!([
         {"name": "execute_code", "arguments": {"code": "from hermes_tools import read_file\nimport hermes_tools\nprint(read_file('data.txt')['content'], hasattr(hermes_tools, 'terminal'))"}},

@@ -90,6 +90,11 @@ pub fn execute_code(
         }
         Err(e) => return Ok(ToolOutput::error(format!("execute_code cannot read the terminal configuration: {e}"))),
     }
+    // A script can spawn processes and touch files without passing the terminal's
+    // command checks, so the script as a whole goes through the approval flow first.
+    if let Err(refusal) = approve_script(&code, ctx) {
+        return Ok(ToolOutput::json(&refusal));
+    }
     let Some(python) = child::find_python(configured_python(&config).as_deref()) else {
         return Ok(ToolOutput::error("execute_code needs python3 on PATH (or code_execution.python in config.yaml)"));
     };
@@ -99,6 +104,29 @@ pub fn execute_code(
         Ok(result) => Ok(ToolOutput::json(&result)),
         Err(e) => Ok(ToolOutput::json(&json!({"status": "error", "error": e, "tool_calls_made": 0, "duration_seconds": 0.0}))),
     }
+}
+
+/// The runtime's execute_code guard: where nobody can approve (call, serve, mcp, cron
+/// without an operator's `approvals.*_mode: approve`) the script is refused; a gateway
+/// or ask user approves it once; an interactive terminal session runs it.
+fn approve_script(code: &str, ctx: &ToolContext) -> Result<(), Value> {
+    use hermes_runtime::approval::{ApprovalContext, Approvals, GuardOptions};
+    let approvals = Approvals::for_home(ctx.hermes_home());
+    let mut context = ApprovalContext::from_env();
+    if !ctx.session_id().is_empty() {
+        context.session_key = Some(ctx.session_id().to_string());
+    }
+    let options = GuardOptions { has_host_access: true, ..Default::default() };
+    let verdict = approvals.check_execute_code_guard(code, "local", &context, &options);
+    if verdict.is_approved() {
+        return Ok(());
+    }
+    Err(json!({
+        "status": "error",
+        "error": verdict.message.unwrap_or_else(|| "execute_code was not approved.".into()),
+        "tool_calls_made": 0,
+        "duration_seconds": 0.0,
+    }))
 }
 
 fn registry_for(ctx: &ToolContext) -> Option<Arc<Registry>> {
