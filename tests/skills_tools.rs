@@ -142,3 +142,23 @@ fn skills_are_served_over_serve_as_well() {
     let answers = serve(home.path(), &["--toolsets", "skills"], &[serve_call("l", "skills_list", &json!({}))]);
     assert_eq!(content_of(&answers, "l")["skills"][0]["name"], "a-skill");
 }
+
+#[test]
+fn a_local_skill_hides_an_external_one_of_the_same_name() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let external = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(external.path().join("shared")).unwrap();
+    std::fs::write(external.path().join("shared/SKILL.md"), "---\nname: shared\ndescription: External copy\n---\nExternal.\n").unwrap();
+    std::fs::write(h.join("config.yaml"), format!("skills:\n  external_dirs: [{}]\n", external.path().display())).unwrap();
+    let created = manage(h, json!({"action": "create", "name": "shared", "content": "---\nname: shared\ndescription: Local copy\n---\nLocal.\n"}));
+    // Creating over a name an external folder already has is refused, as in any root.
+    assert!(created["error"].as_str().unwrap().contains("already exists"), "{created}");
+    std::fs::create_dir_all(h.join("skills/shared")).unwrap();
+    std::fs::write(h.join("skills/shared/SKILL.md"), "---\nname: shared\ndescription: Local copy\n---\nLocal.\n").unwrap();
+    let listed = call(h, "skills_list", &json!({}), &[]);
+    assert_eq!(listed["count"], 1, "{listed}");
+    assert_eq!(listed["skills"][0]["description"], "Local copy");
+    let viewed = call(h, "skill_view", &json!({"name": "shared"}), &[]);
+    assert_eq!(viewed["content"], "---\nname: shared\ndescription: Local copy\n---\nLocal.\n", "{viewed}");
+}

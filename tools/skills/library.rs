@@ -248,32 +248,28 @@ pub fn lookup_error(name: &str) -> Option<String> {
     None
 }
 
-/// Skills matching `name`: by folder path under a root, folder name or frontmatter name.
+/// Skills matching `name` (a `category/name` path under a root, a folder name or a
+/// frontmatter name), from the first root that has any: an earlier root's skill hides
+/// a later one's of the same name. Several matches within one root are returned for
+/// the caller to report as ambiguous.
 pub fn find(roots: &[Root], name: &str) -> Vec<Skill> {
-    let mut matches: Vec<Skill> = Vec::new();
-    let mut push = |skill: Skill| {
-        let key = std::fs::canonicalize(&skill.dir).unwrap_or_else(|_| skill.dir.clone());
-        if !matches.iter().any(|m| std::fs::canonicalize(&m.dir).unwrap_or_else(|_| m.dir.clone()) == key) {
-            matches.push(skill);
-        }
-    };
     for root in roots {
         let direct = root.dir.join(name).join("SKILL.md");
         if direct.is_file() {
             if let Some(skill) = read_skill(&direct, root) {
-                push(skill);
-                continue;
+                return vec![skill];
             }
         }
-        for skill_md in index_files(&root.dir) {
-            let Some(skill) = read_skill(&skill_md, root) else { continue };
-            let folder = skill.dir.file_name().map(|n| n.to_string_lossy() == name).unwrap_or(false);
-            if folder || skill.name == name {
-                push(skill);
-            }
+        let matches: Vec<Skill> = index_files(&root.dir)
+            .iter()
+            .filter_map(|skill_md| read_skill(skill_md, root))
+            .filter(|skill| skill.name == name || skill.dir.file_name().is_some_and(|n| n.to_string_lossy() == name))
+            .collect();
+        if !matches.is_empty() {
+            return matches;
         }
     }
-    matches
+    Vec::new()
 }
 
 /// True when `path` (after resolving symlinks of the parts that exist) stays in `dir`.
