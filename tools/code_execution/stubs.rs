@@ -122,7 +122,7 @@ pub fn module_source(tools: &[String]) -> String {
 pub fn description(tools: &[&str], max_calls: usize, timeout_seconds: u64) -> String {
     let lines: Vec<&str> = STUBS.iter().filter(|(name, ..)| tools.contains(name)).map(|(.., doc)| *doc).collect();
     let listed = if lines.is_empty() { "  (no tools are enabled for scripts in this session)".to_string() } else { lines.join("\n") };
-    let minutes = if timeout_seconds % 60 == 0 { format!("{}-minute", timeout_seconds / 60) } else { format!("{timeout_seconds}-second") };
+    let minutes = if timeout_seconds >= 60 && timeout_seconds / 60 * 60 == timeout_seconds { format!("{}-minute", timeout_seconds / 60) } else { format!("{timeout_seconds}-second") };
     format!(
         "Run a Python script that calls tools programmatically. Use it when a job needs 3 or more tool calls with logic \
          between them, when large tool output should be filtered before you see it, or for loops and branches (process N \

@@ -108,6 +108,8 @@ fn check_workdir(workdir: &str) -> Result<(), String> {
 }
 
 /// Schedule prompts to run later or repeatedly, each run a fresh agent session with no memory of this chat, so write prompts that stand on their own. action `create` needs `schedule` and `prompt` (or `skills`, loaded in order before the prompt); `list` shows every job; `update`, `pause`, `resume`, `remove` and `run` (run now) need `job_id`: list first, never guess ids. Schedules: '30m' or '2h' (once, that long from now), 'every 2h' (recurring), '0 9 * * *' (cron expression, local time), '2026-06-01T09:00' (once at that time). A run cannot ask questions and cannot schedule further jobs; its final answer is the job's output, saved under $HERMES_HOME/cron/output/. On update, skills=[] clears the skills.
+// One parameter per field of the tool's schema.
+#[allow(clippy::too_many_arguments)]
 #[tool(toolset = "cronjob", emoji = "⏰", check = cron_available)]
 pub fn cronjob(
     /// One of create, list, update, pause, resume, remove, run. create needs `schedule` and `prompt`.

@@ -201,6 +201,8 @@ pub enum SkillAction {
 }
 
 /// Create, change or delete skills: your procedural memory of approaches that worked. New skills go to $HERMES_HOME/skills/. Actions: `create` (full SKILL.md in `content`, optional `category`), `patch` (`old_string` -> `new_string`, the preferred way to fix a skill), `edit` (a full SKILL.md rewrite, for major changes), `delete`, `write_file` and `remove_file` (supporting files under references/, templates/, scripts/ or assets/). SKILL.md starts with YAML frontmatter holding `name` and `description`, then the instructions. Create a skill after a hard task succeeded, after overcoming errors, or when the user asks you to remember a procedure; patch it as soon as you find it stale or incomplete. Good skills state when to use them, numbered steps with exact commands, pitfalls and how to verify. Confirm with the user before creating or deleting.
+// One parameter per field of the tool's schema.
+#[allow(clippy::too_many_arguments)]
 #[tool(toolset = "skills", emoji = "📝")]
 pub fn skill_manage(
     /// The action to perform.
