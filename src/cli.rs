@@ -1,6 +1,7 @@
 //! Command-line front end. Exit status 0 whenever a result was produced (a tool error
 //! is a result); 2 for usage errors.
 
+use crate::restrict::ToolSelection;
 use clap::{Args, Parser, Subcommand};
 use hermes_runtime::availability::CheckPass;
 use hermes_runtime::strict::strict_parameters;
@@ -53,13 +54,19 @@ enum Command {
         /// Working directory for relative paths. Default: the current directory.
         #[arg(long)]
         cwd: Option<std::path::PathBuf>,
+        /// Refuse the call unless the tool is in this selection.
+        #[command(flatten)]
+        selection: SelectionArgs,
     },
     /// Serve tool calls as JSON lines on stdin/stdout (see README), concurrently.
+    /// With `--toolsets`/`--disabled`, calls of tools outside the selection are refused.
     Serve {
         /// `client`: commands that need approval are asked of the client with
         /// `approval_request` lines. Default: nobody is asked (unattended policy).
         #[arg(long, value_name = "WHO")]
         approvals: Option<crate::serve_approvals::ApprovalsMode>,
+        #[command(flatten)]
+        selection: SelectionArgs,
     },
     /// Run the agent loop on a task against an OpenAI-compatible chat-completions
     /// endpoint (config.yaml `model.base_url`, `model.name`, `model.api_key_env`) and
@@ -111,6 +118,17 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Run the scheduled jobs of `cronjob` that are due ($HERMES_HOME/cron/jobs.json),
+    /// each as an agent-loop session against the configured model, and print what ran
+    /// as JSON. With `--watch`, keep checking every `--interval` seconds until stopped.
+    Cron {
+        /// Keep running as a scheduler instead of one pass.
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between passes with `--watch` (default 60).
+        #[arg(long, default_value_t = 60)]
+        interval: u64,
+    },
     /// Serve the tools over MCP: stdio by default, streamable HTTP with `--http`.
     /// MCP servers from config.yaml and plugins are attached first.
     Mcp {
@@ -136,12 +154,32 @@ struct SelectionArgs {
     disabled: Option<Vec<String>>,
 }
 
+impl SelectionArgs {
+    fn restriction(&self) -> ToolSelection {
+        ToolSelection { toolsets: self.toolsets.clone(), disabled: self.disabled.clone() }
+    }
+}
+
 /// Runs the command line over `catalog`: the generated one for `hermes-tools`, a
 /// fixture catalog for test binaries.
 pub fn run(catalog: &'static Catalog) -> ExitCode {
     let cli = Cli::parse();
     quiet_panics();
     let registry = Arc::new(Registry::new(catalog));
+    // Tools that run sessions or scripts (cronjob, execute_code) reach the registry
+    // and the kind of session through `current`.
+    let kind = match cli.command {
+        Command::Agent { .. } => Some(crate::current::SessionKind::Interactive),
+        Command::Serve { .. } => Some(crate::current::SessionKind::Serve),
+        Command::Cron { .. } => Some(crate::current::SessionKind::Cron),
+        _ => None,
+    };
+    crate::current::set(&registry, kind);
+    if kind == Some(crate::current::SessionKind::Cron) {
+        // Scheduled runs have nobody to ask: approvals apply `approvals.cron_mode`.
+        // Set while this is the only thread.
+        std::env::set_var("HERMES_CRON_SESSION", "1");
+    }
     // MCP servers and plugins join the registry for the commands that list or call
     // tools; the connections live as long as `_extensions`. (`mcp` attaches its own.)
     let _extensions = match cli.command {
@@ -149,7 +187,8 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
         _ => Some(hermes_mcp::attach(&registry)),
     };
     let output = match cli.command {
-        Command::Serve { approvals } => {
+        Command::Serve { approvals, selection } => {
+            selection.restriction().enforce_on(&registry);
             return match crate::serve::serve_stdio(registry, approvals.unwrap_or_default()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -162,10 +201,11 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
             let request = AgentRequest { task, toolsets, disabled, base_url, model, api_key_env, max_iterations, timeout, cwd, session_id, quiet, json };
             return run_agent(registry, request);
         }
+        Command::Cron { watch, interval } => return run_cron(&registry, watch, interval),
         Command::List { selection, json } => list(&registry, &selection, json),
         Command::Schema { selection, strict } => schema(&registry, &selection, strict),
         Command::Toolsets { json } => toolsets(&registry, json),
-        Command::Call { name, args, task_id, cwd } => match call(&registry, name, args, task_id, cwd) {
+        Command::Call { name, args, task_id, cwd, selection } => match call(&registry, name, args, task_id, cwd, &selection) {
             Ok(text) => text,
             Err(usage) => {
                 eprintln!("error: {usage}");
@@ -181,6 +221,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            crate::current::set_selection(selection.restriction());
             let selection = hermes_mcp::server::Selection { toolsets: selection.toolsets, disabled: selection.disabled };
             let options = hermes_mcp::server::HttpOptions { allowed_hosts: allow_host, ..Default::default() };
             crate::tools::terminal::set_event_sink(Some(Arc::new(|task: &str, event: &Value| {
@@ -334,12 +375,14 @@ fn toolsets(registry: &Registry, as_json: bool) -> String {
 }
 
 fn call(
-    registry: &Registry,
+    registry: &Arc<Registry>,
     name: String,
     args: Option<String>,
     task_id: Option<String>,
     cwd: Option<std::path::PathBuf>,
+    selection: &SelectionArgs,
 ) -> Result<String, String> {
+    selection.restriction().enforce_on(registry);
     let text = match args.as_deref() {
         Some("-") => {
             let mut buffer = String::new();
@@ -485,6 +528,29 @@ fn terminal_prompter() -> Option<Arc<dyn hermes_runtime::approval::ApprovalPromp
     }
     std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
     Some(Arc::new(hermes_runtime::approval::TerminalPrompter::tty()))
+}
+
+/// `hermes-tools cron`: one pass over the due jobs (a JSON line of what ran), or with
+/// `watch` a pass every `interval` seconds. Exit 1 when the job store cannot be read.
+fn run_cron(registry: &Arc<Registry>, watch: bool, interval: u64) -> ExitCode {
+    loop {
+        match crate::tools::cronjob::runner::run_due(registry) {
+            Ok(ran) => {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{}", json!({"ran": ran.len(), "jobs": ran})).and_then(|_| stdout.flush());
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                if !watch {
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        if !watch {
+            return ExitCode::SUCCESS;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(interval.max(1)));
+    }
 }
 
 /// The first Ctrl-C interrupts the agent (it stops after the current step); a second

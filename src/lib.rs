@@ -6,6 +6,8 @@
 pub use hermes_runtime as runtime;
 
 pub mod cli;
+pub mod current;
+pub mod restrict;
 pub mod serve;
 pub mod serve_approvals;
 

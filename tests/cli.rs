@@ -13,7 +13,12 @@ fn stdout(output: &Output) -> String {
 
 #[test]
 fn schema_for_all_toolsets_lists_every_tool_sorted() {
-    let output = hermes(&["schema", "--toolsets", "all"]);
+    // As an interactive session would see it: cronjob is offered only in sessions.
+    let output = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+        .args(["schema", "--toolsets", "all"])
+        .env("HERMES_INTERACTIVE", "1")
+        .output()
+        .unwrap();
     assert!(output.status.success());
     let definitions: Vec<Value> = serde_json::from_str(&stdout(&output)).unwrap();
     let names: Vec<&str> = definitions.iter().map(|d| d["function"]["name"].as_str().unwrap()).collect();

@@ -11,8 +11,7 @@ toolsets! {
     planned [
         web_search, web_extract, x_search, vision_analyze, video_analyze, image_generate,
         video_generate, xai_video_edit, xai_video_extend, computer_use, terminal, process,
-        skills_list, skill_view, skill_manage, text_to_speech,
-        execute_code, cronjob, send_message, manage_connections,
+        send_message, manage_connections,
         browser_navigate, browser_snapshot, browser_click, browser_type, browser_scroll,
         browser_back, browser_press, browser_get_images, browser_vision, browser_console,
         browser_cdp, browser_dialog, browser_vault_list, browser_vault_unlock,

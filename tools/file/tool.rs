@@ -12,13 +12,13 @@ mod fuzzy;
 mod guard;
 mod lines;
 mod loose;
-mod patch;
-mod paths;
+pub(crate) mod patch;
+pub(crate) mod paths;
 mod read;
 mod search;
 mod syntax;
 mod v4a;
-mod write;
+pub(crate) mod write;
 
 use guard::{Dedup, FileState, Stamp, BLOCK_AT, WARN_AT};
 

@@ -1,0 +1,204 @@
+//! execute_code through the binary: real Python scripts whose `hermes_tools` calls come
+//! back over the Unix socket into the registry. The agent test uses a local STAND-IN
+//! for the model endpoint (agent/tests/support/mod.rs: a scripted HTTP server on
+//! 127.0.0.1, not a model).
+
+#[path = "../agent/tests/support/mod.rs"]
+mod support;
+mod binary;
+
+use binary::{call, content_of, hermes, serve, serve_call};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The operator's opt-in that lets scripts run where nobody can approve them (`call`,
+/// `serve`), plus `extra` config lines.
+fn allow_scripts(home: &Path, extra: &str) {
+    std::fs::write(home.join("config.yaml"), format!("approvals:\n  unattended_mode: approve\n{extra}")).unwrap();
+}
+
+fn run(home: &Path, code: &str, extra: &[&str]) -> Value {
+    call(home, "execute_code", &json!({"code": code}), extra)
+}
+
+#[test]
+fn without_an_approver_a_script_is_refused_before_it_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let result = run(home.path(), "open('ran.txt', 'w').write('x')\n", &[]);
+    assert_eq!(result["status"], "error", "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("BLOCKED") && error.contains("approvals.unattended_mode"), "{error}");
+    assert_eq!(result["tool_calls_made"], 0);
+    assert!(!home.path().join("ran.txt").exists(), "the refused script ran");
+    // Scheduled runs answer to approvals.cron_mode instead (deny by default).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+        .args(["call", "execute_code", &json!({"code": "open('ran.txt', 'w').write('x')"}).to_string()])
+        .env("HERMES_HOME", home.path())
+        .env("HERMES_CRON_SESSION", "1")
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    let cron: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(cron["error"].as_str().unwrap().contains("approvals.cron_mode"), "{cron}");
+    assert!(!home.path().join("ran.txt").exists());
+}
+
+#[test]
+fn a_script_reads_a_file_through_hermes_tools() {
+    let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
+    std::fs::write(home.path().join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    let code = "from hermes_tools import read_file\nr = read_file('notes.txt')\nprint(r['total_lines'], [l.split('|', 1)[1] for l in r['content'].splitlines()])\n";
+    let result = run(home.path(), code, &[]);
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["output"], "3 ['alpha', 'beta', 'gamma']\n");
+    assert_eq!(result["tool_calls_made"], 1);
+    assert!(result["duration_seconds"].as_f64().unwrap() >= 0.0);
+    // Writes made by the script land in the working directory, like a direct call's.
+    let write = "from hermes_tools import write_file, search_files\nwrite_file('made.txt', 'from the script\\n')\nprint(search_files('from the', target='content')['total_count'])\n";
+    let result = run(home.path(), write, &[]);
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(std::fs::read_to_string(home.path().join("made.txt")).unwrap(), "from the script\n");
+    assert_eq!(result["tool_calls_made"], 2);
+}
+
+#[test]
+fn a_disabled_tool_cannot_be_imported_or_called() {
+    let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
+    let selected = ["--toolsets", "code_execution,file"];
+    let import = run(home.path(), "from hermes_tools import terminal\n", &selected);
+    assert_eq!(import["status"], "error", "{import}");
+    assert!(import["error"].as_str().unwrap().contains("ImportError: cannot import name 'terminal'"), "{import}");
+    // A script that speaks the protocol by hand is refused by the parent as well.
+    let raw = "import hermes_tools\nprint(hermes_tools._call('terminal', {'command': 'touch by-script'}))\n";
+    let result = run(home.path(), raw, &selected);
+    assert!(result["output"].as_str().unwrap().contains("is not available in execute_code"), "{result}");
+    assert!(!home.path().join("by-script").exists());
+    assert_eq!(result["tool_calls_made"], 0);
+    // With the terminal enabled, the same script's call runs.
+    let allowed = run(home.path(), raw, &["--toolsets", "code_execution,file,terminal"]);
+    assert_eq!(allowed["tool_calls_made"], 1, "{allowed}");
+    assert!(home.path().join("by-script").exists());
+}
+
+#[test]
+fn calls_from_a_script_go_through_the_approval_gate() {
+    let home = tempfile::tempdir().unwrap();
+    // Scripts may run, but the operator's deny rule still stops the command a script sends.
+    allow_scripts(home.path(), "  deny: ['chmod 777*']\n");
+    std::fs::write(home.path().join("keep.txt"), "x").unwrap();
+    let code = "from hermes_tools import terminal\nprint(terminal('chmod 777 keep.txt'))\n";
+    let result = run(home.path(), code, &[]);
+    assert_eq!(result["status"], "success", "{result}");
+    let output = result["output"].as_str().unwrap();
+    assert!(output.contains("BLOCKED") && output.contains("chmod 777"), "{output}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(home.path().join("keep.txt")).unwrap().permissions().mode();
+    assert_ne!(mode & 0o777, 0o777, "the refused chmod ran");
+}
+
+#[test]
+fn the_call_limit_is_enforced() {
+    let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "code_execution:\n  max_tool_calls: 3\n");
+    std::fs::write(home.path().join("a.txt"), "a\n").unwrap();
+    let code = "from hermes_tools import read_file\nfor i in range(5):\n    r = read_file('a.txt', offset=1, limit=i + 1)\n    print(i, 'error' in r and r['error'][:40])\n";
+    let result = run(home.path(), code, &[]);
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["tool_calls_made"], 3, "{result}");
+    let output = result["output"].as_str().unwrap();
+    assert!(output.contains("3 Tool call limit reached (3)") && output.contains("4 Tool call limit reached"), "{output}");
+}
+
+#[test]
+fn the_timeout_kills_the_script_and_what_it_started() {
+    let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "code_execution:\n  timeout: 10\n");
+    let sleeper = "import subprocess, time\np = subprocess.Popen(['sleep', '600'])\nprint('child', p.pid, flush=True)\ntime.sleep(600)\nprint('never')\n";
+    let result = run(home.path(), sleeper, &[]);
+    assert_eq!(result["status"], "timeout", "{result}");
+    assert_eq!(result["error"], "Script timed out after 10s and was killed.");
+    let output = result["output"].as_str().unwrap();
+    assert!(!output.contains("never"), "{output}");
+    // The whole process group went: the `sleep` the script started is gone too.
+    let pid: u32 = output.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no child pid in {output:?}"));
+    let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "));
+    for _ in 0..50 {
+        if !alive() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(!alive(), "the script's child {pid} outlived the timeout");
+}
+
+#[test]
+fn large_output_is_capped_and_exit_codes_are_reported() {
+    let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
+    let result = run(home.path(), "print('x' * 200000)\nprint('END')\n", &[]);
+    assert_eq!(result["stdout_truncated"], true, "{}", result["stdout_bytes_total"]);
+    assert_eq!(result["stdout_bytes_total"], 200_005);
+    assert!(result["output"].as_str().unwrap().len() < 60_000);
+    assert!(result["output"].as_str().unwrap().trim_end().ends_with("END"));
+    let failed = run(home.path(), "import sys\nprint('partial')\nsys.exit(3)\n", &[]);
+    assert_eq!(failed["status"], "error");
+    assert_eq!(failed["exit_code"], 3);
+    assert_eq!(failed["error"], "Script exited with code 3");
+    let empty = run(home.path(), "  ", &[]);
+    assert_eq!(empty["error"], "No code provided.");
+}
+
+#[test]
+fn the_description_names_only_the_enabled_sandbox_tools() {
+    let home = tempfile::tempdir().unwrap();
+    let description = |toolsets: &str| -> String {
+        let out = hermes(home.path(), &["schema", "--toolsets", toolsets], "");
+        let definitions: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let tool = definitions.iter().find(|d| d["function"]["name"] == "execute_code").expect("execute_code is offered");
+        format!("{}\n{}", tool["function"]["description"].as_str().unwrap(), tool["function"]["parameters"]["properties"]["code"]["description"])
+    };
+    let files_only = description("code_execution,file");
+    assert!(files_only.contains("read_file(path: str") && files_only.contains("patch(path: str"), "{files_only}");
+    assert!(!files_only.contains("terminal("), "{files_only}");
+    let with_terminal = description("code_execution,file,terminal");
+    assert!(with_terminal.contains("terminal(command: str"), "{with_terminal}");
+    assert!(with_terminal.contains("from hermes_tools import terminal, ..."), "{with_terminal}");
+    let alone = description("code_execution");
+    assert!(alone.contains("no tools are enabled for scripts"), "{alone}");
+}
+
+#[test]
+fn serve_gives_scripts_only_its_own_selection() {
+    let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
+    std::fs::write(home.path().join("n.txt"), "served\n").unwrap();
+    let code = "import hermes_tools\nprint(sorted(n for n in ('read_file', 'terminal', 'write_file') if hasattr(hermes_tools, n)))\nprint(hermes_tools.read_file('n.txt')['content'])\n";
+    let answers = serve(home.path(), &["--toolsets", "code_execution,file", "--disabled", "terminal"], &[serve_call("e", "execute_code", &json!({"code": code}))]);
+    let result = content_of(&answers, "e");
+    assert_eq!(result["output"], "['read_file', 'write_file']\n1|served\n", "{result}");
+}
+
+#[test]
+fn the_agent_loop_runs_a_script_with_the_sessions_tools() {
+    use support::{final_answer, last_message, tool_calls, Reply, ScriptedModel};
+    let home = tempfile::tempdir().unwrap();
+    allow_scripts(home.path(), "");
+    std::fs::write(home.path().join("data.txt"), "42\n").unwrap();
+    let code = "from hermes_tools import read_file\nimport hermes_tools\nprint(read_file('data.txt')['content'], hasattr(hermes_tools, 'terminal'))\n";
+    let model = ScriptedModel::script(vec![
+        Reply::Json(tool_calls(&[("c1", "execute_code", json!({"code": code}))])),
+        Reply::Json(final_answer("The file holds 42.")),
+    ]);
+    let out = hermes(
+        home.path(),
+        &["agent", "read data.txt with a script", "--toolsets", "code_execution,file", "--base-url", &model.base_url, "--model", "stand-in", "--api-key-env", "HERMES_TEST_NO_SUCH_KEY", "--quiet"],
+        "",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "The file holds 42.");
+    let tool_result: Value = serde_json::from_str(&last_message(&model.request(1), "tool").unwrap()).unwrap();
+    assert_eq!(tool_result["status"], "success", "{tool_result}");
+    assert_eq!(tool_result["output"], "1|42 False\n");
+}
