@@ -1,4 +1,11 @@
-//! `modal`, `daytona` and `vercel_sandbox` against local HTTP servers on 127.0.0.1.
+//! `modal`, `daytona` and `vercel_sandbox` against local stand-ins on 127.0.0.1.
+//!
+//! daytona: end to end through `hermes-tools serve`, against tests/fakes/daytona_api.py
+//! (the real service cannot be reached from here). The fake is written from Daytona's
+//! published API definition and is strict; Daytona's own Python SDK runs against the same
+//! fake in `the_official_daytona_sdk_passes_the_fake`, so a fake that drifts from the
+//! real API fails there. `live_daytona` runs against the real service when
+//! `DAYTONA_API_KEY` is set (ignored otherwise).
 //!
 //! These servers are STAND-INS (fakes), not the providers: the real APIs cannot be reached
 //! from here. Each fake follows the request/response shapes the backend implements
@@ -14,6 +21,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use tempfile::TempDir;
+
+mod sandbox_fakes;
+use sandbox_fakes::{Fake, Serve};
 
 #[derive(Debug, Clone)]
 struct Request {
@@ -31,12 +41,12 @@ impl Request {
 
 type Handler = Arc<dyn Fn(&Request) -> (u16, String) + Send + Sync>;
 
-struct Fake {
+struct InlineFake {
     url: String,
     log: Arc<Mutex<Vec<Request>>>,
 }
 
-fn serve(handler: Handler) -> Fake {
+fn serve(handler: Handler) -> InlineFake {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -48,7 +58,7 @@ fn serve(handler: Handler) -> Fake {
             std::thread::spawn(move || connection(stream, handler, log));
         }
     });
-    Fake { url, log }
+    InlineFake { url, log }
 }
 
 fn connection(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<Request>>>) {
@@ -91,12 +101,6 @@ fn connection(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<Request>>>
             return;
         }
     }
-}
-
-/// Runs a shell command string the way the sandbox would: local bash, merged output.
-fn sh(command: &str) -> (String, i32) {
-    let out = std::process::Command::new("bash").arg("-c").arg(format!("{{ {command}\n}} 2>&1")).output().unwrap();
-    (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code().unwrap_or(-1))
 }
 
 /// Runs an argument vector: (stdout, stderr, exit code).
@@ -147,35 +151,6 @@ fn exercise(c: &Client) {
     // Isolated backend: dangerous commands need no approval, only deny rules apply.
     let r = c.call(json!({"command": "rm -rf /tmp/hermes-http-fake-nonexistent-dir"}));
     assert_eq!(r["exit_code"], 0, "{r}");
-}
-
-#[test]
-fn daytona_against_a_fake_api() {
-    let fake = serve(Arc::new(|req: &Request| match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/sandbox") => (200, json!({"id": "sb-123", "state": "started"}).to_string()),
-        ("POST", "/toolbox/sb-123/toolbox/process/execute") => {
-            let (result, code) = sh(req.body["command"].as_str().unwrap());
-            (200, json!({"exitCode": code, "result": result}).to_string())
-        }
-        ("DELETE", "/sandbox/sb-123") => (200, String::new()),
-        _ => (404, json!({"message": "not found"}).to_string()),
-    }));
-    let c = client(
-        &format!("terminal:\n  backend: daytona\n  daytona_api_url: {}\n  daytona_api_key: dtn-test-key\n  daytona_image: img:9\n", fake.url),
-        "terminal-daytona",
-    );
-    exercise(&c);
-    terminal::cleanup_task(&c.task);
-    let log = fake.log.lock().unwrap().clone();
-    let create = &log[0];
-    assert_eq!((create.method.as_str(), create.path.as_str()), ("POST", "/sandbox"));
-    assert_eq!(create.header("authorization"), Some("Bearer dtn-test-key"));
-    assert_eq!(create.body["image"], "img:9");
-    assert_eq!(create.body["labels"]["hermes-agent"], "1");
-    assert!(create.body["labels"]["hermes-task"].as_str().unwrap().starts_with("hermes-terminal-daytona"));
-    assert!(log[1].body["command"].as_str().unwrap().starts_with("bash -l -c "), "first command is the login snapshot");
-    let last = log.last().unwrap();
-    assert_eq!((last.method.as_str(), last.path.as_str()), ("DELETE", "/sandbox/sb-123"));
 }
 
 #[test]
@@ -258,19 +233,6 @@ fn modal_against_a_fake_gateway() {
 }
 
 #[test]
-fn refused_credentials_are_degraded_with_a_hint() {
-    let fake = serve(Arc::new(|_req: &Request| (401, json!({"message": "bad key"}).to_string())));
-    let c = client(
-        &format!("terminal:\n  backend: daytona\n  daytona_api_url: {}\n  daytona_api_key: wrong\n", fake.url),
-        "terminal-daytona-401",
-    );
-    let r = c.call(json!({"command": "echo x"}));
-    assert_eq!(r["status"], "degraded", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("HTTP 401"), "{r}");
-    assert!(r["retry_hint"].as_str().unwrap().contains("credentials"));
-}
-
-#[test]
 fn singularity_command_lines() {
     use hermes_tools::tools::terminal::env::singularity::{exec_args, start_args, stop_args};
     assert_eq!(
@@ -279,4 +241,112 @@ fn singularity_command_lines() {
     );
     assert_eq!(exec_args("hermes-0badc0de", "echo hi"), ["exec", "instance://hermes-0badc0de", "bash", "-c", "echo hi"]);
     assert_eq!(stop_args("hermes-0badc0de"), ["instance", "stop", "hermes-0badc0de"]);
+}
+
+// ------------------------------------------------------------------ daytona
+
+fn daytona_config(fake: &Fake, key: &str, extra: &str) -> String {
+    format!(
+        "terminal:\n  backend: daytona\n  daytona_api_url: {}/api\n  daytona_api_key: {key}\n  daytona_image: img:9\n{extra}",
+        fake.url
+    )
+}
+
+#[test]
+fn daytona_runs_commands_in_a_sandbox_and_deletes_it() {
+    let fake = Fake::start("daytona_api.py", &["dtn-test-key"]);
+    let mut serve = Serve::start(&daytona_config(&fake, "dtn-test-key", ""));
+    let r = serve.terminal(json!({"command": "echo hello; echo oops >&2; exit 5"}));
+    assert_eq!(r["output"], "hello\noops", "{r}");
+    assert_eq!(r["exit_code"], 5);
+    let r = serve.terminal(json!({"command": "mkdir -p /tmp/work && cd /tmp/work && export VIA_HTTP=yes"}));
+    assert_eq!(r["cwd"], "/tmp/work", "{r}");
+    let r = serve.terminal(json!({"command": "pwd; echo $VIA_HTTP"}));
+    assert_eq!(r["output"], "/tmp/work\nyes", "{r}");
+    let r = serve.terminal(json!({"command": "sleep 1", "background": true}));
+    assert_eq!(r["status"], "error");
+    assert!(r["error"].as_str().unwrap().contains("not supported"), "{r}");
+
+    // The timeout stops the command inside the sandbox, not just the wait for it.
+    let r = serve.terminal(json!({"command": "echo $$ > /tmp/sleeper.pid; exec sleep 120", "timeout": 2}));
+    assert_eq!(r["exit_code"], 124, "{r}");
+    let r = serve.terminal(json!({"command": sandbox_fakes::PROCESS_ALIVE_PROBE}));
+    assert_eq!(r["output"], "gone", "{r}");
+
+    let sandboxes = fake.sandboxes();
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    let create = &sandboxes[0]["create"];
+    assert_eq!(create["buildInfo"]["dockerfileContent"], "FROM img:9\n");
+    assert!(create.get("image").is_none() && create.get("snapshot").is_none(), "{create}");
+    // The default disk setting (50 GB) is clamped to the default per-sandbox limit.
+    assert_eq!(create["disk"], 10);
+    assert_eq!(create["cpu"], 1);
+    assert!(create["labels"]["hermes-task"].as_str().unwrap().starts_with("hermes-"));
+    let executes: Vec<Value> =
+        fake.requests().into_iter().filter(|r| r["path"].as_str().unwrap().ends_with("/process/execute")).collect();
+    let first: Value = serde_json::from_str(executes[0]["body"].as_str().unwrap()).unwrap();
+    assert!(first["timeout"].as_u64().unwrap() > 0, "a real server-side timeout: {first}");
+    assert!(executes.iter().all(|r| r["path"].as_str().unwrap().starts_with("/toolbox/")), "{executes:?}");
+
+    serve.finish();
+    let sandboxes = fake.sandboxes();
+    assert_eq!(sandboxes[0]["state"], "destroyed", "the sandbox is deleted at exit: {sandboxes:?}");
+}
+
+#[test]
+fn daytona_from_a_snapshot_sends_no_resources() {
+    let fake = Fake::start("daytona_api.py", &["dtn-key-2"]);
+    let mut serve = Serve::start(&daytona_config(&fake, "dtn-key-2", "  daytona_snapshot: daytona-small\n"));
+    let r = serve.terminal(json!({"command": "echo from-snapshot"}));
+    assert_eq!(r["output"], "from-snapshot", "{r}");
+    serve.finish();
+    let sandboxes = fake.sandboxes();
+    let create = &sandboxes[0]["create"];
+    assert_eq!(create["snapshot"], "daytona-small");
+    for field in ["cpu", "memory", "disk", "buildInfo"] {
+        assert!(create.get(field).is_none(), "{field} sent with a snapshot: {create}");
+    }
+    assert_eq!(sandboxes[0]["state"], "destroyed");
+}
+
+#[test]
+fn daytona_refused_credentials_are_degraded_with_a_hint() {
+    let fake = Fake::start("daytona_api.py", &["the-right-key"]);
+    let mut serve = Serve::start(&daytona_config(&fake, "wrong", ""));
+    let r = serve.terminal(json!({"command": "echo x"}));
+    assert_eq!(r["status"], "degraded", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("HTTP 401"), "{r}");
+    assert!(r["retry_hint"].as_str().unwrap().contains("credentials"), "{r}");
+    serve.finish();
+}
+
+#[test]
+fn the_official_daytona_sdk_passes_the_fake() {
+    let fake = Fake::start("daytona_api.py", &["sdk-key"]);
+    let python = hermes_test_peers::python_with(&["daytona", "daytona_api_client"]);
+    let out = std::process::Command::new(python)
+        .arg(sandbox_fakes::fakes_dir().join("daytona_sdk_check.py"))
+        .args([format!("{}/api", fake.url), "sdk-key".to_string()])
+        // The SDK's event stream (socket.io) has no stand-in; it falls back to polling.
+        .env("DAYTONA_USE_DEPRECATED_POLLING", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("sdk ok"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+#[ignore = "talks to the real Daytona service: set DAYTONA_API_KEY and run with --ignored"]
+fn live_daytona() {
+    let key = std::env::var("DAYTONA_API_KEY").expect("DAYTONA_API_KEY");
+    let mut serve = Serve::start(&format!(
+        "terminal:\n  backend: daytona\n  daytona_api_key: {key}\n  daytona_image: debian:12-slim\n"
+    ));
+    let r = serve.terminal(json!({"command": "cd /tmp && echo live; exit 3"}));
+    assert_eq!((r["output"].as_str(), r["exit_code"].as_i64()), (Some("live"), Some(3)), "{r}");
+    let r = serve.terminal(json!({"command": "pwd"}));
+    assert_eq!(r["output"], "/tmp", "{r}");
+    let r = serve.terminal(json!({"command": "sleep 60", "timeout": 2}));
+    assert_eq!(r["exit_code"], 124, "{r}");
+    serve.finish();
 }

@@ -38,6 +38,8 @@ pub struct TerminalConfig {
     pub modal_image: String,
     pub modal_api_url: String,
     pub daytona_image: String,
+    /// `TERMINAL_DAYTONA_SNAPSHOT`: create from this snapshot instead of building the image.
+    pub daytona_snapshot: Option<String>,
     pub daytona_api_url: String,
     pub vercel_runtime: String,
     pub vercel_api_url: String,
@@ -164,6 +166,7 @@ impl TerminalConfig {
                 .string("MODAL_API_URL", "modal_api_url")
                 .unwrap_or_else(|| "https://api.modal.com".into()),
             daytona_image: src.string("TERMINAL_DAYTONA_IMAGE", "daytona_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            daytona_snapshot: src.string("TERMINAL_DAYTONA_SNAPSHOT", "daytona_snapshot"),
             daytona_api_url: src
                 .string("DAYTONA_API_URL", "daytona_api_url")
                 .unwrap_or_else(|| "https://app.daytona.io/api".into()),

@@ -104,3 +104,13 @@ impl Api {
             .map_err(|e| EnvError::new(format!("{} API {method} {path}: the answer is not JSON: {e}", self.provider)))
     }
 }
+
+/// Percent-encodes a query value (slashes kept: the values are paths).
+pub fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

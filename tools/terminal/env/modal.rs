@@ -6,7 +6,7 @@
 //! `POST /v1/sandboxes/{id}/exec {command: [..], timeout}` -> `{stdout, stderr, returncode}`,
 //! `GET /v1/sandboxes/{id}/files?path=` (file bytes), `DELETE /v1/sandboxes/{id}`.
 
-use super::daytona::url_encode;
+use super::http::url_encode;
 use super::http::Api;
 use super::{EnvError, Environment, Running, ThreadRun};
 use crate::tools::terminal::config::TerminalConfig;

@@ -5,7 +5,7 @@
 //! `{stream, data}`), `POST /v1/sandboxes/{id}/stop` on cleanup. Credentials:
 //! `VERCEL_TOKEN` (or `VERCEL_OIDC_TOKEN`), optional `VERCEL_TEAM_ID` and `VERCEL_PROJECT_ID`.
 
-use super::daytona::url_encode;
+use super::http::url_encode;
 use super::http::Api;
 use super::{EnvError, Environment, Running, ThreadRun};
 use crate::tools::terminal::config::TerminalConfig;
