@@ -12,7 +12,6 @@
 //! (Daytona's sandbox + toolbox REST API, Vercel's Sandbox REST API, and the JSON sandbox
 //! gateway the modal backend speaks) and "executes" a command by running it with the
 //! local bash, so the whole path (wrapping, shell state, output handling) is exercised.
-//! The `singularity` backend has no package here: only its command lines are tested.
 
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use hermes_tools::tools::terminal;
@@ -230,17 +229,6 @@ fn modal_against_a_fake_gateway() {
     assert_eq!(log[0].header("authorization"), Some("Bearer ak-1:as-2"));
     assert_eq!(log[0].body["image"], "nikolaik/python-nodejs:python3.11-nodejs20");
     assert_eq!(log.last().unwrap().method, "DELETE");
-}
-
-#[test]
-fn singularity_command_lines() {
-    use hermes_tools::tools::terminal::env::singularity::{exec_args, start_args, stop_args};
-    assert_eq!(
-        start_args("docker://img:1", "hermes-0badc0de"),
-        ["instance", "start", "--containall", "--no-home", "docker://img:1", "hermes-0badc0de"]
-    );
-    assert_eq!(exec_args("hermes-0badc0de", "echo hi"), ["exec", "instance://hermes-0badc0de", "bash", "-c", "echo hi"]);
-    assert_eq!(stop_args("hermes-0badc0de"), ["instance", "stop", "hermes-0badc0de"]);
 }
 
 // ------------------------------------------------------------------ daytona

@@ -81,7 +81,7 @@ pub struct Serve {
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     next_id: usize,
-    pub home: tempfile::TempDir,
+    _home: Option<tempfile::TempDir>,
 }
 
 impl Serve {
@@ -92,9 +92,16 @@ impl Serve {
     pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Serve {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        let mut serve = Serve::start_in(home.path(), env);
+        serve._home = Some(home);
+        serve
+    }
+
+    /// A server on an existing Hermes home (its config.yaml already written).
+    pub fn start_in(home: &std::path::Path, env: &[(&str, &str)]) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
             .arg("serve")
-            .env("HERMES_HOME", home.path())
+            .env("HERMES_HOME", home)
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -112,7 +119,7 @@ impl Serve {
             }
         });
         let stdin = child.stdin.take();
-        Serve { child, stdin, lines, next_id: 0, home }
+        Serve { child, stdin, lines, next_id: 0, _home: None }
     }
 
     /// One tool call; returns the tool's parsed JSON result.
