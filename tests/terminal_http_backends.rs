@@ -1,4 +1,10 @@
-//! `modal`, `daytona` and `vercel_sandbox` against local stand-ins on 127.0.0.1.
+//! `modal`, `daytona` and `vercel_sandbox` against local stand-ins.
+//!
+//! modal: through `hermes-tools serve` and the SDK bridge (tools/terminal/env/modal_bridge.py)
+//! with a STAND-IN `modal` module first on the bridge's PYTHONPATH
+//! (tests/fakes/modal_standin: the SDK's public synchronous API with its published
+//! signatures; Modal's service cannot be reached from here). `live_modal` uses the real
+//! SDK and service when `MODAL_TOKEN_ID` is set (ignored otherwise).
 //!
 //! daytona: end to end through `hermes-tools serve`, against tests/fakes/daytona_api.py
 //! (the real service cannot be reached from here). The fake is written from Daytona's
@@ -204,33 +210,6 @@ fn vercel_sandbox_against_a_fake_api() {
     assert_eq!(log.last().unwrap().path, "/v1/sandboxes/sbx_42/stop?teamId=team_7");
 }
 
-#[test]
-fn modal_against_a_fake_gateway() {
-    let fake = serve(Arc::new(|req: &Request| match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/v1/sandboxes") => (200, json!({"sandbox_id": "sb-modal-1"}).to_string()),
-        ("POST", "/v1/sandboxes/sb-modal-1/exec") => {
-            let cmd = req.body["command"].as_array().unwrap();
-            let (out, err, code) = argv(cmd[0].as_str().unwrap(), &cmd[1..]);
-            (200, json!({"stdout": out, "stderr": err, "returncode": code}).to_string())
-        }
-        ("DELETE", "/v1/sandboxes/sb-modal-1") => (200, "{}".into()),
-        _ => (404, "{}".into()),
-    }));
-    let c = client(
-        &format!(
-            "terminal:\n  backend: modal\n  modal_api_url: {}\n  modal_token_id: ak-1\n  modal_token_secret: as-2\n",
-            fake.url
-        ),
-        "terminal-modal",
-    );
-    exercise(&c);
-    terminal::cleanup_task(&c.task);
-    let log = fake.log.lock().unwrap().clone();
-    assert_eq!(log[0].header("authorization"), Some("Bearer ak-1:as-2"));
-    assert_eq!(log[0].body["image"], "nikolaik/python-nodejs:python3.11-nodejs20");
-    assert_eq!(log.last().unwrap().method, "DELETE");
-}
-
 // ------------------------------------------------------------------ daytona
 
 fn daytona_config(fake: &Fake, key: &str, extra: &str) -> String {
@@ -255,11 +234,7 @@ fn daytona_runs_commands_in_a_sandbox_and_deletes_it() {
     assert_eq!(r["status"], "error");
     assert!(r["error"].as_str().unwrap().contains("not supported"), "{r}");
 
-    // The timeout stops the command inside the sandbox, not just the wait for it.
-    let r = serve.terminal(json!({"command": "echo $$ > /tmp/sleeper.pid; exec sleep 120", "timeout": 2}));
-    assert_eq!(r["exit_code"], 124, "{r}");
-    let r = serve.terminal(json!({"command": sandbox_fakes::PROCESS_ALIVE_PROBE}));
-    assert_eq!(r["output"], "gone", "{r}");
+    sandbox_fakes::assert_timeout_kills_the_remote_command(&mut serve);
 
     let sandboxes = fake.sandboxes();
     assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
@@ -302,9 +277,7 @@ fn daytona_refused_credentials_are_degraded_with_a_hint() {
     let fake = Fake::start("daytona_api.py", &["the-right-key"]);
     let mut serve = Serve::start(&daytona_config(&fake, "wrong", ""));
     let r = serve.terminal(json!({"command": "echo x"}));
-    assert_eq!(r["status"], "degraded", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("HTTP 401"), "{r}");
-    assert!(r["retry_hint"].as_str().unwrap().contains("credentials"), "{r}");
+    sandbox_fakes::assert_refused_credentials(&r, "HTTP 401");
     serve.finish();
 }
 
@@ -327,14 +300,97 @@ fn the_official_daytona_sdk_passes_the_fake() {
 #[ignore = "talks to the real Daytona service: set DAYTONA_API_KEY and run with --ignored"]
 fn live_daytona() {
     let key = std::env::var("DAYTONA_API_KEY").expect("DAYTONA_API_KEY");
-    let mut serve = Serve::start(&format!(
+    sandbox_fakes::live_round(Serve::start(&format!(
         "terminal:\n  backend: daytona\n  daytona_api_key: {key}\n  daytona_image: debian:12-slim\n"
-    ));
-    let r = serve.terminal(json!({"command": "cd /tmp && echo live; exit 3"}));
-    assert_eq!((r["output"].as_str(), r["exit_code"].as_i64()), (Some("live"), Some(3)), "{r}");
-    let r = serve.terminal(json!({"command": "pwd"}));
-    assert_eq!(r["output"], "/tmp", "{r}");
-    let r = serve.terminal(json!({"command": "sleep 60", "timeout": 2}));
-    assert_eq!(r["exit_code"], 124, "{r}");
+    )));
+}
+
+// ------------------------------------------------------------------ modal
+
+fn modal_config(python: &str, extra: &str) -> String {
+    format!("terminal:\n  backend: modal\n  modal_python: {python}\n  modal_image: python:3.11-slim\n{extra}")
+}
+
+#[test]
+fn modal_runs_commands_through_the_sdk_bridge() {
+    let state = TempDir::new().unwrap();
+    let python = hermes_test_peers::python_with(&[]);
+    let standin = sandbox_fakes::fakes_dir().join("modal_standin");
+    let mut serve = Serve::start_with_env(
+        &modal_config(python.to_str().unwrap(), "  modal_token_id: ak-1\n  modal_token_secret: as-2\n"),
+        &[("PYTHONPATH", standin.to_str().unwrap()), ("MODAL_STANDIN_STATE", state.path().to_str().unwrap())],
+    );
+    let r = serve.terminal(json!({"command": "echo hello; echo oops >&2; exit 5"}));
+    assert_eq!(r["output"], "hello\noops", "{r}");
+    assert_eq!(r["exit_code"], 5);
+    let r = serve.terminal(json!({"command": "mkdir -p /tmp/m && cd /tmp/m && export VIA_SDK=yes"}));
+    assert_eq!(r["cwd"], "/tmp/m", "{r}");
+    let r = serve.terminal(json!({"command": "pwd; echo $VIA_SDK"}));
+    assert_eq!(r["output"], "/tmp/m\nyes", "{r}");
+    sandbox_fakes::assert_timeout_kills_the_remote_command(&mut serve);
     serve.finish();
+
+    let calls: Vec<Value> = std::fs::read_to_string(state.path().join("calls.log"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = calls.iter().map(|c| c["call"].as_str().unwrap()).collect();
+    assert_eq!(&names[..3], ["App.lookup", "Image.from_registry", "Sandbox.create"], "{names:?}");
+    assert_eq!(calls[0]["name"], "hermes-agent");
+    assert_eq!(calls[0]["create_if_missing"], true);
+    assert_eq!(calls[1]["tag"], "python:3.11-slim");
+    assert_eq!(calls[2]["timeout"], 3600);
+    assert_eq!(names.last(), Some(&"Sandbox.terminate"), "the sandbox is terminated at exit: {names:?}");
+    let exec = calls.iter().find(|c| c["call"] == "Sandbox.exec").unwrap();
+    assert_eq!(exec["argv"][0], "bash");
+    assert!(exec["timeout"].as_u64().unwrap() > 0, "{exec}");
+}
+
+#[test]
+fn modal_availability_names_what_is_missing() {
+    let empty_home = TempDir::new().unwrap();
+    let home = empty_home.path().to_str().unwrap();
+    let mut serve =
+        Serve::start_with_env(&modal_config("/nonexistent/python3", ""), &[("HOME", home), ("MODAL_TOKEN_ID", "")]);
+    let r = serve.terminal(json!({"command": "true"}));
+    assert_eq!(r["status"], "disabled", "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("TERMINAL_MODAL_PYTHON /nonexistent/python3 does not exist"), "{error}");
+    assert!(error.contains("MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"), "{error}");
+    assert!(error.contains(&format!("{home}/.modal.toml")), "{error}");
+    serve.finish();
+
+    // A ~/.modal.toml is enough for the credentials.
+    std::fs::write(empty_home.path().join(".modal.toml"), "[default]\ntoken_id = \"ak\"\ntoken_secret = \"as\"\n").unwrap();
+    let mut serve = Serve::start_with_env(&modal_config("/nonexistent/python3", ""), &[("HOME", home)]);
+    let r = serve.terminal(json!({"command": "true"}));
+    let error = r["error"].as_str().unwrap();
+    assert!(!error.contains("MODAL_TOKEN_ID"), "{error}");
+    serve.finish();
+}
+
+#[test]
+fn modal_refused_credentials_come_back_with_a_hint() {
+    let state = TempDir::new().unwrap();
+    let python = hermes_test_peers::python_with(&[]);
+    let standin = sandbox_fakes::fakes_dir().join("modal_standin");
+    let mut serve = Serve::start_with_env(
+        &modal_config(python.to_str().unwrap(), "  modal_token_id: ak-wrong\n  modal_token_secret: as-2\n"),
+        &[
+            ("PYTHONPATH", standin.to_str().unwrap()),
+            ("MODAL_STANDIN_STATE", state.path().to_str().unwrap()),
+            ("MODAL_STANDIN_ACCEPTED_TOKEN_ID", "ak-1"),
+        ],
+    );
+    let r = serve.terminal(json!({"command": "true"}));
+    sandbox_fakes::assert_refused_credentials(&r, "AuthError");
+    serve.finish();
+}
+
+#[test]
+#[ignore = "talks to the real Modal service (and installs the modal package into the Hermes home): set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET and run with --ignored"]
+fn live_modal() {
+    std::env::var("MODAL_TOKEN_ID").expect("MODAL_TOKEN_ID");
+    sandbox_fakes::live_round(Serve::start("terminal:\n  backend: modal\n  modal_image: python:3.11-slim\n"));
 }

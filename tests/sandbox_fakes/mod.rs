@@ -156,3 +156,30 @@ impl Drop for Serve {
         let _ = self.child.wait();
     }
 }
+
+/// A refused credential: the call is degraded, names `reason` and hints at credentials.
+pub fn assert_refused_credentials(r: &Value, reason: &str) {
+    assert_eq!(r["status"], "degraded", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains(reason), "{r}");
+    assert!(r["retry_hint"].as_str().unwrap().contains("credentials"), "{r}");
+}
+
+/// The terminal's timeout stops the command inside the sandbox, not just the wait for it.
+pub fn assert_timeout_kills_the_remote_command(serve: &mut Serve) {
+    let r = serve.terminal(json!({"command": "echo $$ > /tmp/sleeper.pid; exec sleep 120", "timeout": 2}));
+    assert_eq!(r["exit_code"], 124, "{r}");
+    let r = serve.terminal(json!({"command": PROCESS_ALIVE_PROBE}));
+    assert_eq!(r["output"], "gone", "the command outlived its timeout: {r}");
+}
+
+/// The checks a live test runs against a real provider: output and exit code, cwd
+/// persistence, a timeout.
+pub fn live_round(mut serve: Serve) {
+    let r = serve.terminal(json!({"command": "cd /tmp && echo live; exit 3"}));
+    assert_eq!((r["output"].as_str(), r["exit_code"].as_i64()), (Some("live"), Some(3)), "{r}");
+    let r = serve.terminal(json!({"command": "pwd"}));
+    assert_eq!(r["output"], "/tmp", "{r}");
+    let r = serve.terminal(json!({"command": "sleep 60", "timeout": 2}));
+    assert_eq!(r["exit_code"], 124, "{r}");
+    serve.finish();
+}

@@ -36,7 +36,9 @@ pub struct TerminalConfig {
     pub singularity_image: String,
     // HTTP backends
     pub modal_image: String,
-    pub modal_api_url: String,
+    /// `TERMINAL_MODAL_PYTHON`: an interpreter that already has the `modal` package
+    /// (otherwise one is installed into `$HERMES_HOME/modal/venv` on first use).
+    pub modal_python: Option<String>,
     pub daytona_image: String,
     /// `TERMINAL_DAYTONA_SNAPSHOT`: create from this snapshot instead of building the image.
     pub daytona_snapshot: Option<String>,
@@ -162,9 +164,7 @@ impl TerminalConfig {
                 .string("TERMINAL_SINGULARITY_IMAGE", "singularity_image")
                 .unwrap_or_else(|| format!("docker://{}", image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()))),
             modal_image: src.string("TERMINAL_MODAL_IMAGE", "modal_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
-            modal_api_url: src
-                .string("MODAL_API_URL", "modal_api_url")
-                .unwrap_or_else(|| "https://api.modal.com".into()),
+            modal_python: src.string("TERMINAL_MODAL_PYTHON", "modal_python"),
             daytona_image: src.string("TERMINAL_DAYTONA_IMAGE", "daytona_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
             daytona_snapshot: src.string("TERMINAL_DAYTONA_SNAPSHOT", "daytona_snapshot"),
             daytona_api_url: src
