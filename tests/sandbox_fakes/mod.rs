@@ -183,3 +183,13 @@ pub fn live_round(mut serve: Serve) {
     assert_eq!(r["exit_code"], 124, "{r}");
     serve.finish();
 }
+
+/// Node 22 from the MCP test setup when present, else `node` on PATH.
+pub fn node() -> PathBuf {
+    let bundled = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/node/node_modules/.bin/node");
+    if bundled.exists() {
+        bundled
+    } else {
+        PathBuf::from("node")
+    }
+}

@@ -173,7 +173,7 @@ impl TerminalConfig {
             vercel_runtime: src.string("TERMINAL_VERCEL_RUNTIME", "vercel_runtime").unwrap_or_else(|| "node22".into()),
             vercel_api_url: src
                 .string("VERCEL_API_URL", "vercel_api_url")
-                .unwrap_or_else(|| "https://api.vercel.com".into()),
+                .unwrap_or_else(|| "https://vercel.com/api".into()),
             hermes_home: hermes_home.to_path_buf(),
             backend,
         })

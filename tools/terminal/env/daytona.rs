@@ -17,8 +17,8 @@
 //! Credentials: `DAYTONA_API_KEY`; base URL `DAYTONA_API_URL` (default
 //! `https://app.daytona.io/api`); optional `DAYTONA_ORGANIZATION_ID`.
 
-use super::http::{url_encode, Api};
-use super::{remote_kill_script, remote_wrap, sh_quote, EnvError, Environment, Running, ThreadRun};
+use super::http::{url_encode, wrapped_script, Api};
+use super::{remote_kill_script, sh_quote, EnvError, Environment, Running, ThreadRun};
 use crate::tools::terminal::config::TerminalConfig;
 use crate::tools::terminal::output::random_hex;
 use serde_json::{json, Value};
@@ -79,19 +79,7 @@ pub fn create_body(config: &TerminalConfig, task_id: &str) -> Value {
 /// The command line sent to `process/execute`: bash running the wrapped script, whatever
 /// shell (or none) the toolbox daemon puts in front of it.
 pub fn execute_command(script: &str, login: bool, stdin: Option<&[u8]>, rid: &str) -> String {
-    let wrapped = match stdin {
-        Some(data) => {
-            let inner = format!(
-                "printf '%s' {} | bash {}-c {}",
-                sh_quote(&String::from_utf8_lossy(data)),
-                if login { "-l " } else { "" },
-                sh_quote(script)
-            );
-            remote_wrap(&inner, false, "/tmp", rid)
-        }
-        None => remote_wrap(script, login, "/tmp", rid),
-    };
-    format!("bash -c {}", sh_quote(&wrapped))
+    format!("bash -c {}", sh_quote(&wrapped_script(script, login, stdin, rid)))
 }
 
 impl DaytonaEnv {
