@@ -319,3 +319,42 @@ fn live_vercel_sandbox() {
     assert!(std::env::var("VERCEL_OIDC_TOKEN").is_ok() || std::env::var("VERCEL_TOKEN").is_ok());
     sandbox_fakes::live_round(Serve::start("terminal:\n  backend: vercel_sandbox\n"));
 }
+
+// ------------------------------------------------------------------ file transfer
+
+/// `Environment::fetch_file` of a backend built from `config` reads what a command wrote.
+/// (No tool reads files through the backend yet; the library call is tested directly.)
+fn fetch_round_trip(config: &str) {
+    use hermes_tools::tools::terminal::config::TerminalConfig;
+    use hermes_tools::tools::terminal::env::{create, ReadEvent};
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let config = TerminalConfig::load(home.path()).unwrap();
+    let env = create(&config, "fetch-test", home.path()).unwrap();
+    let mut run = env.run_bash("printf 'line one\\nline two' > /tmp/fetched.txt", false, None).unwrap();
+    while run.try_wait().is_none() {
+        if let ReadEvent::Eof = run.read(std::time::Duration::from_millis(50)) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    assert_eq!(run.try_wait(), Some(0));
+    assert_eq!(env.fetch_file("/tmp/fetched.txt", 1 << 20).unwrap(), b"line one\nline two");
+    assert_eq!(env.fetch_file("/tmp/fetched.txt", 4).unwrap(), b"line");
+    let missing = env.fetch_file("/tmp/no-such-file", 100).unwrap_err();
+    assert!(missing.reason.contains("no-such-file"), "{missing}");
+    env.cleanup();
+}
+
+#[test]
+fn daytona_fetches_files_through_the_toolbox() {
+    let fake = Fake::start("daytona_api.py", &["fetch-key"]);
+    fetch_round_trip(&daytona_config(&fake, "fetch-key", ""));
+    assert_eq!(fake.sandboxes()[0]["state"], "destroyed");
+}
+
+#[test]
+fn vercel_fetches_files_through_fs_read() {
+    let fake = Fake::start("vercel_api.py", &["vt-f", "team_f"]);
+    fetch_round_trip(&vercel_config(&fake, "  vercel_token: vt-f\n  vercel_team_id: team_f\n  vercel_project_id: prj_f\n"));
+    assert_eq!(fake.sandboxes()[0]["status"], "stopped");
+}
