@@ -1,71 +1,242 @@
-//! The terminal tool's overhead on the local backend: one `true` through the tool
-//! against the same command run with `bash -c` directly, in the same run; and 100
-//! short commands in one task.
+//! The terminal tool's per-call overhead on each backend that runs here, each against a
+//! baseline measured in the same run:
+//!
+//! - local: one `true` through the tool against `bash -c true`, and 100 short commands;
+//! - docker (through podman, with an image imported from the host's binaries): the tool
+//!   against `podman exec <container> bash -c true` on the same container;
+//! - daytona and vercel_sandbox against their fakes (tests/fakes/): the tool against one
+//!   raw API request that runs `true` the cheapest way the API allows;
+//! - modal through its SDK bridge and the stand-in SDK module (tests/fakes/modal_standin):
+//!   the tool against `bash -c true`.
+//!
+//! The remote backends need what `.ci/setup.d/` installs (podman, the test venv); a
+//! backend whose peer is missing is reported as skipped.
 //!
 //! cargo bench --bench terminal
+//! (or `cargo bench --bench terminal --profile dev` to reuse the test build)
 
 use hermes_runtime::{Registry, ToolCall, ToolContext};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const RUNS: usize = 100;
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/sandbox_fakes/mod.rs"]
+mod sandbox_fakes;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
 }
 
-fn main() {
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
-    let ctx = ToolContext::builder().task_id("bench-terminal").cwd(work.path()).build();
-    let run = |command: &str| {
-        let result = registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": command })), &ctx);
-        let value: serde_json::Value = serde_json::from_str(&result).unwrap();
+fn sample(runs: usize, mut f: impl FnMut()) -> Duration {
+    median((0..runs).map(|_| {
+        let started = Instant::now();
+        f();
+        started.elapsed()
+    }).collect())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A task of its own on a Hermes home holding `config`.
+struct Tool {
+    registry: Registry,
+    ctx: ToolContext,
+    task: String,
+    _home: tempfile::TempDir,
+}
+
+impl Tool {
+    fn new(task: &str, config: &str, cwd: Option<&std::path::Path>) -> Tool {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
+        let mut ctx = ToolContext::builder().task_id(task).hermes_home(home.path());
+        if let Some(cwd) = cwd {
+            ctx = ctx.cwd(cwd);
+        }
+        Tool { registry, ctx: ctx.build(), task: task.to_string(), _home: home }
+    }
+
+    fn run(&self, command: &str) -> Value {
+        let result = self.registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": command })), &self.ctx);
+        let value: Value = serde_json::from_str(&result).unwrap();
         assert_eq!(value["exit_code"], 0, "{result}");
-    };
-    // The first call starts the task's shell session (snapshot); measure the steady state.
-    run("true");
+        value
+    }
+}
 
-    let direct = median(
-        (0..RUNS)
-            .map(|_| {
-                let started = Instant::now();
-                let status = Command::new("bash").args(["-c", "true"]).stdout(Stdio::null()).status().unwrap();
-                assert!(status.success());
-                started.elapsed()
-            })
-            .collect(),
-    );
-    let through_tool = median(
-        (0..RUNS)
-            .map(|_| {
-                let started = Instant::now();
-                run("true");
-                started.elapsed()
-            })
-            .collect(),
-    );
-    println!("{:<48} {:>10}", "operation", "median");
-    println!("{:<48} {:>8.2}ms", "bash -c true (baseline)", direct.as_secs_f64() * 1e3);
+impl Drop for Tool {
+    fn drop(&mut self) {
+        hermes_tools::tools::terminal::cleanup_task(&self.task);
+    }
+}
+
+fn report(name: &str, baseline_name: &str, baseline: Duration, tool: Duration) {
+    println!("{:<58} {:>9.2}ms", baseline_name, ms(baseline));
     println!(
-        "{:<48} {:>8.2}ms  ({:.2}x baseline)",
-        "terminal tool, `true`, local backend",
-        through_tool.as_secs_f64() * 1e3,
-        through_tool.as_secs_f64() / direct.as_secs_f64()
+        "{:<58} {:>9.2}ms  ({:.2}x baseline, +{:.2} ms per call)",
+        name,
+        ms(tool),
+        tool.as_secs_f64() / baseline.as_secs_f64(),
+        ms(tool.saturating_sub(baseline))
     );
+}
 
+/// Samples `direct` and `true` through the tool, `runs` times each, and reports both.
+fn compare(tool: &Tool, runs: usize, name: &str, baseline_name: &str, direct: impl FnMut()) {
+    let baseline = sample(runs, direct);
+    let through_tool = sample(runs, || {
+        tool.run("true");
+    });
+    report(name, baseline_name, baseline, through_tool);
+}
+
+/// One raw API request to a fake, whose answer must report exit code 0.
+fn raw_request(url: &str, token: &str, accept: &str, body: Value) {
+    let answer = ureq::post(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Accept", accept)
+        .send_json(body)
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(answer.contains("\"exitCode\": 0"), "{answer}");
+}
+
+fn bash_true() {
+    let status = Command::new("bash").args(["-c", "true"]).stdout(Stdio::null()).status().unwrap();
+    assert!(status.success());
+}
+
+fn local() {
+    let work = tempfile::tempdir().unwrap();
+    let tool = Tool::new("bench-local", "", Some(work.path()));
+    // The first call starts the task's shell session (snapshot); measure the steady state.
+    tool.run("true");
+    compare(&tool, 100, "terminal tool, `true`, local backend", "bash -c true (baseline)", bash_true);
     let started = Instant::now();
     for i in 0..100 {
-        run(&format!("echo step {i} > /dev/null"));
+        tool.run(&format!("echo step {i} > /dev/null"));
     }
     let hundred = started.elapsed();
-    println!(
-        "{:<48} {:>8.2}ms  ({:.2} ms per command)",
-        "100 short commands in one task",
-        hundred.as_secs_f64() * 1e3,
-        hundred.as_secs_f64() * 10.0
+    println!("{:<58} {:>9.2}ms  ({:.2} ms per command)", "100 short commands in one task", ms(hundred), ms(hundred) / 100.0);
+}
+
+const IMAGE: &str = "localhost/hermes-terminal-bench:latest";
+
+fn docker() -> Result<(), String> {
+    let podman = common::which("podman").ok_or("podman not found")?;
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("containers.conf");
+    std::fs::write(&conf, "[containers]\ndefault_ulimits = []\n").unwrap();
+    std::env::set_var("CONTAINERS_CONF", &conf);
+    let rootfs = dir.path().join("rootfs");
+    common::build_rootfs(&rootfs, &["bash", "sleep", "cat", "rm", "mkdir", "head", "env"]);
+    let import = format!("tar -C {r} -cf {d}/rootfs.tar . && {podman} import {d}/rootfs.tar {IMAGE} >/dev/null", r = rootfs.display(), d = dir.path().display());
+    let out = Command::new("bash").arg("-c").arg(&import).output().unwrap();
+    if !out.status.success() {
+        return Err(format!("image import failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let tool = Tool::new(
+        "bench-docker",
+        &format!(
+            "terminal:\n  backend: docker\n  docker_binary: {podman}\n  docker_global_args: [\"--runtime\", \"runc\"]\n  \
+             docker_run_args: [\"--ulimit\", \"host\"]\n  docker_image: {IMAGE}\n  container_memory: 512\n"
+        ),
+        None,
     );
+    tool.run("true");
+    let listed = Command::new(&podman).args(["ps", "-q", "--filter", &format!("ancestor={IMAGE}")]).output().unwrap();
+    let container = String::from_utf8_lossy(&listed.stdout).lines().next().ok_or("the backend's container is not listed")?.to_string();
+    compare(&tool, 20, "terminal tool, `true`, docker backend (podman)", "podman exec <container> bash -c true (baseline)", || {
+        let status = Command::new(&podman)
+            .args(["--runtime", "runc", "exec", &container, "bash", "-c", "true"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    });
+    drop(tool);
+    let _ = Command::new(&podman).args(["rmi", "-f", IMAGE]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    Ok(())
+}
+
+fn daytona() -> Result<(), String> {
+    let fake = sandbox_fakes::Fake::start("daytona_api.py", &["bench-key"]);
+    let tool = Tool::new(
+        "bench-daytona",
+        &format!("terminal:\n  backend: daytona\n  daytona_api_url: {}/api\n  daytona_api_key: bench-key\n", fake.url),
+        None,
+    );
+    tool.run("true");
+    let id = fake.sandboxes()[0]["id"].as_str().ok_or("no sandbox")?.to_string();
+    let url = format!("{}/toolbox/{id}/process/execute", fake.url);
+    let body = json!({"command": "true", "timeout": 30});
+    compare(&tool, 20, "terminal tool, `true`, daytona backend (fake API)", "one raw process/execute of `true` (baseline)", || {
+        raw_request(&url, "bench-key", "application/json", body.clone())
+    });
+    Ok(())
+}
+
+fn vercel() -> Result<(), String> {
+    let fake = sandbox_fakes::Fake::start("vercel_api.py", &["bench-token", "team_b"]);
+    let tool = Tool::new(
+        "bench-vercel",
+        &format!(
+            "terminal:\n  backend: vercel_sandbox\n  vercel_api_url: {}/api\n  vercel_token: bench-token\n  \
+             vercel_team_id: team_b\n  vercel_project_id: prj_b\n  cwd: /tmp\n",
+            fake.url
+        ),
+        None,
+    );
+    tool.run("true");
+    let session = fake.sandboxes()[0]["id"].as_str().ok_or("no sandbox")?.to_string();
+    let url = format!("{}/api/v2/sandboxes/sessions/{session}/cmd?teamId=team_b", fake.url);
+    let body = json!({"command": "true", "args": [], "wait": true, "logs": true, "timeout": 30000});
+    compare(&tool, 20, "terminal tool, `true`, vercel_sandbox backend (fake API)", "one raw waited cmd of `true` (baseline)", || {
+        raw_request(&url, "bench-token", "application/x-ndjson", body.clone())
+    });
+    Ok(())
+}
+
+fn modal() -> Result<(), String> {
+    let python = hermes_test_peers::venv_dir().join("bin/python3");
+    if !python.is_file() {
+        return Err(format!("{} missing", python.display()));
+    }
+    let state = tempfile::tempdir().unwrap();
+    std::env::set_var("PYTHONPATH", sandbox_fakes::fakes_dir().join("modal_standin"));
+    std::env::set_var("MODAL_STANDIN_STATE", state.path());
+    let tool = Tool::new(
+        "bench-modal",
+        &format!(
+            "terminal:\n  backend: modal\n  modal_python: {}\n  modal_token_id: ak\n  modal_token_secret: as\n",
+            python.display()
+        ),
+        None,
+    );
+    tool.run("true");
+    compare(&tool, 20, "terminal tool, `true`, modal backend (bridge + stand-in SDK)", "bash -c true (baseline)", bash_true);
+    Ok(())
+}
+
+fn main() {
+    println!("{:<58} {:>11}", "operation", "median");
+    local();
+    for (name, bench) in [
+        ("docker", docker as fn() -> Result<(), String>),
+        ("daytona", daytona),
+        ("vercel_sandbox", vercel),
+        ("modal", modal),
+    ] {
+        if let Err(why) = bench() {
+            println!("{name}: skipped ({why})");
+        }
+    }
 }

@@ -1,282 +1,360 @@
-//! `modal`, `daytona` and `vercel_sandbox` against local HTTP servers on 127.0.0.1.
+//! `modal`, `daytona` and `vercel_sandbox` against local stand-ins.
 //!
-//! These servers are STAND-INS (fakes), not the providers: the real APIs cannot be reached
-//! from here. Each fake follows the request/response shapes the backend implements
-//! (Daytona's sandbox + toolbox REST API, Vercel's Sandbox REST API, and the JSON sandbox
-//! gateway the modal backend speaks) and "executes" a command by running it with the
-//! local bash, so the whole path (wrapping, shell state, output handling) is exercised.
-//! The `singularity` backend has no package here: only its command lines are tested.
+//! modal: through `hermes-tools serve` and the SDK bridge (tools/terminal/env/modal_bridge.py)
+//! with a STAND-IN `modal` module first on the bridge's PYTHONPATH
+//! (tests/fakes/modal_standin: the SDK's public synchronous API with its published
+//! signatures; Modal's service cannot be reached from here). `live_modal` uses the real
+//! SDK and service when `MODAL_TOKEN_ID` is set (ignored otherwise).
+//!
+//! daytona: end to end through `hermes-tools serve`, against tests/fakes/daytona_api.py
+//! (the real service cannot be reached from here). The fake is written from Daytona's
+//! published API definition and is strict; Daytona's own Python SDK runs against the same
+//! fake in `the_official_daytona_sdk_passes_the_fake`, so a fake that drifts from the
+//! real API fails there. `live_daytona` runs against the real service when
+//! `DAYTONA_API_KEY` is set (ignored otherwise).
+//!
+//! vercel_sandbox: the same way against tests/fakes/vercel_api.py, written from the API
+//! as Vercel's official SDK (npm `@vercel/sandbox`) defines it; that SDK runs against the
+//! same fake in `the_official_vercel_sdk_passes_the_fake`. `live_vercel_sandbox` runs
+//! against the real service when `VERCEL_TOKEN` (with team and project) or
+//! `VERCEL_OIDC_TOKEN` is set (ignored otherwise).
+//!
+//! The fakes run each command with the local shell in a private mount namespace of its
+//! own (their /tmp and /root are temp dirs), so the whole path (wrapping, shell state,
+//! output handling, killing) is exercised without touching the host.
 
-use hermes_runtime::{Registry, ToolCall, ToolContext};
-use hermes_tools::tools::terminal;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
 use tempfile::TempDir;
 
-#[derive(Debug, Clone)]
-struct Request {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Value,
+mod sandbox_fakes;
+use sandbox_fakes::{Fake, Serve};
+
+/// The common checks: output and exit code, cwd and export persistence, no background
+/// processes, a timeout that kills the command in the sandbox.
+fn exercise(serve: &mut Serve) {
+    let r = serve.terminal(json!({"command": "echo hello; echo oops >&2; exit 5"}));
+    assert_eq!(r["output"], "hello\noops", "{r}");
+    assert_eq!(r["exit_code"], 5);
+    let r = serve.terminal(json!({"command": "mkdir -p /tmp/work && cd /tmp/work && export VIA_API=yes"}));
+    assert_eq!(r["cwd"], "/tmp/work", "{r}");
+    let r = serve.terminal(json!({"command": "pwd; echo $VIA_API"}));
+    assert_eq!(r["output"], "/tmp/work\nyes", "{r}");
+    let r = serve.terminal(json!({"command": "sleep 1", "background": true}));
+    assert_eq!(r["status"], "error");
+    assert!(r["error"].as_str().unwrap().contains("not supported"), "{r}");
+    sandbox_fakes::assert_timeout_kills_the_remote_command(serve);
 }
 
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-}
+// ------------------------------------------------------------------ daytona
 
-type Handler = Arc<dyn Fn(&Request) -> (u16, String) + Send + Sync>;
-
-struct Fake {
-    url: String,
-    log: Arc<Mutex<Vec<Request>>>,
-}
-
-fn serve(handler: Handler) -> Fake {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let log2 = Arc::clone(&log);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let handler = Arc::clone(&handler);
-            let log = Arc::clone(&log2);
-            std::thread::spawn(move || connection(stream, handler, log));
-        }
-    });
-    Fake { url, log }
-}
-
-fn connection(stream: TcpStream, handler: Handler, log: Arc<Mutex<Vec<Request>>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut writer = stream;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut parts = line.split_whitespace();
-        let method = parts.next().unwrap_or("").to_string();
-        let path = parts.next().unwrap_or("").to_string();
-        let mut headers = Vec::new();
-        let mut length = 0usize;
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h).unwrap();
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (k, v) = h.split_once(':').unwrap();
-            if k.eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse().unwrap();
-            }
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let body = if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
-        let req = Request { method, path, headers, body };
-        log.lock().unwrap().push(req.clone());
-        let (status, text) = handler(&req);
-        let response = format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
-            text.len()
-        );
-        if writer.write_all(response.as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-/// Runs a shell command string the way the sandbox would: local bash, merged output.
-fn sh(command: &str) -> (String, i32) {
-    let out = std::process::Command::new("bash").arg("-c").arg(format!("{{ {command}\n}} 2>&1")).output().unwrap();
-    (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code().unwrap_or(-1))
-}
-
-/// Runs an argument vector: (stdout, stderr, exit code).
-fn argv(cmd: &str, args: &[Value]) -> (String, String, i32) {
-    let out = std::process::Command::new(cmd).args(args.iter().map(|a| a.as_str().unwrap())).output().unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code().unwrap_or(-1),
+fn daytona_config(fake: &Fake, key: &str, extra: &str) -> String {
+    format!(
+        "terminal:\n  backend: daytona\n  daytona_api_url: {}/api\n  daytona_api_key: {key}\n  daytona_image: img:9\n{extra}",
+        fake.url
     )
 }
 
-struct Client {
-    ctx: ToolContext,
-    registry: Registry,
-    task: String,
-    _home: TempDir,
+#[test]
+fn daytona_runs_commands_in_a_sandbox_and_deletes_it() {
+    let fake = Fake::start("daytona_api.py", &["dtn-test-key"]);
+    let mut serve = Serve::start(&daytona_config(&fake, "dtn-test-key", ""));
+    exercise(&mut serve);
+
+    let sandboxes = fake.sandboxes();
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    let create = &sandboxes[0]["create"];
+    assert_eq!(create["buildInfo"]["dockerfileContent"], "FROM img:9\n");
+    assert!(create.get("image").is_none() && create.get("snapshot").is_none(), "{create}");
+    // The default disk setting (50 GB) is clamped to the default per-sandbox limit.
+    assert_eq!(create["disk"], 10);
+    assert_eq!(create["cpu"], 1);
+    assert!(create["labels"]["hermes-task"].as_str().unwrap().starts_with("hermes-"));
+    let executes: Vec<Value> =
+        fake.requests().into_iter().filter(|r| r["path"].as_str().unwrap().ends_with("/process/execute")).collect();
+    let first: Value = serde_json::from_str(executes[0]["body"].as_str().unwrap()).unwrap();
+    assert!(first["timeout"].as_u64().unwrap() > 0, "a real server-side timeout: {first}");
+    assert!(executes.iter().all(|r| r["path"].as_str().unwrap().starts_with("/toolbox/")), "{executes:?}");
+
+    serve.finish();
+    let sandboxes = fake.sandboxes();
+    assert_eq!(sandboxes[0]["state"], "destroyed", "the sandbox is deleted at exit: {sandboxes:?}");
 }
 
-fn client(config: &str, task: &str) -> Client {
+#[test]
+fn daytona_from_a_snapshot_sends_no_resources() {
+    let fake = Fake::start("daytona_api.py", &["dtn-key-2"]);
+    let mut serve = Serve::start(&daytona_config(&fake, "dtn-key-2", "  daytona_snapshot: daytona-small\n"));
+    let r = serve.terminal(json!({"command": "echo from-snapshot"}));
+    assert_eq!(r["output"], "from-snapshot", "{r}");
+    serve.finish();
+    let sandboxes = fake.sandboxes();
+    let create = &sandboxes[0]["create"];
+    assert_eq!(create["snapshot"], "daytona-small");
+    for field in ["cpu", "memory", "disk", "buildInfo"] {
+        assert!(create.get(field).is_none(), "{field} sent with a snapshot: {create}");
+    }
+    assert_eq!(sandboxes[0]["state"], "destroyed");
+}
+
+#[test]
+fn daytona_refused_credentials_are_degraded_with_a_hint() {
+    let fake = Fake::start("daytona_api.py", &["the-right-key"]);
+    let mut serve = Serve::start(&daytona_config(&fake, "wrong", ""));
+    let r = serve.terminal(json!({"command": "echo x"}));
+    sandbox_fakes::assert_refused_credentials(&r, "HTTP 401");
+    serve.finish();
+}
+
+#[test]
+fn the_official_daytona_sdk_passes_the_fake() {
+    let fake = Fake::start("daytona_api.py", &["sdk-key"]);
+    let python = hermes_test_peers::python_with(&["daytona", "daytona_api_client"]);
+    let out = std::process::Command::new(python)
+        .arg(sandbox_fakes::fakes_dir().join("daytona_sdk_check.py"))
+        .args([format!("{}/api", fake.url), "sdk-key".to_string()])
+        // The SDK's event stream (socket.io) has no stand-in; it falls back to polling.
+        .env("DAYTONA_USE_DEPRECATED_POLLING", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("sdk ok"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+#[ignore = "talks to the real Daytona service: set DAYTONA_API_KEY and run with --ignored"]
+fn live_daytona() {
+    let key = std::env::var("DAYTONA_API_KEY").expect("DAYTONA_API_KEY");
+    sandbox_fakes::live_round(Serve::start(&format!(
+        "terminal:\n  backend: daytona\n  daytona_api_key: {key}\n  daytona_image: debian:12-slim\n"
+    )));
+}
+
+// ------------------------------------------------------------------ modal
+
+fn modal_config(python: &str, extra: &str) -> String {
+    format!("terminal:\n  backend: modal\n  modal_python: {python}\n  modal_image: python:3.11-slim\n{extra}")
+}
+
+#[test]
+fn modal_runs_commands_through_the_sdk_bridge() {
+    let state = TempDir::new().unwrap();
+    let python = hermes_test_peers::python_with(&[]);
+    let standin = sandbox_fakes::fakes_dir().join("modal_standin");
+    let mut serve = Serve::start_with_env(
+        &modal_config(python.to_str().unwrap(), "  modal_token_id: ak-1\n  modal_token_secret: as-2\n"),
+        &[("PYTHONPATH", standin.to_str().unwrap()), ("MODAL_STANDIN_STATE", state.path().to_str().unwrap())],
+    );
+    exercise(&mut serve);
+    serve.finish();
+
+    let calls: Vec<Value> = std::fs::read_to_string(state.path().join("calls.log"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = calls.iter().map(|c| c["call"].as_str().unwrap()).collect();
+    assert_eq!(&names[..3], ["App.lookup", "Image.from_registry", "Sandbox.create"], "{names:?}");
+    assert_eq!(calls[0]["name"], "hermes-agent");
+    assert_eq!(calls[0]["create_if_missing"], true);
+    assert_eq!(calls[1]["tag"], "python:3.11-slim");
+    assert_eq!(calls[2]["timeout"], 3600);
+    assert_eq!(names.last(), Some(&"Sandbox.terminate"), "the sandbox is terminated at exit: {names:?}");
+    let exec = calls.iter().find(|c| c["call"] == "Sandbox.exec").unwrap();
+    assert_eq!(exec["argv"][0], "bash");
+    assert!(exec["timeout"].as_u64().unwrap() > 0, "{exec}");
+}
+
+#[test]
+fn modal_availability_names_what_is_missing() {
+    let empty_home = TempDir::new().unwrap();
+    let home = empty_home.path().to_str().unwrap();
+    let mut serve =
+        Serve::start_with_env(&modal_config("/nonexistent/python3", ""), &[("HOME", home), ("MODAL_TOKEN_ID", "")]);
+    let r = serve.terminal(json!({"command": "true"}));
+    assert_eq!(r["status"], "disabled", "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("TERMINAL_MODAL_PYTHON /nonexistent/python3 does not exist"), "{error}");
+    assert!(error.contains("MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"), "{error}");
+    assert!(error.contains(&format!("{home}/.modal.toml")), "{error}");
+    serve.finish();
+
+    // A ~/.modal.toml is enough for the credentials.
+    std::fs::write(empty_home.path().join(".modal.toml"), "[default]\ntoken_id = \"ak\"\ntoken_secret = \"as\"\n").unwrap();
+    let mut serve = Serve::start_with_env(&modal_config("/nonexistent/python3", ""), &[("HOME", home)]);
+    let r = serve.terminal(json!({"command": "true"}));
+    let error = r["error"].as_str().unwrap();
+    assert!(!error.contains("MODAL_TOKEN_ID"), "{error}");
+    serve.finish();
+}
+
+#[test]
+fn modal_refused_credentials_come_back_with_a_hint() {
+    let state = TempDir::new().unwrap();
+    let python = hermes_test_peers::python_with(&[]);
+    let standin = sandbox_fakes::fakes_dir().join("modal_standin");
+    let mut serve = Serve::start_with_env(
+        &modal_config(python.to_str().unwrap(), "  modal_token_id: ak-wrong\n  modal_token_secret: as-2\n"),
+        &[
+            ("PYTHONPATH", standin.to_str().unwrap()),
+            ("MODAL_STANDIN_STATE", state.path().to_str().unwrap()),
+            ("MODAL_STANDIN_ACCEPTED_TOKEN_ID", "ak-1"),
+        ],
+    );
+    let r = serve.terminal(json!({"command": "true"}));
+    sandbox_fakes::assert_refused_credentials(&r, "AuthError");
+    serve.finish();
+}
+
+#[test]
+#[ignore = "talks to the real Modal service (and installs the modal package into the Hermes home): set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET and run with --ignored"]
+fn live_modal() {
+    std::env::var("MODAL_TOKEN_ID").expect("MODAL_TOKEN_ID");
+    sandbox_fakes::live_round(Serve::start("terminal:\n  backend: modal\n  modal_image: python:3.11-slim\n"));
+}
+
+// ------------------------------------------------------------------ vercel_sandbox
+
+fn vercel_config(fake: &Fake, credentials: &str) -> String {
+    format!(
+        "terminal:\n  backend: vercel_sandbox\n  vercel_api_url: {}/api\n  vercel_runtime: python3.13\n  cwd: /tmp\n{credentials}",
+        fake.url
+    )
+}
+
+#[test]
+fn vercel_sandbox_runs_commands_and_stops_the_sandbox() {
+    let fake = Fake::start("vercel_api.py", &["vt-test", "team_7"]);
+    let mut serve = Serve::start(&vercel_config(
+        &fake,
+        "  vercel_token: vt-test\n  vercel_team_id: team_7\n  vercel_project_id: prj_1\n",
+    ));
+    exercise(&mut serve);
+    serve.finish();
+    let sandboxes = fake.sandboxes();
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    assert_eq!(sandboxes[0]["status"], "stopped", "stopped at exit: {sandboxes:?}");
+    let create = &sandboxes[0]["create"];
+    assert_eq!(create["projectId"], "prj_1");
+    assert_eq!(create["runtime"], "python3.13");
+    assert_eq!(create["resources"]["vcpus"], 1);
+    let requests = fake.requests();
+    let api: Vec<&Value> = requests.iter().filter(|r| r["path"].as_str().unwrap().starts_with("/api/")).collect();
+    assert!(api.iter().all(|r| r["query"]["teamId"] == "team_7"), "{api:?}");
+    let commands: Vec<&&Value> = api.iter().filter(|r| r["path"].as_str().unwrap().ends_with("/cmd")).collect();
+    assert!(!commands.is_empty());
+    for command in &commands {
+        assert_eq!(command["headers"]["accept"], "application/x-ndjson", "{command}");
+        let body: Value = serde_json::from_str(command["body"].as_str().unwrap()).unwrap();
+        assert!(body["timeout"].as_u64().unwrap() > 0, "{body}");
+    }
+    assert!(
+        api.iter().any(|r| r["path"].as_str().unwrap().ends_with("/kill")),
+        "the timed-out command was killed through the API too"
+    );
+}
+
+/// A JWT with the claims a Vercel OIDC token carries (unsigned: only the claims are read).
+fn oidc_token(owner: &str, project: &str) -> String {
+    use base64::Engine;
+    let part = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!(
+        "{}.{}.c2lnbmF0dXJl",
+        part(json!({"alg": "RS256", "typ": "JWT"})),
+        part(json!({"owner_id": owner, "project_id": project, "iat": 1_700_000_000}))
+    )
+}
+
+#[test]
+fn vercel_team_and_project_come_from_the_oidc_token() {
+    let token = oidc_token("team_oidc", "prj_oidc");
+    let fake = Fake::start("vercel_api.py", &[&token, "team_oidc"]);
+    let mut serve = Serve::start_with_env(&vercel_config(&fake, ""), &[("VERCEL_OIDC_TOKEN", &token)]);
+    let r = serve.terminal(json!({"command": "echo via-oidc"}));
+    assert_eq!(r["output"], "via-oidc", "{r}");
+    serve.finish();
+    assert_eq!(fake.sandboxes()[0]["create"]["projectId"], "prj_oidc");
+}
+
+#[test]
+fn vercel_availability_names_what_is_missing() {
+    let fake = Fake::start("vercel_api.py", &["vt", "team_7"]);
+    let mut serve = Serve::start(&vercel_config(&fake, "  vercel_token: vt\n  vercel_project_id: prj_1\n"));
+    let r = serve.terminal(json!({"command": "true"}));
+    assert_eq!(r["status"], "disabled", "{r}");
+    assert!(r["error"].as_str().unwrap().contains("VERCEL_TEAM_ID is not set"), "{r}");
+    serve.finish();
+    let mut serve = Serve::start_with_env(&vercel_config(&fake, ""), &[("VERCEL_OIDC_TOKEN", "not-a-jwt")]);
+    let r = serve.terminal(json!({"command": "true"}));
+    assert!(r["error"].as_str().unwrap().contains("VERCEL_OIDC_TOKEN cannot be read"), "{r}");
+    serve.finish();
+    let mut serve = Serve::start(&vercel_config(
+        &fake,
+        "  vercel_token: wrong\n  vercel_team_id: team_7\n  vercel_project_id: prj_1\n",
+    ));
+    let r = serve.terminal(json!({"command": "true"}));
+    sandbox_fakes::assert_refused_credentials(&r, "HTTP 403");
+    serve.finish();
+}
+
+#[test]
+fn the_official_vercel_sdk_passes_the_fake() {
+    let fake = Fake::start("vercel_api.py", &["sdk-token", "team_sdk"]);
+    let dir = sandbox_fakes::fakes_dir().join("node");
+    assert!(
+        dir.join("node_modules/@vercel/sandbox/package.json").is_file(),
+        "@vercel/sandbox is missing: run `bash .ci/setup.d/40-sandbox-sdks.sh`"
+    );
+    let out = std::process::Command::new(sandbox_fakes::node())
+        .current_dir(&dir)
+        .args(["vercel_sdk_check.mjs", &fake.url, "sdk-token", "team_sdk", "prj_sdk"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("sdk ok"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+#[ignore = "talks to the real Vercel Sandbox service: set VERCEL_OIDC_TOKEN (or VERCEL_TOKEN, VERCEL_TEAM_ID and VERCEL_PROJECT_ID) and run with --ignored"]
+fn live_vercel_sandbox() {
+    assert!(std::env::var("VERCEL_OIDC_TOKEN").is_ok() || std::env::var("VERCEL_TOKEN").is_ok());
+    sandbox_fakes::live_round(Serve::start("terminal:\n  backend: vercel_sandbox\n"));
+}
+
+// ------------------------------------------------------------------ file transfer
+
+/// `Environment::fetch_file` of a backend built from `config` reads what a command wrote.
+/// (No tool reads files through the backend yet; the library call is tested directly.)
+fn fetch_round_trip(config: &str) {
+    use hermes_tools::tools::terminal::config::TerminalConfig;
+    use hermes_tools::tools::terminal::env::{create, ReadEvent};
     let home = TempDir::new().unwrap();
     std::fs::write(home.path().join("config.yaml"), config).unwrap();
-    let task = format!("{task}-{}", std::process::id());
-    let ctx = ToolContext::builder().task_id(&task).hermes_home(home.path()).build();
-    let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
-    Client { ctx, registry, task, _home: home }
-}
-
-impl Client {
-    fn call(&self, args: Value) -> Value {
-        let raw = self.registry.handle_function_call(&ToolCall::new("terminal", args), &self.ctx);
-        serde_json::from_str(&raw).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"))
+    let config = TerminalConfig::load(home.path()).unwrap();
+    let env = create(&config, "fetch-test", home.path()).unwrap();
+    let mut run = env.run_bash("printf 'line one\\nline two' > /tmp/fetched.txt", false, None).unwrap();
+    while run.try_wait().is_none() {
+        if let ReadEvent::Eof = run.read(std::time::Duration::from_millis(50)) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
-}
-
-/// The common checks: output, exit code, cwd + export persistence, no background.
-fn exercise(c: &Client) {
-    let r = c.call(json!({"command": "echo hello; echo oops >&2; exit 5"}));
-    assert_eq!(r["output"], "hello\noops", "{r}");
-    assert_eq!(r["exit_code"], 5);
-    let r = c.call(json!({"command": "cd /tmp && export VIA_HTTP=yes"}));
-    assert_eq!(r["cwd"], "/tmp", "{r}");
-    let r = c.call(json!({"command": "pwd; echo $VIA_HTTP"}));
-    assert_eq!(r["output"], "/tmp\nyes");
-    let r = c.call(json!({"command": "sleep 1", "background": true}));
-    assert_eq!(r["status"], "error");
-    assert!(r["error"].as_str().unwrap().contains("not supported"), "{r}");
-    // Isolated backend: dangerous commands need no approval, only deny rules apply.
-    let r = c.call(json!({"command": "rm -rf /tmp/hermes-http-fake-nonexistent-dir"}));
-    assert_eq!(r["exit_code"], 0, "{r}");
+    assert_eq!(run.try_wait(), Some(0));
+    assert_eq!(env.fetch_file("/tmp/fetched.txt", 1 << 20).unwrap(), b"line one\nline two");
+    assert_eq!(env.fetch_file("/tmp/fetched.txt", 4).unwrap(), b"line");
+    let missing = env.fetch_file("/tmp/no-such-file", 100).unwrap_err();
+    assert!(missing.reason.contains("no-such-file"), "{missing}");
+    env.cleanup();
 }
 
 #[test]
-fn daytona_against_a_fake_api() {
-    let fake = serve(Arc::new(|req: &Request| match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/sandbox") => (200, json!({"id": "sb-123", "state": "started"}).to_string()),
-        ("POST", "/toolbox/sb-123/toolbox/process/execute") => {
-            let (result, code) = sh(req.body["command"].as_str().unwrap());
-            (200, json!({"exitCode": code, "result": result}).to_string())
-        }
-        ("DELETE", "/sandbox/sb-123") => (200, String::new()),
-        _ => (404, json!({"message": "not found"}).to_string()),
-    }));
-    let c = client(
-        &format!("terminal:\n  backend: daytona\n  daytona_api_url: {}\n  daytona_api_key: dtn-test-key\n  daytona_image: img:9\n", fake.url),
-        "terminal-daytona",
-    );
-    exercise(&c);
-    terminal::cleanup_task(&c.task);
-    let log = fake.log.lock().unwrap().clone();
-    let create = &log[0];
-    assert_eq!((create.method.as_str(), create.path.as_str()), ("POST", "/sandbox"));
-    assert_eq!(create.header("authorization"), Some("Bearer dtn-test-key"));
-    assert_eq!(create.body["image"], "img:9");
-    assert_eq!(create.body["labels"]["hermes-agent"], "1");
-    assert!(create.body["labels"]["hermes-task"].as_str().unwrap().starts_with("hermes-terminal-daytona"));
-    assert!(log[1].body["command"].as_str().unwrap().starts_with("bash -l -c "), "first command is the login snapshot");
-    let last = log.last().unwrap();
-    assert_eq!((last.method.as_str(), last.path.as_str()), ("DELETE", "/sandbox/sb-123"));
+fn daytona_fetches_files_through_the_toolbox() {
+    let fake = Fake::start("daytona_api.py", &["fetch-key"]);
+    fetch_round_trip(&daytona_config(&fake, "fetch-key", ""));
+    assert_eq!(fake.sandboxes()[0]["state"], "destroyed");
 }
 
 #[test]
-fn vercel_sandbox_against_a_fake_api() {
-    let results: Arc<Mutex<Vec<(String, i32)>>> = Arc::default();
-    let r2 = Arc::clone(&results);
-    let fake = serve(Arc::new(move |req: &Request| {
-        let path = req.path.split('?').next().unwrap().to_string();
-        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match (req.method.as_str(), parts.as_slice()) {
-            ("POST", ["v1", "sandboxes"]) => (200, json!({"sandbox": {"id": "sbx_42", "status": "running"}}).to_string()),
-            ("POST", ["v1", "sandboxes", "sbx_42", "cmd"]) => {
-                let (out, err, code) = argv(req.body["command"].as_str().unwrap(), req.body["args"].as_array().unwrap());
-                let mut all = r2.lock().unwrap();
-                all.push((out + &err, code));
-                (200, json!({"command": {"id": format!("cmd_{}", all.len() - 1), "sandboxId": "sbx_42"}}).to_string())
-            }
-            ("GET", ["v1", "sandboxes", "sbx_42", "cmd", id]) => {
-                let n: usize = id.trim_start_matches("cmd_").parse().unwrap();
-                let code = r2.lock().unwrap()[n].1;
-                (200, json!({"command": {"id": id, "exitCode": code}}).to_string())
-            }
-            ("GET", ["v1", "sandboxes", "sbx_42", "cmd", id, "logs"]) => {
-                let n: usize = id.trim_start_matches("cmd_").parse().unwrap();
-                let out = r2.lock().unwrap()[n].0.clone();
-                let lines: Vec<String> = out
-                    .split_inclusive('\n')
-                    .map(|chunk| json!({"stream": "stdout", "data": chunk}).to_string())
-                    .collect();
-                (200, lines.join("\n"))
-            }
-            ("POST", ["v1", "sandboxes", "sbx_42", "stop"]) => (200, json!({"sandbox": {"id": "sbx_42"}}).to_string()),
-            _ => (404, json!({"error": {"code": "not_found"}}).to_string()),
-        }
-    }));
-    let c = client(
-        &format!(
-            "terminal:\n  backend: vercel_sandbox\n  vercel_api_url: {}\n  vercel_token: vt-test\n  vercel_team_id: team_7\n  vercel_runtime: python3.13\n  cwd: /tmp\n",
-            fake.url
-        ),
-        "terminal-vercel",
-    );
-    exercise(&c);
-    terminal::cleanup_task(&c.task);
-    let log = fake.log.lock().unwrap().clone();
-    assert_eq!(log[0].path, "/v1/sandboxes?teamId=team_7");
-    assert_eq!(log[0].header("authorization"), Some("Bearer vt-test"));
-    assert_eq!(log[0].body["runtime"], "python3.13");
-    let cmd = log.iter().find(|r| r.path.starts_with("/v1/sandboxes/sbx_42/cmd?")).unwrap();
-    assert_eq!(cmd.body["command"], "bash");
-    assert!(log.iter().any(|r| r.method == "GET" && r.path.contains("wait=true") && r.path.contains("teamId=team_7")));
-    assert_eq!(log.last().unwrap().path, "/v1/sandboxes/sbx_42/stop?teamId=team_7");
-}
-
-#[test]
-fn modal_against_a_fake_gateway() {
-    let fake = serve(Arc::new(|req: &Request| match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/v1/sandboxes") => (200, json!({"sandbox_id": "sb-modal-1"}).to_string()),
-        ("POST", "/v1/sandboxes/sb-modal-1/exec") => {
-            let cmd = req.body["command"].as_array().unwrap();
-            let (out, err, code) = argv(cmd[0].as_str().unwrap(), &cmd[1..]);
-            (200, json!({"stdout": out, "stderr": err, "returncode": code}).to_string())
-        }
-        ("DELETE", "/v1/sandboxes/sb-modal-1") => (200, "{}".into()),
-        _ => (404, "{}".into()),
-    }));
-    let c = client(
-        &format!(
-            "terminal:\n  backend: modal\n  modal_api_url: {}\n  modal_token_id: ak-1\n  modal_token_secret: as-2\n",
-            fake.url
-        ),
-        "terminal-modal",
-    );
-    exercise(&c);
-    terminal::cleanup_task(&c.task);
-    let log = fake.log.lock().unwrap().clone();
-    assert_eq!(log[0].header("authorization"), Some("Bearer ak-1:as-2"));
-    assert_eq!(log[0].body["image"], "nikolaik/python-nodejs:python3.11-nodejs20");
-    assert_eq!(log.last().unwrap().method, "DELETE");
-}
-
-#[test]
-fn refused_credentials_are_degraded_with_a_hint() {
-    let fake = serve(Arc::new(|_req: &Request| (401, json!({"message": "bad key"}).to_string())));
-    let c = client(
-        &format!("terminal:\n  backend: daytona\n  daytona_api_url: {}\n  daytona_api_key: wrong\n", fake.url),
-        "terminal-daytona-401",
-    );
-    let r = c.call(json!({"command": "echo x"}));
-    assert_eq!(r["status"], "degraded", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("HTTP 401"), "{r}");
-    assert!(r["retry_hint"].as_str().unwrap().contains("credentials"));
-}
-
-#[test]
-fn singularity_command_lines() {
-    use hermes_tools::tools::terminal::env::singularity::{exec_args, start_args, stop_args};
-    assert_eq!(
-        start_args("docker://img:1", "hermes-0badc0de"),
-        ["instance", "start", "--containall", "--no-home", "docker://img:1", "hermes-0badc0de"]
-    );
-    assert_eq!(exec_args("hermes-0badc0de", "echo hi"), ["exec", "instance://hermes-0badc0de", "bash", "-c", "echo hi"]);
-    assert_eq!(stop_args("hermes-0badc0de"), ["instance", "stop", "hermes-0badc0de"]);
+fn vercel_fetches_files_through_fs_read() {
+    let fake = Fake::start("vercel_api.py", &["vt-f", "team_f"]);
+    fetch_round_trip(&vercel_config(&fake, "  vercel_token: vt-f\n  vercel_team_id: team_f\n  vercel_project_id: prj_f\n"));
+    assert_eq!(fake.sandboxes()[0]["status"], "stopped");
 }

@@ -1,14 +1,98 @@
-//! The singularity backend for real, where apptainer or singularity is installed.
-//! There is no package for either on the machines that run CI, so this test is
-//! ignored there (and shown as such); run it with
-//! `cargo test --test terminal_singularity -- --ignored`. The command lines it
-//! builds are tested everywhere (tests/terminal_http_backends.rs).
+//! The singularity backend.
+//!
+//! There is no package for apptainer or singularity on the machines that run CI, so
+//! `singularity_through_a_standin_cli` drives `hermes-tools serve` against a STAND-IN
+//! for the `apptainer` CLI (tests/fakes/apptainer: it follows Apptainer's documented
+//! `--cleanenv` / `APPTAINERENV_*` rules and runs commands with the host's bash in a
+//! private mount namespace): it shows the command lines the backend builds, that the
+//! container sees only the allow-listed environment and that a remote image is
+//! converted once. `singularity_runs_commands_in_a_sandbox_image` runs the real CLI
+//! where one is installed: `cargo test --test terminal_singularity -- --ignored`.
 
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use serde_json::{json, Value};
 
 mod common;
+mod sandbox_fakes;
 use common::{build_rootfs, which};
+use hermes_tools::tools::terminal::env::singularity::{allowed_env, exec_args, start_args, stop_args, CONTAINER_PATH};
+use sandbox_fakes::{fakes_dir, Serve};
+
+#[test]
+fn command_lines_clean_the_environment_and_overlay_a_tmpfs() {
+    assert_eq!(
+        start_args("/cache/img.sif", "hermes-0badc0de", 2.0, 4096),
+        [
+            "instance", "start", "--containall", "--no-home", "--cleanenv", "--writable-tmpfs", "--cpus", "2", "--memory",
+            "4096M", "/cache/img.sif", "hermes-0badc0de"
+        ]
+    );
+    assert_eq!(
+        exec_args("hermes-0badc0de", "echo hi"),
+        ["exec", "--cleanenv", "instance://hermes-0badc0de", "bash", "-c", "echo hi"]
+    );
+    assert_eq!(stop_args("hermes-0badc0de"), ["instance", "stop", "hermes-0badc0de"]);
+}
+
+#[test]
+fn only_the_allow_list_reaches_the_container() {
+    let host = |name: &str| match name {
+        "HOME" => Some("/home/u".to_string()),
+        "LANG" => Some("C.UTF-8".to_string()),
+        "PATH" => Some("/home/u/bin:/usr/bin".to_string()),
+        "OPENAI_API_KEY" => Some("sk-secret".to_string()),
+        "KEEP_ME" => Some("yes".to_string()),
+        _ => None,
+    };
+    let env = allowed_env(&host, &["KEEP_ME".to_string(), "NOT_SET".to_string(), "BAD NAME".to_string()]);
+    assert_eq!(
+        env,
+        [("PATH", CONTAINER_PATH), ("LANG", "C.UTF-8"), ("KEEP_ME", "yes")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+    );
+}
+
+#[test]
+fn singularity_through_a_standin_cli() {
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let standin = fakes_dir().join("apptainer");
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!(
+            "terminal:\n  backend: singularity\n  singularity_binary: {}\n  singularity_image: docker://debian:12-slim\n  env_passthrough: [KEEP_ME]\n",
+            standin.display()
+        ),
+    )
+    .unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let env = [("APPTAINER_STANDIN_STATE", state_dir), ("HERMES_STANDIN_SECRET", "s3cret"), ("KEEP_ME", "kept")];
+    for _ in 0..2 {
+        let mut serve = Serve::start_in(home.path(), &env);
+        let r = serve.terminal(json!({"command": "echo ${HERMES_STANDIN_SECRET:-unset} $KEEP_ME; echo $PATH"}));
+        assert_eq!(r["output"], format!("unset kept\n{CONTAINER_PATH}"), "{r}");
+        let r = serve.terminal(json!({"command": "cd /tmp && mkdir -p w && cd w && export MARK=1"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+        let r = serve.terminal(json!({"command": "pwd; echo $MARK"}));
+        assert_eq!(r["output"], "/tmp/w\n1", "{r}");
+        serve.finish();
+    }
+    let calls = std::fs::read_to_string(state.path().join("calls.log")).unwrap();
+    let sif = home.path().join("cache/singularity/docker___debian_12-slim.sif");
+    assert_eq!(calls.lines().filter(|l| l.starts_with("build ")).count(), 1, "converted once:\n{calls}");
+    assert!(sif.is_file());
+    let starts: Vec<&str> = calls.lines().filter(|l| l.starts_with("instance start")).collect();
+    assert_eq!(starts.len(), 2, "{calls}");
+    for start in starts {
+        assert!(
+            start.starts_with("instance start --containall --no-home --cleanenv --writable-tmpfs --cpus 1 --memory "),
+            "{start}"
+        );
+        assert!(start.contains(&sif.display().to_string()), "{start}");
+    }
+    assert!(calls.lines().filter(|l| l.starts_with("exec ")).all(|l| l.starts_with("exec --cleanenv instance://")));
+    assert_eq!(calls.lines().filter(|l| l.starts_with("instance stop")).count(), 2, "{calls}");
+}
 
 #[test]
 #[ignore = "needs apptainer or singularity; run with --ignored where one is installed"]

@@ -36,8 +36,12 @@ pub struct TerminalConfig {
     pub singularity_image: String,
     // HTTP backends
     pub modal_image: String,
-    pub modal_api_url: String,
+    /// `TERMINAL_MODAL_PYTHON`: an interpreter that already has the `modal` package
+    /// (otherwise one is installed into `$HERMES_HOME/modal/venv` on first use).
+    pub modal_python: Option<String>,
     pub daytona_image: String,
+    /// `TERMINAL_DAYTONA_SNAPSHOT`: create from this snapshot instead of building the image.
+    pub daytona_snapshot: Option<String>,
     pub daytona_api_url: String,
     pub vercel_runtime: String,
     pub vercel_api_url: String,
@@ -179,17 +183,16 @@ impl TerminalConfig {
                 .string("TERMINAL_SINGULARITY_IMAGE", "singularity_image")
                 .unwrap_or_else(|| format!("docker://{}", image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()))),
             modal_image: src.string("TERMINAL_MODAL_IMAGE", "modal_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
-            modal_api_url: src
-                .string("MODAL_API_URL", "modal_api_url")
-                .unwrap_or_else(|| "https://api.modal.com".into()),
+            modal_python: src.string("TERMINAL_MODAL_PYTHON", "modal_python"),
             daytona_image: src.string("TERMINAL_DAYTONA_IMAGE", "daytona_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            daytona_snapshot: src.string("TERMINAL_DAYTONA_SNAPSHOT", "daytona_snapshot"),
             daytona_api_url: src
                 .string("DAYTONA_API_URL", "daytona_api_url")
                 .unwrap_or_else(|| "https://app.daytona.io/api".into()),
             vercel_runtime: src.string("TERMINAL_VERCEL_RUNTIME", "vercel_runtime").unwrap_or_else(|| "node22".into()),
             vercel_api_url: src
                 .string("VERCEL_API_URL", "vercel_api_url")
-                .unwrap_or_else(|| "https://api.vercel.com".into()),
+                .unwrap_or_else(|| "https://vercel.com/api".into()),
             hermes_home: hermes_home.to_path_buf(),
             backend,
         })
@@ -235,3 +238,9 @@ pub fn lifetime_seconds() -> u64 {
     std::env::var("TERMINAL_LIFETIME_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
 }
 
+
+/// `terminal.env_passthrough` names (read from the default Hermes home).
+pub fn env_passthrough() -> Vec<String> {
+    let config = Config::load(&hermes_runtime::context::default_hermes_home());
+    Source { config: &config }.list("TERMINAL_ENV_PASSTHROUGH", "env_passthrough").unwrap_or_default()
+}
