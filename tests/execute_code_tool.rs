@@ -70,16 +70,20 @@ fn a_disabled_tool_cannot_be_imported_or_called() {
     let import = run(home.path(), "from hermes_tools import terminal\n", &selected);
     assert_eq!(import["status"], "error", "{import}");
     assert!(import["error"].as_str().unwrap().contains("ImportError: cannot import name 'terminal'"), "{import}");
-    // A script that speaks the protocol by hand is refused by the parent as well.
-    let raw = "import hermes_tools\nprint(hermes_tools._call('terminal', {'command': 'touch by-script'}))\n";
+    // A script that speaks the protocol by hand is refused by the parent as well. The
+    // marker lies outside HERMES_HOME, which commands may not write (the OS sandbox).
+    let workspace = tempfile::tempdir().unwrap();
+    let marker = workspace.path().join("by-script");
+    let raw = format!("import hermes_tools\nprint(hermes_tools._call('terminal', {{'command': 'touch {}'}}))\n", marker.display());
+    let raw = raw.as_str();
     let result = run(home.path(), raw, &selected);
     assert!(result["output"].as_str().unwrap().contains("is not available in execute_code"), "{result}");
-    assert!(!home.path().join("by-script").exists());
+    assert!(!marker.exists());
     assert_eq!(result["tool_calls_made"], 0);
     // With the terminal enabled, the same script's call runs.
     let allowed = run(home.path(), raw, &["--toolsets", "code_execution,file,terminal"]);
     assert_eq!(allowed["tool_calls_made"], 1, "{allowed}");
-    assert!(home.path().join("by-script").exists());
+    assert!(marker.exists());
 }
 
 #[test]

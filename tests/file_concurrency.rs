@@ -236,6 +236,9 @@ fn permission_settings_edited_while_running_apply_only_after_a_restart() {
     let victim = dirs.work.join("victim");
     std::fs::create_dir_all(victim.join("inner")).unwrap();
     let command = format!("rm -rf {}", victim.join("inner").display());
+    // Without the OS sandbox an unattended dangerous command is refused; with it, it
+    // would run contained in the workspace.
+    std::fs::write(dirs.hermes.join("config.yaml"), "terminal:\n  sandbox:\n    mode: \"off\"\n").unwrap();
     let mut server = Server::start(&dirs);
     let r = server.call("terminal", json!({"command": command}), "t");
     assert_eq!(r["status"], "blocked", "{r}");

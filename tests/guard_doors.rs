@@ -72,6 +72,10 @@ impl Site {
     fn new() -> Site {
         let site = Site { work: TempDir::new().unwrap(), home: TempDir::new().unwrap(), outside: TempDir::new().unwrap() };
         std::fs::write(site.victim().join("keep.txt"), "precious").unwrap();
+        // These tests are of the approval guard alone, so the OS sandbox (the other wall,
+        // tested in terminal_sandbox.rs) is off: a command the guard lets through runs
+        // with the server's rights, and the victims under /tmp would be reachable.
+        std::fs::write(site.home.path().join("config.yaml"), "terminal:\n  sandbox:\n    mode: \"off\"\n").unwrap();
         site
     }
 

@@ -38,6 +38,9 @@ fn names(out: &Value) -> Vec<String> {
 #[test]
 fn builtin_tools_over_mcp_stdio() {
     let home = tempfile::tempdir().unwrap();
+    // The approval answer is what is tested here; inside the OS sandbox (on by default)
+    // the command would run contained instead, and the victim lies in the workspace.
+    std::fs::write(home.path().join("config.yaml"), "terminal:\n  sandbox:\n    mode: \"off\"\n").unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
     let victim = work.path().join("keep");

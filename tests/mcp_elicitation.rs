@@ -44,6 +44,9 @@ fn setup() -> (tempfile::TempDir, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(work.path().join("victim/inner")).unwrap();
+    // The approval channel is what is tested here; with the OS sandbox on (the default)
+    // an unanswered command would run contained in the workspace instead of being refused.
+    std::fs::write(home.path().join("config.yaml"), "terminal:\n  sandbox:\n    mode: \"off\"\n").unwrap();
     (home, work)
 }
 

@@ -9,9 +9,14 @@ use serde_json::{json, Value};
 use serve_client::{content, terminal, Client};
 use std::path::Path;
 
+/// The approval channel is what is tested here: with the OS sandbox on (the default),
+/// an unattended command would run contained instead of being refused, and a granted
+/// one would be noted as leaving the sandbox.
+const SANDBOX_OFF: &str = "terminal:\n  sandbox:\n    mode: \"off\"\n";
+
 fn home_with_timeout(seconds: u32) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.yaml"), format!("approvals:\n  timeout: {seconds}\n")).unwrap();
+    std::fs::write(home.path().join("config.yaml"), format!("approvals:\n  timeout: {seconds}\n{SANDBOX_OFF}")).unwrap();
     home
 }
 

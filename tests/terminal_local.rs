@@ -63,6 +63,13 @@ fn unsandboxed(t: &T, extra_yaml: &str) {
     std::fs::write(t.home.path().join("config.yaml"), format!("terminal:\n  sandbox:\n    mode: off\n{extra_yaml}")).unwrap();
 }
 
+/// The operator's settings as a (re)start reads them: permission settings changed
+/// while a process runs are held back until then.
+fn restart_with(t: &T, extra_yaml: &str) {
+    unsandboxed(t, extra_yaml);
+    hermes_runtime::config::reload_permissions(t.home.path());
+}
+
 fn keys(v: &Value) -> Vec<String> {
     v.as_object().unwrap().keys().cloned().collect()
 }
@@ -165,7 +172,7 @@ fn invalid_utf8_and_split_multibyte_chars() {
 #[test]
 fn timeout_reports_124_and_kills_the_tree() {
     let t = t();
-    unsandboxed(&t, "");
+    restart_with(&t, "");
     let script = tree_script(&t);
     let start = Instant::now();
     let r = t.call("terminal", json!({"command": format!("bash {}", script.display()), "timeout": 2}));
@@ -330,7 +337,7 @@ fn background_poll_log_wait_list() {
 #[test]
 fn wait_times_out_without_error_and_kill_stops_the_tree() {
     let t = t();
-    unsandboxed(&t, "");
+    restart_with(&t, "");
     let script = tree_script(&t);
     let id = start_bg(&t, json!({"command": format!("bash {}", script.display()), "background": true}));
     wait_for("the child pid", Duration::from_secs(10), || t.path("child.pid").exists() && t.path("parent.pid").exists());
@@ -483,7 +490,7 @@ fn dangerous_needs_approval_unless_forced() {
     let t = t();
     std::fs::create_dir(t.path("victim")).unwrap();
     let marker = t.path("dangerous-ran");
-    unsandboxed(&t, "");
+    restart_with(&t, "");
     let cmd = format!("touch {} && rm -rf {}", marker.display(), t.path("victim").display());
     // Nobody can be asked here (no terminal, gateway or ask session): refused, and the
     // message names the setting that would allow it.

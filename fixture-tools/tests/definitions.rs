@@ -107,6 +107,8 @@ fn registration_follows_the_override_rules() {
     assert!(matches!(refused, Err(RegistryError::Permission(ref m)) if m.contains("plugins.entries.p.allow_tool_override")), "{refused:?}");
     assert_eq!(run("fx_noop"), "{}");
     std::fs::write(home.path().join("config.yaml"), "plugins:\n  entries:\n    p:\n      allow_tool_override: true\n").unwrap();
+    // Permission settings apply from the next start (they are held back while running).
+    hermes_runtime::config::reload_permissions(home.path());
     let snapshot = registry.snapshot("fx_noop");
     assert_eq!(registry.register(dynamic("fx_noop", "plugin_p", "plugin noop"), &Caller::Plugin("p".into()), true), Ok(Registration::Stored));
     assert_eq!(run("fx_noop"), "plugin noop");

@@ -241,6 +241,14 @@ fn allowlist_strings(value: Option<&Value>) -> Vec<String> {
     }
 }
 
+/// What a restart does: the next load takes the permission keys from the file as it
+/// is then. For an embedder that restarts its runtime within one process (and tests
+/// of settings an operator changed); nothing a model can call reaches it.
+pub fn reload_permissions(hermes_home: &Path) {
+    let key = std::fs::canonicalize(hermes_home).unwrap_or_else(|_| hermes_home.to_path_buf());
+    pins().lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+}
+
 /// Entries the runtime recorded in [`GRANTS_FILE`] (nothing when it is missing or unreadable).
 pub fn runtime_grants(hermes_home: &Path) -> Vec<String> {
     let Ok(Some(text)) = read_config_text(&hermes_home.join(GRANTS_FILE)) else { return Vec::new() };

@@ -183,6 +183,8 @@ fn the_reviewer_follows_config_changes() {
     assert_eq!(first_seen.lock().unwrap().len(), 1);
     // A different file (size differs), so the signature changes even within one mtime tick.
     std::fs::write(home.path().join("config.yaml"), format!("# moved\n{}", config(&second))).unwrap();
+    // `approvals.*` is a permission setting: it applies from the next start.
+    hermes_runtime::config::reload_permissions(home.path());
     assert!(check().smart_approved);
     assert_eq!(second_seen.lock().unwrap().len(), 1, "the new endpoint reviewed it");
     assert_eq!(first_seen.lock().unwrap().len(), 1);

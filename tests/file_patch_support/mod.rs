@@ -80,7 +80,13 @@ pub fn error_of(v: &Value) -> &str {
     v["error"].as_str().unwrap_or_else(|| panic!("expected an error, got {v}"))
 }
 
+/// Asserts success; a result too big for the reply (spilled to a file) is read back.
 pub fn ok(v: &Value) {
+    if v["persisted_output"] == true {
+        let text = std::fs::read_to_string(v["path"].as_str().expect("a spilled result names its file")).unwrap();
+        let whole: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("spilled result is not JSON: {e}"));
+        return ok(&whole);
+    }
     assert_eq!(v["success"], true, "{v}");
 }
 
