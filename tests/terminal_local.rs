@@ -350,7 +350,8 @@ fn wait_times_out_without_error_and_kill_stops_the_tree() {
     assert_eq!(r["process_running"], true);
     let start = Instant::now();
     let r = t.process(json!({"action": "kill", "session_id": id}));
-    assert!(start.elapsed() < Duration::from_secs(20));
+    // A liveness bound (the kill escalates and confirms), not a speed check.
+    assert!(start.elapsed() < Duration::from_secs(120), "kill took {:?}", start.elapsed());
     assert_eq!(r, json!({"status": "killed", "session_id": id, "completion_reason": "killed", "termination_source": "process.kill"}));
     assert!(!alive(parent), "parent {parent} survived");
     assert!(!alive(child), "child {child} survived");

@@ -24,11 +24,27 @@ struct Fixture {
     hermes_home: TempDir,
 }
 
+/// Where victims live: a place no sandboxed command may write, so not under /tmp or
+/// `$TMPDIR` (always writable inside the sandbox). The build's own temp folder is,
+/// unless the checkout itself lies under /tmp; then /var/tmp.
+fn outside_base() -> std::path::PathBuf {
+    let writable: Vec<std::path::PathBuf> = ["/tmp".into(), std::env::var("TMPDIR").unwrap_or_default()]
+        .into_iter()
+        .filter(|p: &String| !p.is_empty())
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    [env!("CARGO_TARGET_TMPDIR"), "/var/tmp"]
+        .into_iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .find(|p| !writable.iter().any(|w| p.starts_with(w)))
+        .expect("a temp folder outside /tmp and $TMPDIR (the build's, or /var/tmp)")
+}
+
 fn fixture() -> Fixture {
     let target_tmp = env!("CARGO_TARGET_TMPDIR");
     let f = Fixture {
         workspace: tempfile::tempdir_in(target_tmp).unwrap(),
-        outside: tempfile::tempdir_in(target_tmp).unwrap(),
+        outside: tempfile::tempdir_in(outside_base()).unwrap(),
         home: tempfile::tempdir().unwrap(),
         hermes_home: tempfile::tempdir().unwrap(),
     };
