@@ -126,19 +126,8 @@ impl HermesServer {
 
     /// Calls a tool as an MCP client asked; the answer as an MCP `CallToolResult` (JSON).
     /// `task` is the task the client named (`_meta.task_id`); by default the session's own.
-    pub async fn call(
-        &self,
-        name: String,
-        arguments: Option<serde_json::Map<String, Value>>,
-        cancel: Cancellation,
-        call_id: String,
-        task: Option<String>,
-    ) -> Value {
-        self.call_with(name, arguments, cancel, call_id, task, None).await
-    }
-
-    /// [`call`](Self::call) on behalf of the user behind `client`: approval requests and
-    /// `clarify` questions go to them (see [`crate::elicitation`]).
+    /// With `client`, approval requests and `clarify` questions go to the user behind it
+    /// (see [`crate::elicitation`]).
     pub async fn call_with(
         &self,
         name: String,
