@@ -16,6 +16,7 @@ const IMAGE: &str = "localhost/hermes-terminal-test:latest";
 
 mod common;
 use common::{build_rootfs, which};
+mod file_tools_env;
 
 /// The containers.conf podman needs here, and the imported image (built once).
 fn podman_setup() -> &'static (TempDir, String) {
@@ -31,7 +32,14 @@ fn podman_setup() -> &'static (TempDir, String) {
         // Every podman started from this process (the backend's too) reads it.
         std::env::set_var("CONTAINERS_CONF", &conf);
         let rootfs = dir.path().join("rootfs");
-        build_rootfs(&rootfs, &["bash", "sleep", "cat", "rm", "head", "ls", "mkdir", "env"]);
+        // Beyond the shell's basics, what the file tools' scripts use there.
+        build_rootfs(
+            &rootfs,
+            &[
+                "bash", "sleep", "cat", "rm", "head", "ls", "mkdir", "env", "realpath", "stat", "dirname", "tr", "base64",
+                "sha256sum", "mv", "chmod", "grep", "find", "flock",
+            ],
+        );
         let import = format!(
             "tar -C {r} -cf {d}/rootfs.tar . && {podman} import {d}/rootfs.tar {IMAGE} >/dev/null",
             r = rootfs.display(),
@@ -43,7 +51,8 @@ fn podman_setup() -> &'static (TempDir, String) {
     })
 }
 
-fn client(task: &str, extra: &str) -> (ToolContext, Registry, TempDir, String) {
+/// A Hermes home whose config.yaml runs the terminal in the test image.
+fn docker_home(extra: &str) -> TempDir {
     let (_, podman) = podman_setup();
     let home = TempDir::new().unwrap();
     std::fs::write(
@@ -54,6 +63,11 @@ fn client(task: &str, extra: &str) -> (ToolContext, Registry, TempDir, String) {
         ),
     )
     .unwrap();
+    home
+}
+
+fn client(task: &str, extra: &str) -> (ToolContext, Registry, TempDir, String) {
+    let home = docker_home(extra);
     let task = format!("{task}-{}", std::process::id());
     let ctx = ToolContext::builder().task_id(&task).hermes_home(home.path()).build();
     let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
@@ -124,6 +138,20 @@ fn docker_backend_through_podman() {
     // Cleanup removes the container.
     terminal::cleanup_task(&ctx.task_id().to_string());
     assert!(containers_named(podman, &task_label).is_empty());
+}
+
+#[test]
+fn file_tools_work_inside_the_container() {
+    let home = docker_home("");
+    let host_cwd = TempDir::new().unwrap();
+    let task = format!("files-docker-{}", std::process::id());
+    let mut session = file_tools_env::Session::start(home.path(), host_cwd.path(), &task);
+    let dir = format!("/root/hermes-files-{}", std::process::id());
+    file_tools_env::exercise(&mut session, &dir, host_cwd.path());
+    session.finish();
+    assert!(!Path::new(&dir).exists(), "{dir} appeared on this machine");
+    let (_, podman) = podman_setup();
+    assert!(containers_named(podman, &format!("hermes-task={task}")).is_empty(), "the container outlived the server");
 }
 
 #[test]

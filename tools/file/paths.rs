@@ -245,20 +245,25 @@ pub fn has_nul(bytes: &[u8]) -> bool {
 /// Names in the missing file's directory that look like what was meant, as paths
 /// written the way the caller wrote theirs. At most 5, closest first.
 pub fn similar_files(resolved: &Path, given: &str) -> Vec<String> {
-    let Some(wanted) = resolved.file_name().and_then(|n| n.to_str()) else {
-        return Vec::new();
-    };
     let Some(dir) = resolved.parent() else {
         return Vec::new();
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
+    let names = entries.flatten().filter_map(|entry| entry.file_name().into_string().ok());
+    similar_names(resolved, given, names)
+}
+
+/// [`similar_files`] among `names`, the entries of the missing file's directory.
+pub fn similar_names(resolved: &Path, given: &str, names: impl IntoIterator<Item = String>) -> Vec<String> {
+    let Some(wanted) = resolved.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
     let wanted_lower = wanted.to_lowercase();
     let wanted_stem = stem(&wanted_lower);
     let mut scored: Vec<(usize, String)> = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(name) = entry.file_name().into_string() else { continue };
+    for name in names {
         let lower = name.to_lowercase();
         let distance = levenshtein(&wanted_lower, &lower);
         let budget = (wanted_lower.chars().count().max(lower.chars().count()) / 3).max(2);

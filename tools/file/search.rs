@@ -50,13 +50,13 @@ pub struct ContentResults {
 }
 
 /// A glob that matches file names, or relative paths when it contains `/`.
-struct NameGlob {
+pub(super) struct NameGlob {
     matcher: globset::GlobMatcher,
     on_path: bool,
 }
 
 impl NameGlob {
-    fn new(pattern: &str) -> Result<NameGlob, SearchError> {
+    pub(super) fn new(pattern: &str) -> Result<NameGlob, SearchError> {
         let glob = globset::GlobBuilder::new(pattern)
             .literal_separator(true)
             .build()
@@ -64,7 +64,7 @@ impl NameGlob {
         Ok(NameGlob { matcher: glob.compile_matcher(), on_path: pattern.contains('/') })
     }
 
-    fn matches(&self, relative: &Path) -> bool {
+    pub(super) fn matches(&self, relative: &Path) -> bool {
         if self.on_path {
             self.matcher.is_match(relative)
         } else {
@@ -88,11 +88,11 @@ impl Scope<'_> {
     }
 
     /// Relative path under the root (empty when the root is the file itself).
-    fn relative<'p>(&self, path: &'p Path) -> &'p Path {
+    pub(super) fn relative<'p>(&self, path: &'p Path) -> &'p Path {
         path.strip_prefix(&self.root).unwrap_or(path)
     }
 
-    fn shown(&self, path: &Path) -> String {
+    pub(super) fn shown(&self, path: &Path) -> String {
         let relative = self.relative(path);
         if relative.as_os_str().is_empty() {
             return self.shown_root.clone();
@@ -147,18 +147,7 @@ pub fn search_content(
     file_glob: Option<&str>,
     context: usize,
 ) -> Result<ContentResults, SearchError> {
-    let matcher = RegexMatcherBuilder::new()
-        .size_limit(MAX_REGEX_BYTES)
-        .dfa_size_limit(MAX_DFA_BYTES)
-        .build(pattern)
-        .map_err(|e| {
-            let why = e.to_string();
-            if why.contains("size limit") {
-                SearchError::PatternTooLarge
-            } else {
-                SearchError::BadPattern(why)
-            }
-        })?;
+    let matcher = matcher(pattern)?;
     let glob = file_glob.filter(|g| !g.trim().is_empty()).map(NameGlob::new).transpose()?;
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
@@ -198,13 +187,25 @@ pub fn search_content(
     Ok(results)
 }
 
+/// The compiled `pattern`, or why it is refused.
+pub(super) fn matcher(pattern: &str) -> Result<grep_regex::RegexMatcher, SearchError> {
+    RegexMatcherBuilder::new().size_limit(MAX_REGEX_BYTES).dfa_size_limit(MAX_DFA_BYTES).build(pattern).map_err(|e| {
+        let why = e.to_string();
+        if why.contains("size limit") {
+            SearchError::PatternTooLarge
+        } else {
+            SearchError::BadPattern(why)
+        }
+    })
+}
+
 struct Collector<'a> {
     path: &'a str,
     hits: &'a mut Vec<Hit>,
     pending: Vec<(u64, String)>,
 }
 
-fn line_text(bytes: &[u8]) -> String {
+pub(super) fn line_text(bytes: &[u8]) -> String {
     let mut bytes = bytes;
     while let Some(rest) = bytes.strip_suffix(b"\n").or_else(|| bytes.strip_suffix(b"\r")) {
         bytes = rest;

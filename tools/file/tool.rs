@@ -8,6 +8,7 @@ use hermes_runtime::prelude::*;
 use std::path::{Path, PathBuf};
 
 mod diff;
+mod disk;
 mod fuzzy;
 mod guard;
 mod lines;
@@ -15,6 +16,8 @@ mod loose;
 pub(crate) mod patch;
 pub(crate) mod paths;
 mod read;
+mod remote;
+mod remote_search;
 mod search;
 mod syntax;
 mod v4a;
@@ -56,40 +59,22 @@ pub fn read_file(
     let state = ctx.task_state::<FileState>();
     let offset = offset.unwrap_or(1).max(1);
     let limit = limit.unwrap_or(DEFAULT_READ_LIMIT).clamp(1, MAX_READ_LIMIT);
-    let resolved = paths::locate(ctx, &path);
-
-    let streak = state.note_call(format!("read_file\0{}\0{offset}\0{limit}", resolved.display()), ctx.activity_epoch());
-    if streak >= BLOCK_AT {
-        return Ok(error_with(
-            format!(
-                "BLOCKED: this is read number {streak} in a row of {path} with the same offset and limit. \
-                 The content you already have is what the file holds. Do NOT read it again: act on it, \
-                 or read a different region."
-            ),
-            &[("path", json!(path)), ("already_read", json!(streak))],
-        ));
+    match remote::for_task(ctx) {
+        Some(Ok(remote)) => return read_in_env(&remote, &state, &path, offset, limit, ctx),
+        Some(Err(e)) => return Ok(ToolOutput::error(e)),
+        None => {}
     }
-    let repeat_warning = (streak == WARN_AT).then(|| {
-        format!(
-            "You have read this exact region of {path} {streak} times in a row. The next identical read will be \
-             refused: use what you already have or change approach."
-        )
-    });
+    let resolved = paths::locate(ctx, &path);
+    let repeat_warning = match read_streak(&state, &resolved.display().to_string(), &path, offset, limit, ctx) {
+        Ok(warning) => warning,
+        Err(blocked) => return Ok(blocked),
+    };
 
     let (mut file, meta) = match paths::open_regular(&resolved) {
         Ok(opened) => opened,
         Err(paths::OpenError::NotFound) => return Ok(not_found(&path, &resolved)),
-        Err(paths::OpenError::Directory) => {
-            return Ok(error_with(
-                format!("{path} is a directory, not a file."),
-                &[("hint", json!("List its files with search_files (target \"files\"), then read one of them."))],
-            ))
-        }
-        Err(paths::OpenError::NotRegular(what)) => {
-            return Ok(ToolOutput::error(format!(
-                "Refusing to read {path}: it is {what}, which can block, stream without end or expose memory."
-            )))
-        }
+        Err(paths::OpenError::Directory) => return Ok(is_a_directory(&path)),
+        Err(paths::OpenError::NotRegular(what)) => return Ok(not_regular(&path, what)),
         Err(paths::OpenError::Io(e)) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
     };
     let binary = match paths::binary_extension(&resolved) {
@@ -100,6 +85,100 @@ pub fn read_file(
             Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
         },
     };
+    let page = Opened { key: state_key(&resolved), stamp: Stamp::of(&meta), len: meta.len(), binary };
+    read_opened(&state, &path, page, file, offset, limit, repeat_warning)
+}
+
+/// A file opened for read_file, wherever it is.
+struct Opened {
+    key: PathBuf,
+    stamp: Stamp,
+    len: u64,
+    binary: Option<paths::BinaryKind>,
+}
+
+/// read_file in the task's environment: the same checks and pages, on the bytes read there.
+fn read_in_env(remote: &remote::Remote, state: &FileState, path: &str, offset: u64, limit: u64, ctx: &ToolContext) -> ToolResult {
+    let probe = match remote.probe(path, true) {
+        Ok(probe) => probe,
+        Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+    };
+    let key = remote.state_key(&probe.real);
+    let repeat_warning = match read_streak(state, &key.display().to_string(), path, offset, limit, ctx) {
+        Ok(warning) => warning,
+        Err(blocked) => return Ok(blocked),
+    };
+    if remote::is_device_path(&probe.real) {
+        return Ok(not_regular(path, "a device or kernel file"));
+    }
+    let content = match probe.kind {
+        remote::Kind::Missing => {
+            return Ok(not_found_among(path, paths::similar_names(Path::new(&probe.real), path, probe.siblings)))
+        }
+        remote::Kind::Dir => return Ok(is_a_directory(path)),
+        remote::Kind::Special => return Ok(not_regular(path, "not a regular file (a device, socket or pipe)")),
+        remote::Kind::File => match disk::probe_bytes(&probe) {
+            Ok(Some(content)) => content,
+            Ok(None) => return Ok(not_found_among(path, Vec::new())),
+            Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+        },
+    };
+    let binary = paths::binary_extension(Path::new(&probe.real))
+        .or_else(|| paths::has_nul(&content).then_some(paths::BinaryKind::Other));
+    let opened = Opened { key, stamp: Stamp { mtime: probe.mtime, len: probe.len }, len: probe.len, binary };
+    read_opened(state, path, opened, content.as_slice(), offset, limit, repeat_warning)
+}
+
+/// Counts an identical read in a row: the warning for the third, the refusal from the fourth.
+fn read_streak(
+    state: &FileState,
+    resolved: &str,
+    path: &str,
+    offset: u64,
+    limit: u64,
+    ctx: &ToolContext,
+) -> Result<Option<String>, ToolOutput> {
+    let streak = state.note_call(format!("read_file\0{resolved}\0{offset}\0{limit}"), ctx.activity_epoch());
+    if streak >= BLOCK_AT {
+        return Err(error_with(
+            format!(
+                "BLOCKED: this is read number {streak} in a row of {path} with the same offset and limit. \
+                 The content you already have is what the file holds. Do NOT read it again: act on it, \
+                 or read a different region."
+            ),
+            &[("path", json!(path)), ("already_read", json!(streak))],
+        ));
+    }
+    Ok((streak == WARN_AT).then(|| {
+        format!(
+            "You have read this exact region of {path} {streak} times in a row. The next identical read will be \
+             refused: use what you already have or change approach."
+        )
+    }))
+}
+
+fn is_a_directory(path: &str) -> ToolOutput {
+    error_with(
+        format!("{path} is a directory, not a file."),
+        &[("hint", json!("List its files with search_files (target \"files\"), then read one of them."))],
+    )
+}
+
+fn not_regular(path: &str, what: &str) -> ToolOutput {
+    ToolOutput::error(format!("Refusing to read {path}: it is {what}, which can block, stream without end or expose memory."))
+}
+
+/// The binary refusal, the dedup cache and the page of an opened file.
+fn read_opened(
+    state: &FileState,
+    path: &str,
+    opened: Opened,
+    source: impl std::io::Read,
+    offset: u64,
+    limit: u64,
+    repeat_warning: Option<String>,
+) -> ToolResult {
+    let Opened { key, stamp, len, binary } = opened;
     if let Some(kind) = binary {
         let hint = match kind {
             paths::BinaryKind::Image => "This is an image: use vision_analyze to look at it.",
@@ -109,12 +188,10 @@ pub fn read_file(
         };
         return Ok(error_with(
             format!("Cannot read {path}: it is a binary file, not text."),
-            &[("is_binary", json!(true)), ("file_size", json!(meta.len())), ("hint", json!(hint))],
+            &[("is_binary", json!(true)), ("file_size", json!(len)), ("hint", json!(hint))],
         ));
     }
 
-    let key = state_key(&resolved);
-    let stamp = Stamp::of(&meta);
     match state.dedup(&key, offset, limit, stamp) {
         Dedup::Read => {}
         Dedup::Stub => {
@@ -142,7 +219,7 @@ pub fn read_file(
         }
     }
 
-    let page = match read::read_page(file, offset, limit, MAX_READ_CHARS) {
+    let page = match read::read_page(source, offset, limit, MAX_READ_CHARS) {
         Ok(page) => page,
         Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
     };
@@ -153,7 +230,7 @@ pub fn read_file(
     let mut result = json!({
         "content": page.content,
         "total_lines": page.total_lines,
-        "file_size": meta.len(),
+        "file_size": len,
         "truncated": truncated,
     });
     if truncated {
@@ -217,54 +294,63 @@ pub fn write_file(
     if path.trim().is_empty() {
         return Ok(ToolOutput::error("path is empty: give the file to write"));
     }
+    match remote::for_task(ctx) {
+        Some(Ok(remote)) => write_with(&disk::EnvDisk::new(remote), ctx, &path, &content),
+        Some(Err(e)) => Ok(ToolOutput::error(e)),
+        None => write_with(&disk::HostDisk, ctx, &path, &content),
+    }
+}
+
+/// write_file on `disk`.
+fn write_with(disk: &dyn disk::Disk, ctx: &ToolContext, path: &str, content: &str) -> ToolResult {
     let state = ctx.task_state::<FileState>();
-    let target = match paths::write_target(ctx, &path, "Write") {
+    let target = match disk.write_target(ctx, path, "Write") {
         Ok(target) => target,
         Err(refusal) => return Ok(ToolOutput::error(refusal)),
     };
-    if target.is_dir() {
+    if disk.is_dir(&target) {
         return Ok(ToolOutput::error(format!("{path} is a directory; give a file path to write.")));
     }
-    if write::looks_like_numbered_display(&content) {
+    if write::looks_like_numbered_display(content) {
         return Ok(error_with(
             format!("Refusing to write {path}: the content carries read_file's `N|` line-number prefixes."),
             &[("hint", json!("Remove the `N|` prefix from every line and write the plain text."))],
         ));
     }
-    if write::looks_like_dedup_stub(&content) {
+    if write::looks_like_dedup_stub(content) {
         return Ok(error_with(
             format!("Refusing to write {path}: the content is read_file's \"unchanged\" stub, not file text."),
             &[("hint", json!("Write the actual file content; the stub only means your earlier read is current."))],
         ));
     }
-    let dirs_created = match write::create_parents(&target) {
+    let dirs_created = match disk.create_parents(&target) {
         Ok(n) => n,
         Err(e) => return Ok(ToolOutput::error(format!("Cannot create the directories for {path}: {e}"))),
     };
-    let _lock = match write::lock_for_edit(&target) {
+    let _lock = match disk.lock(&target) {
         Ok(lock) => lock,
         Err(e) => return Ok(ToolOutput::error(format!("Cannot write {path}: {e}"))),
     };
-    let existing = match write::current_bytes(&target) {
+    let existing = match disk.current_bytes(&target) {
         Ok(existing) => existing,
         Err(e) => return Ok(ToolOutput::error(format!("Refusing to write {path}: {e}"))),
     };
     let style = existing.as_deref().map(write::Style::detect).unwrap_or_default();
     let before = existing.as_deref().and_then(|bytes| std::str::from_utf8(bytes).ok()).map(|text| style.to_model(text));
-    let lint = syntax::review(&target, &path, before.as_deref(), &content, ctx.hermes_home());
+    let lint = syntax::review(&target, path, before.as_deref(), content, ctx.hermes_home());
     if let Some(report) = &lint {
         if let Some(refusal) = &report.refusal {
             return Ok(error_with(refusal, &[("lint", report.lint.clone())]));
         }
     }
-    let warning = stale_warning(&state, &target, &path);
-    let data = style.to_disk(&content).into_bytes();
-    if let Err(e) = write::replace_checked(&target, existing.as_deref(), &data) {
+    let warning = stale_warning(disk, &state, &target, path);
+    let data = style.to_disk(content).into_bytes();
+    if let Err(e) = disk.replace_checked(&target, existing.as_deref(), &data) {
         return Ok(ToolOutput::error(format!("Cannot write {path}: {e}")));
     }
-    let verified = std::fs::read(&target).map(|on_disk| on_disk == data).unwrap_or(false);
-    let key = state_key(&target);
-    state.record_write(&key, Stamp::current(&target));
+    let verified = disk.holds(&target, &data);
+    let key = disk.state_key(&target);
+    state.record_write(&key, disk.stamp(&target));
 
     let mut result = json!({
         "bytes_written": data.len(),
@@ -357,18 +443,30 @@ pub fn patch(
                     None,
                 ));
             };
-            patch_replace(ctx, &state, &path, &old_string, &new_string, replace_all.unwrap_or(false))
+            let replace_all = replace_all.unwrap_or(false);
+            match remote::for_task(ctx) {
+                Some(Ok(remote)) => {
+                    patch_replace(&disk::EnvDisk::new(remote), ctx, &state, &path, &old_string, &new_string, replace_all)
+                }
+                Some(Err(e)) => Ok(patch_error(&e, None)),
+                None => patch_replace(&disk::HostDisk, ctx, &state, &path, &old_string, &new_string, replace_all),
+            }
         }
         PatchMode::Patch => {
             let Some(text) = patch.filter(|p| !p.trim().is_empty()) else {
                 return Ok(patch_error("patch is required in mode `patch`: give the V4A patch text", None));
             };
-            patch_v4a(ctx, &state, &text)
+            match remote::for_task(ctx) {
+                Some(Ok(remote)) => patch_v4a(&disk::EnvDisk::new(remote), ctx, &state, &text),
+                Some(Err(e)) => Ok(patch_error(&e, None)),
+                None => patch_v4a(&disk::HostDisk, ctx, &state, &text),
+            }
         }
     }
 }
 
 fn patch_replace(
+    disk: &dyn disk::Disk,
     ctx: &ToolContext,
     state: &FileState,
     path: &str,
@@ -376,19 +474,18 @@ fn patch_replace(
     new_string: &str,
     replace_all: bool,
 ) -> ToolResult {
-    let resolved = paths::locate(ctx, path);
-    let target = match paths::write_target(ctx, path, "Patch") {
+    let target = match disk.write_target(ctx, path, "Patch") {
         Ok(target) => target,
         Err(refusal) => return Ok(patch_error(&refusal, None)),
     };
-    let _lock = match write::lock_for_edit(&target) {
+    let _lock = match disk.lock(&target) {
         Ok(lock) => lock,
         Err(e) => return Ok(patch_error(&format!("Cannot patch {path}: {e}"), None)),
     };
-    let bytes = match write::current_bytes(&target) {
+    let bytes = match disk.current_bytes(&target) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
-            let similar = paths::similar_files(&resolved, path);
+            let similar = disk.similar_files(ctx, &target, path);
             let mut extra = vec![("success", json!(false))];
             if !similar.is_empty() {
                 extra.push(("similar_files", json!(similar)));
@@ -414,7 +511,7 @@ fn patch_replace(
     let (text, converted_from) = if plain { (raw, None) } else { (style.to_model(&raw), Some(raw)) };
     let old = old_string.replace("\r\n", "\n");
     let new = new_string.replace("\r\n", "\n");
-    let key = state_key(&target);
+    let key = disk.state_key(&target);
     if old == new {
         return Ok(ToolOutput::json(&json!({
             "success": true,
@@ -496,14 +593,14 @@ fn patch_replace(
             ],
         ));
     }
-    let warning = stale_warning(state, &target, path);
+    let warning = stale_warning(disk, state, &target, path);
     let data = if plain { std::borrow::Cow::Borrowed(updated.as_str()) } else { style.to_disk(&updated).into() };
     let base = converted_from.as_deref().unwrap_or(&text);
-    if let Err(e) = write::replace_checked(&target, Some(base.as_bytes()), data.as_bytes()) {
+    if let Err(e) = disk.replace_checked(&target, Some(base.as_bytes()), data.as_bytes()) {
         return Ok(patch_error(&format!("Patch not applied to {path}: {e}"), None));
     }
     state.patch_succeeded(&key);
-    state.record_write(&key, Stamp::current(&target));
+    state.record_write(&key, disk.stamp(&target));
     let mut result = json!({
         "success": true,
         "diff": patch::unified_diff(&text, &updated, &format!("a/{path}"), &format!("b/{path}")),
@@ -525,7 +622,7 @@ fn patch_replace(
     Ok(ToolOutput::json(&result))
 }
 
-fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
+fn patch_v4a(disk: &dyn disk::Disk, ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
     let ops = match v4a::parse(text) {
         Ok(ops) => ops,
         Err(e) => {
@@ -544,11 +641,11 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
             v4a::Op::Update { path, move_to, .. } => (path, "Update", move_to.as_ref()),
         };
         for (shown, verb) in std::iter::once((shown, verb)).chain(move_to.map(|to| (to, "Move"))) {
-            let target = match paths::patch_target(ctx, shown, verb) {
+            let target = match disk.patch_target(ctx, shown, verb) {
                 Ok(target) => target,
                 Err(refusal) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {refusal}"), None)),
             };
-            if std::fs::symlink_metadata(&target).is_ok_and(|meta| !meta.is_file() && !meta.is_dir()) {
+            if disk.is_special(&target) {
                 return Ok(patch_error(
                     &format!("Patch not applied, no file was changed: {shown} is not a regular file (a device, socket or pipe)."),
                     None,
@@ -559,7 +656,7 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
         first_path.get_or_insert_with(|| shown.clone());
     }
     // Every file of the patch stays locked until it is written.
-    let _locks = match write::lock_all_for_edit(&targets.values().cloned().collect::<Vec<_>>()) {
+    let _locks = match disk.lock_all(&targets.values().cloned().collect::<Vec<_>>()) {
         Ok(locks) => locks,
         Err(e) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {e}"), None)),
     };
@@ -568,7 +665,7 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
         Ok(plan) => plan,
         Err(e) => {
             let shown = first_path.unwrap_or_default();
-            let failures = state.patch_failed(&state_key(&resolve(&shown)));
+            let failures = state.patch_failed(&disk.state_key(&resolve(&shown)));
             return Ok(patch_error(
                 &format!("Patch not applied, no file was changed: {e}"),
                 Some(failure_hint(failures, &shown)),
@@ -602,7 +699,7 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
     for (target, shown, before, after) in &plan.checks {
         let Some(report) = syntax::review(target, shown, before.as_deref(), after, ctx.hermes_home()) else { continue };
         if let Some(refusal) = report.refusal {
-            let failures = state.patch_failed(&state_key(target));
+            let failures = state.patch_failed(&disk.state_key(target));
             return Ok(error_with(
                 format!("Patch not applied, no file was changed: {refusal}"),
                 &[
@@ -617,17 +714,17 @@ fn patch_v4a(ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
     let mut warnings = Vec::new();
     for op in &ops {
         if let v4a::Op::Update { path, .. } | v4a::Op::Delete { path } = op {
-            if let Some(w) = stale_warning(state, &resolve(path), path) {
+            if let Some(w) = stale_warning(disk, state, &resolve(path), path) {
                 warnings.push(w);
             }
         }
     }
-    if let Err(e) = v4a::apply(&plan) {
+    if let Err(e) = disk.apply(&plan) {
         return Ok(patch_error(&format!("Patch not applied (changes already made were undone): {e}"), None));
     }
     for touched in &plan.touched {
-        state.record_write(&state_key(touched), Stamp::current(touched));
-        state.patch_succeeded(&state_key(touched));
+        state.record_write(&disk.state_key(touched), disk.stamp(touched));
+        state.patch_succeeded(&disk.state_key(touched));
     }
     let mut result = json!({
         "success": true,
@@ -717,7 +814,22 @@ pub fn search_files(
     let offset = offset.unwrap_or(0) as usize;
     let output_mode = output_mode.unwrap_or(OutputMode::Content);
     let context = context.unwrap_or(0).min(MAX_SEARCH_CONTEXT) as usize;
-    let root = paths::locate(ctx, &shown_root);
+    let remote = match remote::for_task(ctx) {
+        Some(Ok(remote)) => Some(remote),
+        Some(Err(e)) => return Ok(ToolOutput::error(e)),
+        None => None,
+    };
+    let probe = match &remote {
+        Some(remote) => match remote.probe(&shown_root, false) {
+            Ok(probe) => Some(probe),
+            Err(e) => return Ok(ToolOutput::error(format!("Cannot search {shown_root}: {e}"))),
+        },
+        None => None,
+    };
+    let root = match &probe {
+        Some(probe) => PathBuf::from(&probe.real),
+        None => paths::locate(ctx, &shown_root),
+    };
 
     let key = format!(
         "search_files\0{pattern}\0{target:?}\0{}\0{}\0{limit}\0{offset}\0{output_mode:?}\0{context}",
@@ -734,24 +846,38 @@ pub fn search_files(
             &[("already_searched", json!(streak))],
         ));
     }
-    if paths::is_device_path(&root) {
+    let (device, exists) = match &probe {
+        Some(probe) => (remote::is_device_path(&probe.real), probe.kind != remote::Kind::Missing),
+        None => (paths::is_device_path(&root), root.exists()),
+    };
+    if device {
         return Ok(ToolOutput::error(format!(
             "Refusing to search {shown_root}: devices and kernel files (/dev, /proc, /sys) can block, stream without end or expose memory."
         )));
     }
-    if !root.exists() {
+    if !exists {
         return Ok(ToolOutput::error(format!("Path not found: {shown_root}")));
     }
     let scope = search::Scope { root, shown_root, cancel: ctx.cancellation() };
+    let in_env = |failure: remote_search::Failure| match failure {
+        remote_search::Failure::Search(e) => search_error(e, &pattern),
+        remote_search::Failure::Env(e) => ToolOutput::error(format!("Cannot search {}: {e}", scope.shown_root)),
+    };
 
     let mut result = serde_json::Map::new();
     let total;
     let shown;
     match target {
         SearchTarget::Files => {
-            let found = match search::find_files(&scope, &pattern) {
-                Ok(found) => found,
-                Err(e) => return Ok(search_error(e, &pattern)),
+            let found = match &remote {
+                Some(remote) => match remote_search::find_files(remote, &scope, &pattern) {
+                    Ok(found) => found,
+                    Err(failure) => return Ok(in_env(failure)),
+                },
+                None => match search::find_files(&scope, &pattern) {
+                    Ok(found) => found,
+                    Err(e) => return Ok(search_error(e, &pattern)),
+                },
             };
             total = found.len();
             let page: Vec<String> = found.into_iter().skip(offset).take(limit).map(|(p, _)| p).collect();
@@ -760,9 +886,15 @@ pub fn search_files(
             result.insert("files".into(), json!(page));
         }
         SearchTarget::Content => {
-            let found = match search::search_content(&scope, &pattern, file_glob.as_deref(), context) {
-                Ok(found) => found,
-                Err(e) => return Ok(search_error(e, &pattern)),
+            let found = match &remote {
+                Some(remote) => match remote_search::search_content(remote, &scope, &pattern, file_glob.as_deref(), context) {
+                    Ok(found) => found,
+                    Err(failure) => return Ok(in_env(failure)),
+                },
+                None => match search::search_content(&scope, &pattern, file_glob.as_deref(), context) {
+                    Ok(found) => found,
+                    Err(e) => return Ok(search_error(e, &pattern)),
+                },
             };
             if found.lower_bound {
                 result.insert("total_count_is_lower_bound".into(), json!(true));
@@ -903,9 +1035,9 @@ fn failure_hint(failures: u32, path: &str) -> String {
 }
 
 /// A warning when the file changed on disk since this task last read or wrote it.
-fn stale_warning(state: &FileState, target: &Path, shown: &str) -> Option<String> {
-    let seen = state.last_seen(&state_key(target))?;
-    let now = Stamp::current(target)?;
+fn stale_warning(disk: &dyn disk::Disk, state: &FileState, target: &Path, shown: &str) -> Option<String> {
+    let seen = state.last_seen(&disk.state_key(target))?;
+    let now = disk.stamp(target)?;
     (seen != now).then(|| {
         format!(
             "{shown} changed on disk since you last read it (another process or tool edited it); \
@@ -915,12 +1047,15 @@ fn stale_warning(state: &FileState, target: &Path, shown: &str) -> Option<String
 }
 
 /// The path task state is keyed by: the real path when the file exists.
-fn state_key(path: &Path) -> PathBuf {
+pub(crate) fn state_key(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| paths::normalize(path))
 }
 
 fn not_found(given: &str, resolved: &Path) -> ToolOutput {
-    let similar = paths::similar_files(resolved, given);
+    not_found_among(given, paths::similar_files(resolved, given))
+}
+
+fn not_found_among(given: &str, similar: Vec<String>) -> ToolOutput {
     let mut extra = Vec::new();
     if !similar.is_empty() {
         extra.push(("similar_files", json!(similar)));

@@ -222,6 +222,16 @@ pub struct Plan {
     pub checks: Vec<(PathBuf, String, Option<String>, String)>,
 }
 
+impl Plan {
+    /// What applying the plan does, file by file: the new content, or `None` for a removal.
+    pub fn steps(&self) -> impl Iterator<Item = (&Path, Option<&[u8]>)> {
+        self.steps.iter().map(|step| match step {
+            Step::Write { path, data, .. } => (path.as_path(), Some(data.as_slice())),
+            Step::Remove { path } => (path.as_path(), None),
+        })
+    }
+}
+
 enum Step {
     Write { path: PathBuf, data: Vec<u8>, permissions: Option<std::fs::Permissions> },
     Remove { path: PathBuf },

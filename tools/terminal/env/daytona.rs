@@ -217,6 +217,10 @@ impl Environment for DaytonaEnv {
         false
     }
 
+    fn stdin_in_command_line(&self) -> bool {
+        true
+    }
+
     fn has_host_access(&self) -> bool {
         false
     }

@@ -102,6 +102,11 @@ pub trait Environment: Send + Sync {
     fn supports_background(&self) -> bool {
         true
     }
+    /// Whether stdin given to [`Environment::run_bash`] travels inside the command line
+    /// (the HTTP backends' one-shot execute routes), which bounds its size.
+    fn stdin_in_command_line(&self) -> bool {
+        false
+    }
     /// Whether the environment can touch the host's files (local, ssh, docker with host
     /// mounts); the approval gate applies its full rules only there.
     fn has_host_access(&self) -> bool {

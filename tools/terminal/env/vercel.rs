@@ -276,6 +276,10 @@ impl Environment for VercelEnv {
         false
     }
 
+    fn stdin_in_command_line(&self) -> bool {
+        true
+    }
+
     fn has_host_access(&self) -> bool {
         false
     }
