@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+mod file_tools_env;
+
 struct Sshd {
     child: Child,
     port: u16,
@@ -52,6 +54,11 @@ fn current_user() -> String {
 }
 
 fn start_sshd() -> Sshd {
+    start_sshd_with("")
+}
+
+/// An sshd with `extra` lines appended to its configuration.
+fn start_sshd_with(extra: &str) -> Sshd {
     let sshd = find_sshd();
     let dir = TempDir::new().unwrap();
     let d = dir.path();
@@ -65,7 +72,7 @@ fn start_sshd() -> Sshd {
     let config = format!(
         "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
          PidFile {d}/sshd.pid\nUsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-         PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nMaxSessions 50\nMaxStartups 50\n",
+         PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nMaxSessions 50\nMaxStartups 50\n{extra}",
         d = d.display()
     );
     std::fs::write(d.join("sshd_config"), config).unwrap();
@@ -105,20 +112,26 @@ struct Client {
     _home: TempDir,
 }
 
+/// A Hermes home whose config.yaml runs the terminal over ssh to `sshd`.
+fn ssh_home(sshd: &Sshd) -> TempDir {
+    let home = TempDir::new().unwrap();
+    let d = sshd.dir.path().display();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!(
+            "terminal:\n  backend: ssh\n  ssh_host: 127.0.0.1\n  ssh_user: {user}\n  ssh_port: {port}\n  \
+             ssh_key: {d}/user_key\n  ssh_known_hosts: {d}/known_hosts\n",
+            user = current_user(),
+            port = sshd.port
+        ),
+    )
+    .unwrap();
+    home
+}
+
 impl Client {
     fn new(sshd: &Sshd, task: &str) -> Client {
-        let home = TempDir::new().unwrap();
-        let d = sshd.dir.path().display();
-        std::fs::write(
-            home.path().join("config.yaml"),
-            format!(
-                "terminal:\n  backend: ssh\n  ssh_host: 127.0.0.1\n  ssh_user: {user}\n  ssh_port: {port}\n  \
-                 ssh_key: {d}/user_key\n  ssh_known_hosts: {d}/known_hosts\n",
-                user = current_user(),
-                port = sshd.port
-            ),
-        )
-        .unwrap();
+        let home = ssh_home(sshd);
         let task = format!("{task}-{}", std::process::id());
         let ctx = ToolContext::builder().task_id(&task).hermes_home(home.path()).build();
         let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
@@ -202,6 +215,34 @@ fn ssh_backend_runs_commands_keeps_state_and_kills_remote_trees() {
     let c2 = Client::new(&sshd, "terminal-ssh-2");
     let r = c2.call("terminal", json!({"command": "pwd"}));
     assert_eq!(r["output"], std::fs::canonicalize(&home).unwrap().to_string_lossy().as_ref());
+}
+
+#[test]
+fn file_tools_work_on_the_remote_side() {
+    // The remote user's home is a directory of its own (sshd's SetEnv), so `~` and
+    // relative paths there are not this process's.
+    // search_files goes through rg on this side (the container test covers grep and find).
+    assert!(
+        Command::new("sh").args(["-c", "command -v rg"]).output().unwrap().status.success(),
+        "rg was not found: run .ci/setup.d/20-terminal.sh (installs ripgrep) before this test"
+    );
+    let remote_home = TempDir::new().unwrap();
+    let sshd = start_sshd_with(&format!("SetEnv HOME={}\n", remote_home.path().display()));
+    let home = ssh_home(&sshd);
+    let host_cwd = TempDir::new().unwrap();
+    let task = format!("files-ssh-{}", std::process::id());
+    let mut session = file_tools_env::Session::start(home.path(), host_cwd.path(), &task);
+    let r = session.call("terminal", json!({"command": "pwd"}));
+    let remote_home_real = std::fs::canonicalize(remote_home.path()).unwrap();
+    assert_eq!(r["output"], remote_home_real.to_string_lossy().as_ref(), "{r}");
+    let dir = remote_home_real.join("work");
+    file_tools_env::exercise(&mut session, &dir.to_string_lossy(), host_cwd.path());
+    // `~` in the file tools is the remote user's home.
+    let r = session.call("write_file", json!({"path": "~/from-write-file.txt", "content": "remote home\n"}));
+    assert_eq!(r["verified"], true, "{r}");
+    session.finish();
+    assert_eq!(std::fs::read_to_string(remote_home_real.join("from-write-file.txt")).unwrap(), "remote home\n");
+    assert_eq!(std::fs::read_to_string(dir.join("sub/written.py")).unwrap(), "x = 3\nprint(x, x)\n");
 }
 
 #[test]

@@ -12,6 +12,9 @@ command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || need+=(runc)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# The file tools search through rg where the environment has it (the ssh test's remote
+# side, this machine) and through GNU grep and find where it does not (the container).
+command -v rg >/dev/null 2>&1 || need+=(ripgrep)
 
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}"

@@ -282,15 +282,19 @@ impl Remote {
     }
 
     /// Runs `rg`, else GNU grep, for search_files; the raw `path\0N:line` / `path\0N-line`
-    /// rows (ripgrep's and grep's `--null` format), at most `max_rows`.
+    /// rows (ripgrep's and grep's `--null` format), at most `max_rows`. grep runs inside
+    /// the root (its paths are then relative to it), because its exclusion of hidden
+    /// directories would also match a hidden directory above the root.
     pub fn grep(&self, root: &str, pattern: &str, context: usize, max_rows: usize) -> Result<Vec<u8>, String> {
         let script = format!(
             "printf '\\n%s\\n' {MARK}\n\
+             set -f\n\
              if command -v rg >/dev/null 2>&1; then \
              rg --no-config --no-messages -n --with-filename --null --no-heading --color never --sort path \
-             -C {context} -e {pattern} -- {root}; \
-             else grep -rnIH --null -P -C {context} --exclude='.*' --exclude-dir='.*' -e {pattern} -- {root} 2>/dev/null \
-             || grep -rnIH --null -E -C {context} --exclude='.*' --exclude-dir='.*' -e {pattern} -- {root} 2>/dev/null; fi \
+             -C {context} -e {pattern} -- {root} | head -n {max_rows}; exit 0; fi\n\
+             if [ -d {root} ]; then cd -- {root} || exit 2; __o='--exclude=.* --exclude-dir=.?*'; set --; else __o=; set -- {root}; fi\n\
+             {{ grep -rnIH --null -P -C {context} $__o -e {pattern} -- \"$@\" 2>/dev/null; \
+             if [ $? -eq 2 ]; then grep -rnIH --null -E -C {context} $__o -e {pattern} -- \"$@\" 2>/dev/null; fi; }} \
              | head -n {max_rows}\n\
              exit 0\n",
             pattern = sh_quote(pattern),

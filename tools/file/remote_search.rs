@@ -60,7 +60,9 @@ pub fn search_content(
     for row in rows.split(|b| *b == b'\n') {
         // `path\0N:line` for a match, `path\0N-line` for context, `--` between groups.
         let Some(nul) = memchr::memchr(0, row) else { continue };
-        let path = String::from_utf8_lossy(&row[..nul]).into_owned();
+        let path = String::from_utf8_lossy(&row[..nul]);
+        // grep inside the root names files relative to it.
+        let path = if path.starts_with('/') { path.into_owned() } else { scope.root.join(&*path).to_string_lossy().into_owned() };
         let rest = &row[nul + 1..];
         let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
         let Ok(line) = std::str::from_utf8(&rest[..digits]).unwrap_or("").parse::<u64>() else { continue };
