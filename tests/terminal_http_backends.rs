@@ -28,6 +28,19 @@ use tempfile::TempDir;
 
 mod sandbox_fakes;
 use sandbox_fakes::{Fake, Serve};
+mod file_tools_env;
+
+impl file_tools_env::ToolCalls for Serve {
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        Serve::call(self, tool, args)
+    }
+}
+
+/// The file tools' scenario in the sandbox; the server runs in this crate's directory,
+/// where none of its files may appear.
+fn exercise_file_tools(serve: &mut Serve) {
+    file_tools_env::exercise(serve, "/tmp/files-work", &std::env::current_dir().unwrap());
+}
 
 /// The common checks: output and exit code, cwd and export persistence, no background
 /// processes, a timeout that kills the command in the sandbox.
@@ -135,15 +148,20 @@ fn modal_config(python: &str, extra: &str) -> String {
     format!("terminal:\n  backend: modal\n  modal_python: {python}\n  modal_image: python:3.11-slim\n{extra}")
 }
 
+/// A server on the modal backend with the stand-in SDK, which logs its calls into `state`.
+fn modal_serve(state: &TempDir) -> Serve {
+    let python = hermes_test_peers::python_with(&[]);
+    let standin = sandbox_fakes::fakes_dir().join("modal_standin");
+    Serve::start_with_env(
+        &modal_config(python.to_str().unwrap(), "  modal_token_id: ak-1\n  modal_token_secret: as-2\n"),
+        &[("PYTHONPATH", standin.to_str().unwrap()), ("MODAL_STANDIN_STATE", state.path().to_str().unwrap())],
+    )
+}
+
 #[test]
 fn modal_runs_commands_through_the_sdk_bridge() {
     let state = TempDir::new().unwrap();
-    let python = hermes_test_peers::python_with(&[]);
-    let standin = sandbox_fakes::fakes_dir().join("modal_standin");
-    let mut serve = Serve::start_with_env(
-        &modal_config(python.to_str().unwrap(), "  modal_token_id: ak-1\n  modal_token_secret: as-2\n"),
-        &[("PYTHONPATH", standin.to_str().unwrap()), ("MODAL_STANDIN_STATE", state.path().to_str().unwrap())],
-    );
+    let mut serve = modal_serve(&state);
     exercise(&mut serve);
     serve.finish();
 
@@ -322,8 +340,8 @@ fn live_vercel_sandbox() {
 
 // ------------------------------------------------------------------ file transfer
 
-/// `Environment::fetch_file` of a backend built from `config` reads what a command wrote.
-/// (No tool reads files through the backend yet; the library call is tested directly.)
+/// `Environment::fetch_file` of a backend built from `config` reads what a command wrote
+/// (the library call; the file tools' own path is `*_file_tools_work_*` above).
 fn fetch_round_trip(config: &str) {
     use hermes_tools::tools::terminal::config::TerminalConfig;
     use hermes_tools::tools::terminal::env::{create, ReadEvent};
@@ -343,6 +361,39 @@ fn fetch_round_trip(config: &str) {
     let missing = env.fetch_file("/tmp/no-such-file", 100).unwrap_err();
     assert!(missing.reason.contains("no-such-file"), "{missing}");
     env.cleanup();
+}
+
+#[test]
+fn daytona_file_tools_work_in_the_sandbox() {
+    let fake = Fake::start("daytona_api.py", &["files-key"]);
+    let mut serve = Serve::start(&daytona_config(&fake, "files-key", ""));
+    exercise_file_tools(&mut serve);
+    // A file larger than one upload chunk (the command line carries it there).
+    let big: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    let r = serve.call("write_file", json!({"path": "/tmp/files-work/big.txt", "content": big}));
+    assert_eq!(r["verified"], true, "{r}");
+    let r = serve.call("read_file", json!({"path": "/tmp/files-work/big.txt", "offset": 19_999, "limit": 5}));
+    assert_eq!(r["content"], "19999|line 19998\n20000|line 19999", "{r}");
+    serve.finish();
+    assert_eq!(fake.sandboxes()[0]["state"], "destroyed");
+}
+
+#[test]
+fn vercel_file_tools_work_in_the_sandbox() {
+    let fake = Fake::start("vercel_api.py", &["vt-files", "team_files"]);
+    let mut serve =
+        Serve::start(&vercel_config(&fake, "  vercel_token: vt-files\n  vercel_team_id: team_files\n  vercel_project_id: prj_files\n"));
+    exercise_file_tools(&mut serve);
+    serve.finish();
+    assert_eq!(fake.sandboxes()[0]["status"], "stopped");
+}
+
+#[test]
+fn modal_file_tools_work_through_the_bridge() {
+    let state = TempDir::new().unwrap();
+    let mut serve = modal_serve(&state);
+    exercise_file_tools(&mut serve);
+    serve.finish();
 }
 
 #[test]

@@ -17,6 +17,13 @@ mod sandbox_fakes;
 use common::{build_rootfs, which};
 use hermes_tools::tools::terminal::env::singularity::{allowed_env, exec_args, start_args, stop_args, CONTAINER_PATH};
 use sandbox_fakes::{fakes_dir, Serve};
+mod file_tools_env;
+
+impl file_tools_env::ToolCalls for Serve {
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        Serve::call(self, tool, args)
+    }
+}
 
 #[test]
 fn command_lines_clean_the_environment_and_overlay_a_tmpfs() {
@@ -92,6 +99,33 @@ fn singularity_through_a_standin_cli() {
     }
     assert!(calls.lines().filter(|l| l.starts_with("exec ")).all(|l| l.starts_with("exec --cleanenv instance://")));
     assert_eq!(calls.lines().filter(|l| l.starts_with("instance stop")).count(), 2, "{calls}");
+}
+
+#[test]
+fn file_tools_work_in_the_container_of_the_standin_cli() {
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!(
+            "terminal:\n  backend: singularity\n  singularity_binary: {}\n  singularity_image: docker://debian:12-slim\n",
+            fakes_dir().join("apptainer").display()
+        ),
+    )
+    .unwrap();
+    let mut serve = Serve::start_in(home.path(), &[("APPTAINER_STANDIN_STATE", state.path().to_str().unwrap())]);
+    // The server runs in this crate's directory, where none of the files may appear.
+    file_tools_env::exercise(&mut serve, "/tmp/files-work", &std::env::current_dir().unwrap());
+    // `--cleanenv` leaves no HOME there: `~` is the account's home directory.
+    let r = serve.terminal(json!({"command": "echo ${HOME-unset}"}));
+    assert_eq!(r["output"], "unset", "{r}");
+    let r = serve.call("write_file", json!({"path": "~/in-home.txt", "content": "home\n"}));
+    assert_eq!(r["verified"], true, "{r}");
+    let r = serve.terminal(json!({"command": "cat /root/in-home.txt"}));
+    assert_eq!(r["output"], "home", "{r}");
+    serve.finish();
+    let calls = std::fs::read_to_string(state.path().join("calls.log")).unwrap();
+    assert!(calls.lines().filter(|l| l.starts_with("exec ")).all(|l| l.starts_with("exec --cleanenv instance://")));
 }
 
 #[test]

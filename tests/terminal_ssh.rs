@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 mod file_tools_env;
+use file_tools_env::ToolCalls;
 
 struct Sshd {
     child: Child,

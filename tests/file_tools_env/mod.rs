@@ -10,6 +10,11 @@ mod serve_client;
 use serde_json::{json, Value};
 use std::path::Path;
 
+/// Whatever sends tool calls to a server and returns their parsed results.
+pub trait ToolCalls {
+    fn call(&mut self, tool: &str, args: Value) -> Value;
+}
+
 pub struct Session {
     client: serve_client::Client,
     task: String,
@@ -22,7 +27,13 @@ impl Session {
         Session { client: serve_client::Client::start(home, cwd, &[]), task: task.to_string(), calls: 0 }
     }
 
-    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+    pub fn finish(self) {
+        self.client.finish();
+    }
+}
+
+impl ToolCalls for Session {
+    fn call(&mut self, tool: &str, args: Value) -> Value {
         self.calls += 1;
         let id = format!("call-{}", self.calls);
         self.client.send(&json!({
@@ -39,16 +50,12 @@ impl Session {
             }
         }
     }
-
-    pub fn finish(self) {
-        self.client.finish();
-    }
 }
 
 /// The scenario, in `dir` (an absolute directory inside the environment that does not
 /// exist yet). `host_cwd` is where the server runs on this machine: nothing may appear
 /// there.
-pub fn exercise(s: &mut Session, dir: &str, host_cwd: &Path) {
+pub fn exercise(s: &mut impl ToolCalls, dir: &str, host_cwd: &Path) {
     let r = s.call("terminal", json!({"command": format!("mkdir -p {dir} && cd {dir} && printf 'alpha\\nbeta\\ngamma\\n' > made_by_terminal.txt && pwd")}));
     assert_eq!(r["exit_code"], 0, "{r}");
     assert_eq!(r["cwd"], dir, "{r}");
@@ -132,8 +139,8 @@ pub fn exercise(s: &mut Session, dir: &str, host_cwd: &Path) {
     assert_eq!(r["similar_files"], json!(["made_by_terminal.txt"]), "{r}");
     let r = s.call("write_file", json!({"path": "~/.ssh/authorized_keys", "content": "ssh-ed25519 AAAA"}));
     assert!(r["error"].as_str().unwrap().contains("denied"), "{r}");
-    let r = s.call("write_file", json!({"path": "/dev/zero", "content": "x"}));
-    assert!(r["error"].as_str().unwrap().contains("device"), "{r}");
+    let r = s.call("write_file", json!({"path": "/proc/version", "content": "x"}));
+    assert!(r["error"].as_str().unwrap().contains("kernel file"), "{r}");
 
     // Changed behind the tools' back since the last read: written, with the warning.
     let r = s.call("read_file", json!({"path": "notes.md"}));

@@ -161,7 +161,8 @@ impl EnvDisk {
         if super::remote::is_device_path(&probe.real) {
             return Err(format!("{verb} denied: '{shown}' is a device or kernel file."));
         }
-        let home = Path::new(&probe.home);
+        // Without a home directory there, the credential places are guarded at the root.
+        let home = Path::new(if probe.home.is_empty() { "/" } else { &probe.home });
         let protected = ProtectedPaths::new(home, &home.join(".hermes")).with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"));
         if let Some(refusal) = protected.write_refusal(Path::new(&probe.real)) {
             return Err(refusal.message(verb, shown));

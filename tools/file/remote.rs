@@ -73,7 +73,8 @@ fn configured_backend(hermes_home: &Path) -> String {
 /// A file as the environment sees it.
 #[derive(Clone, Debug)]
 pub struct Probe {
-    /// `$HOME` inside the environment.
+    /// The home directory inside the environment (`$HOME`, else the account's); empty
+    /// when it has none.
     pub home: String,
     /// The task's working directory there, every symlink followed.
     pub base: String,
@@ -152,7 +153,7 @@ impl Remote {
              __s='0 0'; [ \"$__k\" = missing ] || __s=$(stat -L -c '%s %.9Y' -- \"$__r\" 2>/dev/null) || __s='0 0'\n\
              __n=0; __x=$(dirname -- \"$__r\"); while [ ! -e \"$__x\" ] && [ \"$__x\" != / ]; do __n=$((__n+1)); __x=$(dirname -- \"$__x\"); done\n\
              printf '\\n%s\\n' {mark}\n\
-             printf '%s\\0%s\\0%s\\0%s\\0%s\\0%s\\0' \"$HOME\" \"$__b\" \"$__r\" \"$__k\" \"$__s\" \"$__n\"\n\
+             printf '%s\\0%s\\0%s\\0%s\\0%s\\0%s\\0' \"$__h\" \"$__b\" \"$__r\" \"$__k\" \"$__s\" \"$__n\"\n\
              if [ \"$__k\" = missing ]; then ls -1A -- \"$(dirname -- \"$__r\")\" 2>/dev/null | head -n 500 | tr '\\n' '\\0'; fi\n\
              printf '\\0'\n\
              if [ {want} = 1 ] && [ \"$__k\" = file ] && [ \"${{__s%% *}}\" -le {cap} ]; then \
@@ -321,8 +322,10 @@ impl Remote {
     /// (`shown` with `~` expanded and made absolute against it).
     fn locate_script(&self, shown: &str) -> String {
         format!(
-            "__c={cwd}; case \"$__c\" in '~') __c=$HOME;; '~/'*) __c=\"$HOME/${{__c#'~/'}}\";; esac\n\
-             __p={path}; case \"$__p\" in '~') __p=$HOME;; '~/'*) __p=\"$HOME/${{__p#'~/'}}\";; /*) ;; *) __p=\"$__c/$__p\";; esac",
+            "__h=$HOME; [ -n \"$__h\" ] || __h=$(unset HOME; echo ~); case \"$__h\" in /*) ;; *) __h=;; esac\n\
+             __home() {{ [ -n \"$__h\" ] || {{ echo 'this environment has no home directory: give an absolute path' >&2; exit 2; }}; }}\n\
+             __c={cwd}; case \"$__c\" in '~') __home; __c=$__h;; '~/'*) __home; __c=\"$__h/${{__c#'~/'}}\";; esac\n\
+             __p={path}; case \"$__p\" in '~') __home; __p=$__h;; '~/'*) __home; __p=\"$__h/${{__p#'~/'}}\";; /*) ;; *) __p=\"$__c/$__p\";; esac",
             cwd = sh_quote(&self.slot.session.cwd()),
             path = sh_quote(shown),
         )
