@@ -9,6 +9,10 @@
 //! - modal through its SDK bridge and the stand-in SDK module (tests/fakes/modal_standin):
 //!   the tool against `bash -c true`.
 //!
+//! On local and docker also the file tools' per-call cost there: read_file (one line of
+//! a 1000-line file, a different line each call so no read is answered from the dedup
+//! cache) and write_file of 10 KB, against the terminal tool's `true` in the same task.
+//!
 //! The remote backends need what `.ci/setup.d/` installs (podman, the test venv); a
 //! backend whose peer is missing is reported as skipped.
 //!
@@ -62,6 +66,13 @@ impl Tool {
         Tool { registry, ctx: ctx.build(), task: task.to_string(), _home: home }
     }
 
+    fn call(&self, tool: &str, args: Value) -> Value {
+        let result = self.registry.handle_function_call(&ToolCall::new(tool, args), &self.ctx);
+        let value: Value = serde_json::from_str(&result).unwrap();
+        assert!(value.get("error").is_none_or(Value::is_null), "{result}");
+        value
+    }
+
     fn run(&self, command: &str) -> Value {
         let result = self.registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": command })), &self.ctx);
         let value: Value = serde_json::from_str(&result).unwrap();
@@ -109,6 +120,28 @@ fn raw_request(url: &str, token: &str, accept: &str, body: Value) {
     assert!(answer.contains("\"exitCode\": 0"), "{answer}");
 }
 
+/// read_file and write_file in `dir` of the task's environment, against the terminal
+/// tool's `true` in the same task.
+fn file_tools(tool: &Tool, runs: usize, backend: &str, dir: &str) {
+    let lines: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+    tool.call("write_file", json!({"path": format!("{dir}/bench.txt"), "content": lines}));
+    let terminal = sample(runs, || {
+        tool.run("true");
+    });
+    let mut line = 0;
+    let read = sample(runs, || {
+        line += 1;
+        let r = tool.call("read_file", json!({"path": format!("{dir}/bench.txt"), "offset": line, "limit": 1}));
+        assert_eq!(r["content"], format!("{line}|line {}", line - 1));
+    });
+    let ten_kb = "x".repeat(10 * 1024);
+    let write = sample(runs, || {
+        tool.call("write_file", json!({"path": format!("{dir}/bench-write.txt"), "content": ten_kb}));
+    });
+    report(&format!("read_file, one line, {backend}"), &format!("terminal tool, `true`, {backend} (baseline)"), terminal, read);
+    report(&format!("write_file, 10 KB, {backend}"), &format!("terminal tool, `true`, {backend} (baseline)"), terminal, write);
+}
+
 fn bash_true() {
     let status = Command::new("bash").args(["-c", "true"]).stdout(Stdio::null()).status().unwrap();
     assert!(status.success());
@@ -126,6 +159,7 @@ fn local() {
     }
     let hundred = started.elapsed();
     println!("{:<58} {:>9.2}ms  ({:.2} ms per command)", "100 short commands in one task", ms(hundred), ms(hundred) / 100.0);
+    file_tools(&tool, 100, "local", &work.path().to_string_lossy());
 }
 
 const IMAGE: &str = "localhost/hermes-terminal-bench:latest";
@@ -137,7 +171,13 @@ fn docker() -> Result<(), String> {
     std::fs::write(&conf, "[containers]\ndefault_ulimits = []\n").unwrap();
     std::env::set_var("CONTAINERS_CONF", &conf);
     let rootfs = dir.path().join("rootfs");
-    common::build_rootfs(&rootfs, &["bash", "sleep", "cat", "rm", "mkdir", "head", "env"]);
+    common::build_rootfs(
+        &rootfs,
+        &[
+            "bash", "sleep", "cat", "rm", "mkdir", "head", "env", "realpath", "stat", "dirname", "ls", "tr", "base64", "sha256sum",
+            "mv", "chmod", "flock",
+        ],
+    );
     let import = format!("tar -C {r} -cf {d}/rootfs.tar . && {podman} import {d}/rootfs.tar {IMAGE} >/dev/null", r = rootfs.display(), d = dir.path().display());
     let out = Command::new("bash").arg("-c").arg(&import).output().unwrap();
     if !out.status.success() {
@@ -162,6 +202,7 @@ fn docker() -> Result<(), String> {
             .unwrap();
         assert!(status.success());
     });
+    file_tools(&tool, 20, "docker", "/tmp");
     drop(tool);
     let _ = Command::new(&podman).args(["rmi", "-f", IMAGE]).stdout(Stdio::null()).stderr(Stdio::null()).status();
     Ok(())

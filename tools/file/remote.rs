@@ -206,6 +206,8 @@ impl Remote {
         let mut checks = String::new();
         let mut writes = String::new();
         let mut report = format!("printf '\\n%s\\n' {MARK}\n");
+        let last_data = changes.iter().rposition(|c| c.data.is_some());
+        let mut stdin = None;
         for (i, change) in changes.iter().enumerate() {
             let upload = sh_quote(&format!("{tmp}/hermes-upload-{tag}-{i}"));
             let target = sh_quote(change.target);
@@ -231,8 +233,17 @@ impl Remote {
                     } else {
                         vec![encoded.as_str()]
                     };
-                    for part in &parts {
+                    // The last piece of the last file rides on the commit itself.
+                    let (carried, separate) = match parts.split_last() {
+                        Some((last, rest)) if Some(i) == last_data => (Some(*last), rest),
+                        _ => (None, parts.as_slice()),
+                    };
+                    for part in separate {
                         self.run(&format!("umask 077; cat >> {upload} && printf '\\n%s\\n' {MARK}"), Some(part.as_bytes().to_vec()))?;
+                    }
+                    if let Some(last) = carried {
+                        stdin = Some(last.as_bytes().to_vec());
+                        script.insert_str(0, &format!("(umask 077; cat >> {upload}) || exit 1\n"));
                     }
                     writes.push_str(&format!(
                         "mkdir -p -- \"$__d{i}\" || __fail \"cannot create the directories of $__t{i}\"\n\
@@ -262,7 +273,7 @@ impl Remote {
         script.push_str(&checks);
         script.push_str(&writes);
         script.push_str(&report);
-        let out = self.run(&script, None)?;
+        let out = self.run(&script, stdin)?;
         if out.starts_with(b"changed\0") {
             return Ok(Committed::BaseChanged);
         }
