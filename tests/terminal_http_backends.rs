@@ -1,6 +1,6 @@
 //! `modal`, `daytona` and `vercel_sandbox` against local stand-ins.
 //!
-//! modal: through `hermes-tools serve` and the SDK bridge (tools/terminal/env/modal_bridge.py)
+//! modal: through `hermes-tools serve` and the SDK bridge (environments/src/env/modal_bridge.py)
 //! with a STAND-IN `modal` module first on the bridge's PYTHONPATH
 //! (tests/fakes/modal_standin: the SDK's public synchronous API with its published
 //! signatures; Modal's service cannot be reached from here). `live_modal` uses the real

@@ -2,22 +2,18 @@
 //! `process` (alias `process_manage`: manage the background processes).
 //!
 //! The handlers check arguments, run the approval gate and shape the JSON results; the
-//! work lives beside this file: `env/` (the backends), `snapshot.rs` (shell state),
-//! `output.rs` (bounded capture, redaction, exit codes), `process_registry.rs`,
-//! `guidance.rs`, `workdir.rs`, `approval.rs`, `config.rs`.
+//! work lives in the `hermes-environments` crate (environments/: the backends, shell
+//! state, bounded capture and redaction, background processes, the settings) and beside
+//! this file: `guidance.rs`, `workdir.rs`, `approval.rs`.
 
 use hermes_runtime::prelude::*;
 use std::time::{Duration, Instant};
 
 pub mod approval;
-pub mod config;
-pub mod env;
 pub mod guidance;
-pub mod output;
-pub mod process_registry;
-pub mod snapshot;
-pub mod watch;
 pub mod workdir;
+// The environments live in a crate of their own; these paths stay as they were.
+pub use hermes_environments::{config, env, output, process_registry, snapshot, watch};
 
 pub use env::{cleanup_all_environments, cleanup_task, BACKENDS};
 pub use process_registry::{drain_events, set_event_sink, EventSink};

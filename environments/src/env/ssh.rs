@@ -2,8 +2,8 @@
 //! command as `bash -c '<script>'` on the remote host.
 
 use super::{remote_kill_script, remote_wrap, sh_quote, ChildRun, EnvError, Environment, Running};
-use crate::tools::terminal::config::TerminalConfig;
-use crate::tools::terminal::output::random_hex;
+use crate::config::TerminalConfig;
+use crate::output::random_hex;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

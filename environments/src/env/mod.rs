@@ -19,7 +19,7 @@ pub mod singularity;
 pub mod ssh;
 pub mod vercel;
 
-use crate::tools::terminal::config::TerminalConfig;
+use crate::config::TerminalConfig;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -451,7 +451,7 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
 pub struct Slot {
     pub env: Arc<dyn Environment>,
     pub fingerprint: String,
-    pub session: crate::tools::terminal::snapshot::ShellSession,
+    pub session: crate::snapshot::ShellSession,
     pub last_used: Mutex<Instant>,
     /// Serialises foreground commands of one task (cwd and snapshot are per task).
     pub run_lock: Mutex<()>,
@@ -489,7 +489,7 @@ pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::pa
         Some(cwd) => cwd,
         None => env.default_cwd(),
     };
-    let session = crate::tools::terminal::snapshot::ShellSession::new(env.temp_dir(), default_cwd);
+    let session = crate::snapshot::ShellSession::new(env.temp_dir(), default_cwd);
     session.init(env.as_ref());
     let slot = Arc::new(Slot {
         env,
@@ -525,14 +525,14 @@ pub fn evict(task_id: &str) {
 
 /// Cleans up one task's environment (`cleanup_vm`).
 pub fn cleanup_task(task_id: &str) {
-    crate::tools::terminal::process_registry::kill_task_processes(task_id);
+    crate::process_registry::kill_task_processes(task_id);
     evict(task_id);
 }
 
 /// Cleans up every environment; registered to run at process exit.
 pub fn cleanup_all_environments() {
     let all: Vec<(String, Arc<Slot>)> = slots().lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
-    crate::tools::terminal::process_registry::kill_all_processes();
+    crate::process_registry::kill_all_processes();
     for (_, slot) in all {
         slot.session.remove_files(slot.env.as_ref());
         slot.env.cleanup();
@@ -557,7 +557,7 @@ fn start_reaper() {
             .name("terminal-env-reaper".into())
             .spawn(|| loop {
                 std::thread::sleep(Duration::from_secs(60));
-                reap_idle(Duration::from_secs(crate::tools::terminal::config::lifetime_seconds()));
+                reap_idle(Duration::from_secs(crate::config::lifetime_seconds()));
             })
             .ok();
     });
@@ -574,7 +574,7 @@ pub fn reap_idle(max_idle: Duration) -> Vec<String> {
     let mut reaped = Vec::new();
     for (task, slot) in candidates {
         let idle = slot.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
-        if idle > max_idle && !crate::tools::terminal::process_registry::task_has_running(&task) {
+        if idle > max_idle && !crate::process_registry::task_has_running(&task) {
             evict(&task);
             reaped.push(task);
         }

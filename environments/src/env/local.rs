@@ -3,7 +3,7 @@
 //! environment; and the process-tree kill every local child uses.
 
 use super::{ChildRun, EnvError, Environment, Running};
-use crate::tools::terminal::config::TerminalConfig;
+use crate::config::TerminalConfig;
 use hermes_sandbox::{Mode, Policy, WrapOptions};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

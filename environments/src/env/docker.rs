@@ -4,8 +4,8 @@
 
 use super::ssh::which;
 use super::{remote_kill_script, remote_wrap, sh_quote, ChildRun, EnvError, Environment, Running};
-use crate::tools::terminal::config::TerminalConfig;
-use crate::tools::terminal::output::random_hex;
+use crate::config::TerminalConfig;
+use crate::output::random_hex;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -16,8 +16,8 @@
 
 use super::ssh::which;
 use super::{remote_kill_script, remote_wrap, EnvError, Environment, Running, ThreadRun};
-use crate::tools::terminal::config::TerminalConfig;
-use crate::tools::terminal::output::random_hex;
+use crate::config::TerminalConfig;
+use crate::output::random_hex;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

@@ -19,8 +19,8 @@
 
 use super::http::{url_encode, wrapped_script, Api};
 use super::{remote_kill_script, sh_quote, EnvError, Environment, Running, ThreadRun};
-use crate::tools::terminal::config::TerminalConfig;
-use crate::tools::terminal::output::random_hex;
+use crate::config::TerminalConfig;
+use crate::output::random_hex;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

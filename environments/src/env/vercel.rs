@@ -18,8 +18,8 @@
 
 use super::http::{url_encode, wrapped_script, Api};
 use super::{remote_kill_script, EnvError, Environment, Running, ThreadRun};
-use crate::tools::terminal::config::TerminalConfig;
-use crate::tools::terminal::output::random_hex;
+use crate::config::TerminalConfig;
+use crate::output::random_hex;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -14,8 +14,8 @@
 
 use super::ssh::which;
 use super::{remote_kill_script, remote_wrap, ChildRun, EnvError, Environment, Running};
-use crate::tools::terminal::config::TerminalConfig;
-use crate::tools::terminal::output::random_hex;
+use crate::config::TerminalConfig;
+use crate::output::random_hex;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,7 +155,7 @@ impl SingularityEnv {
         }
         let binary = binary(config).unwrap_or_default();
         let image = local_image(&binary, config)?;
-        let env = allowed_env(&|name| std::env::var(name).ok(), &crate::tools::terminal::config::env_passthrough());
+        let env = allowed_env(&|name| std::env::var(name).ok(), &crate::config::env_passthrough());
         let instance = format!("hermes-{}", random_hex(8));
         let out = Command::new(&binary)
             .args(start_args(&image, &instance, config.container_cpu, config.container_memory_mb))
