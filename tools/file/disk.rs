@@ -4,7 +4,7 @@
 //! both, so results, refusals and limits match.
 
 use super::guard::Stamp;
-use super::remote::{Change, Committed, Kind, Probe, Remote, MAX_REMOTE_READ_BYTES};
+use hermes_environments::files::{Change, Committed, Kind, Probe, Remote, MAX_REMOTE_READ_BYTES};
 use super::{paths, v4a, write};
 use hermes_runtime::protected_paths::ProtectedPaths;
 use hermes_runtime::ToolContext;
@@ -158,7 +158,7 @@ impl EnvDisk {
     /// Probes `shown` with its content and applies the write rules to where it lands.
     pub fn target(&self, shown: &str, verb: &str) -> Result<(PathBuf, Probe), String> {
         let probe = self.remote.probe(shown, true)?;
-        if super::remote::is_device_path(&probe.real) {
+        if hermes_environments::files::is_device_path(&probe.real) {
             return Err(format!("{verb} denied: '{shown}' is a device or kernel file."));
         }
         // Without a home directory there, the credential places are guarded at the root.
@@ -267,7 +267,7 @@ impl Disk for EnvDisk {
     }
     fn lock_all(&self, targets: &[PathBuf]) -> Result<Box<dyn Held>, String> {
         let reals: Vec<String> = targets.iter().map(|t| self.real(t).to_string_lossy().into_owned()).collect();
-        Ok(Box::new(super::remote::lock_paths(&self.remote, &reals)))
+        Ok(Box::new(hermes_environments::files::lock_paths(&self.remote, &reals)))
     }
     fn apply(&self, plan: &v4a::Plan) -> Result<(), String> {
         let steps: Vec<(String, Option<Vec<u8>>, Option<&[u8]>)> = plan

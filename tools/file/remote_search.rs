@@ -2,7 +2,7 @@
 //! and its rows are shaped here into the results the local search gives: the same
 //! pattern checks, glob rules, shown paths, context split and bounds.
 
-use super::remote::{parse_listing, Remote};
+use hermes_environments::files::{parse_listing, Remote};
 use super::search::{self, ContentResults, Hit, NameGlob, Scope, SearchError, MAX_COLLECTED};
 use std::path::Path;
 use std::time::SystemTime;

@@ -16,7 +16,6 @@ mod loose;
 pub(crate) mod patch;
 pub(crate) mod paths;
 mod read;
-mod remote;
 mod remote_search;
 mod search;
 mod syntax;
@@ -24,6 +23,7 @@ mod v4a;
 pub(crate) mod write;
 
 use guard::{Dedup, FileState, Stamp, BLOCK_AT, WARN_AT};
+use hermes_environments::files as remote;
 
 /// Characters of `N|line` rows one read_file call returns at most.
 const MAX_READ_CHARS: usize = 100_000;

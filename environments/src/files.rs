@@ -1,7 +1,7 @@
-//! The file tools' reach into a task whose terminal runs elsewhere (docker, ssh,
-//! singularity, modal, daytona, vercel_sandbox): every look at a file and every change
-//! is a short POSIX shell script run through the task's environment, so the files are
-//! the ones `terminal` sees there. Content travels base64-encoded, so it arrives byte
+//! Files inside a task's environment when its terminal runs elsewhere (docker, ssh,
+//! singularity, modal, daytona, vercel_sandbox), for the file tools: every look at a
+//! file and every change is a short POSIX shell script run through the environment, so
+//! the files are the ones `terminal` sees there. Content travels base64-encoded, so it arrives byte
 //! for byte over every transport (pipes, ssh, JSON bodies), and every write is
 //! compare-and-swap: the script checks, under `flock` where the environment has it,
 //! that the file still holds what the edit was computed from before it renames the
@@ -10,8 +10,8 @@
 //! The environment needs bash, coreutils (`realpath`, `stat`, `base64`, `sha256sum`,
 //! `head`, `mv`, `mkdir`) and, for search_files, `rg` or GNU grep and find.
 
-use crate::tools::terminal::config::TerminalConfig;
-use crate::tools::terminal::env::{self, sh_quote, ReadEvent, Slot};
+use crate::config::TerminalConfig;
+use crate::env::{self, sh_quote, ReadEvent, Slot};
 use base64::Engine;
 use hermes_runtime::ToolContext;
 use std::path::{Path, PathBuf};
@@ -199,7 +199,7 @@ impl Remote {
     /// `flock` of its directory where the environment has `flock`), then the new contents
     /// are renamed over (missing directories created, permissions kept) and deletions made.
     pub fn commit(&self, changes: &[Change<'_>]) -> Result<Committed, String> {
-        let tag = crate::tools::terminal::output::random_hex(12);
+        let tag = crate::output::random_hex(12);
         let tmp = self.slot.env.temp_dir();
         let chunked = self.slot.env.stdin_in_command_line();
         let mut script = String::from("__fail() { printf '%s\\n' \"$1\" >&2; exit 1; }\n");
