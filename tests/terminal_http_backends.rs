@@ -3,7 +3,10 @@
 //! modal: through `hermes-tools serve` and the SDK bridge (environments/src/env/modal_bridge.py)
 //! with a STAND-IN `modal` module first on the bridge's PYTHONPATH
 //! (tests/fakes/modal_standin: the SDK's public synchronous API with its published
-//! signatures; Modal's service cannot be reached from here). `live_modal` uses the real
+//! signatures; Modal's service cannot be reached from here). The on-demand install into
+//! `$HERMES_HOME/modal/venv` runs for real (`python3 -m venv`, `pip install`) against a
+//! local wheel of that stand-in built by the test, with pip kept off every index and
+//! cache. `live_modal` uses the real
 //! SDK and service when `MODAL_TOKEN_ID` is set (ignored otherwise).
 //!
 //! daytona: end to end through `hermes-tools serve`, against tests/fakes/daytona_api.py
@@ -202,6 +205,134 @@ fn modal_availability_names_what_is_missing() {
     let r = serve.terminal(json!({"command": "true"}));
     let error = r["error"].as_str().unwrap();
     assert!(!error.contains("MODAL_TOKEN_ID"), "{error}");
+    serve.finish();
+}
+
+/// A wheel of the stand-in SDK (`modal` 1.0.0, with the fakes' `strict` helper it
+/// imports) in `dir`, built here: pip installs it from `dir` as from an index.
+fn standin_modal_wheel(dir: &std::path::Path) {
+    let script = r#"
+import base64, hashlib, os, sys, zipfile
+fakes, out = sys.argv[1], sys.argv[2]
+info = "modal-1.0.0.dist-info"
+records = []
+with zipfile.ZipFile(os.path.join(out, "modal-1.0.0-py3-none-any.whl"), "w") as wheel:
+    def add(name, data):
+        wheel.writestr(name, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        records.append(f"{name},sha256={digest},{len(data)}")
+    package = os.path.join(fakes, "modal_standin", "modal")
+    for name in sorted(os.listdir(package)):
+        if name.endswith(".py"):
+            add(f"modal/{name}", open(os.path.join(package, name), "rb").read())
+    add("strict.py", open(os.path.join(fakes, "strict.py"), "rb").read())
+    add(f"{info}/METADATA", b"Metadata-Version: 2.1\nName: modal\nVersion: 1.0.0\n")
+    add(f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: hermes-tools tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    records.append(f"{info}/RECORD,,")
+    wheel.writestr(f"{info}/RECORD", "\n".join(records) + "\n")
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(sandbox_fakes::fakes_dir())
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "building the stand-in wheel failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// pip with no index but `links` (a directory of wheels), no cache and no user config,
+/// so nothing outside the test's directories is read or written.
+fn offline_pip(links: &std::path::Path, scratch: &std::path::Path) -> Vec<(String, String)> {
+    let conf = scratch.join("pip.conf");
+    std::fs::write(&conf, "").unwrap();
+    vec![
+        ("PIP_NO_INDEX".into(), "1".into()),
+        ("PIP_FIND_LINKS".into(), links.display().to_string()),
+        ("PIP_NO_CACHE_DIR".into(), "1".into()),
+        ("PIP_CONFIG_FILE".into(), conf.display().to_string()),
+    ]
+}
+
+#[test]
+fn modal_installs_its_package_into_a_venv_on_first_use() {
+    // The SDK comes from a local wheel of the STAND-IN module (PyPI's `modal` would need
+    // Modal's service); the install path is the real one: `python3 -m venv` under
+    // $HERMES_HOME/modal, then `pip install 'modal>=1,<2'`.
+    let scratch = TempDir::new().unwrap();
+    let links = scratch.path().join("wheels");
+    std::fs::create_dir(&links).unwrap();
+    standin_modal_wheel(&links);
+    let state = TempDir::new().unwrap();
+    let home = TempDir::new().unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  backend: modal\n  modal_token_id: ak-1\n  modal_token_secret: as-2\n",
+    )
+    .unwrap();
+    let mut env = offline_pip(&links, scratch.path());
+    env.push(("MODAL_STANDIN_STATE".into(), state.path().display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut serve = Serve::start_in(home.path(), &env);
+    let r = serve.terminal(json!({"command": "echo through-the-installed-sdk"}));
+    assert_eq!(r["output"], "through-the-installed-sdk", "{r}");
+    serve.finish();
+    let venv = home.path().join("modal/venv");
+    let installed: Vec<_> = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("site-packages/modal/__init__.py").is_file())
+        .collect();
+    assert_eq!(installed.len(), 1, "modal is in the venv's site-packages");
+    let calls = std::fs::read_to_string(state.path().join("calls.log")).unwrap();
+    assert!(calls.contains("\"Sandbox.create\""), "{calls}");
+
+    // Installed once: the next server uses the venv as it is, with no index at all.
+    let mut serve = Serve::start_in(home.path(), &[("MODAL_STANDIN_STATE", state.path().to_str().unwrap()), ("PIP_NO_INDEX", "1")]);
+    let r = serve.terminal(json!({"command": "echo again"}));
+    assert_eq!(r["output"], "again", "{r}");
+    serve.finish();
+}
+
+#[test]
+fn modal_says_what_is_missing_when_it_cannot_install() {
+    let scratch = TempDir::new().unwrap();
+    let links = scratch.path().join("no-wheels");
+    std::fs::create_dir(&links).unwrap();
+    let config = "terminal:\n  backend: modal\n  modal_token_id: ak-1\n  modal_token_secret: as-2\n";
+
+    // No package to be had: pip's own reason, the venv it was for, what to do.
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let env = offline_pip(&links, scratch.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut serve = Serve::start_in(home.path(), &env);
+    let r = serve.terminal(json!({"command": "true"}));
+    assert_eq!(r["status"], "degraded", "{r}");
+    let venv = home.path().join("modal/venv");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.starts_with(&format!("pip install 'modal>=1,<2' into {} failed: ", venv.display())), "{reason}");
+    assert!(reason.contains("No matching distribution found for modal"), "{reason}");
+    assert_eq!(r["retry_hint"], "install the package by hand into that venv, or set TERMINAL_MODAL_PYTHON", "{r}");
+    serve.finish();
+
+    // No python3 to make the venv with: the availability check says so before anything runs.
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let empty_path = scratch.path().join("empty-path");
+    std::fs::create_dir(&empty_path).unwrap();
+    let mut serve = Serve::start_in(home.path(), &[("PATH", empty_path.to_str().unwrap())]);
+    let r = serve.terminal(json!({"command": "true"}));
+    assert_eq!(r["status"], "disabled", "{r}");
+    assert_eq!(
+        r["error"],
+        format!(
+            "the modal terminal backend is not available: missing the modal Python package: it is installed into {} \
+             on first use, but python3 was not found on PATH (or set TERMINAL_MODAL_PYTHON to an interpreter that has \
+             `modal`)",
+            home.path().join("modal/venv").display()
+        ),
+        "{r}"
+    );
     serve.finish();
 }
 
