@@ -238,6 +238,8 @@ fn file_tools_work_on_the_remote_side() {
     assert_eq!(r["output"], remote_home_real.to_string_lossy().as_ref(), "{r}");
     let dir = remote_home_real.join("work");
     file_tools_env::exercise(&mut session, &dir.to_string_lossy(), host_cwd.path());
+    // Tasks of their own (each its own connection) editing one remote file at once.
+    file_tools_env::concurrent_edits(&mut session, &dir.join("race.txt").to_string_lossy(), 6);
     // `~` in the file tools is the remote user's home.
     let r = session.call("write_file", json!({"path": "~/from-write-file.txt", "content": "remote home\n"}));
     assert_eq!(r["verified"], true, "{r}");

@@ -465,6 +465,15 @@ impl Drop for PathLock {
         for key in &self.keys {
             set.remove(key);
         }
+        EDITS_DONE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         wake.notify_all();
     }
+}
+
+static EDITS_DONE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many locked edits of this process have finished: an edit that looked at its
+/// files before taking the lock looks again when this moved meanwhile.
+pub fn edits_done() -> u64 {
+    EDITS_DONE.load(std::sync::atomic::Ordering::SeqCst)
 }

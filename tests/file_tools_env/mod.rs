@@ -30,10 +30,9 @@ impl Session {
     pub fn finish(self) {
         self.client.finish();
     }
-}
 
-impl ToolCalls for Session {
-    fn call(&mut self, tool: &str, args: Value) -> Value {
+    /// Sends one call as `task` without waiting; returns its id.
+    pub fn send_as(&mut self, task: &str, tool: &str, args: Value) -> String {
         self.calls += 1;
         let id = format!("call-{}", self.calls);
         self.client.send(&json!({
@@ -41,15 +40,50 @@ impl ToolCalls for Session {
             "type": "function",
             "function": {"name": tool, "arguments": args.to_string()},
             "session_id": "files",
-            "task_id": self.task,
+            "task_id": task,
         }));
-        loop {
+        id
+    }
+
+    /// The results of the calls `ids`, in that order, whatever order they finish in.
+    pub fn answers(&mut self, ids: &[String]) -> Vec<Value> {
+        let mut got = std::collections::HashMap::new();
+        while got.len() < ids.len() {
             let line = self.client.next();
-            if line["tool_call_id"] == id {
-                return serve_client::content(&line);
+            if let Some(id) = line["tool_call_id"].as_str().filter(|id| ids.iter().any(|i| i == id)) {
+                got.insert(id.to_string(), serve_client::content(&line));
             }
         }
+        ids.iter().map(|id| got.remove(id).unwrap()).collect()
     }
+}
+
+impl ToolCalls for Session {
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        let task = self.task.clone();
+        let id = self.send_as(&task, tool, args);
+        self.answers(&[id]).remove(0)
+    }
+}
+
+/// `edits` tasks patch one file of the environment (`path`, absolute) at once, each its
+/// own line: every edit lands, none is lost to another.
+pub fn concurrent_edits(s: &mut Session, path: &str, edits: usize) {
+    let text: String = (0..edits).map(|i| format!("slot-{i}\n")).collect();
+    let r = s.call("write_file", json!({"path": path, "content": text}));
+    assert_eq!(r["verified"], true, "{r}");
+    let ids: Vec<String> = (0..edits)
+        .map(|i| {
+            let task = format!("{}-edit-{i}", s.task);
+            s.send_as(&task, "patch", json!({"path": path, "old_string": format!("slot-{i}\n"), "new_string": format!("done-{i}\n")}))
+        })
+        .collect();
+    for r in s.answers(&ids) {
+        assert_eq!(r["success"], true, "{r}");
+    }
+    let r = s.call("read_file", json!({"path": path}));
+    let expected: Vec<String> = (0..edits).map(|i| format!("{}|done-{i}", i + 1)).collect();
+    assert_eq!(r["content"], expected.join("\n"), "{r}");
 }
 
 /// The scenario, in `dir` (an absolute directory inside the environment that does not
@@ -152,8 +186,18 @@ pub fn exercise(s: &mut impl ToolCalls, dir: &str, host_cwd: &Path) {
     let r = s.call("terminal", json!({"command": "cat notes.md"}));
     assert_eq!(r["output"], "# replaced", "{r}");
 
+    // A V4A move with an edit, and a deletion, in one step.
+    let v4a = "*** Begin Patch\n*** Update File: notes.md\n*** Move to: moved/notes.md\n@@\n-# replaced\n+# moved\n\
+               *** Delete File: conf.json\n*** End Patch\n";
+    let r = s.call("patch", json!({"mode": "patch", "patch": v4a}));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["files_deleted"], json!(["conf.json"]), "{r}");
+    assert_eq!(r["files_moved"], json!([{"from": "notes.md", "to": "moved/notes.md"}]), "{r}");
+    let r = s.call("terminal", json!({"command": "cat moved/notes.md; test -e notes.md || test -e conf.json || echo both-gone"}));
+    assert_eq!(r["output"], "# moved\nboth-gone", "{r}");
+
     // This machine's copy of the server's directory saw none of it.
-    for name in ["made_by_terminal.txt", "sub", "notes.md", "blob.txt", "conf.json"] {
+    for name in ["made_by_terminal.txt", "sub", "notes.md", "blob.txt", "conf.json", "moved"] {
         assert!(!host_cwd.join(name).exists(), "{name} appeared on this machine in {}", host_cwd.display());
     }
 }

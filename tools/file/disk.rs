@@ -103,6 +103,8 @@ pub struct EnvDisk {
     probes: RefCell<HashMap<PathBuf, Probe>>,
     written: RefCell<HashMap<PathBuf, bool>>,
     mirror: RefCell<Option<Mirror>>,
+    /// [`hermes_environments::files::edits_done`] before the first look.
+    edits_seen: std::cell::Cell<Option<u64>>,
 }
 
 /// The private copies a V4A patch is planned on; removed when dropped.
@@ -120,7 +122,13 @@ impl Drop for Mirror {
 
 impl EnvDisk {
     pub fn new(remote: Remote) -> EnvDisk {
-        EnvDisk { remote, probes: Default::default(), written: Default::default(), mirror: Default::default() }
+        EnvDisk {
+            remote,
+            probes: Default::default(),
+            written: Default::default(),
+            mirror: Default::default(),
+            edits_seen: Default::default(),
+        }
     }
 
     /// The real path inside the environment of `target` (a copy in the mirror, or real).
@@ -157,6 +165,9 @@ impl EnvDisk {
 
     /// Probes `shown` with its content and applies the write rules to where it lands.
     pub fn target(&self, shown: &str, verb: &str) -> Result<(PathBuf, Probe), String> {
+        if self.edits_seen.get().is_none() {
+            self.edits_seen.set(Some(hermes_environments::files::edits_done()));
+        }
         let probe = self.remote.probe(shown, true)?;
         if hermes_environments::files::is_device_path(&probe.real) {
             return Err(format!("{verb} denied: '{shown}' is a device or kernel file."));
@@ -170,6 +181,29 @@ impl EnvDisk {
         let target = PathBuf::from(&probe.real);
         self.probes.borrow_mut().insert(target.clone(), probe.clone());
         Ok((target, probe))
+    }
+
+    /// Looks at every file again when another edit of this process finished since the
+    /// first look (called with the edit locks held, so what it sees stays current).
+    fn refresh_after_lock(&self) -> Result<(), String> {
+        if self.edits_seen.get() == Some(hermes_environments::files::edits_done()) {
+            return Ok(());
+        }
+        let reals: Vec<PathBuf> = self.probes.borrow().keys().cloned().collect();
+        for real in reals {
+            let probe = self.remote.probe(&real.to_string_lossy(), true)?;
+            if let Some(mirror) = self.mirror.borrow().as_ref() {
+                let copy = mirror.root.join(probe.real.trim_start_matches('/'));
+                if mirror.real_of.contains_key(&copy) {
+                    let _ = std::fs::remove_file(&copy);
+                    if let Ok(Some(bytes)) = probe_bytes(&probe) {
+                        std::fs::write(&copy, bytes).map_err(|e| format!("cannot copy {}: {e}", probe.real))?;
+                    }
+                }
+            }
+            self.probes.borrow_mut().insert(real, probe);
+        }
+        Ok(())
     }
 
     fn probe_of(&self, target: &Path) -> Option<Probe> {
@@ -267,7 +301,9 @@ impl Disk for EnvDisk {
     }
     fn lock_all(&self, targets: &[PathBuf]) -> Result<Box<dyn Held>, String> {
         let reals: Vec<String> = targets.iter().map(|t| self.real(t).to_string_lossy().into_owned()).collect();
-        Ok(Box::new(hermes_environments::files::lock_paths(&self.remote, &reals)))
+        let lock = hermes_environments::files::lock_paths(&self.remote, &reals);
+        self.refresh_after_lock()?;
+        Ok(Box::new(lock))
     }
     fn apply(&self, plan: &v4a::Plan) -> Result<(), String> {
         let steps: Vec<(String, Option<Vec<u8>>, Option<&[u8]>)> = plan
