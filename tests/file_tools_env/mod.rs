@@ -167,6 +167,12 @@ pub fn exercise(s: &mut impl ToolCalls, dir: &str, host_cwd: &Path) {
     assert_eq!(r["is_binary"], true, "{r}");
     let r = s.call("read_file", json!({"path": "/proc/self/environ"}));
     assert!(r["error"].as_str().unwrap().starts_with("Refusing to read"), "{r}");
+    // Larger than one read through an environment carries: refused, saying so.
+    let r = s.call("terminal", json!({"command": "head -c 17000000 /dev/zero | tr '\\0' a > large.txt"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = s.call("read_file", json!({"path": "large.txt"}));
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("it is 17000000 bytes; the file tools read at most 16 MiB"), "{r}");
     let r = s.call("read_file", json!({"path": "sub"}));
     assert!(r["error"].as_str().unwrap().contains("is a directory"), "{r}");
     let r = s.call("read_file", json!({"path": "made_by_terminl.txt"}));
@@ -197,7 +203,7 @@ pub fn exercise(s: &mut impl ToolCalls, dir: &str, host_cwd: &Path) {
     assert_eq!(r["output"], "# moved\nboth-gone", "{r}");
 
     // This machine's copy of the server's directory saw none of it.
-    for name in ["made_by_terminal.txt", "sub", "notes.md", "blob.txt", "conf.json", "moved"] {
+    for name in ["made_by_terminal.txt", "sub", "notes.md", "blob.txt", "conf.json", "moved", "large.txt"] {
         assert!(!host_cwd.join(name).exists(), "{name} appeared on this machine in {}", host_cwd.display());
     }
 }

@@ -306,7 +306,9 @@ impl Disk for EnvDisk {
         Ok(Box::new(lock))
     }
     fn apply(&self, plan: &v4a::Plan) -> Result<(), String> {
-        let steps: Vec<(String, Option<Vec<u8>>, Option<&[u8]>)> = plan
+        // Per step: the real path, what it holds now, what it is to hold.
+        type Step<'p> = (String, Option<Vec<u8>>, Option<&'p [u8]>);
+        let steps: Vec<Step<'_>> = plan
             .steps()
             .map(|(copy, data)| {
                 let real = self.real(copy).to_string_lossy().into_owned();
