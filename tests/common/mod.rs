@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Where `program` is on PATH.
 pub fn which(program: &str) -> Option<String> {
@@ -45,3 +46,47 @@ pub fn line_channel(stdout: impl std::io::Read + Send + 'static) -> std::sync::m
     });
     lines
 }
+
+/// Where victims live: a place no sandboxed command may write, so not under /tmp or
+/// `$TMPDIR` (always writable inside the sandbox). The build's own temp folder is,
+/// unless the checkout itself lies under /tmp; then /var/tmp.
+pub fn outside_base() -> std::path::PathBuf {
+    let writable: Vec<std::path::PathBuf> = ["/tmp".into(), std::env::var("TMPDIR").unwrap_or_default()]
+        .into_iter()
+        .filter(|p: &String| !p.is_empty())
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    [env!("CARGO_TARGET_TMPDIR"), "/var/tmp"]
+        .into_iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .find(|p| !writable.iter().any(|w| p.starts_with(w)))
+        .expect("a temp folder outside /tmp and $TMPDIR (the build's, or /var/tmp)")
+}
+
+/// Host pids whose command line contains `needle`.
+pub fn host_pids_running(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (bounded) for every process matching `needle` to be gone; returns survivors.
+pub fn survivors(needle: &str) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let alive = host_pids_running(needle);
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
