@@ -323,3 +323,143 @@ fn the_agent_loop_runs_a_script_with_the_sessions_tools() {
     assert_eq!(tool_result["status"], "success", "{tool_result}");
     assert_eq!(tool_result["output"], "1|42 False\n");
 }
+
+// ------------------------------------------------------------------ remote backends
+
+/// A `hermes-tools serve` of one task in `workspace`, its calls made one at a time.
+fn serve_session(home: &Path, workspace: &Path, env: &[(&str, &std::ffi::OsStr)]) -> common::ServeSession {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
+    command
+        .arg("serve")
+        .env("HERMES_HOME", home)
+        .env("HOME", home)
+        .env_remove("HERMES_INTERACTIVE")
+        .env_remove("TERMINAL_ENV")
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .current_dir(workspace);
+    common::ServeSession::spawn(command, json!({"task_id": "remote"}))
+}
+
+/// The script of the remote tests: where it runs, a file it writes, and the terminal's
+/// view of that file from inside the same environment.
+const WHERE_AM_I: &str = "import os\nfrom hermes_tools import terminal\nopen('made-by-script.txt', 'w').write('written by the script\\n')\n\
+print(os.getcwd(), bool(os.environ.get('SSH_CONNECTION')))\nprint(terminal('cat made-by-script.txt')['output'])\n";
+
+/// podman (the docker backend, as tests/terminal_docker.rs drives it) with an image that
+/// holds bash, coreutils and the host's Debian Python 3 with its standard library. No
+/// registry is reachable, so the image is imported from a tarball built here;
+/// `.ci/setup.d/20-terminal.sh` installs podman, runc and Python.
+fn python_image() -> &'static (tempfile::TempDir, String) {
+    static SETUP: std::sync::OnceLock<(tempfile::TempDir, String)> = std::sync::OnceLock::new();
+    SETUP.get_or_init(|| {
+        let podman = common::which("podman").expect("podman was not found: run .ci/setup.d/20-terminal.sh");
+        let python = std::fs::canonicalize("/usr/bin/python3").expect("/usr/bin/python3 is missing: run .ci/setup.d/20-terminal.sh");
+        let version = python.file_name().unwrap().to_string_lossy().into_owned();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("containers.conf"), "[containers]\ndefault_ulimits = []\n").unwrap();
+        let rootfs = dir.path().join("rootfs");
+        common::build_rootfs(&rootfs, &["bash", "cat", "mv", "rm", "mkdir", "head", "sleep", "ls"]);
+        let build = format!(
+            "set -e; r={r}; mkdir -p $r/usr/bin $r/usr/lib; cp {py} $r/usr/bin/; ln -s {v} $r/usr/bin/python3
+             for l in $(ldd {py} | grep -o '/[^ ]*'); do mkdir -p $r$(dirname $l); cp -n $l $r$l; done
+             tar -C /usr/lib --exclude='__pycache__' --exclude={v}/test --exclude={v}/idlelib --exclude={v}/tkinter \
+               --exclude={v}/ensurepip --exclude={v}/lib2to3 -cf - {v} | tar -C $r/usr/lib -xf -
+             tar -C $r -cf {d}/rootfs.tar . && CONTAINERS_CONF={d}/containers.conf {podman} import {d}/rootfs.tar {EXEC_IMAGE} >/dev/null",
+            r = rootfs.display(),
+            py = python.display(),
+            v = version,
+            d = dir.path().display(),
+        );
+        let out = std::process::Command::new("bash").arg("-c").arg(&build).stdin(std::process::Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "building the test image failed: {}", String::from_utf8_lossy(&out.stderr));
+        (dir, podman)
+    })
+}
+
+const EXEC_IMAGE: &str = "localhost/hermes-execute-code-test:latest";
+
+#[test]
+fn in_a_podman_container_the_script_runs_where_the_terminal_runs() {
+    let (dir, podman) = python_image();
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    configure(
+        home.path(),
+        &format!(
+            "terminal:\n  backend: docker\n  docker_binary: {podman}\n  docker_global_args: [\"--runtime\", \"runc\"]\n  \
+             docker_run_args: [\"--ulimit\", \"host\"]\n  docker_image: {EXEC_IMAGE}\n  container_memory: 512\n\
+             code_execution:\n  timeout: 20\n"
+        ),
+    );
+    let conf = dir.path().join("containers.conf");
+    let mut session = serve_session(home.path(), workspace.path(), &[("CONTAINERS_CONF", conf.as_os_str())]);
+    let moved = session.call("terminal", json!({"command": "mkdir -p /root/work && cd /root/work"}));
+    assert_eq!(moved["exit_code"], 0, "{moved}");
+    // Unattended and without any approval setting: a container without host mounts is
+    // isolated, as for its terminal commands.
+    let result = session.call("execute_code", json!({"code": WHERE_AM_I}));
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["output"], "/root/work False\nwritten by the script\n", "{result}");
+    assert_eq!(result["tool_calls_made"], 1);
+    let seen = session.call("terminal", json!({"command": "cat made-by-script.txt; cat /etc/passwd"}));
+    assert_eq!(seen["output"], "written by the script\nroot:x:0:0:root:/root:/bin/bash", "{seen}");
+    assert!(!workspace.path().join("made-by-script.txt").exists(), "the script ran on the host");
+    // The timeout stops what the script started inside the container (its processes are
+    // host processes too, under the container's PID namespace).
+    let sleeper = "import subprocess, time\nsubprocess.Popen(['sleep', '3031.25'])\nprint('started', flush=True)\ntime.sleep(600)\n";
+    configure(home.path(), &std::fs::read_to_string(home.path().join("config.yaml")).unwrap().replace("timeout: 20", "timeout: 3"));
+    let timed_out = session.call("execute_code", json!({"code": sleeper}));
+    assert_eq!(timed_out["status"], "timeout", "{timed_out}");
+    assert_eq!(timed_out["output"].as_str().unwrap().lines().next(), Some("started"), "{timed_out}");
+    assert_eq!(common::survivors("sleep 3031.25"), Vec::<u32>::new(), "the script's child outlived the timeout");
+}
+
+#[path = "common/sshd.rs"]
+mod sshd;
+
+#[test]
+fn over_ssh_the_script_runs_in_the_remote_shell() {
+    let daemon = sshd::start_sshd();
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    // On the loopback the remote's file system is this machine's: the remote working
+    // directory is a temp dir of its own, apart from the server's.
+    let remote = tempfile::tempdir().unwrap();
+    let remote_cwd = std::fs::canonicalize(remote.path()).unwrap();
+    let d = daemon.dir.path().display();
+    let ssh = format!(
+        "terminal:\n  backend: ssh\n  ssh_host: 127.0.0.1\n  ssh_user: {user}\n  ssh_port: {port}\n  ssh_key: {d}/user_key\n  \
+         ssh_known_hosts: {d}/known_hosts\n  cwd: {cwd}\n",
+        user = sshd::current_user(),
+        port = daemon.port,
+        cwd = remote_cwd.display(),
+    );
+    // ssh reaches a real machine with the user's rights: as for its terminal commands,
+    // a script is refused where nobody can approve it, unless the operator opted in.
+    configure(home.path(), &ssh);
+    let mut session = serve_session(home.path(), workspace.path(), &[]);
+    let refused = session.call("execute_code", json!({"code": WHERE_AM_I}));
+    assert!(refused["error"].as_str().unwrap_or_default().contains("approvals.unattended_mode"), "{refused}");
+    drop(session);
+    configure(home.path(), &format!("{ssh}approvals:\n  unattended_mode: approve\n"));
+    let mut session = serve_session(home.path(), workspace.path(), &[]);
+    let result = session.call("execute_code", json!({"code": WHERE_AM_I}));
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["output"], format!("{} True\nwritten by the script\n", remote_cwd.display()), "{result}");
+    let seen = session.call("terminal", json!({"command": "cat made-by-script.txt"}));
+    assert_eq!(seen["output"], "written by the script", "{seen}");
+    assert!(remote_cwd.join("made-by-script.txt").exists());
+    assert!(!workspace.path().join("made-by-script.txt").exists(), "the script ran in the server's directory");
+}
+
+#[test]
+fn backends_that_cannot_carry_the_calls_say_so_instead_of_running_on_the_host() {
+    let home = tempfile::tempdir().unwrap();
+    for backend in ["modal", "daytona", "vercel_sandbox"] {
+        configure(home.path(), &format!("terminal:\n  backend: {backend}\n"));
+        let result = run(home.path(), "open('ran.txt', 'w').write('x')\n", &[]);
+        let error = result["error"].as_str().unwrap_or_else(|| panic!("{result}"));
+        assert!(error.contains(&format!("cannot run scripts on the {backend} terminal backend")), "{error}");
+        assert!(!home.path().join("ran.txt").exists());
+    }
+}

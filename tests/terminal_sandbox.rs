@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -82,43 +81,8 @@ impl Fixture {
         self.terminal_with(json!({"command": command}), &[])
     }
 
-    fn serve(&self) -> Server {
-        let mut child = self.command(&["serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let lines = common::line_channel(child.stdout.take().unwrap());
-        Server { stdin: child.stdin.take(), child, lines, next_id: 0 }
-    }
-}
-
-struct Server {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Server {
-    /// Sends one call of task `t1` and returns its decoded result.
-    fn call(&mut self, tool: &str, args: Value) -> Value {
-        self.next_id += 1;
-        let id = format!("c{}", self.next_id);
-        let line = json!({"id": id, "type": "function", "function": {"name": tool, "arguments": args.to_string()}, "task_id": "t1"});
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let raw = self.lines.recv_timeout(Duration::from_secs(60)).expect("an answer from serve");
-            let answer: Value = serde_json::from_str(&raw).unwrap();
-            if answer["tool_call_id"] == id.as_str() {
-                return serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
-            }
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
+    fn serve(&self) -> common::ServeSession {
+        common::ServeSession::spawn(self.command(&["serve"]), json!({"task_id": "t1"}))
     }
 }
 

@@ -90,3 +90,51 @@ pub fn survivors(needle: &str) -> Vec<u32> {
     }
 }
 
+
+/// A `hermes-tools serve` whose calls go one at a time, each after the answer to the last,
+/// so a later call sees what an earlier one left behind. `scope` (a JSON object such as
+/// `{"task_id": "t1"}`) is merged into every request.
+pub struct ServeSession {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<String>,
+    sent: u32,
+    scope: serde_json::Value,
+}
+
+impl ServeSession {
+    /// Starts `command` (the binary with `serve` and its settings) on pipes.
+    pub fn spawn(mut command: Command, scope: serde_json::Value) -> ServeSession {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("serve starts");
+        let answers = line_channel(child.stdout.take().unwrap());
+        ServeSession { stdin: child.stdin.take(), child, answers, sent: 0, scope }
+    }
+
+    /// One call; its decoded result.
+    pub fn call(&mut self, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        use std::io::Write;
+        self.sent += 1;
+        let id = format!("c{}", self.sent);
+        let mut request = serde_json::json!({"id": id, "type": "function", "function": {"name": tool, "arguments": args.to_string()}});
+        for (key, value) in self.scope.as_object().into_iter().flatten() {
+            request[key.as_str()] = value.clone();
+        }
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let raw = self.answers.recv_timeout(Duration::from_secs(120)).expect("an answer from serve");
+            let answer: serde_json::Value = serde_json::from_str(&raw).unwrap();
+            if answer["tool_call_id"] == id.as_str() {
+                return serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
+            }
+        }
+    }
+}
+
+impl Drop for ServeSession {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
