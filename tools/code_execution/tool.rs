@@ -139,6 +139,9 @@ impl Place {
             "local" if terminal.sandbox.mode == hermes_sandbox::Mode::Off => Ok(Place::Host),
             "local" => Ok(Place::Sandboxed),
             backend if STREAMING_BACKENDS.contains(&backend) => Ok(Place::Remote),
+            backend if !crate::tools::terminal::BACKENDS.contains(&backend) => {
+                Err(crate::tools::terminal::env::unknown_backend(backend).reason)
+            }
             backend => Err(format!(
                 "execute_code cannot run scripts on the {backend} terminal backend: it runs each command as one request \
                  and returns the output only at the end, so a script's tool calls cannot reach this runtime while it \
