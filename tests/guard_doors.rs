@@ -6,12 +6,12 @@
 
 #[path = "../command-guard/tests/corpus/mod.rs"]
 mod corpus;
+#[allow(dead_code)]
+mod common;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 use tempfile::TempDir;
 
@@ -194,56 +194,13 @@ fn the_oversized_command_refusal_suggests_no_way_around_itself() {
 }
 
 /// `hermes-tools serve` on a fresh home, with nobody to ask.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: u32,
-}
+struct Server;
 
 impl Server {
-    fn start(site: &Site) -> Server {
-        let mut child = hermes(site.home.path())
-            .arg("serve")
-            .current_dir(site.work.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Server { stdin: child.stdin.take(), child, lines, next_id: 0 }
-    }
-
-    fn call(&mut self, tool: &str, args: Value) -> Value {
-        self.next_id += 1;
-        let id = format!("c{}", self.next_id);
-        let request = json!({"id": id, "type": "function", "function": {"name": tool, "arguments": args.to_string()}, "session_id": "s1"});
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{request}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("an answer within 60 s");
-            let answer: Value = serde_json::from_str(&line).unwrap();
-            if answer["tool_call_id"] == id.as_str() {
-                return serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
-            }
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
+    fn start(site: &Site) -> common::ServeSession {
+        let mut command = hermes(site.home.path());
+        command.arg("serve").current_dir(site.work.path());
+        common::ServeSession::spawn(command, json!({"session_id": "s1"}))
     }
 }
 

@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -24,27 +23,11 @@ struct Fixture {
     hermes_home: TempDir,
 }
 
-/// Where victims live: a place no sandboxed command may write, so not under /tmp or
-/// `$TMPDIR` (always writable inside the sandbox). The build's own temp folder is,
-/// unless the checkout itself lies under /tmp; then /var/tmp.
-fn outside_base() -> std::path::PathBuf {
-    let writable: Vec<std::path::PathBuf> = ["/tmp".into(), std::env::var("TMPDIR").unwrap_or_default()]
-        .into_iter()
-        .filter(|p: &String| !p.is_empty())
-        .filter_map(|p| std::fs::canonicalize(p).ok())
-        .collect();
-    [env!("CARGO_TARGET_TMPDIR"), "/var/tmp"]
-        .into_iter()
-        .filter_map(|p| std::fs::canonicalize(p).ok())
-        .find(|p| !writable.iter().any(|w| p.starts_with(w)))
-        .expect("a temp folder outside /tmp and $TMPDIR (the build's, or /var/tmp)")
-}
-
 fn fixture() -> Fixture {
     let target_tmp = env!("CARGO_TARGET_TMPDIR");
     let f = Fixture {
         workspace: tempfile::tempdir_in(target_tmp).unwrap(),
-        outside: tempfile::tempdir_in(outside_base()).unwrap(),
+        outside: tempfile::tempdir_in(common::outside_base()).unwrap(),
         home: tempfile::tempdir().unwrap(),
         hermes_home: tempfile::tempdir().unwrap(),
     };
@@ -98,75 +81,13 @@ impl Fixture {
         self.terminal_with(json!({"command": command}), &[])
     }
 
-    fn serve(&self) -> Server {
-        let mut child = self.command(&["serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let lines = common::line_channel(child.stdout.take().unwrap());
-        Server { stdin: child.stdin.take(), child, lines, next_id: 0 }
-    }
-}
-
-struct Server {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Server {
-    /// Sends one call of task `t1` and returns its decoded result.
-    fn call(&mut self, tool: &str, args: Value) -> Value {
-        self.next_id += 1;
-        let id = format!("c{}", self.next_id);
-        let line = json!({"id": id, "type": "function", "function": {"name": tool, "arguments": args.to_string()}, "task_id": "t1"});
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let raw = self.lines.recv_timeout(Duration::from_secs(60)).expect("an answer from serve");
-            let answer: Value = serde_json::from_str(&raw).unwrap();
-            if answer["tool_call_id"] == id.as_str() {
-                return serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
-            }
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
+    fn serve(&self) -> common::ServeSession {
+        common::ServeSession::spawn(self.command(&["serve"]), json!({"task_id": "t1"}))
     }
 }
 
 fn output(result: &Value) -> &str {
     result["output"].as_str().unwrap_or_else(|| panic!("no output in {result}"))
-}
-
-/// Host pids whose command line contains `needle`.
-fn host_pids_running(needle: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
-        if !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(needle) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-/// Waits (bounded) for every process matching `needle` to be gone; returns survivors.
-fn survivors(needle: &str) -> Vec<u32> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let alive = host_pids_running(needle);
-        if alive.is_empty() || Instant::now() >= deadline {
-            return alive;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn base64_encode(text: &str) -> String {
@@ -302,14 +223,14 @@ fn nothing_started_by_a_foreground_call_survives_it() {
     .unwrap();
     let r = f.terminal("bash spawn.sh");
     assert!(output(&r).contains("running:2"), "the script did not start both: {r}");
-    assert_eq!(survivors("sleep 3001.25"), Vec::<u32>::new(), "the setsid child outlived the call");
-    assert_eq!(survivors("sleep 3002.25"), Vec::<u32>::new(), "the coprocess outlived the call");
+    assert_eq!(common::survivors("sleep 3001.25"), Vec::<u32>::new(), "the setsid child outlived the call");
+    assert_eq!(common::survivors("sleep 3002.25"), Vec::<u32>::new(), "the coprocess outlived the call");
 
     std::fs::write(f.workspace.path().join("hang.sh"), "(setsid sleep 3003.25 &)\nsleep 3004.25\n").unwrap();
     let r = f.terminal_with(json!({"command": "bash hang.sh", "timeout": 2}), &[]);
     assert_eq!(r["exit_code"], 124, "{r}");
-    assert_eq!(survivors("sleep 3003.25"), Vec::<u32>::new());
-    assert_eq!(survivors("sleep 3004.25"), Vec::<u32>::new());
+    assert_eq!(common::survivors("sleep 3003.25"), Vec::<u32>::new());
+    assert_eq!(common::survivors("sleep 3004.25"), Vec::<u32>::new());
 }
 
 #[test]
@@ -412,14 +333,14 @@ fn killing_a_background_process_ends_everything_it_started() {
     let started = server.call("terminal", json!({"command": "bash daemon.sh", "background": true}));
     let id = started["session_id"].as_str().unwrap_or_else(|| panic!("{started}")).to_string();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while host_pids_running("sleep 3005.25").is_empty() || host_pids_running("sleep 3006.25").is_empty() {
+    while common::host_pids_running("sleep 3005.25").is_empty() || common::host_pids_running("sleep 3006.25").is_empty() {
         assert!(Instant::now() < deadline, "the background script did not start its children");
         std::thread::sleep(Duration::from_millis(50));
     }
     let r = server.call("process", json!({"action": "kill", "session_id": id}));
     assert_eq!(r["status"], "killed", "{r}");
-    assert_eq!(survivors("sleep 3005.25"), Vec::<u32>::new(), "the detached child survived the kill");
-    assert_eq!(survivors("sleep 3006.25"), Vec::<u32>::new());
+    assert_eq!(common::survivors("sleep 3005.25"), Vec::<u32>::new(), "the detached child survived the kill");
+    assert_eq!(common::survivors("sleep 3006.25"), Vec::<u32>::new());
     let r = server.call("process", json!({"action": "poll", "session_id": id}));
     assert_eq!(r["status"], "exited", "{r}");
     assert_eq!(r["completion_reason"], "killed", "{r}");

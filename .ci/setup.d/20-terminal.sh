@@ -15,6 +15,8 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 # The file tools search through rg where the environment has it (the ssh test's remote
 # side, this machine) and through GNU grep and find where it does not (the container).
 command -v rg >/dev/null 2>&1 || need+=(ripgrep)
+# The execute_code container test copies Debian's Python (and its standard library) into its image.
+[ -x /usr/bin/python3 ] || need+=(python3)
 
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}"

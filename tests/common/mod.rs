@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Where `program` is on PATH.
 pub fn which(program: &str) -> Option<String> {
@@ -44,4 +45,96 @@ pub fn line_channel(stdout: impl std::io::Read + Send + 'static) -> std::sync::m
         }
     });
     lines
+}
+
+/// Where victims live: a place no sandboxed command may write, so not under /tmp or
+/// `$TMPDIR` (always writable inside the sandbox). The build's own temp folder is,
+/// unless the checkout itself lies under /tmp; then /var/tmp.
+pub fn outside_base() -> std::path::PathBuf {
+    let writable: Vec<std::path::PathBuf> = ["/tmp".into(), std::env::var("TMPDIR").unwrap_or_default()]
+        .into_iter()
+        .filter(|p: &String| !p.is_empty())
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    [env!("CARGO_TARGET_TMPDIR"), "/var/tmp"]
+        .into_iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .find(|p| !writable.iter().any(|w| p.starts_with(w)))
+        .expect("a temp folder outside /tmp and $TMPDIR (the build's, or /var/tmp)")
+}
+
+/// Host pids whose command line contains `needle`.
+pub fn host_pids_running(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (bounded) for every process matching `needle` to be gone; returns survivors.
+pub fn survivors(needle: &str) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let alive = host_pids_running(needle);
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+
+/// A `hermes-tools serve` whose calls go one at a time, each after the answer to the last,
+/// so a later call sees what an earlier one left behind. `scope` (a JSON object such as
+/// `{"task_id": "t1"}`) is merged into every request.
+pub struct ServeSession {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<String>,
+    sent: u32,
+    scope: serde_json::Value,
+}
+
+impl ServeSession {
+    /// Starts `command` (the binary with `serve` and its settings) on pipes.
+    pub fn spawn(mut command: Command, scope: serde_json::Value) -> ServeSession {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("serve starts");
+        let answers = line_channel(child.stdout.take().unwrap());
+        ServeSession { stdin: child.stdin.take(), child, answers, sent: 0, scope }
+    }
+
+    /// One call; its decoded result.
+    pub fn call(&mut self, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        use std::io::Write;
+        self.sent += 1;
+        let id = format!("c{}", self.sent);
+        let mut request = serde_json::json!({"id": id, "type": "function", "function": {"name": tool, "arguments": args.to_string()}});
+        for (key, value) in self.scope.as_object().into_iter().flatten() {
+            request[key.as_str()] = value.clone();
+        }
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let raw = self.answers.recv_timeout(Duration::from_secs(120)).expect("an answer from serve");
+            let answer: serde_json::Value = serde_json::from_str(&raw).unwrap();
+            if answer["tool_call_id"] == id.as_str() {
+                return serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
+            }
+        }
+    }
+}
+
+impl Drop for ServeSession {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
 }

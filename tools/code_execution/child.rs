@@ -1,18 +1,23 @@
-//! Running the script's interpreter: the one place the child is spawned, so an OS
-//! sandbox of the local terminal backend can wrap it; its output captured with caps,
-//! its process group killed on timeout or cancellation.
+//! Running the script's interpreter on this machine: built by the task's local terminal
+//! environment ([`Environment::local_command`]), so it runs inside the same OS sandbox,
+//! with the same environment allow-list, as the terminal's commands; its output
+//! captured with caps, its whole process tree killed on timeout or cancellation.
 
+use crate::tools::terminal::env::local::{kill_tree, Launch as SandboxLaunch, LocalCommand};
+use crate::tools::terminal::env::Environment;
 use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 pub const MAX_STDOUT_BYTES: usize = 50_000;
 pub const MAX_STDERR_BYTES: usize = 10_000;
 
-/// Environment variables a script keeps; everything else (keys, tokens) stays out.
-const PASSED_ENV: [&str; 9] = ["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TZ", "VIRTUAL_ENV"];
+/// The descriptor the script finds its end of the tool socket on. Above the ones the
+/// sandbox's launcher opens for its seccomp programs (3 and 4), so it passes through it.
+pub const RPC_FD: i32 = 63;
 
 /// What the script should run with.
 pub struct Launch<'a> {
@@ -20,36 +25,53 @@ pub struct Launch<'a> {
     pub script: &'a Path,
     pub cwd: &'a Path,
     pub module_dir: &'a Path,
-    pub socket: &'a Path,
+    /// The script's end of the socket pair the tool calls travel on.
+    pub socket: OwnedFd,
     pub token: &'a str,
 }
 
-/// Spawns the interpreter in a process group of its own with a scrubbed environment.
-/// Every execute_code child starts here.
-pub fn spawn_script(launch: &Launch<'_>) -> std::io::Result<Child> {
-    let mut command = Command::new(launch.python);
-    command.arg(launch.script).current_dir(launch.cwd).env_clear();
-    for name in PASSED_ENV {
-        if let Some(value) = std::env::var_os(name) {
-            command.env(name, value);
-        }
-    }
-    for (name, value) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("LC_") {
-            command.env(name, value);
-        }
-    }
-    command
-        .env("PYTHONPATH", launch.module_dir)
+/// Starts the interpreter through `env` (the task's local environment): inside its OS
+/// sandbox unless `terminal.sandbox.mode` is `off`, in a process group of its own.
+/// Every local execute_code child starts here.
+pub fn spawn_script(env: &dyn Environment, launch: Launch<'_>) -> Result<Child, String> {
+    let argv = vec![launch.python.as_os_str().to_owned(), launch.script.as_os_str().to_owned()];
+    let command: LocalCommand = match env.local_command(argv, launch.cwd, SandboxLaunch::default()) {
+        Some(built) => built.map_err(|e| e.reason)?,
+        None => return Err(format!("the {} environment does not run programs on this machine", env.backend())),
+    };
+    let mut cmd = command.to_command();
+    cmd.env("PYTHONPATH", launch.module_dir)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONUNBUFFERED", "1")
-        .env("HERMES_RPC_SOCKET", launch.socket)
+        .env("HERMES_RPC_FD", RPC_FD.to_string())
         .env("HERMES_RPC_TOKEN", launch.token)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    command.spawn()
+    let socket = launch.socket;
+    let fd = socket.as_raw_fd();
+    // SAFETY: dup2 and fcntl are async-signal-safe; `fd` stays open until after spawn.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == RPC_FD {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, RPC_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let spawned = command.launch(move || {
+        let child = cmd.spawn();
+        // The parent's copy of the script's end closes here, so the script's exit is seen.
+        drop(socket);
+        child
+    });
+    spawned.map_err(|e| format!("cannot start {}: {e}", launch.python.display()))
 }
 
 /// A capped capture: the first 40% and the last 60% of the cap, and the total seen.
@@ -99,12 +121,11 @@ pub struct Finished {
 }
 
 /// Waits for the child until it exits, `timeout` passes or `cancelled()` turns true;
-/// then the whole process group is stopped (TERM, then KILL).
+/// then its whole process tree is stopped (TERM, a grace period, KILL).
 pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -> Finished {
     let stdout = child.stdout.take().map(|p| std::thread::spawn(move || capture(p, MAX_STDOUT_BYTES)));
     let stderr = child.stderr.take().map(|p| std::thread::spawn(move || capture(p, MAX_STDERR_BYTES)));
     let deadline = Instant::now() + timeout;
-    let group = child.id() as i32;
     let ending = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ending::Exited(status.code().unwrap_or(-1)),
@@ -112,47 +133,40 @@ pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -
             Err(_) => break Ending::Exited(-1),
         }
         if cancelled() {
-            kill_group(group, &mut child);
+            stop_tree(&mut child);
             break Ending::Cancelled;
         }
         if Instant::now() >= deadline {
-            kill_group(group, &mut child);
+            stop_tree(&mut child);
             break Ending::TimedOut;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     // Background children that keep the pipes open would hold the readers: they are
-    // still in the group (so its id is not reused), and go with it.
+    // still in the group (so its id is not reused), and go with it. (Inside the sandbox
+    // they went already: the end of its first process ends its whole PID namespace.)
     let settle = Instant::now() + Duration::from_secs(1);
     let open = || stdout.as_ref().is_some_and(|h| !h.is_finished()) || stderr.as_ref().is_some_and(|h| !h.is_finished());
     while open() && Instant::now() < settle {
         std::thread::sleep(Duration::from_millis(10));
     }
     if open() {
-        kill_group_quietly(group);
+        // SAFETY: the group still has members (they hold our pipes), so its id is ours;
+        // the child itself is reaped, so its pid alone could name another process now.
+        unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) };
     }
     let join = |handle: Option<std::thread::JoinHandle<Captured>>| handle.and_then(|h| h.join().ok()).unwrap_or_default();
     Finished { ending, stdout: join(stdout), stderr: join(stderr) }
 }
 
-fn kill_group(group: i32, child: &mut Child) {
-    // SAFETY: signals to the process group the child leads.
-    unsafe { libc::killpg(group, libc::SIGTERM) };
-    let grace = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < grace {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // SAFETY: as above.
-    unsafe { libc::killpg(group, libc::SIGKILL) };
-    let _ = child.wait();
-}
-
-fn kill_group_quietly(group: i32) {
-    // SAFETY: the group still has members (they hold our pipes), so the id is ours.
-    unsafe { libc::killpg(group, libc::SIGKILL) };
+/// The child's group and every descendant (the sandbox's launcher, the interpreter and
+/// what it started), as the terminal stops its commands.
+fn stop_tree(child: &mut Child) {
+    let pid = child.id();
+    kill_tree(pid, Duration::from_secs(2), &mut || {
+        let _ = child.try_wait();
+    });
+    let _ = child.try_wait();
 }
 
 /// The interpreter: config `code_execution.python`, else python3 on PATH.

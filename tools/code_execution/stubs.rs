@@ -55,26 +55,56 @@ const HEADER: &str = r#""""Tools of the hermes-tools runtime, callable from this
 import json as _json, os as _os, shlex as _shlex, socket as _socket, threading as _threading, time as _time
 
 _connection = None
-# One request at a time on the one connection: the protocol has no request ids.
+_sequence = 0
+# One request at a time: a script's threads share the one channel.
 _lock = _threading.Lock()
+# Remote environments: requests go out on this descriptor (the run's own output stream)
+# and each answer comes back as a file in the run's folder.
+_FRAME = b"\x1ehermes-rpc:"
+
+
+def _exchange_local(line):
+    global _connection
+    if _connection is None:
+        _connection = _socket.socket(fileno=int(_os.environ["HERMES_RPC_FD"]))
+    _connection.sendall(line)
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = _connection.recv(65536)
+        if not chunk:
+            raise RuntimeError("the hermes-tools runtime closed the connection")
+        reply += chunk
+    return reply
+
+
+def _exchange_remote(line, sequence):
+    frame = _FRAME + line
+    out = int(_os.environ["HERMES_RPC_OUT_FD"])
+    while frame:
+        frame = frame[_os.write(out, frame):]
+    answer = _os.path.join(_os.environ["HERMES_RPC_DIR"], "resp-%d" % sequence)
+    pause = 0.001
+    while not _os.path.exists(answer):
+        _time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+    with open(answer, "rb") as handle:
+        reply = handle.read()
+    _os.unlink(answer)
+    return reply
 
 
 def _call(tool, args):
-    """Runs `tool` in the parent process and returns its result, parsed from JSON."""
-    global _connection
-    line = _json.dumps({"tool": tool, "args": {k: v for k, v in args.items() if v is not None},
-                        "token": _os.environ.get("HERMES_RPC_TOKEN", "")}) + "\n"
+    """Runs `tool` in the hermes-tools runtime and returns its result, parsed from JSON."""
+    global _sequence
     with _lock:
-        if _connection is None:
-            _connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-            _connection.connect(_os.environ["HERMES_RPC_SOCKET"])
-        _connection.sendall(line.encode())
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = _connection.recv(65536)
-            if not chunk:
-                raise RuntimeError("the hermes-tools runtime closed the connection")
-            reply += chunk
+        _sequence += 1
+        request = {"tool": tool, "args": {k: v for k, v in args.items() if v is not None},
+                   "token": _os.environ.get("HERMES_RPC_TOKEN", ""), "id": _sequence}
+        line = (_json.dumps(request) + "\n").encode()
+        if "HERMES_RPC_FD" in _os.environ:
+            reply = _exchange_local(line)
+        else:
+            reply = _exchange_remote(line, _sequence)
     result = _json.loads(reply.decode())
     if isinstance(result, str):
         try:
@@ -129,7 +159,7 @@ pub fn description(tools: &[&str], max_calls: usize, timeout_seconds: u64) -> St
          files, retry on failure). For a single call, or when you need to read the full result yourself, call the tool directly.\n\n\
          Available via `from hermes_tools import ...`:\n\n{listed}\n\n\
          Limits: {minutes} timeout, 50KB stdout cap, at most {max_calls} tool calls per script.\n\n\
-         The script runs in the session's working directory, on the machine of the local terminal backend. Print the result you want to stdout. \
+         The script runs where the terminal runs, in the same working directory (on this machine inside the terminal's sandbox, or in the terminal backend's environment). Print the result you want to stdout. \
          The Python standard library is available for processing between calls.\n\n\
          Also in hermes_tools: json_parse(text) (json.loads with strict=False, for terminal output), shell_quote(s) \
          (shlex.quote, for building commands), retry(fn, max_attempts=3, delay=2) (retries with backoff)."
@@ -148,3 +178,6 @@ pub fn import_example(tools: &[&str]) -> String {
         format!("{}, ...", picked.join(", "))
     }
 }
+
+/// How a request line starts on a remote run's output stream (`_FRAME` in the module).
+pub const FRAME_PREFIX: &[u8] = b"\x1ehermes-rpc:";

@@ -1,12 +1,14 @@
 //! `execute_code`: a Python script that calls the sandbox tools (file tools, terminal,
 //! web tools when this build has them) through a generated `hermes_tools` module.
 //!
-//! The script runs as a child process on the machine of the local terminal backend,
-//! in the task's working directory, started by [`child::spawn_script`] (the single
-//! spawn point an OS sandbox of that backend can wrap). Its tool calls come back over
-//! a Unix socket and run through the registry like direct calls. Only tools that are
-//! both sandbox tools and enabled for the session get functions, so a disabled tool
-//! cannot even be imported; the server refuses any other name too.
+//! The script runs where the task's terminal runs. On the local backend it is started
+//! by [`child::spawn_script`] through the task's environment, so it sits inside the
+//! same OS sandbox as terminal commands, and its tool calls come back over a socket
+//! pair. On docker/podman, ssh and singularity it runs inside that environment
+//! ([`remote`]); the HTTP backends cannot carry its calls and say so. The calls run
+//! through the registry like direct calls. Only tools that are both sandbox tools and
+//! enabled for the session get functions, so a disabled tool cannot even be imported;
+//! the parent refuses any other name too.
 
 use hermes_runtime::prelude::*;
 use hermes_runtime::Registry;
@@ -14,8 +16,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use crate::tools::terminal::config::TerminalConfig;
 
 mod child;
+mod remote;
 mod rpc;
 mod stubs;
 
@@ -80,53 +84,92 @@ pub fn execute_code(
         return Ok(ToolOutput::error("execute_code needs the runtime's registry; run it through hermes-tools call, serve, mcp or agent"));
     };
     let config = registry.config();
-    match crate::tools::terminal::config::TerminalConfig::load(ctx.hermes_home()) {
-        Ok(terminal) if terminal.backend == "local" => {}
-        Ok(terminal) => {
-            return Ok(ToolOutput::error(format!(
-                "execute_code runs scripts on the local terminal backend only; this installation's terminal backend is `{}`. Use terminal() there instead.",
-                terminal.backend
-            )))
-        }
+    let terminal = match TerminalConfig::load(ctx.hermes_home()) {
+        Ok(terminal) => terminal,
         Err(e) => return Ok(ToolOutput::error(format!("execute_code cannot read the terminal configuration: {e}"))),
-    }
-    // A script can spawn processes and touch files without passing the terminal's
-    // command checks, so the script as a whole goes through the approval flow first.
-    if let Err(refusal) = approve_script(&code, ctx) {
-        return Ok(ToolOutput::json(&refusal));
-    }
-    let Some(python) = child::find_python(configured_python(&config).as_deref()) else {
-        return Ok(ToolOutput::error("execute_code needs python3 on PATH (or code_execution.python in config.yaml)"));
+    };
+    let place = match Place::of(&terminal) {
+        Ok(place) => place,
+        Err(message) => return Ok(ToolOutput::error(message)),
     };
     let limits = limits(&config);
     let allowed = enabled_sandbox_tools(ctx, &registry);
-    match run(&code, &python, ctx, registry, allowed, &limits) {
+    let result = match place {
+        Place::Sandboxed | Place::Host => {
+            let Some(python) = child::find_python(configured_python(&config).as_deref()) else {
+                return Ok(ToolOutput::error("execute_code needs python3 on PATH (or code_execution.python in config.yaml)"));
+            };
+            run_local(&code, &python, place, &terminal, ctx, registry, allowed, &limits)
+        }
+        Place::Remote => {
+            if let Err(refusal) = approve_script(&code, &terminal.backend, crate::tools::terminal::has_host_access(&terminal), ctx) {
+                return Ok(ToolOutput::json(&refusal));
+            }
+            run_remote(&code, &terminal, ctx, registry, allowed, &limits)
+        }
+    };
+    match result {
         Ok(result) => Ok(ToolOutput::json(&result)),
-        Err(e) => Ok(ToolOutput::json(&json!({"status": "error", "error": e, "tool_calls_made": 0, "duration_seconds": 0.0}))),
+        Err(e) => Ok(ToolOutput::json(&failure(e))),
     }
 }
 
-/// The runtime's execute_code guard: where nobody can approve (call, serve, mcp, cron
-/// without an operator's `approvals.*_mode: approve`) the script is refused; a gateway
-/// or ask user approves it once; an interactive terminal session runs it.
-fn approve_script(code: &str, ctx: &ToolContext) -> Result<(), Value> {
+fn failure(error: String) -> Value {
+    json!({"status": "error", "error": error, "tool_calls_made": 0, "duration_seconds": 0.0})
+}
+
+/// Where a script runs: where the terminal's commands run.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    /// This machine, inside the terminal's OS sandbox.
+    Sandboxed,
+    /// This machine with the server's rights (`terminal.sandbox.mode: off`).
+    Host,
+    /// Inside the task's remote environment, its calls carried on the run's output.
+    Remote,
+}
+
+/// Backends whose commands stream their output while they run (a client program on
+/// this machine), which is what carries a remote script's tool calls.
+const STREAMING_BACKENDS: [&str; 3] = ["docker", "ssh", "singularity"];
+
+impl Place {
+    fn of(terminal: &TerminalConfig) -> Result<Place, String> {
+        match terminal.backend.as_str() {
+            "local" if terminal.sandbox.mode == hermes_sandbox::Mode::Off => Ok(Place::Host),
+            "local" => Ok(Place::Sandboxed),
+            backend if STREAMING_BACKENDS.contains(&backend) => Ok(Place::Remote),
+            backend if !crate::tools::terminal::BACKENDS.contains(&backend) => {
+                Err(crate::tools::terminal::env::unknown_backend(backend).reason)
+            }
+            backend => Err(format!(
+                "execute_code cannot run scripts on the {backend} terminal backend: it runs each command as one request \
+                 and returns the output only at the end, so a script's tool calls cannot reach this runtime while it \
+                 runs. Scripts run on the local, docker, ssh and singularity backends; here, call the tools directly \
+                 (terminal runs in the {backend} environment)."
+            )),
+        }
+    }
+}
+
+/// The runtime's execute_code guard, for scripts outside the OS sandbox (the local backend
+/// with `terminal.sandbox.mode: off`, and remote backends, whose isolated kinds it lets
+/// through): where nobody can approve (call, serve, mcp, cron without an operator's
+/// `approvals.*_mode: approve`) the script is refused; a gateway or ask user approves it
+/// once; an interactive terminal session runs it.
+fn approve_script(code: &str, backend: &str, has_host_access: bool, ctx: &ToolContext) -> Result<(), Value> {
     use hermes_runtime::approval::{ApprovalContext, Approvals, GuardOptions};
     let approvals = Approvals::for_home(ctx.hermes_home());
     let mut context = ApprovalContext::from_env();
     if !ctx.session_id().is_empty() {
         context.session_key = Some(ctx.session_id().to_string());
     }
-    let options = GuardOptions { has_host_access: true, ..Default::default() };
-    let verdict = approvals.check_execute_code_guard(code, "local", &context, &options);
+    let options = GuardOptions { has_host_access, ..Default::default() };
+    let verdict = approvals.check_execute_code_guard(code, backend, &context, &options);
     if verdict.is_approved() {
         return Ok(());
     }
-    Err(json!({
-        "status": "error",
-        "error": verdict.message.unwrap_or_else(|| "execute_code was not approved.".into()),
-        "tool_calls_made": 0,
-        "duration_seconds": 0.0,
-    }))
+    Err(failure(verdict.message.unwrap_or_else(|| "execute_code was not approved.".into())))
 }
 
 fn registry_for(ctx: &ToolContext) -> Option<Arc<Registry>> {
@@ -168,32 +211,102 @@ impl Drop for Staging {
     }
 }
 
-fn run(code: &str, python: &Path, ctx: &ToolContext, registry: Arc<Registry>, allowed: Vec<String>, limits: &Limits) -> Result<Value, String> {
+/// The gate for a script inside the OS sandbox: the terminal's rule for a program it
+/// runs there (`python3 script.py`, inside the sandbox, with the script's text read
+/// first). The floors (hardline, `sudo -S`, `approvals.deny`) refuse on the string
+/// literals of the script; otherwise it runs contained, with or without a person to ask.
+///
+/// It never escalates out of the sandbox, even when a person could grant it: the
+/// terminal lets a person's grant take out one flagged command they saw, but a script is
+/// a whole program written by the model, whose effects a grant cannot name. Whatever a
+/// script needs outside the wall it asks for through `terminal()`, and that call meets
+/// the terminal's own gate, where a person's grant of that command escalates it.
+fn contained_script_gate(script: &Path, cwd: &Path, ctx: &ToolContext) -> Result<(), Value> {
+    use crate::tools::terminal::env::sh_quote;
+    let command = format!("python3 {}", sh_quote(&script.to_string_lossy()));
+    let cwd = cwd.to_string_lossy();
+    match crate::tools::terminal::approval::script_gate(&command, &cwd, "local", true, ctx, false, true) {
+        Ok(_) => Ok(()),
+        Err(refusal) => {
+            let message = refusal["error"].as_str().unwrap_or("BLOCKED: the script was not approved.").replace(&script.to_string_lossy().into_owned(), "the script");
+            Err(failure(message))
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_local(
+    code: &str,
+    python: &Path,
+    place: Place,
+    terminal: &TerminalConfig,
+    ctx: &ToolContext,
+    registry: Arc<Registry>,
+    allowed: Vec<String>,
+    limits: &Limits,
+) -> Result<Value, String> {
     let staging = Staging::new()?;
     let module = staging.path().join("hermes_tools.py");
     std::fs::write(&module, stubs::module_source(&allowed)).map_err(|e| format!("cannot write the hermes_tools module: {e}"))?;
     let script = staging.path().join("script.py");
     std::fs::write(&script, code).map_err(|e| format!("cannot write the script: {e}"))?;
-    let socket = staging.path().join("rpc.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| format!("cannot open the tool socket: {e}"))?;
+    let slot = task_environment(terminal, ctx)?;
+    let cwd = PathBuf::from(slot.session.cwd());
+    let cwd = if cwd.is_absolute() { cwd } else { ctx.cwd().to_path_buf() };
+    let gate = match place {
+        Place::Sandboxed => contained_script_gate(&script, &cwd, ctx),
+        _ => approve_script(code, "local", true, ctx),
+    };
+    if let Err(refusal) = gate {
+        return Ok(refusal);
+    }
+    let (parent_end, script_end) = std::os::unix::net::UnixStream::pair().map_err(|e| format!("cannot open the tool socket: {e}"))?;
     let token = crate::tools::terminal::output::random_hex(32);
-    let server = rpc::Server::start(listener, registry, ctx.clone(), rpc::Limits { allowed, max_calls: limits.max_calls, token: token.clone() })
-        .map_err(|e| format!("cannot serve the tool socket: {e}"))?;
+    let dispatcher = Arc::new(rpc::Dispatcher::new(registry, ctx.clone(), rpc::Limits { allowed, max_calls: limits.max_calls, token: token.clone() }));
+    let server = rpc::Server::start(parent_end, dispatcher).map_err(|e| format!("cannot serve the tool socket: {e}"))?;
     let started = Instant::now();
-    let launch = child::Launch { python, script: &script, cwd: ctx.cwd(), module_dir: staging.path(), socket: &socket, token: &token };
-    let spawned = child::spawn_script(&launch);
-    let process = match spawned {
+    let launch = child::Launch { python, script: &script, cwd: &cwd, module_dir: staging.path(), socket: script_end.into(), token: &token };
+    let process = match child::spawn_script(slot.env.as_ref(), launch) {
         Ok(process) => process,
         Err(e) => {
             server.stop();
-            return Err(format!("cannot start {}: {e}", python.display()));
+            return Err(e);
         }
     };
     let cancel = ctx.cancellation().clone();
     let finished = child::wait(process, Duration::from_secs(limits.timeout), move || cancel.is_cancelled());
     let duration = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     let calls = server.stop();
-    Ok(shape_result(finished, calls, duration, limits.timeout))
+    let mut result = shape_result(finished, calls, duration, limits.timeout);
+    if place == Place::Sandboxed {
+        let (code, output) = (result["exit_code"].as_i64().unwrap_or(0) as i32, result["output"].as_str().unwrap_or("").to_string());
+        if let Some(note) = crate::tools::terminal::approval::sandbox_refusal_note(terminal.sandbox.mode, code, &output) {
+            result["sandbox"] = json!(note.replace("this command ran", "this script ran"));
+        }
+    }
+    Ok(result)
+}
+
+fn run_remote(code: &str, terminal: &TerminalConfig, ctx: &ToolContext, registry: Arc<Registry>, allowed: Vec<String>, limits: &Limits) -> Result<Value, String> {
+    let slot = task_environment(terminal, ctx)?;
+    let token = crate::tools::terminal::output::random_hex(32);
+    let dispatcher = Arc::new(rpc::Dispatcher::new(registry, ctx.clone(), rpc::Limits { allowed: allowed.clone(), max_calls: limits.max_calls, token: token.clone() }));
+    let module = stubs::module_source(&allowed);
+    let job = remote::Job { module: &module, code, token: &token, timeout: Duration::from_secs(limits.timeout) };
+    let started = Instant::now();
+    let cancel = ctx.cancellation().clone();
+    let finished = remote::run(&slot, job, Arc::clone(&dispatcher), &move || cancel.is_cancelled())?;
+    let duration = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
+    Ok(shape_result(finished, dispatcher.calls_made(), duration, limits.timeout))
+}
+
+/// The task's terminal environment, shared with its `terminal` calls.
+fn task_environment(terminal: &TerminalConfig, ctx: &ToolContext) -> Result<Arc<crate::tools::terminal::env::Slot>, String> {
+    use crate::tools::terminal::env;
+    if let Some(missing) = env::availability(terminal) {
+        return Err(format!("the {} terminal backend is not available: {missing}", terminal.backend));
+    }
+    env::get_or_create(terminal, ctx.task_id(), ctx.cwd()).map_err(|e| format!("the {} environment could not be reached: {}", terminal.backend, e.reason))
 }
 
 fn clean(bytes: &[u8]) -> String {

@@ -94,7 +94,7 @@ impl TerminalRequest {
 }
 
 /// Whether commands on the configured backend reach this machine's files.
-fn has_host_access(config: &TerminalConfig) -> bool {
+pub(crate) fn has_host_access(config: &TerminalConfig) -> bool {
     match config.backend.as_str() {
         "local" | "ssh" => true,
         "docker" => config.docker_mount_cwd

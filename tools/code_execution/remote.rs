@@ -1,0 +1,226 @@
+//! execute_code in a remote terminal environment (docker/podman, ssh, singularity): the
+//! interpreter runs inside the task's environment, where its `terminal` runs, started
+//! through [`Environment::run_bash`] like a terminal command.
+//!
+//! The tool calls travel on what every such backend already carries: each request is a
+//! framed line on the run's own output stream (the script's stdout and stderr go to
+//! files in a private folder of the run instead), and each answer is written back as a
+//! file in that folder by a short command of its own. When the run ends, the capped
+//! head and tail of the two files come back in one more command, and the folder goes.
+
+use super::child::{Captured, Ending, Finished, MAX_STDERR_BYTES, MAX_STDOUT_BYTES};
+use super::rpc::Dispatcher;
+use super::stubs::FRAME_PREFIX;
+use crate::tools::terminal::env::{sh_quote, Environment, ReadEvent, Running, Slot};
+use base64::Engine as _;
+use serde_json::Value;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Writes the module and the script from stdin: `argv[1]` the folder, `argv[2]` the
+/// module's length in bytes.
+const UNPACK: &str = r#"import sys
+d, n = sys.argv[1], int(sys.argv[2])
+data = sys.stdin.buffer.read()
+open(d + "/hermes_tools.py", "wb").write(data[:n])
+open(d + "/script.py", "wb").write(data[n:])
+"#;
+
+/// Prints, as JSON, each output file's total size and its capped head (the first 40%
+/// of the cap) and tail (up to the last 60%), base64-encoded: `argv[1]` the folder,
+/// then the caps of stdout and stderr.
+const COLLECT: &str = r#"import base64, json, os, sys
+d = sys.argv[1]
+out = {}
+for name, cap in (("stdout", int(sys.argv[2])), ("stderr", int(sys.argv[3]))):
+    path = os.path.join(d, name)
+    total = os.path.getsize(path) if os.path.exists(path) else 0
+    head_cap = cap * 2 // 5
+    head = tail = b""
+    if total:
+        with open(path, "rb") as f:
+            head = f.read(head_cap)
+            if total > len(head):
+                f.seek(max(len(head), total - (cap - head_cap)))
+                tail = f.read(cap - head_cap)
+    out[name] = [total, base64.b64encode(head).decode(), base64.b64encode(tail).decode()]
+print(json.dumps(out))
+"#;
+
+/// Output of the run's stream that is not a request (a shell's complaint), kept this far.
+const MAX_STREAM_NOISE: usize = 10_000;
+/// How long one staging, answer or collecting command may take.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct Job<'a> {
+    pub module: &'a str,
+    pub code: &'a str,
+    pub token: &'a str,
+    pub timeout: Duration,
+}
+
+/// Runs the script in `slot`'s environment, answering its tool calls with `dispatcher`.
+pub fn run(slot: &Slot, job: Job<'_>, dispatcher: Arc<Dispatcher>, cancelled: &dyn Fn() -> bool) -> Result<Finished, String> {
+    let env = Arc::clone(&slot.env);
+    let dir = format!("{}/hermes-exec-{}", env.temp_dir().trim_end_matches('/'), crate::tools::terminal::output::random_hex(12));
+    let q = sh_quote(&dir);
+    let command = format!(
+        "(umask 077 && mkdir -p {q}) && python3 -c {unpack} {q} {n} && \
+         HERMES_RPC_DIR={q} HERMES_RPC_OUT_FD=3 HERMES_RPC_TOKEN={token} PYTHONPATH={q}${{PYTHONPATH:+:$PYTHONPATH}} \
+         PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 python3 {q}/script.py 3>&1 >{q}/stdout 2>{q}/stderr </dev/null",
+        unpack = sh_quote(UNPACK),
+        n = job.module.len(),
+        token = sh_quote(job.token),
+    );
+    // Restores the task's shell state and working directory, and saves nothing back, so
+    // the `cd` and exports of the script's own terminal calls are kept.
+    let script = slot.session.wrap_background(&command, None);
+    let bundle = [job.module.as_bytes(), job.code.as_bytes()].concat();
+    let login = !slot.session.snapshot_ready();
+    let mut running = env.run_bash(&script, login, Some(bundle)).map_err(|e| format!("cannot start the script in the {} environment: {e}", env.backend()))?;
+
+    let (requests, queue) = mpsc::channel::<(u64, Vec<u8>)>();
+    let answerer = {
+        let (env, dir) = (Arc::clone(&env), dir.clone());
+        std::thread::Builder::new()
+            .name("execute-code-remote-rpc".into())
+            .spawn(move || {
+                for (id, request) in queue {
+                    let answer = dispatcher.answer_line(&request);
+                    let path = sh_quote(&format!("{dir}/resp-{id}"));
+                    // Written aside and renamed, so the script never reads half an answer.
+                    let write = format!("cat > {path}.part && mv -f {path}.part {path}");
+                    if let Err(e) = run_to_end(env.as_ref(), &write, Some(answer.into_bytes())) {
+                        eprintln!("warning: execute_code could not answer a tool call in the {} environment: {e}", env.backend());
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the tool-call thread: {e}"))?
+    };
+
+    let ending = pump(running.as_mut(), job.timeout, cancelled, &requests);
+    drop(requests);
+    let _ = answerer.join();
+    drop(running);
+
+    let collect = format!(
+        "python3 -c {collect} {q} {MAX_STDOUT_BYTES} {MAX_STDERR_BYTES}; rm -rf {q}",
+        collect = sh_quote(COLLECT)
+    );
+    let (collected, _) = run_to_end(env.as_ref(), &collect, None)?;
+    let (stdout, mut stderr) = parse_collected(&collected)?;
+    if stderr.total == 0 && !ending.noise.is_empty() {
+        // The interpreter never started (no python3, no folder): the shell said why.
+        stderr = Captured { total: ending.noise.len(), head: ending.noise, tail: Vec::new() };
+    }
+    Ok(Finished { ending: ending.ending, stdout, stderr })
+}
+
+struct Pumped {
+    ending: Ending,
+    noise: Vec<u8>,
+}
+
+/// Reads the run's stream until it ends, sending each request on; stops the run at the
+/// timeout or on cancellation.
+fn pump(running: &mut dyn Running, timeout: Duration, cancelled: &dyn Fn() -> bool, requests: &mpsc::Sender<(u64, Vec<u8>)>) -> Pumped {
+    let deadline = Instant::now() + timeout;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut noise: Vec<u8> = Vec::new();
+    let mut exited: Option<(i32, Instant)> = None;
+    let mut eof = false;
+    let take_lines = |pending: &mut Vec<u8>, noise: &mut Vec<u8>| {
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            match line.strip_prefix(FRAME_PREFIX) {
+                Some(request) => {
+                    let id = serde_json::from_slice::<Value>(request).ok().and_then(|r| r.get("id").and_then(Value::as_u64));
+                    if let Some(id) = id {
+                        let _ = requests.send((id, request.to_vec()));
+                    }
+                }
+                None if noise.len() < MAX_STREAM_NOISE => noise.extend_from_slice(&line[..line.len().min(MAX_STREAM_NOISE - noise.len())]),
+                None => {}
+            }
+        }
+    };
+    let ending = loop {
+        if !eof {
+            match running.read(Duration::from_millis(20)) {
+                ReadEvent::Data(bytes) => {
+                    pending.extend_from_slice(&bytes);
+                    take_lines(&mut pending, &mut noise);
+                }
+                ReadEvent::Eof => eof = true,
+                ReadEvent::Idle => {}
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if exited.is_none() {
+            exited = running.try_wait().map(|code| (code, Instant::now()));
+        }
+        if let Some((code, at)) = exited {
+            if eof || at.elapsed() > Duration::from_millis(300) {
+                break Ending::Exited(code);
+            }
+        }
+        if cancelled() {
+            running.kill(Duration::from_secs(2));
+            break Ending::Cancelled;
+        }
+        if Instant::now() >= deadline {
+            running.kill(Duration::from_secs(2));
+            break Ending::TimedOut;
+        }
+    };
+    if !pending.is_empty() {
+        pending.push(b'\n');
+        take_lines(&mut pending, &mut noise);
+    }
+    Pumped { ending, noise }
+}
+
+/// Runs a short command in `env` to its end: its output and exit code.
+fn run_to_end(env: &dyn Environment, script: &str, stdin: Option<Vec<u8>>) -> Result<(Vec<u8>, i32), String> {
+    let mut running = env.run_bash(script, false, stdin).map_err(|e| e.reason)?;
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut out = Vec::new();
+    let mut eof = false;
+    loop {
+        if !eof {
+            match running.read(Duration::from_millis(20)) {
+                ReadEvent::Data(bytes) => out.extend_from_slice(&bytes),
+                ReadEvent::Eof => eof = true,
+                ReadEvent::Idle => {}
+            }
+        }
+        if eof {
+            if let Some(code) = running.try_wait() {
+                return Ok((out, code));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if Instant::now() >= deadline {
+            running.kill(Duration::from_secs(1));
+            return Err(format!("a step in the {} environment did not finish within {}s", env.backend(), STEP_TIMEOUT.as_secs()));
+        }
+    }
+}
+
+fn parse_collected(raw: &[u8]) -> Result<(Captured, Captured), String> {
+    let text = String::from_utf8_lossy(raw);
+    let line = text.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
+    let parsed: Value = serde_json::from_str(line).map_err(|_| format!("cannot read the script's output back: {}", text.trim()))?;
+    let decode = |name: &str| -> Result<Captured, String> {
+        let entry = &parsed[name];
+        let part = |i: usize| base64::engine::general_purpose::STANDARD.decode(entry[i].as_str().unwrap_or_default());
+        Ok(Captured {
+            total: entry[0].as_u64().unwrap_or(0) as usize,
+            head: part(1).map_err(|e| format!("cannot decode the script's {name}: {e}"))?,
+            tail: part(2).map_err(|e| format!("cannot decode the script's {name}: {e}"))?,
+        })
+    };
+    Ok((decode("stdout")?, decode("stderr")?))
+}
