@@ -6,6 +6,7 @@
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use hermes_tools::tools::terminal;
 use serde_json::{json, Value};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
