@@ -1,14 +1,15 @@
 //! Files inside a task's environment when its terminal runs elsewhere (docker, ssh,
 //! singularity, modal, daytona, vercel_sandbox), for the file tools: every look at a
 //! file and every change is a short POSIX shell script run through the environment, so
-//! the files are the ones `terminal` sees there. Content travels base64-encoded, so it arrives byte
-//! for byte over every transport (pipes, ssh, JSON bodies), and every write is
-//! compare-and-swap: the script checks, under `flock` where the environment has it,
-//! that the file still holds what the edit was computed from before it renames the
-//! new content over it.
+//! the files are the ones `terminal` sees there. Content travels base64-encoded, so it
+//! arrives byte for byte over every transport (pipes, ssh, JSON bodies), and every write
+//! is compare-and-swap: the script checks, under `flock` where the environment has it,
+//! that the file still holds what the edit was computed from before it renames the new
+//! content over it.
 //!
 //! The environment needs bash, coreutils (`realpath`, `stat`, `base64`, `sha256sum`,
-//! `head`, `mv`, `mkdir`) and, for search_files, `rg` or GNU grep and find.
+//! `head`, `mv`, `mkdir`, `chmod`, `dirname`, `ls`, `tr`) and, for search_files, `rg`
+//! or GNU grep and find.
 
 use crate::config::TerminalConfig;
 use crate::env::{self, sh_quote, ReadEvent, Slot};
