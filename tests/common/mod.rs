@@ -1,4 +1,6 @@
 //! Helpers shared by the terminal backend tests.
+//! Not every test binary that includes this module uses every helper.
+#![allow(dead_code)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};
