@@ -337,6 +337,26 @@ mod tests {
     }
 
     #[test]
+    fn base_check_compares_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        assert!(holds(&path, None).unwrap());
+        // Over one comparison block, differing only near the end.
+        let base: Vec<u8> = (0..COMPARE_BLOCK * 2 + 7).map(|i| b'a' + (i % 26) as u8).collect();
+        std::fs::write(&path, &base).unwrap();
+        assert!(holds(&path, Some(&base)).unwrap());
+        assert!(!holds(&path, None).unwrap());
+        let mut other = base.clone();
+        *other.last_mut().unwrap() = b'!';
+        assert!(!holds(&path, Some(&other)).unwrap());
+        assert!(!holds(&path, Some(&base[..base.len() - 1])).unwrap());
+        assert!(matches!(replace_checked(&path, Some(&other), b"new"), Err(ReplaceError::BaseChanged)));
+        assert_eq!(std::fs::read(&path).unwrap(), base);
+        replace_checked(&path, Some(&base), b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+    }
+
+    #[test]
     fn styles() {
         let style = Style::detect(b"a\r\nb\r\n");
         assert!(style.crlf && !style.bom);
