@@ -201,6 +201,21 @@ fn v4a_ambiguous_context_is_refused() {
 }
 
 #[test]
+fn v4a_keeps_the_bytes_of_lines_it_does_not_touch() {
+    let w = Workspace::new();
+    // Mostly LF with two CRLF lines, and no newline at the end.
+    w.put("mixed.txt", "one\ntwo\r\nthree\nfour\r\nfive");
+    let v = w.v4a("*** Begin Patch\n*** Update File: mixed.txt\n two\n-three\n+THREE\n four\n*** End Patch");
+    ok(&v);
+    assert_eq!(w.get("mixed.txt"), "one\ntwo\r\nTHREE\nfour\r\nfive");
+    assert!(v["diff"].as_str().unwrap().contains("-three\n+THREE\n"), "{v}");
+    // A CRLF file with a byte-order mark keeps both; the last line keeps its lack of a newline.
+    w.put("win.txt", "\u{feff}a\r\nb\r\nc");
+    ok(&w.v4a("*** Begin Patch\n*** Update File: win.txt\n-c\n+C\n+D\n*** End Patch"));
+    assert_eq!(w.get("win.txt"), "\u{feff}a\r\nb\r\nC\r\nD");
+}
+
+#[test]
 fn v4a_replayed_patch_reports_already_applied() {
     let w = Workspace::new();
     w.put("p.txt", "alpha\nbeta\ngamma\n");

@@ -22,7 +22,7 @@ pub fn unified_diff(old: &str, new: &str, old_name: &str, new_name: &str) -> Str
     let from = back_lines(old, head, CONTEXT);
     let old_end = forward_lines(old, old.len() - tail, CONTEXT);
     let new_end = new.len() - (old.len() - old_end);
-    let skipped_lines = old[..from].matches('\n').count();
+    let skipped_lines = bytecount::count(&old.as_bytes()[..from], b'\n');
     let old_part = &old[from..old_end];
     let new_part = &new[from..new_end];
     let diff = similar::TextDiff::configure()
@@ -73,18 +73,43 @@ fn hunk_range((start, end): (usize, usize), offset: usize) -> String {
     }
 }
 
+/// Bytes compared at a time when looking for the first difference: slice equality
+/// of a block is a `memcmp`, far faster than walking byte by byte.
+const BLOCK: usize = 4096;
+
+/// Length of the longest common prefix of `a` and `b`.
+fn same_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + BLOCK <= n && a[at..at + BLOCK] == b[at..at + BLOCK] {
+        at += BLOCK;
+    }
+    at + a[at..n].iter().zip(&b[at..n]).take_while(|(x, y)| x == y).count()
+}
+
+/// Length of the longest common suffix of `a` and `b`.
+fn same_suffix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut end = n;
+    while end >= BLOCK && a[end - BLOCK..end] == b[end - BLOCK..end] {
+        end -= BLOCK;
+    }
+    n - end + a[..end].iter().rev().zip(b[..end].iter().rev()).take_while(|(x, y)| x == y).count()
+}
+
 /// Length of the common head of both texts, cut back to a line start.
 fn common_head(a: &str, b: &str) -> usize {
-    let same = a.as_bytes().iter().zip(b.as_bytes()).take_while(|(x, y)| x == y).count();
-    a.as_bytes()[..same].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1)
+    let same = same_prefix(a.as_bytes(), b.as_bytes());
+    memchr::memrchr(b'\n', &a.as_bytes()[..same]).map_or(0, |i| i + 1)
 }
 
 /// Length of the common tail of both texts, starting at a line start in both.
 fn common_tail(a: &str, b: &str) -> usize {
-    let same = a.as_bytes().iter().rev().zip(b.as_bytes().iter().rev()).take_while(|(x, y)| x == y).count();
+    let same = same_suffix(a.as_bytes(), b.as_bytes());
     let tail = &a.as_bytes()[a.len() - same..];
     // The first line break inside the common part makes both cut points line starts.
-    match tail.iter().position(|&c| c == b'\n') {
+    match memchr::memchr(b'\n', tail) {
         Some(i) => same - (i + 1),
         None => 0,
     }
@@ -96,7 +121,7 @@ fn back_lines(text: &str, mut at: usize, lines: usize) -> usize {
         if at == 0 {
             break;
         }
-        at = text.as_bytes()[..at - 1].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+        at = memchr::memrchr(b'\n', &text.as_bytes()[..at - 1]).map_or(0, |i| i + 1);
     }
     at
 }
@@ -104,7 +129,7 @@ fn back_lines(text: &str, mut at: usize, lines: usize) -> usize {
 /// The line start `lines` lines after line start `at` (or the end).
 fn forward_lines(text: &str, mut at: usize, lines: usize) -> usize {
     for _ in 0..lines {
-        match text.as_bytes()[at..].iter().position(|&c| c == b'\n') {
+        match memchr::memchr(b'\n', &text.as_bytes()[at..]) {
             Some(i) => at += i + 1,
             None => return text.len(),
         }
@@ -122,17 +147,22 @@ mod tests {
 
     #[test]
     fn same_as_a_whole_file_diff() {
-        let old: String = (0..200).map(|i| format!("line {i}\n")).collect();
-        let cases = [
-            old.replace("line 100\n", "line hundred\n"),
-            old.replace("line 0\n", ""),
-            old.replace("line 199\n", "last"),
-            format!("{old}extra\n"),
-            old.replace("line 10\n", "x\n").replace("line 150\n", "y\n"),
-            String::new(),
-        ];
-        for new in cases {
-            assert_eq!(unified_diff(&old, &new, "a", "b"), reference(&old, &new));
+        // 200 lines fit in one comparison block; 5000 lines span many.
+        for lines in [200, 5000] {
+            let old: String = (0..lines).map(|i| format!("line {i}\n")).collect();
+            let last = format!("line {}\n", lines - 1);
+            let cases = [
+                old.replace("line 100\n", "line hundred\n"),
+                old.replace("line 0\n", ""),
+                old.replace(&last, "last"),
+                format!("{old}extra\n"),
+                old.replace("line 10\n", "x\n").replace("line 150\n", "y\n"),
+                old.replace("line 1\n", "x\n").replace(&format!("line {}\n", lines - 2), "y\n"),
+                String::new(),
+            ];
+            for new in cases {
+                assert_eq!(unified_diff(&old, &new, "a", "b"), reference(&old, &new));
+            }
         }
         assert_eq!(unified_diff("a\nb", "a\nc", "a", "b"), reference("a\nb", "a\nc"));
         assert_eq!(unified_diff("", "x\n", "a", "b"), reference("", "x\n"));

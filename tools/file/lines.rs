@@ -1,7 +1,8 @@
 //! Finding a run of lines among a file's lines in linear time: every line is
 //! compared after a normalisation, the wanted lines are interned to numbers and the
 //! run is found with Knuth–Morris–Pratt, so a large `old_string` or hunk costs
-//! O(file + pattern) rather than O(file × pattern).
+//! O(file + pattern) rather than O(file × pattern). Lines of a length no wanted line
+//! has are ruled out before any hashing.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -77,7 +78,9 @@ pub fn find_runs<S: AsRef<str>, W: AsRef<str>>(haystack: &[S], wanted: &[W], nor
     if wanted.is_empty() || wanted.len() > haystack.len() {
         return Vec::new();
     }
-    let mut ids: HashMap<Cow<'_, str>, u32> = HashMap::with_capacity(wanted.len());
+    // Keyed with a fast seeded hash: every candidate line of the file is hashed once.
+    let mut ids: HashMap<Cow<'_, str>, u32, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(wanted.len(), foldhash::fast::RandomState::default());
     let pattern: Vec<u32> = wanted
         .iter()
         .map(|line| {
@@ -85,8 +88,23 @@ pub fn find_runs<S: AsRef<str>, W: AsRef<str>>(haystack: &[S], wanted: &[W], nor
             *ids.entry(normalise(line.as_ref())).or_insert(next)
         })
         .collect();
-    let text: Vec<u32> =
-        haystack.iter().map(|line| ids.get(&normalise(line.as_ref())).copied().unwrap_or(u32::MAX)).collect();
+    // A line whose normalised length no wanted line has cannot match: most lines of
+    // a large file are ruled out by that, without hashing them.
+    let longest = ids.keys().map(|line| line.len()).max().unwrap_or(0);
+    let mut wanted_length = vec![false; longest + 1];
+    for line in ids.keys() {
+        wanted_length[line.len()] = true;
+    }
+    let text: Vec<u32> = haystack
+        .iter()
+        .map(|line| {
+            let line = normalise(line.as_ref());
+            if !wanted_length.get(line.len()).copied().unwrap_or(false) {
+                return u32::MAX;
+            }
+            ids.get(&line).copied().unwrap_or(u32::MAX)
+        })
+        .collect();
     kmp(&text, &pattern, overlapping)
 }
 

@@ -83,7 +83,7 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
     if old.trim().is_empty() {
         return Err(Miss::NotFound(None));
     }
-    let exact: Vec<Range<usize>> = text.match_indices(old).map(|(at, m)| at..at + m.len()).collect();
+    let exact = occurrences(text, old);
     if !exact.is_empty() {
         return Ok(Found::new(Strategy::Exact, exact, old, Fit::AsGiven, NewText::AsGiven));
     }
@@ -105,8 +105,7 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
     }
     let unescaped = unescape(old);
     if unescaped != old && !unescaped.trim().is_empty() {
-        let mut ranges: Vec<Range<usize>> =
-            text.match_indices(unescaped.as_str()).map(|(at, m)| at..at + m.len()).collect();
+        let mut ranges = occurrences(text, &unescaped);
         if ranges.is_empty() {
             ranges = line_matches(text, &spans, &unescaped, lines::trim_end);
         }
@@ -115,8 +114,7 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
         }
     }
     if let Some(stripped) = strip_line_numbers(old) {
-        let mut ranges: Vec<Range<usize>> =
-            text.match_indices(stripped.as_str()).map(|(at, m)| at..at + m.len()).collect();
+        let mut ranges = occurrences(text, &stripped);
         if ranges.is_empty() {
             ranges = line_matches(text, &spans, &stripped, lines::trim_end);
         }
@@ -141,6 +139,12 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
     }
 }
 
+/// Where `wanted` occurs verbatim, left to right without overlap (a SIMD search:
+/// the whole of a large file is scanned to tell a unique match from several).
+fn occurrences(text: &str, wanted: &str) -> Vec<Range<usize>> {
+    memchr::memmem::find_iter(text.as_bytes(), wanted.as_bytes()).map(|at| at..at + wanted.len()).collect()
+}
+
 /// Non-space characters `new_string` must have for its presence to count as a replay.
 const MIN_REPLAY_EVIDENCE: usize = 6;
 
@@ -153,7 +157,7 @@ pub fn already_applied(text: &str, new: &str, replace_all: bool) -> bool {
     if new.chars().filter(|c| !c.is_whitespace()).count() < MIN_REPLAY_EVIDENCE {
         return false;
     }
-    let mut count = text.match_indices(new).count();
+    let mut count = memchr::memmem::find_iter(text.as_bytes(), new.as_bytes()).count();
     if count == 0 {
         count = line_matches(text, &lines::spans(text), new, lines::trim_end).len();
     }

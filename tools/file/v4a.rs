@@ -18,8 +18,9 @@
 use super::lines::{self as lines_mod, Normalise};
 use super::loose::Loose;
 use super::patch::{closest_region, unified_diff};
-use std::borrow::Cow;
+use super::syntax::Language;
 use super::write::{atomic_write, create_parents, Style};
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -300,15 +301,20 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                 claim(&mut seen, &mut deleted, &source, path, false)?;
                 let raw = read_text(&source, path)?;
                 let style = Style::detect(raw.as_bytes());
-                let text = style.to_model(&raw);
+                // A plain file needs no conversion: spare a large file two copies.
+                let plain = style == Style::default();
+                let text = if plain { raw } else { style.to_model(&raw) };
                 let (updated, replayed) = apply_hunks(&text, hunks, path)?;
                 plan.already_applied += replayed;
-                if updated != text {
-                    plan.checks.push((move_to.as_deref().map_or_else(|| source.clone(), &resolve), move_to.clone().unwrap_or_else(|| path.clone()), Some(text.clone()), updated.clone()));
-                }
-                let data = style.to_disk(&updated).into_bytes();
                 let shown_dest = move_to.as_deref().unwrap_or(path);
                 plan.diff.push_str(&unified_diff(&text, &updated, &format!("a/{path}"), &format!("b/{shown_dest}")));
+                let checked = move_to.as_deref().map_or_else(|| source.clone(), &resolve);
+                // Only a language the syntax checks know needs the two texts kept.
+                if updated != text && Language::of(&checked).is_some() {
+                    plan.checks.push((checked, shown_dest.to_string(), Some(text.clone()), updated.clone()));
+                }
+                let unchanged = updated == text;
+                let data = if plain { updated.into_bytes() } else { style.to_disk(&updated).into_bytes() };
                 match move_to {
                     Some(dest_shown) => {
                         let dest = resolve(dest_shown);
@@ -324,7 +330,7 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                             plan.touched.push(source.clone());
                             plan.touched.push(dest);
                             plan.changed = true;
-                        } else if updated != text {
+                        } else if !unchanged {
                             plan.steps.push(Step::Write { path: source.clone(), data, permissions: None });
                             plan.touched.push(source.clone());
                             plan.changed = true;
@@ -332,7 +338,7 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                         plan.files_modified.push(dest_shown.clone());
                     }
                     None => {
-                        if updated != text {
+                        if !unchanged {
                             plan.steps.push(Step::Write { path: source.clone(), data, permissions: None });
                             plan.touched.push(source.clone());
                             plan.changed = true;
@@ -358,11 +364,54 @@ fn read_text(path: &Path, shown: &str) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("{shown}: not valid UTF-8, not patched"))
 }
 
+/// One line of the file being patched: its text without the line break, borrowed
+/// from the file until a hunk changes it, and whether its break is CRLF (a line no
+/// hunk replaces keeps its own break, whatever the other lines use).
+#[derive(Clone)]
+struct FileLine<'a> {
+    text: Cow<'a, str>,
+    crlf: bool,
+}
+
+impl AsRef<str> for FileLine<'_> {
+    fn as_ref(&self) -> &str {
+        &self.text
+    }
+}
+
+fn split_lines(text: &str) -> Vec<FileLine<'_>> {
+    let mut lines = Vec::with_capacity(bytecount::count(text.as_bytes(), b'\n') + 1);
+    for piece in text.split_inclusive('\n') {
+        let (body, crlf) = match piece.strip_suffix('\n') {
+            Some(body) => match body.strip_suffix('\r') {
+                Some(body) => (body, true),
+                None => (body, false),
+            },
+            None => (piece, false),
+        };
+        lines.push(FileLine { text: Cow::Borrowed(body), crlf });
+    }
+    lines
+}
+
+/// The lines put back together, each with its own break; the last one gets a break
+/// only when `trailing_newline`.
+fn join_lines(lines: &[FileLine<'_>], trailing_newline: bool) -> String {
+    let mut out = String::with_capacity(lines.iter().map(|l| l.text.len() + 2).sum());
+    for (i, line) in lines.iter().enumerate() {
+        out.push_str(&line.text);
+        if i + 1 < lines.len() || trailing_newline {
+            out.push_str(if line.crlf { "\r\n" } else { "\n" });
+        }
+    }
+    out
+}
+
 /// Applies the hunks of one file in order; each must be found after the previous
 /// one. Returns the new text and how many hunks were found already applied.
-fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<(String, usize), String> {
+fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(String, usize), String> {
     let trailing_newline = text.ends_with('\n') || text.is_empty();
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut lines = split_lines(text);
     let mut cursor = 0usize;
     let mut replayed = 0usize;
     for (index, hunk) in hunks.iter().enumerate() {
@@ -454,7 +503,8 @@ fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<(String, usize
             }
             let wanted = old.join("\n");
             let mut message = format!("{label}: its context and removed lines were not found in the file");
-            if let Some((line, snippet, _)) = closest_region(&lines.join("\n"), &wanted) {
+            let plain: Vec<&str> = lines.iter().map(|l| l.text.as_ref()).collect();
+            if let Some((line, snippet, _)) = closest_region(&plain.join("\n"), &wanted) {
                 message.push_str(&format!(". The most similar region starts at line {line}:\n{snippet}"));
             }
             return Err(message);
@@ -462,20 +512,19 @@ fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<(String, usize
         let added = splice_hunk(&mut lines, at, hunk, &old, Level::Exact);
         cursor = at + added;
     }
-    let mut out = lines.join("\n");
-    if trailing_newline && !lines.is_empty() {
-        out.push('\n');
-    }
-    Ok((out, replayed))
+    Ok((join_lines(&lines, trailing_newline), replayed))
 }
 
 /// Puts the hunk's new lines in place of its old ones at line `at`; returns how
 /// many lines replaced them. Context lines keep the file's text; added lines move
 /// to the file's indentation when the context matched at another one.
-fn splice_hunk(lines: &mut Vec<String>, at: usize, hunk: &Hunk, old: &[&str], level: Level) -> usize {
+fn splice_hunk<'a>(lines: &mut Vec<FileLine<'a>>, at: usize, hunk: &'a Hunk, old: &[&str], level: Level) -> usize {
     let (patch_indent, file_indent) = if level >= Level::Indentation {
         let first = old.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
-        (old.get(first).map(|l| l.to_string()).unwrap_or_default(), lines.get(at + first).cloned().unwrap_or_default())
+        (
+            old.get(first).map(|l| l.to_string()).unwrap_or_default(),
+            lines.get(at + first).map(|l| l.text.to_string()).unwrap_or_default(),
+        )
     } else {
         (String::new(), String::new())
     };
@@ -488,8 +537,9 @@ fn splice_hunk(lines: &mut Vec<String>, at: usize, hunk: &Hunk, old: &[&str], le
                 old_index += 1;
             }
             Line::Remove(_) => old_index += 1,
-            Line::Add(s) if level >= Level::Indentation => replacement.push(reindent(&file_indent, &patch_indent, s)),
-            Line::Add(s) => replacement.push(s.clone()),
+            Line::Add(s) if level >= Level::Indentation => replacement
+                .push(FileLine { text: Cow::Owned(reindent(&file_indent, &patch_indent, s)), crlf: false }),
+            Line::Add(s) => replacement.push(FileLine { text: Cow::Borrowed(s), crlf: false }),
         }
     }
     let added = replacement.len();
@@ -499,14 +549,14 @@ fn splice_hunk(lines: &mut Vec<String>, at: usize, hunk: &Hunk, old: &[&str], le
 
 /// The lines (from `cursor` on, then before it) that an `@@` anchor names: equal
 /// after trimming, else containing it.
-fn anchor_lines(lines: &[String], header: &str, cursor: usize) -> Vec<usize> {
+fn anchor_lines(lines: &[FileLine<'_>], header: &str, cursor: usize) -> Vec<usize> {
     let wanted = header.trim();
     let order = || (cursor.min(lines.len())..lines.len()).chain(0..cursor.min(lines.len()));
-    let equal: Vec<usize> = order().filter(|&i| lines[i].trim() == wanted).collect();
+    let equal: Vec<usize> = order().filter(|&i| lines[i].text.trim() == wanted).collect();
     if !equal.is_empty() {
         return equal;
     }
-    let after: Vec<usize> = order().filter(|&i| lines[i].contains(wanted)).collect();
+    let after: Vec<usize> = order().filter(|&i| lines[i].text.contains(wanted)).collect();
     after
 }
 
@@ -537,7 +587,7 @@ fn typography(line: &str) -> Cow<'_, str> {
 /// indentation, then typography (dashes, quotes, spaces); after `from` first, then
 /// anywhere. More than one place at the first level that finds any is ambiguous,
 /// except that with `anchored` the first place after the anchor is meant.
-fn locate(lines: &[String], old: &[&str], from: usize, at_eof: bool, anchored: bool) -> Located {
+fn locate(lines: &[FileLine<'_>], old: &[&str], from: usize, at_eof: bool, anchored: bool) -> Located {
     let k = old.len();
     if k > lines.len() {
         return Located::Missing;
@@ -579,15 +629,17 @@ pub fn apply(plan: &Plan) -> Result<(), String> {
     }
     let mut undo: Vec<Undo> = Vec::new();
     let mut outcome = Ok(());
-    for step in &plan.steps {
+    for (index, step) in plan.steps.iter().enumerate() {
+        // Undo is for a later step failing: the last step needs no copy of the old file.
+        let undoable = index + 1 < plan.steps.len();
         let result = match step {
             Step::Write { path, data, permissions } => {
-                let previous = std::fs::read(path).ok();
+                let previous = if undoable { std::fs::read(path).ok() } else { None };
                 let result = create_parents(path).and_then(|_| atomic_write(path, data)).and_then(|_| match permissions {
                     Some(p) => std::fs::set_permissions(path, p.clone()),
                     None => Ok(()),
                 });
-                if result.is_ok() {
+                if result.is_ok() && undoable {
                     undo.push(match previous {
                         Some(bytes) => Undo::Restore(path.clone(), bytes),
                         None => Undo::Delete(path.clone()),

@@ -21,8 +21,12 @@ pub struct Style {
 impl Style {
     /// CRLF when most line breaks of `bytes` are CRLF; BOM when it starts with one.
     pub fn detect(bytes: &[u8]) -> Style {
-        let newlines = bytes.iter().filter(|b| **b == b'\n').count();
-        let crlf = bytes.windows(2).filter(|w| w == b"\r\n").count();
+        let newlines = bytecount::count(bytes, b'\n');
+        // Most files have no carriage return at all: one SIMD scan settles it.
+        let crlf = match memchr::memchr(b'\r', bytes) {
+            Some(first) => memchr::memmem::find_iter(&bytes[first..], b"\r\n").count(),
+            None => 0,
+        };
         Style { crlf: newlines > 0 && crlf * 2 > newlines, bom: bytes.starts_with(BOM.as_bytes()) }
     }
 
@@ -184,14 +188,10 @@ impl std::fmt::Display for ReplaceError {
     }
 }
 
-/// What `path` holds now: `None` when it does not exist. Never blocks on a FIFO.
-pub fn current_bytes(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+/// `path` opened for reading: `None` when it does not exist. Never blocks on a FIFO.
+fn open_existing(path: &Path) -> std::io::Result<Option<(std::fs::File, std::fs::Metadata)>> {
     match super::paths::open_regular(path) {
-        Ok((mut file, meta)) => {
-            let mut bytes = Vec::with_capacity(meta.len() as usize);
-            file.read_to_end(&mut bytes)?;
-            Ok(Some(bytes))
-        }
+        Ok(opened) => Ok(Some(opened)),
         Err(super::paths::OpenError::NotFound) => Ok(None),
         Err(super::paths::OpenError::Io(e)) => Err(e),
         Err(super::paths::OpenError::Directory) => {
@@ -203,12 +203,48 @@ pub fn current_bytes(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// What `path` holds now: `None` when it does not exist. Never blocks on a FIFO.
+pub fn current_bytes(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    let Some((mut file, meta)) = open_existing(path)? else { return Ok(None) };
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
+/// Bytes compared at a time by [`holds`].
+const COMPARE_BLOCK: usize = 1 << 20;
+
+/// True when `path` holds exactly `base` (`None`: does not exist). The file is
+/// compared block by block, so checking a large file costs no copy of it.
+fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
+    let Some((mut file, meta)) = open_existing(path)? else { return Ok(base.is_none()) };
+    let Some(base) = base else { return Ok(false) };
+    if meta.len() != base.len() as u64 {
+        return Ok(false);
+    }
+    let mut block = vec![0u8; COMPARE_BLOCK.min(base.len() + 1)];
+    let mut at = 0;
+    loop {
+        let n = match file.read(&mut block) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(at == base.len());
+        }
+        if base.len() - at < n || block[..n] != base[at..at + n] {
+            return Ok(false);
+        }
+        at += n;
+    }
+}
+
 /// The common last step of every edit: with the edit lock held, checks that `path`
 /// still holds `base` (`None`: does not exist), then replaces it atomically with
 /// `data`. An edit computed from an old base is never written.
 pub fn replace_checked(path: &Path, base: Option<&[u8]>, data: &[u8]) -> Result<(), ReplaceError> {
-    let now = current_bytes(path).map_err(ReplaceError::Io)?;
-    if now.as_deref() != base {
+    if !holds(path, base).map_err(ReplaceError::Io)? {
         return Err(ReplaceError::BaseChanged);
     }
     atomic_write(path, data).map_err(ReplaceError::Io)
@@ -298,6 +334,26 @@ mod tests {
         assert!(!looks_like_numbered_display("a|b\nc|d"));
         assert!(!looks_like_numbered_display("1|only one"));
         assert!(!looks_like_numbered_display("5|x\n1|y\n9|z"));
+    }
+
+    #[test]
+    fn base_check_compares_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        assert!(holds(&path, None).unwrap());
+        // Over one comparison block, differing only near the end.
+        let base: Vec<u8> = (0..COMPARE_BLOCK * 2 + 7).map(|i| b'a' + (i % 26) as u8).collect();
+        std::fs::write(&path, &base).unwrap();
+        assert!(holds(&path, Some(&base)).unwrap());
+        assert!(!holds(&path, None).unwrap());
+        let mut other = base.clone();
+        *other.last_mut().unwrap() = b'!';
+        assert!(!holds(&path, Some(&other)).unwrap());
+        assert!(!holds(&path, Some(&base[..base.len() - 1])).unwrap());
+        assert!(matches!(replace_checked(&path, Some(&other), b"new"), Err(ReplaceError::BaseChanged)));
+        assert_eq!(std::fs::read(&path).unwrap(), base);
+        replace_checked(&path, Some(&base), b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
     }
 
     #[test]
