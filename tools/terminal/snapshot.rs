@@ -51,7 +51,7 @@ impl ShellSession {
             "umask 077; for __v in $(compgen -v HERMES_SESSION_); do unset \"$__v\"; done; unset __v; {}",
             dump_snapshot(&self.snapshot_path)
         );
-        let Ok(mut run) = env.run_bash(&script, true, None) else { return };
+        let Ok(mut run) = env.run_foreground(&script, true) else { return };
         let deadline = Instant::now() + Duration::from_secs(30);
         let code = loop {
             if let Some(code) = run.try_wait() {

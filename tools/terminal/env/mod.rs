@@ -107,6 +107,12 @@ pub trait Environment: Send + Sync {
     fn has_host_access(&self) -> bool {
         true
     }
+    /// Starts a foreground command of the task (or its first snapshot), as
+    /// [`Environment::run_bash`] without stdin. A task's foreground commands come one at a
+    /// time, so a backend may keep a launcher for them.
+    fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
+        self.run_bash(script, login, None)
+    }
     /// Runs a script a person approved outside the OS sandbox (local backend only; the
     /// others have no sandbox of this program's and run it as [`Environment::run_bash`]).
     fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
