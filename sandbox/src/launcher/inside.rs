@@ -11,6 +11,15 @@ use std::time::{Duration, Instant};
 pub fn serve(control: RawFd) -> i32 {
     // SAFETY: plain syscalls on our own process and on a descriptor we were handed.
     unsafe {
+        // The sweep signals every process this one may signal: only ever inside a
+        // sandbox's own PID namespace, where bubblewrap's init is 1 and we are 2, and
+        // only when started with the channel a server set up.
+        let mut stat: libc::stat = std::mem::zeroed();
+        let is_socket = libc::fstat(control, &mut stat) == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK;
+        if libc::getpid() != 2 || !is_socket {
+            eprintln!("{} is only run by the terminal inside its sandbox", super::LAUNCHER_ARG);
+            return 2;
+        }
         if libc::fcntl(control, libc::F_SETFD, libc::FD_CLOEXEC) != 0 {
             return 2;
         }
