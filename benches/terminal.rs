@@ -173,8 +173,9 @@ fn fresh_tasks(config: &str) -> Duration {
     elapsed
 }
 
-/// The original's time for the same run, from benches/original_fresh_tasks.py.
-fn original_fresh_tasks() -> Result<Duration, String> {
+/// The original's time for the same run, from benches/original_fresh_tasks.py, with its
+/// tasks `shared` on one environment (its default) or `isolated`.
+fn original_fresh_tasks(layout: &str) -> Result<Duration, String> {
     let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON").ok_or("HERMES_BENCH_ORIGINAL_PYTHON is not set")?;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/original_fresh_tasks.py");
     let home = tempfile::tempdir().unwrap();
@@ -182,6 +183,7 @@ fn original_fresh_tasks() -> Result<Duration, String> {
     let out = Command::new(python)
         .arg(script)
         .arg(FRESH_TASKS.to_string())
+        .arg(layout)
         .env("HERMES_HOME", home.path())
         .env("TERMINAL_CWD", work.path())
         .output()
@@ -194,21 +196,24 @@ fn original_fresh_tasks() -> Result<Duration, String> {
 }
 
 fn fresh() {
-    let original = original_fresh_tasks();
+    let originals: Vec<(&str, Result<Duration, String>)> =
+        ["shared", "isolated"].into_iter().map(|layout| (layout, original_fresh_tasks(layout))).collect();
+    for (layout, original) in &originals {
+        let name = format!("original, {FRESH_TASKS} fresh tasks, `sleep 1`, {layout} env");
+        match original {
+            Ok(theirs) => println!("{:<58} {:>9.2}ms", name, ms(*theirs)),
+            Err(why) => println!("{name}: skipped ({why})"),
+        }
+    }
     for (mode, config) in LOCAL_MODES {
         let ours = fresh_tasks(config);
         let name = format!("{FRESH_TASKS} fresh tasks, `sleep 1` at once, sandbox {mode}");
-        match &original {
-            Ok(theirs) => println!(
-                "{:<58} {:>9.2}ms  ({:.2}x the original's {:.2} ms, {:.2}x the 1 s floor)",
-                name,
-                ms(ours),
-                ours.as_secs_f64() / theirs.as_secs_f64(),
-                ms(*theirs),
-                ours.as_secs_f64()
-            ),
-            Err(why) => println!("{:<58} {:>9.2}ms  ({:.2}x the 1 s floor; original skipped: {why})", name, ms(ours), ours.as_secs_f64()),
-        }
+        let ratios: Vec<String> = originals
+            .iter()
+            .filter_map(|(layout, original)| original.as_ref().ok().map(|t| (layout, t)))
+            .map(|(layout, theirs)| format!("{:.2}x original {layout}", ours.as_secs_f64() / theirs.as_secs_f64()))
+            .collect();
+        println!("{:<58} {:>9.2}ms  ({:.2}x the 1 s floor; {})", name, ms(ours), ours.as_secs_f64(), ratios.join(", "));
     }
 }
 

@@ -269,6 +269,24 @@ fn cd_and_export_persist_within_a_task() {
 }
 
 #[test]
+fn a_new_task_starts_from_the_login_shell_not_from_another_task() {
+    // Tasks alike share the first login shell's snapshot, taken before any command ran.
+    let a = t();
+    std::fs::create_dir(a.path("sub")).unwrap();
+    let r = a.sh("cd sub && export HERMES_LEAK_CHECK=from-a && alias leaked='echo leaked'");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let other = format!("{}-other", a.task);
+    let ctx = ToolContext::builder().cwd(a.dir.path()).task_id(&other).hermes_home(a.home.path()).build();
+    let raw = a.registry.handle_function_call(
+        &ToolCall::new("terminal", json!({"command": "echo ${HERMES_LEAK_CHECK:-unset}; pwd; type leaked 2>&1 | head -c 0; alias | grep -c leaked"})),
+        &ctx,
+    );
+    terminal::cleanup_task(&other);
+    let r: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(r["output"], format!("unset\n{}\n0", a.real()), "{r}");
+}
+
+#[test]
 fn two_tasks_at_once_keep_their_own_cwd() {
     let a = t();
     let b = t();

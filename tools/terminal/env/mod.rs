@@ -491,7 +491,12 @@ pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::pa
         None => env.default_cwd(),
     };
     let session = crate::tools::terminal::snapshot::ShellSession::new(env.temp_dir(), default_cwd);
-    session.init(env.as_ref());
+    // Local tasks alike start from one login shell: same settings, server environment
+    // and directory give the same start-up files the same input.
+    let shared_as = (env.backend() == "local").then(|| {
+        format!("{fingerprint}|{}|{:?}", local_cwd.display(), local::child_env(&config.env_passthrough))
+    });
+    session.init(env.as_ref(), shared_as);
     let slot = Arc::new(Slot {
         env,
         fingerprint,
