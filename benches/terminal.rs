@@ -1,7 +1,10 @@
 //! The terminal tool's per-call overhead on each backend that runs here, each against a
 //! baseline measured in the same run:
 //!
-//! - local: one `true` through the tool against `bash -c true`, and 100 short commands;
+//! - local: one `true` through the tool against `bash -c true`, with the OS sandbox on
+//!   (`workspace-write`, the default) and off, and 100 short commands; 50 fresh tasks
+//!   running `sleep 1` at once, against the same run by the original (hermes-agent on
+//!   PyPI) when `HERMES_BENCH_ORIGINAL_PYTHON` names a Python that has it installed;
 //! - docker (through podman, with an image imported from the host's binaries): the tool
 //!   against `podman exec <container> bash -c true` on the same container;
 //! - daytona and vercel_sandbox against their fakes (tests/fakes/): the tool against one
@@ -16,7 +19,7 @@
 //! The remote backends need what `.ci/setup.d/` installs (podman, the test venv); a
 //! backend whose peer is missing is reported as skipped.
 //!
-//! cargo bench --bench terminal
+//! cargo bench --bench terminal [-- local fresh docker daytona vercel_sandbox modal]
 //! (or `cargo bench --bench terminal --profile dev` to reuse the test build)
 
 use hermes_runtime::{Registry, ToolCall, ToolContext};
@@ -148,19 +151,107 @@ fn bash_true() {
     assert!(status.success());
 }
 
+/// `terminal.sandbox.mode` values measured on the local backend, with their config.
+const LOCAL_MODES: [(&str, &str); 2] = [
+    ("workspace-write", ""),
+    ("off", "terminal:\n  sandbox:\n    mode: off\n"),
+];
+
 fn local() {
-    let work = tempfile::tempdir().unwrap();
-    let tool = Tool::new("bench-local", "", Some(work.path()));
-    // The first call starts the task's shell session (snapshot); measure the steady state.
-    tool.run("true");
-    compare(&tool, 100, "terminal tool, `true`, local backend", "bash -c true (baseline)", bash_true);
-    let started = Instant::now();
-    for i in 0..100 {
-        tool.run(&format!("echo step {i} > /dev/null"));
+    for (mode, config) in LOCAL_MODES {
+        let work = tempfile::tempdir().unwrap();
+        let tool = Tool::new(&format!("bench-local-{mode}"), config, Some(work.path()));
+        // The first call starts the task's shell session (snapshot); measure the steady state.
+        tool.run("true");
+        compare(&tool, 200, &format!("terminal tool, `true`, local, sandbox {mode}"), "bash -c true (baseline)", bash_true);
+        let started = Instant::now();
+        for i in 0..100 {
+            tool.run(&format!("echo step {i} > /dev/null"));
+        }
+        let hundred = started.elapsed();
+        let name = format!("100 short commands in one task, sandbox {mode}");
+        println!("{:<58} {:>9.2}ms  ({:.2} ms per command)", name, ms(hundred), ms(hundred) / 100.0);
+        if mode == "workspace-write" {
+            file_tools(&tool, 100, "local", &work.path().to_string_lossy());
+        }
     }
-    let hundred = started.elapsed();
-    println!("{:<58} {:>9.2}ms  ({:.2} ms per command)", "100 short commands in one task", ms(hundred), ms(hundred) / 100.0);
-    file_tools(&tool, 100, "local", &work.path().to_string_lossy());
+}
+
+const FRESH_TASKS: usize = 50;
+
+/// `FRESH_TASKS` tasks never used before, each running `sleep 1` at the same moment.
+fn fresh_tasks(config: &str) -> Duration {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
+    // One call first, so one-time costs of the process (detector rules, sandbox probe)
+    // stay out of the figure, as the original's warm-up call keeps its imports out.
+    let warm = ToolContext::builder().task_id("bench-fresh-warm").hermes_home(home.path()).cwd(work.path()).build();
+    registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": "true" })), &warm);
+    hermes_tools::tools::terminal::cleanup_task("bench-fresh-warm");
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for i in 0..FRESH_TASKS {
+            let (registry, home, work) = (&registry, home.path(), work.path());
+            scope.spawn(move || {
+                let task = format!("bench-fresh-{i}");
+                let ctx = ToolContext::builder().task_id(&task).hermes_home(home).cwd(work).build();
+                let result = registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": "sleep 1" })), &ctx);
+                let value: Value = serde_json::from_str(&result).unwrap();
+                assert_eq!(value["exit_code"], 0, "{result}");
+            });
+        }
+    });
+    let elapsed = started.elapsed();
+    for i in 0..FRESH_TASKS {
+        hermes_tools::tools::terminal::cleanup_task(&format!("bench-fresh-{i}"));
+    }
+    elapsed
+}
+
+/// The original's time for the same run, from benches/original_fresh_tasks.py, with its
+/// tasks `shared` on one environment (its default) or `isolated`.
+fn original_fresh_tasks(layout: &str) -> Result<Duration, String> {
+    let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON").ok_or("HERMES_BENCH_ORIGINAL_PYTHON is not set")?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/original_fresh_tasks.py");
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(python)
+        .arg(script)
+        .arg(FRESH_TASKS.to_string())
+        .arg(layout)
+        .env("HERMES_HOME", home.path())
+        .env("TERMINAL_CWD", work.path())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let seconds: f64 = text.trim().lines().last().and_then(|l| l.parse().ok()).ok_or_else(|| {
+        format!("no time printed: {text} {}", String::from_utf8_lossy(&out.stderr))
+    })?;
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn fresh() {
+    let originals: Vec<(&str, Result<Duration, String>)> =
+        ["shared", "isolated"].into_iter().map(|layout| (layout, original_fresh_tasks(layout))).collect();
+    for (layout, original) in &originals {
+        let name = format!("original, {FRESH_TASKS} fresh tasks, `sleep 1`, {layout} env");
+        match original {
+            Ok(theirs) => println!("{:<58} {:>9.2}ms", name, ms(*theirs)),
+            Err(why) => println!("{name}: skipped ({why})"),
+        }
+    }
+    for (mode, config) in LOCAL_MODES {
+        let ours = fresh_tasks(config);
+        let name = format!("{FRESH_TASKS} fresh tasks, `sleep 1` at once, sandbox {mode}");
+        let ratios: Vec<String> = originals
+            .iter()
+            .filter_map(|(layout, original)| original.as_ref().ok().map(|t| (layout, t)))
+            .map(|(layout, theirs)| format!("{:.2}x original {layout}", ours.as_secs_f64() / theirs.as_secs_f64()))
+            .collect();
+        println!("{:<58} {:>9.2}ms  ({:.2}x the 1 s floor; {})", name, ms(ours), ours.as_secs_f64(), ratios.join(", "));
+    }
 }
 
 const IMAGE: &str = "localhost/hermes-terminal-bench:latest";
@@ -269,14 +360,27 @@ fn modal() -> Result<(), String> {
 }
 
 fn main() {
+    // The sandbox launcher is the binary's job; an embedder names it.
+    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools"));
+    // `cargo bench --bench terminal -- local fresh` runs only those sections.
+    let chosen: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let wanted = |name: &str| chosen.is_empty() || chosen.iter().any(|c| c == name);
     println!("{:<58} {:>11}", "operation", "median");
-    local();
+    if wanted("local") {
+        local();
+    }
+    if wanted("fresh") {
+        fresh();
+    }
     for (name, bench) in [
         ("docker", docker as fn() -> Result<(), String>),
         ("daytona", daytona),
         ("vercel_sandbox", vercel),
         ("modal", modal),
     ] {
+        if !wanted(name) {
+            continue;
+        }
         if let Err(why) = bench() {
             println!("{name}: skipped ({why})");
         }

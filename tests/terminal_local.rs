@@ -20,6 +20,8 @@ struct T {
 
 fn t() -> T {
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    // Foreground commands run in the task's long-lived sandbox, through the binary's launcher.
+    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools"));
     let dir = TempDir::new().unwrap();
     let home = TempDir::new().unwrap();
     let task = format!("terminal-local-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
@@ -264,6 +266,24 @@ fn cd_and_export_persist_within_a_task() {
     let r = t.call("terminal", json!({"command": "pwd", "workdir": "/no/such/dir"}));
     assert_eq!(r["exit_code"], 126);
     assert!(r["hint"].as_str().unwrap().contains("/no/such/dir"));
+}
+
+#[test]
+fn a_new_task_starts_from_the_login_shell_not_from_another_task() {
+    // Tasks alike share the first login shell's snapshot, taken before any command ran.
+    let a = t();
+    std::fs::create_dir(a.path("sub")).unwrap();
+    let r = a.sh("cd sub && export HERMES_LEAK_CHECK=from-a && alias leaked='echo leaked'");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let other = format!("{}-other", a.task);
+    let ctx = ToolContext::builder().cwd(a.dir.path()).task_id(&other).hermes_home(a.home.path()).build();
+    let raw = a.registry.handle_function_call(
+        &ToolCall::new("terminal", json!({"command": "echo ${HERMES_LEAK_CHECK:-unset}; pwd; type leaked 2>&1 | head -c 0; alias | grep -c leaked"})),
+        &ctx,
+    );
+    terminal::cleanup_task(&other);
+    let r: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(r["output"], format!("unset\n{}\n0", a.real()), "{r}");
 }
 
 #[test]

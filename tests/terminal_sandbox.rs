@@ -401,3 +401,69 @@ fn host_abstract_sockets_are_out_of_reach_while_the_network_is_shared() {
     assert_eq!(output(&r), "connected", "{r}");
     drop(listener);
 }
+
+#[test]
+fn nothing_one_command_starts_is_alive_when_the_next_begins() {
+    // Commands of one serve task share a long-lived sandbox: what a command leaves
+    // behind must be gone when its call returns, timeouts included.
+    let f = fixture();
+    let mut server = f.serve();
+    std::fs::write(
+        f.workspace.path().join("leave.sh"),
+        "(setsid sleep 3011.25 &)\ncoproc sleep 3012.25\nsleep 0.2\necho running:$(pgrep -fc 'sleep 301[12].25')\n",
+    )
+    .unwrap();
+    let r = server.call("terminal", json!({"command": "bash leave.sh"}));
+    assert!(output(&r).contains("running:2"), "the script did not start both: {r}");
+    assert_eq!(host_pids_running("sleep 3011.25"), Vec::<u32>::new(), "the setsid child outlived its call");
+    assert_eq!(host_pids_running("sleep 3012.25"), Vec::<u32>::new(), "the coprocess outlived its call");
+    std::fs::write(f.workspace.path().join("hang.sh"), "(setsid sleep 3013.25 &)\nsleep 3014.25\n").unwrap();
+    let r = server.call("terminal", json!({"command": "bash hang.sh", "timeout": 2}));
+    assert_eq!(r["exit_code"], 124, "{r}");
+    assert_eq!(host_pids_running("sleep 3013.25"), Vec::<u32>::new());
+    assert_eq!(host_pids_running("sleep 3014.25"), Vec::<u32>::new());
+    // The next command sees no process but its own tree (and the sandbox's two).
+    let r = server.call("terminal", json!({"command": "ps -eo comm="}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let names: Vec<&str> = output(&r).lines().map(str::trim).collect();
+    assert!(!names.contains(&"sleep") && names.len() <= 4, "{r}");
+}
+
+#[test]
+fn the_launcher_between_commands_cannot_be_traced_or_read() {
+    let f = fixture();
+    let mut server = f.serve();
+    let r = server.call("terminal", json!({"command": "cat /proc/$PPID/environ; ls -l /proc/$PPID/fd/ 2>&1 | grep -c -- '->'; \
+        python3 -c 'import ctypes, os, sys; c = ctypes.CDLL(None, use_errno=True); \
+        print(\"attach\", c.ptrace(16, int(sys.argv[1]), 0, 0), os.strerror(ctypes.get_errno()))' $PPID", "timeout": 20}));
+    let text = output(&r);
+    assert!(text.contains("environ: Permission denied"), "{r}");
+    assert!(text.contains("attach -1 Operation not permitted"), "{r}");
+    assert!(text.lines().any(|l| l.trim() == "0"), "descriptors of the launcher are listed: {r}");
+    // A command that kills the launcher ends its own sandbox; the next one gets a new one.
+    let r = server.call("terminal", json!({"command": "kill -9 $PPID; sleep 5"}));
+    assert_ne!(r["exit_code"], 0, "{r}");
+    let victim = f.victim().display().to_string();
+    let r = server.call("terminal", json!({"command": format!("rm -rf {victim}; echo after")}));
+    assert!(output(&r).contains("Read-only file system") && output(&r).contains("after"), "{r}");
+    f.assert_victim_intact();
+}
+
+#[test]
+fn a_socket_file_that_appears_between_commands_is_covered_too() {
+    let f = fixture();
+    let mut server = f.serve();
+    let r = server.call("terminal", json!({"command": "true"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    // A service starts listening after the task's sandbox was set up.
+    let socket = f.home.path().join("late.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let connect = format!(
+        "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{}\"); print(\"connected\")'",
+        socket.display()
+    );
+    let r = server.call("terminal", json!({"command": connect}));
+    let refused = ["Connection refused", "Permission denied"].iter().any(|e| output(&r).contains(e));
+    assert!(!output(&r).contains("connected") && refused, "{r}");
+    drop(listener);
+}

@@ -45,13 +45,49 @@ impl ShellSession {
     }
 
     /// Takes the first snapshot in a login shell (30 s at most). On failure commands run
-    /// under `bash -l` instead.
-    pub fn init(&self, env: &dyn Environment) {
+    /// under `bash -l` instead. Tasks whose login shells would start alike (`shared_as`:
+    /// same machine, settings, environment and directory) share one login shell per
+    /// process: the first task's fresh snapshot, taken before any command of it ran, is
+    /// copied for the others.
+    pub fn init(&self, env: &dyn Environment, shared_as: Option<String>) {
+        let Some(key) = shared_as else { return self.take_login_snapshot(env) };
+        let cell = {
+            let mut taken = first_snapshots().lock().unwrap_or_else(|p| p.into_inner());
+            let entry = taken.entry(key).or_default();
+            // Start-up files may change while the server runs: an old one is taken again.
+            if entry.get().is_some_and(|(at, _)| at.elapsed() > FIRST_SNAPSHOT_REUSE) {
+                *entry = Default::default();
+            }
+            std::sync::Arc::clone(entry)
+        };
+        let mut mine = false;
+        let (_, first) = cell.get_or_init(|| {
+            mine = true;
+            self.take_login_snapshot(env);
+            (Instant::now(), self.snapshot_ready().then(|| std::fs::read(&self.snapshot_path).ok()).flatten())
+        });
+        if mine {
+            return;
+        }
+        let copied = first.as_ref().is_some_and(|bytes| {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&self.snapshot_path);
+            file.and_then(|mut f| f.write_all(bytes)).is_ok()
+        });
+        if copied {
+            *self.snapshot_ready.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        } else {
+            self.take_login_snapshot(env);
+        }
+    }
+
+    fn take_login_snapshot(&self, env: &dyn Environment) {
         let script = format!(
             "umask 077; for __v in $(compgen -v HERMES_SESSION_); do unset \"$__v\"; done; unset __v; {}",
             dump_snapshot(&self.snapshot_path)
         );
-        let Ok(mut run) = env.run_bash(&script, true, None) else { return };
+        let Ok(mut run) = env.run_foreground(&script, true) else { return };
         let deadline = Instant::now() + Duration::from_secs(30);
         let code = loop {
             if let Some(code) = run.try_wait() {
@@ -155,6 +191,17 @@ impl ShellSession {
             let _ = run.read(Duration::from_millis(20));
         }
     }
+}
+
+/// How long a first snapshot is copied for new tasks before a login shell runs again.
+const FIRST_SNAPSHOT_REUSE: Duration = Duration::from_secs(60);
+
+/// When a kind of task's first login-shell snapshot was taken, and its bytes (`None`: it failed).
+type FirstSnapshot = std::sync::Arc<std::sync::OnceLock<(Instant, Option<Vec<u8>>)>>;
+
+fn first_snapshots() -> &'static Mutex<std::collections::HashMap<String, FirstSnapshot>> {
+    static TAKEN: std::sync::OnceLock<Mutex<std::collections::HashMap<String, FirstSnapshot>>> = std::sync::OnceLock::new();
+    TAKEN.get_or_init(Default::default)
 }
 
 /// `~` and `~/x` stay for the shell to expand; everything else is quoted.

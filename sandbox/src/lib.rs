@@ -26,10 +26,12 @@
 //! namespace can. A missing feature fails closed: [`Policy::wrap`] returns an error that
 //! names `terminal.sandbox.mode: off`, never an unsandboxed argv.
 //!
-//! [`child_env`] is the environment allow-list children start from.
+//! [`child_env`] is the environment allow-list children start from; [`launcher`] keeps a
+//! sandbox per task with a small launcher inside, so a command costs a fork and an exec.
 
 mod bwrap;
 mod environment;
+pub mod launcher;
 mod policy;
 mod protected;
 mod scope;

@@ -59,17 +59,31 @@ fn programs() -> Result<[BpfProgram; 2], String> {
 /// returns their paths, in the order they are to be installed.
 pub fn write_seccomp_programs(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut paths = Vec::new();
-    for (name, program) in ["seccomp-refused.bpf", "seccomp-clone3.bpf"].iter().zip(programs()?) {
-        let mut bytes = Vec::with_capacity(program.len() * 8);
-        for op in &program {
-            bytes.extend_from_slice(&op.code.to_ne_bytes());
-            bytes.push(op.jt);
-            bytes.push(op.jf);
-            bytes.extend_from_slice(&op.k.to_ne_bytes());
-        }
+    for (name, bytes) in ["seccomp-refused.bpf", "seccomp-clone3.bpf"].iter().zip(encoded_programs()?) {
         let path = dir.join(name);
         std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         paths.push(path);
     }
     Ok(paths)
+}
+
+/// The programs as raw instructions, compiled once per process (every task writes them).
+fn encoded_programs() -> Result<&'static [Vec<u8>], String> {
+    static ENCODED: std::sync::OnceLock<Result<Vec<Vec<u8>>, String>> = std::sync::OnceLock::new();
+    let encoded = ENCODED.get_or_init(|| {
+        Ok(programs()?
+            .iter()
+            .map(|program| {
+                let mut bytes = Vec::with_capacity(program.len() * 8);
+                for op in program {
+                    bytes.extend_from_slice(&op.code.to_ne_bytes());
+                    bytes.push(op.jt);
+                    bytes.push(op.jf);
+                    bytes.extend_from_slice(&op.k.to_ne_bytes());
+                }
+                bytes
+            })
+            .collect())
+    });
+    encoded.as_deref().map_err(Clone::clone)
 }

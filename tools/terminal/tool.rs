@@ -366,7 +366,7 @@ fn run_foreground(
     let started = if clearance.escalate {
         slot.env.run_bash_escalated(&script, login, None)
     } else {
-        slot.env.run_bash(&script, login, None)
+        slot.env.run_foreground(&script, login)
     };
     let mut run = match started {
         Ok(run) => run,

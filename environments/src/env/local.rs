@@ -2,7 +2,7 @@
 //! OS sandbox of `terminal.sandbox.*` (crate `hermes-sandbox`), with an allow-listed
 //! environment; and the process-tree kill every local child uses.
 
-use super::{ChildRun, EnvError, Environment, Running};
+use super::{ChildRun, EnvError, Environment, ReadEvent, Running};
 use crate::config::TerminalConfig;
 use hermes_sandbox::{Mode, Policy, WrapOptions};
 use std::ffi::OsString;
@@ -17,6 +17,8 @@ pub struct LocalEnv {
     /// every mode (so `cd` and `export` persist under `read-only` too); removed at cleanup.
     state_dir: Option<PathBuf>,
     passthrough: Vec<String>,
+    /// The task's long-lived sandbox for foreground commands.
+    launcher: hermes_sandbox::launcher::Launcher,
 }
 
 /// How a local child is launched.
@@ -84,7 +86,8 @@ impl LocalEnv {
                 None => Vec::new(),
             },
         };
-        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone() })
+        let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
+        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher })
     }
 
     /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
@@ -102,18 +105,50 @@ impl LocalEnv {
     }
 
     fn start(&self, script: &str, login: bool, stdin: Option<Vec<u8>>, escalate: bool) -> Result<Box<dyn Running>, EnvError> {
-        let bash = find_bash().ok_or_else(|| EnvError::new("bash was not found"))?;
-        let mut argv: Vec<OsString> = vec![bash.into()];
-        if login {
-            argv.push("-l".into());
-        }
-        argv.extend(["-c".into(), script.into()]);
+        let argv = bash_argv(script, login)?;
         let launch = self.command_line(argv, &self.cwd, Launch { escalate, ..Launch::default() })?;
         let cmd = launch.to_command();
         let run = launch
             .launch(move || ChildRun::spawn(cmd, stdin, false))
             .map_err(|e| EnvError::new(format!("cannot start bash: {e}")))?;
         Ok(Box::new(run))
+    }
+}
+
+/// `bash [-l] -c script`.
+fn bash_argv(script: &str, login: bool) -> Result<Vec<OsString>, EnvError> {
+    let bash = find_bash().ok_or_else(|| EnvError::new("bash was not found"))?;
+    let mut argv: Vec<OsString> = vec![bash.into()];
+    if login {
+        argv.push("-l".into());
+    }
+    argv.extend(["-c".into(), script.into()]);
+    Ok(argv)
+}
+
+/// A foreground command in the task's long-lived sandbox.
+struct Launched(hermes_sandbox::launcher::LaunchedRun);
+
+impl Running for Launched {
+    fn pid(&self) -> Option<u32> {
+        self.0.pid()
+    }
+
+    fn read(&mut self, wait: Duration) -> ReadEvent {
+        use hermes_sandbox::launcher::Output;
+        match self.0.read(wait) {
+            Output::Data(bytes) => ReadEvent::Data(bytes),
+            Output::Idle => ReadEvent::Idle,
+            Output::Eof => ReadEvent::Eof,
+        }
+    }
+
+    fn try_wait(&mut self) -> Option<i32> {
+        self.0.try_wait()
+    }
+
+    fn kill(&mut self, grace: Duration) -> Vec<u32> {
+        self.0.kill(grace)
     }
 }
 
@@ -205,6 +240,18 @@ impl Environment for LocalEnv {
         self.start(script, login, stdin, false)
     }
 
+    /// In the task's long-lived sandbox when there is one to use (commands of a task
+    /// come one at a time), else in a sandbox of its own.
+    fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
+        if self.policy.is_active() {
+            let argv = bash_argv(script, login)?;
+            if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd)) {
+                return Ok(Box::new(Launched(run)));
+            }
+        }
+        self.start(script, login, None, false)
+    }
+
     fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
         self.start(script, login, stdin, true)
     }
@@ -237,6 +284,7 @@ impl Environment for LocalEnv {
     }
 
     fn cleanup(&self) {
+        self.launcher.shutdown();
         if let Some(dir) = &self.state_dir {
             let _ = std::fs::remove_dir_all(dir);
         }

@@ -112,6 +112,12 @@ pub trait Environment: Send + Sync {
     fn has_host_access(&self) -> bool {
         true
     }
+    /// Starts a foreground command of the task (or its first snapshot), as
+    /// [`Environment::run_bash`] without stdin. A task's foreground commands come one at a
+    /// time, so a backend may keep a launcher for them.
+    fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
+        self.run_bash(script, login, None)
+    }
     /// Runs a script a person approved outside the OS sandbox (local backend only; the
     /// others have no sandbox of this program's and run it as [`Environment::run_bash`]).
     fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
@@ -490,7 +496,12 @@ pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::pa
         None => env.default_cwd(),
     };
     let session = crate::snapshot::ShellSession::new(env.temp_dir(), default_cwd);
-    session.init(env.as_ref());
+    // Local tasks alike start from one login shell: same settings, server environment
+    // and directory give the same start-up files the same input.
+    let shared_as = (env.backend() == "local").then(|| {
+        format!("{fingerprint}|{}|{:?}", local_cwd.display(), local::child_env(&config.env_passthrough))
+    });
+    session.init(env.as_ref(), shared_as);
     let slot = Arc::new(Slot {
         env,
         fingerprint,

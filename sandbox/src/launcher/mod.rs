@@ -1,0 +1,331 @@
+//! A sandbox kept for a task's commands, with a small launcher inside it, so a command
+//! costs a fork and an exec rather than a new bubblewrap with its namespaces and mounts.
+//!
+//! The walls are the ones [`Policy::wrap`] builds (the launcher runs under the same
+//! bubblewrap arguments, seccomp programs and Landlock scopes), and what a command may
+//! leave behind is the same as with a sandbox per command: the launcher runs one command
+//! at a time and, when the command's first process ends (or is killed at its timeout),
+//! kills every other process in the sandbox before it answers, so no process survives
+//! into the next command. The launcher itself cannot be traced or have its descriptors
+//! taken (it is not dumpable, and nobody inside has capabilities).
+//!
+//! The sandbox is started again whenever the arguments a fresh sandbox would get have
+//! changed (a protected place or a host socket file appeared, a writable root was
+//! created), so each command sees the walls a sandbox of its own would have.
+//!
+//! The launcher is a program that calls [`serve_if_requested`] first thing in `main`
+//! (the `hermes-tools` binary does); [`set_program`] names it. Without one, or while a
+//! task's sandbox is busy, [`Launcher::run`] says so and the caller wraps the command
+//! in a sandbox of its own.
+
+mod inside;
+mod protocol;
+
+use crate::policy::{Policy, WrapOptions};
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The argument that turns a program into the launcher.
+pub const LAUNCHER_ARG: &str = "__hermes-sandbox-launcher";
+/// Where the launcher finds its end of the channel.
+const CONTROL_FD: RawFd = 9;
+const OPTIONS: WrapOptions<'static> = WrapOptions { new_session: true, tty: None };
+
+fn program_slot() -> &'static Mutex<Option<PathBuf>> {
+    static PROGRAM: OnceLock<Mutex<Option<PathBuf>>> = OnceLock::new();
+    PROGRAM.get_or_init(Default::default)
+}
+
+/// Names the program that serves as the launcher (one that calls
+/// [`serve_if_requested`] at the start of `main`).
+pub fn set_program(path: impl Into<PathBuf>) {
+    *program_slot().lock().unwrap_or_else(|p| p.into_inner()) = Some(path.into());
+}
+
+fn program() -> Option<PathBuf> {
+    program_slot().lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// When this process was started as the launcher, serves and exits; otherwise returns
+/// at once. Call it before anything else in `main` (it must run single-threaded).
+pub fn serve_if_requested() {
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() == Some(OsStr::new(LAUNCHER_ARG)) && args.next().is_none() {
+        std::process::exit(inside::serve(CONTROL_FD));
+    }
+}
+
+/// One command's output, as [`LaunchedRun::read`] reports it.
+#[derive(Debug)]
+pub enum Output {
+    Data(Vec<u8>),
+    /// Nothing arrived within the wait.
+    Idle,
+    /// Every writer is gone.
+    Eof,
+}
+
+/// A running bubblewrap with the launcher inside.
+struct Sandbox {
+    child: Child,
+    control: OwnedFd,
+    /// The bubblewrap arguments it was started with.
+    layout: Vec<OsString>,
+    /// Answer bytes received but not yet read as a line.
+    pending: Vec<u8>,
+}
+
+impl Sandbox {
+    fn start(policy: &Policy, program: &Path, layout: Vec<OsString>) -> Result<Sandbox, String> {
+        let argv = policy.wrap(&[program.into(), LAUNCHER_ARG.into()], Path::new("/"), OPTIONS).map_err(|e| e.0)?;
+        let (ours, theirs) = protocol::socket_pair().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).env_clear().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        let theirs_raw = theirs.as_raw_fd();
+        use std::os::unix::process::CommandExt;
+        // SAFETY: dup2 and fcntl are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let rc = if theirs_raw == CONTROL_FD {
+                    libc::fcntl(CONTROL_FD, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(theirs_raw, CONTROL_FD)
+                };
+                if rc < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = crate::spawn_scoped(policy.network, move || cmd.spawn()).map_err(|e| e.to_string())?;
+        drop(theirs);
+        let mut sandbox = Sandbox { child, control: ours, layout, pending: Vec::new() };
+        match sandbox.next_line(Duration::from_secs(10)) {
+            Ok(Some(line)) if line == "ready" => Ok(sandbox),
+            _ => Err("the launcher inside the sandbox did not start".into()),
+        }
+    }
+
+    /// The next answer line within `wait`; `Ok(None)` when none came, `Err` when the
+    /// launcher is gone.
+    fn next_line(&mut self, wait: Duration) -> std::io::Result<Option<String>> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=end).collect();
+                return Ok(Some(String::from_utf8_lossy(&line[..end]).into_owned()));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut pfd = libc::pollfd { fd: self.control.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            let ready = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+            if ready <= 0 {
+                if left.is_zero() || ready == 0 {
+                    return Ok(None);
+                }
+                continue;
+            }
+            let mut buf = [0u8; 256];
+            // SAFETY: reading into a stack buffer.
+            let n = unsafe { libc::recv(self.control.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            match n {
+                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                n if n > 0 => self.pending.extend_from_slice(&buf[..n as usize]),
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Closing the channel makes the launcher end everything and exit; bubblewrap
+        // follows. SIGKILL to bubblewrap ends the sandbox's init, and with it every
+        // process inside, should it not.
+        // SAFETY: shutting down our own socket.
+        unsafe { libc::shutdown(self.control.as_raw_fd(), libc::SHUT_RDWR) };
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while matches!(self.child.try_wait(), Ok(None)) {
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// A task's long-lived sandbox, started on first use.
+pub struct Launcher {
+    policy: Policy,
+    program: Option<PathBuf>,
+    idle: Arc<Mutex<Option<Sandbox>>>,
+}
+
+impl Launcher {
+    pub fn new(policy: Policy) -> Launcher {
+        let program = program().filter(|_| policy.is_active());
+        Launcher { policy, program, idle: Arc::default() }
+    }
+
+    /// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env`,
+    /// output and errors on one pipe, no input. `None` when there is no sandbox to run it
+    /// in: no launcher program, the task's sandbox is busy, or it could not start; the
+    /// caller then wraps the command in a sandbox of its own.
+    pub fn run(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path) -> Option<LaunchedRun> {
+        let program = self.program.as_ref()?;
+        let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let reusable = idle.take().and_then(|mut current| (current.layout == layout && current.alive()).then_some(current));
+        let sandbox = match reusable {
+            Some(current) => current,
+            None => Sandbox::start(&self.policy, program, layout).ok()?,
+        };
+        drop(idle);
+        let (read_end, write_end) = pipe().ok()?;
+        let argc = argv.len().to_string();
+        let env: Vec<Vec<u8>> = env
+            .iter()
+            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+            .collect();
+        let mut fields: Vec<&[u8]> = vec![b"run", cwd.as_os_str().as_bytes(), argc.as_bytes()];
+        fields.extend(argv.iter().map(|a| a.as_bytes()));
+        fields.extend(env.iter().map(Vec::as_slice));
+        protocol::send(&sandbox.control, &fields, Some(write_end.as_raw_fd())).ok()?;
+        drop(write_end);
+        Some(LaunchedRun { sandbox: Some(sandbox), home: Arc::clone(&self.idle), output: Some(read_end), exit: None })
+    }
+
+    /// Ends the sandbox (and everything in it).
+    pub fn shutdown(&self) {
+        drop(self.idle.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+}
+
+/// A command started by a [`Launcher`].
+pub struct LaunchedRun {
+    /// Held while the command runs; handed back to the task once it has ended.
+    sandbox: Option<Sandbox>,
+    home: Arc<Mutex<Option<Sandbox>>>,
+    output: Option<OwnedFd>,
+    exit: Option<i32>,
+}
+
+impl LaunchedRun {
+    /// Bubblewrap's pid on this machine.
+    pub fn pid(&self) -> Option<u32> {
+        self.sandbox.as_ref().map(|s| s.child.id())
+    }
+
+    /// Waits at most `wait` for output.
+    pub fn read(&mut self, wait: Duration) -> Output {
+        let Some(fd) = self.output.as_ref() else { return Output::Eof };
+        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, wait.as_millis().min(i32::MAX as u128) as i32) } <= 0 {
+            return Output::Idle;
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        // SAFETY: reading into an owned buffer.
+        let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if got > 0 {
+            buf.truncate(got as usize);
+            return Output::Data(buf);
+        }
+        let e = std::io::Error::last_os_error();
+        if got < 0 && matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock) {
+            return Output::Idle;
+        }
+        self.output = None;
+        Output::Eof
+    }
+
+    /// The command's status once it and everything it started have ended (`-N`: signal N).
+    pub fn try_wait(&mut self) -> Option<i32> {
+        if self.exit.is_none() {
+            self.await_exit(Duration::ZERO);
+        }
+        self.exit
+    }
+
+    fn await_exit(&mut self, wait: Duration) {
+        let Some(sandbox) = self.sandbox.as_mut() else { return };
+        match sandbox.next_line(wait) {
+            Ok(Some(line)) => {
+                if let Some(code) = line.strip_prefix("exit ").and_then(|c| c.parse().ok()) {
+                    self.exit = Some(code);
+                    self.hand_back();
+                }
+            }
+            Ok(None) => {}
+            Err(_) => {
+                // The launcher died (a command can kill it): so did everything in its sandbox.
+                self.exit = Some(-libc::SIGKILL);
+                self.sandbox = None;
+            }
+        }
+    }
+
+    fn hand_back(&mut self) {
+        if let Some(sandbox) = self.sandbox.take() {
+            let mut home = self.home.lock().unwrap_or_else(|p| p.into_inner());
+            if home.is_none() {
+                *home = Some(sandbox);
+            }
+        }
+    }
+
+    /// Stops the command and everything it started: SIGTERM, up to `grace`, SIGKILL.
+    /// Returns the pids on this machine that survived (none: the sandbox is ended
+    /// outright when its launcher does not answer).
+    pub fn kill(&mut self, grace: Duration) -> Vec<u32> {
+        if self.exit.is_some() {
+            return Vec::new();
+        }
+        let Some(sandbox) = self.sandbox.as_ref() else { return Vec::new() };
+        let ms = grace.as_millis().to_string();
+        if protocol::send(&sandbox.control, &[b"kill", ms.as_bytes()], None).is_ok() {
+            self.await_exit(grace + Duration::from_secs(2));
+        }
+        if self.exit.is_none() {
+            self.exit = Some(-libc::SIGKILL);
+            self.sandbox = None;
+        }
+        Vec::new()
+    }
+}
+
+impl Drop for LaunchedRun {
+    fn drop(&mut self) {
+        // A command abandoned before its end takes its sandbox with it.
+        if self.exit.is_none() {
+            self.sandbox = None;
+        }
+    }
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
