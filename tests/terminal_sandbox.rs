@@ -13,6 +13,7 @@ use tempfile::TempDir;
 
 #[allow(dead_code)]
 mod common;
+use common::host_pids_running;
 
 const SECRET: &str = "sk-canary-7f3e9a1d5b";
 
