@@ -291,10 +291,12 @@ fn spliced_gateway_lifecycle(analysis: &Analysis) -> bool {
     })
 }
 
-/// Compiles the rule tables now rather than on the first classification; long-running hosts
-/// call it on a spare thread at start so no request pays for it.
+/// Compiles every rule now rather than when a command first needs it (a one-shot
+/// classification compiles only the rules its command can match); long-running hosts call
+/// it on a spare thread at start so no request pays for it.
 pub fn warm_up() {
     classify("true", &GuardContext::default());
+    rules::dangerous::compile_all();
 }
 
 /// Every dangerous-rule key in table order (structural and floor keys not included).

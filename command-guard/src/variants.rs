@@ -90,7 +90,8 @@ pub(crate) fn analyze(raw: &str, ctx: &GuardContext) -> Analysis {
         analysis.sources.push(source);
     }
     let stripped = crate::normalize::strip_ansi(raw);
-    if WINDOWS_PATH.is_match(&stripped) {
+    // Both alternatives need a backslash; most commands have none and skip the regex.
+    if stripped.contains('\\') && WINDOWS_PATH.is_match(&stripped) {
         let windows = finish(&prepare(&stripped.replace('\\', "/"), ctx));
         if !analysis.texts.contains(&windows) {
             analysis.texts.push(windows);

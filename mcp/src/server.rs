@@ -219,10 +219,12 @@ impl ServerHandler for HermesServer {
     }
 }
 
-/// Serves one session on stdin/stdout until the client closes it.
+/// Serves one session on stdin/stdout until the client closes it. When both are pipes
+/// (as MCP clients start servers) they are driven by the runtime's reactor rather than
+/// by a blocking-pool thread per read and write.
 pub async fn serve_stdio(registry: Arc<Registry>, selection: Selection) -> std::io::Result<()> {
     let server = HermesServer::new(registry, Arc::new(selection));
-    let running = server.serve(rmcp::transport::stdio()).await.map_err(std::io::Error::other)?;
+    let running = server.serve(rmcp::transport::stdio_pipes()).await.map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
 }

@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 
 /// How long one idle worker watches for the next call before it sleeps: a client
 /// sending call after call gets its next call picked up without a thread wake-up
-/// (tens of microseconds on a busy machine). One worker at most spins.
+/// (tens of microseconds on a busy machine). One worker at most watches, and it
+/// yields its core between looks: on a machine with more runnable threads than cores
+/// a busy spin would keep the reader thread (which has to read that next call) off
+/// the core for the whole watch.
 const SPIN: Duration = Duration::from_micros(200);
 
 #[derive(Debug, Clone, Copy)]
@@ -222,7 +225,7 @@ impl Scheduler {
     fn spin_for_work(&self) {
         let started = Instant::now();
         while self.in_line.load(Ordering::SeqCst) == 0 && started.elapsed() < SPIN {
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
     }
 

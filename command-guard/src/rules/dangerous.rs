@@ -7,13 +7,16 @@
 //!   the shell really runs after wrappers are peeled (R1);
 //! * `Code`: checks regexes cannot express (negation, option parsing, sudo's own options).
 //!
-//! All regexes of the first two kinds are compiled into two `RegexSet`s, so each text is
-//! scanned once for all rules, in linear time.
+//! The regexes of the first two kinds form two [`LazySet`]s: one literal scan per text
+//! picks the rules that text can match, and only those are compiled and run, each in
+//! linear time.
 
 use std::sync::LazyLock;
 
-use regex::bytes::{RegexSet, RegexSetBuilder};
 use regex::Regex;
+
+use crate::rules::lazy_set::LazySet;
+use crate::rules::rule_literals;
 
 use crate::rules::hardline::{is_fork_bomb, is_raw_device_wipe};
 use crate::rules::paths::{
@@ -41,8 +44,8 @@ struct CompiledRules {
     rules: Vec<Rule>,
     /// For each rule, its index in the set matching its kind.
     set_index: Vec<Option<usize>>,
-    anywhere: RegexSet,
-    at_executable: RegexSet,
+    anywhere: LazySet,
+    at_executable: LazySet,
 }
 
 /// Global options of a CLI: dash options, each with at most one non-dash value.
@@ -592,58 +595,49 @@ static RULES: LazyLock<CompiledRules> = LazyLock::new(|| {
         .iter()
         .map(|rule| match &rule.check {
             Check::Anywhere(p) => {
-                anywhere_patterns.push(compile_pattern(p, false));
+                anywhere_patterns.push((compile_pattern(p, false), p.clone()));
                 Some(anywhere_patterns.len() - 1)
             }
             Check::AtExecutable(p) => {
-                executable_patterns.push(compile_pattern(p, true));
+                executable_patterns.push((compile_pattern(p, true), p.clone()));
                 Some(executable_patterns.len() - 1)
             }
             Check::Code(_) => None,
         })
         .collect();
-    let build = |patterns: &[String]| {
-        RegexSetBuilder::new(patterns)
-            .size_limit(64 << 20)
-            .dfa_size_limit(16 << 20)
-            .build()
-            .expect("dangerous rule patterns compile")
-    };
     CompiledRules {
-        anywhere: build(&anywhere_patterns),
-        at_executable: build(&executable_patterns),
+        anywhere: LazySet::new(anywhere_patterns, rule_literals::ANYWHERE),
+        at_executable: LazySet::new(executable_patterns, rule_literals::AT_EXECUTABLE),
         rules,
         set_index,
     }
 });
 
-fn matches_in(set: &RegexSet, texts: &[String]) -> Vec<bool> {
-    let mut hits = vec![false; set.len()];
-    for text in texts {
-        for index in set.matches(text.as_bytes()).iter() {
-            hits[index] = true;
-        }
-    }
-    hits
-}
-
 pub(crate) fn dangerous_rule_finding(analysis: &Analysis) -> Option<&'static str> {
     let compiled = &*RULES;
-    let anywhere_hits = matches_in(&compiled.anywhere, &analysis.texts);
-    let executable_hits = matches_in(&compiled.at_executable, &analysis.exec_lines);
+    let anywhere = compiled.anywhere.candidates(&analysis.texts);
+    let at_executable = compiled.at_executable.candidates(&analysis.exec_lines);
     compiled
         .rules
         .iter()
         .zip(&compiled.set_index)
         .find_map(|(rule, index)| {
             let hit = match (&rule.check, index) {
-                (Check::Anywhere(_), Some(i)) => anywhere_hits[*i],
-                (Check::AtExecutable(_), Some(i)) => executable_hits[*i],
+                (Check::Anywhere(_), Some(i)) => compiled.anywhere.matches_any(*i, &analysis.texts, &anywhere),
+                (Check::AtExecutable(_), Some(i)) => {
+                    compiled.at_executable.matches_any(*i, &analysis.exec_lines, &at_executable)
+                }
                 (Check::Code(check), _) => check(analysis),
                 _ => false,
             };
             hit.then_some(rule.key)
         })
+}
+
+/// Compiles every rule regex now rather than on the first text that needs it.
+pub(crate) fn compile_all() {
+    RULES.anywhere.compile_all();
+    RULES.at_executable.compile_all();
 }
 
 /// Every rule key, in order (for alias tables and documentation).
@@ -676,8 +670,15 @@ static SQL_DELETE_FROM: LazyLock<Regex> =
 static SQL_WHERE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)(?-u:\b)where(?-u:\b)").expect("valid regex"));
 
+/// A necessary condition of a case-insensitive keyword match (none of these keywords has
+/// a letter whose Unicode case folding reaches beyond ASCII, such as `k` or `s`).
+fn contains_ascii_ci(text: &str, keyword: &str) -> bool {
+    text.as_bytes().windows(keyword.len()).any(|window| window.eq_ignore_ascii_case(keyword.as_bytes()))
+}
+
 fn sql_delete_without_where(analysis: &Analysis) -> bool {
-    analysis.texts.iter().any(|text| {
+    // Only texts with the keyword get to the regexes (and compile them).
+    analysis.texts.iter().filter(|text| contains_ascii_ci(text, "delete")).any(|text| {
         SQL_DELETE_FROM.find_iter(text).any(|m| {
             let rest = &text[m.end()..];
             let line = rest.split('\n').next().unwrap_or(rest);
@@ -732,13 +733,99 @@ fn launchctl_hermes_lifecycle(analysis: &Analysis) -> bool {
     analysis
         .texts
         .iter()
-        .any(|t| LAUNCHCTL.is_match(t) && LAUNCHCTL_VERB.is_match(t) && HERMES_WORD.is_match(t))
+        .any(|t| contains_ascii_ci(t, "launchctl") && LAUNCHCTL.is_match(t) && LAUNCHCTL_VERB.is_match(t) && HERMES_WORD.is_match(t))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use regex::bytes::RegexSetBuilder;
+
     #[test]
     fn table_compiles() {
         assert!(super::rule_keys().count() > 100);
+        compile_all();
+    }
+
+    /// Texts to compare on: every corpus command, as written and upper-cased, and each
+    /// line split at its separators (closer to the texts the analysis produces).
+    fn sample_texts() -> Vec<String> {
+        let corpora = [include_str!("../../tests/corpus/categories.tsv"), include_str!("../../tests/holdout/unseen.tsv")];
+        let mut texts = Vec::new();
+        for line in corpora.iter().flat_map(|c| c.lines()).filter(|l| !l.starts_with('#')) {
+            let command = line.split_once('\t').map_or(line, |(_, c)| c).replace("\\n", "\n");
+            texts.push(command.to_uppercase());
+            texts.extend(command.split([';', '|', '&']).map(|part| part.trim().to_string()));
+            texts.push(command);
+        }
+        texts
+    }
+
+    /// The literal prefilter only skips work: for every rule and text, the lazy set agrees
+    /// with one eager `RegexSet` of every pattern.
+    #[test]
+    fn lazy_sets_match_exactly_what_eager_sets_match() {
+        let texts = sample_texts();
+        for anchored in [false, true] {
+            let patterns = patterns_of_kind(anchored);
+            let eager = RegexSetBuilder::new(patterns.iter().map(|(full, _)| full)).size_limit(64 << 20).build().unwrap();
+            // Literals read afresh, not the remembered ones (another test keeps those fresh).
+            let lazy = LazySet::new(patterns.clone(), &[]);
+            let mut hits = 0;
+            for text in &texts {
+                let one = std::slice::from_ref(text);
+                let candidates = lazy.candidates(one);
+                let expected = eager.matches(text.as_bytes());
+                for slot in 0..patterns.len() {
+                    let got = lazy.matches_any(slot, one, &candidates);
+                    assert_eq!(got, expected.matched(slot), "pattern {:?} on {text:?}", patterns[slot].0);
+                    hits += usize::from(got);
+                }
+            }
+            assert!(hits > 50, "the sample texts hit rules ({hits} hits)");
+        }
+    }
+
+    /// `(full, bare)` patterns of the anywhere rules, or of the executable ones.
+    fn patterns_of_kind(anchored: bool) -> Vec<(String, String)> {
+        rule_table()
+            .into_iter()
+            .filter_map(|rule| match (rule.check, anchored) {
+                (Check::Anywhere(p), false) | (Check::AtExecutable(p), true) => Some((compile_pattern(&p, anchored), p)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn bare_patterns(anchored: bool) -> Vec<String> {
+        patterns_of_kind(anchored).into_iter().map(|(_, bare)| bare).collect()
+    }
+
+    /// `rule_literals.rs` holds the literals of the current rules; when it does not, this
+    /// test rewrites it (review the change and commit it).
+    #[test]
+    fn remembered_rule_literals_are_fresh() {
+        use crate::rules::lazy_set::known_literals_source;
+        let source = format!(
+            "//! The required literals of each dangerous rule, in table order, read from the patterns\n\
+             //! at development time (the `remembered_rule_literals_are_fresh` test writes this file).\n\n\
+             use crate::rules::lazy_set::KnownLiterals;\n\n{}\n{}",
+            known_literals_source("ANYWHERE", &bare_patterns(false)),
+            known_literals_source("AT_EXECUTABLE", &bare_patterns(true)),
+        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/rules/rule_literals.rs");
+        if std::fs::read_to_string(path).ok().as_deref() != Some(source.as_str()) {
+            std::fs::write(path, &source).expect("rule_literals.rs is writable");
+            panic!("src/rules/rule_literals.rs was stale and has been rewritten; review and commit it");
+        }
+    }
+
+    /// Rules without a required literal run on every text; keep them few.
+    #[test]
+    fn almost_every_rule_has_a_required_literal() {
+        let patterns = patterns_of_kind(false);
+        let lazy = LazySet::new(patterns.clone(), &[]);
+        let unfiltered: Vec<&str> = lazy.unfiltered().iter().map(|&i| patterns[i].1.as_str()).collect();
+        assert!(unfiltered.len() <= 2, "rules without a literal: {unfiltered:#?}");
     }
 }

@@ -419,10 +419,12 @@ static REDIRECT_TO_DEVICE_TEXT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 pub(crate) fn is_fork_bomb(text: &str) -> bool {
-    FORK_BOMB_COLON.is_match(text)
+    // Both shapes need a brace and a pipe; most commands have neither.
+    (text.contains('{') && text.contains('|'))
+        && (FORK_BOMB_COLON.is_match(text)
         || FORK_BOMB_NAMED
             .captures_iter(text)
-            .any(|c| c[1] == c[2] && c[2] == c[3])
+            .any(|c| c[1] == c[2] && c[2] == c[3]))
 }
 
 const SHELL_CARRIERS: &[&str] = &["eval", "sh", "bash", "zsh", "ksh", "dash", "source", "."];

@@ -2,4 +2,6 @@
 
 pub(crate) mod dangerous;
 pub(crate) mod hardline;
+pub(crate) mod lazy_set;
+mod rule_literals;
 pub(crate) mod paths;
