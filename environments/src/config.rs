@@ -238,9 +238,3 @@ pub fn lifetime_seconds() -> u64 {
     std::env::var("TERMINAL_LIFETIME_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
 }
 
-
-/// `terminal.env_passthrough` names (read from the default Hermes home).
-pub fn env_passthrough() -> Vec<String> {
-    let config = Config::load(&hermes_runtime::context::default_hermes_home());
-    Source { config: &config }.list("TERMINAL_ENV_PASSTHROUGH", "env_passthrough").unwrap_or_default()
-}

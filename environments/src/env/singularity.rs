@@ -155,7 +155,7 @@ impl SingularityEnv {
         }
         let binary = binary(config).unwrap_or_default();
         let image = local_image(&binary, config)?;
-        let env = allowed_env(&|name| std::env::var(name).ok(), &crate::config::env_passthrough());
+        let env = allowed_env(&|name| std::env::var(name).ok(), &config.env_passthrough);
         let instance = format!("hermes-{}", random_hex(8));
         let out = Command::new(&binary)
             .args(start_args(&image, &instance, config.container_cpu, config.container_memory_mb))
