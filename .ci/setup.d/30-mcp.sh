@@ -10,17 +10,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if ! command -v npm >/dev/null 2>&1; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq </dev/null
-    apt-get install -y -qq --no-install-recommends nodejs npm </dev/null
-fi
+source .ci/lib/npm.sh
+ensure_npm
 node_dir=mcp/tests/node
+missing=no
 if [ ! -x "$node_dir/node_modules/.bin/conformance" ] \
     || [ ! -x "$node_dir/node_modules/.bin/mcp-server-everything" ] \
-    || ! "$node_dir/node_modules/.bin/node" --version 2>/dev/null | grep -q '^v22\.' \
-    || [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
-    echo "installing npm packages into $node_dir"
-    (cd "$node_dir" && npm install --no-audit --no-fund --loglevel=error </dev/null)
+    || ! "$node_dir/node_modules/.bin/node" --version 2>/dev/null | grep -q '^v22\.'; then
+    missing=yes
 fi
+npm_install_if "$node_dir" "$missing"
 "$node_dir/node_modules/.bin/node" --version

@@ -18,14 +18,9 @@ if ! "$venv/bin/python3" -c 'import daytona, daytona_api_client, daytona_toolbox
 fi
 
 cd "$(dirname "$0")/../.."
-if ! command -v npm >/dev/null 2>&1; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq </dev/null
-    apt-get install -y -qq --no-install-recommends nodejs npm </dev/null
-fi
+source .ci/lib/npm.sh
+ensure_npm
 node_dir=tests/fakes/node
-if [ ! -f "$node_dir/node_modules/@vercel/sandbox/package.json" ] \
-    || [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
-    echo "installing npm packages into $node_dir"
-    (cd "$node_dir" && npm install --no-audit --no-fund --loglevel=error </dev/null)
-fi
+missing=no
+[ -f "$node_dir/node_modules/@vercel/sandbox/package.json" ] || missing=yes
+npm_install_if "$node_dir" "$missing"
