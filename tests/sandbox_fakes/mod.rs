@@ -3,7 +3,11 @@
 
 #![allow(dead_code)]
 
+#[path = "../common/serve_process.rs"]
+mod serve_process;
+
 use serde_json::{json, Value};
+use serve_process::{serve_command, ServeProcess};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -99,26 +103,8 @@ impl Serve {
 
     /// A server on an existing Hermes home (its config.yaml already written).
     pub fn start_in(home: &std::path::Path, env: &[(&str, &str)]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
-            .arg("serve")
-            .env("HERMES_HOME", home)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start hermes-tools serve");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
+        let ServeProcess { child, stdin, lines } =
+            ServeProcess::spawn(serve_command(home).envs(env.iter().copied()).stderr(Stdio::inherit()));
         Serve { child, stdin, lines, next_id: 0, _home: None }
     }
 

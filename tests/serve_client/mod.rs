@@ -2,10 +2,14 @@
 //! and reads its output lines as they come.
 #![allow(dead_code)]
 
+#[path = "../common/serve_process.rs"]
+mod serve_process;
+
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use serve_process::{serve_command, ServeProcess};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -18,29 +22,14 @@ pub struct Client {
 impl Client {
     /// `hermes-tools serve ARGS` with `HERMES_HOME=home`, running in `cwd`.
     pub fn start(home: &Path, cwd: &Path, args: &[&str]) -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
-            .arg("serve")
-            .args(args)
-            .current_dir(cwd)
-            .env("HERMES_HOME", home)
-            .env_remove("HERMES_INTERACTIVE")
-            .env_remove("HERMES_YOLO_MODE")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start hermes-tools serve");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
+        let ServeProcess { child, stdin, lines } = ServeProcess::spawn(
+            serve_command(home)
+                .args(args)
+                .current_dir(cwd)
+                .env_remove("HERMES_INTERACTIVE")
+                .env_remove("HERMES_YOLO_MODE")
+                .stderr(Stdio::null()),
+        );
         Client { child, stdin, lines }
     }
 

@@ -2,9 +2,13 @@
 
 #![allow(dead_code)]
 
+#[path = "../common/serve_process.rs"]
+mod serve_process;
+
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use serve_process::{serve_command, ServeProcess};
+use std::io::Write;
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -16,26 +20,8 @@ pub struct Server {
 
 impl Server {
     pub fn start(home: &std::path::Path, cwd: &std::path::Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
-            .arg("serve")
-            .env("HERMES_HOME", home)
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start hermes-tools serve");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
+        let ServeProcess { child, stdin, lines } =
+            ServeProcess::spawn(serve_command(home).current_dir(cwd).stderr(Stdio::null()));
         Server { child, stdin, lines }
     }
 
