@@ -33,21 +33,9 @@ echo 'root:x:0:0:root:/root:/bin/bash' > {r}/etc/passwd
     assert!(out.status.success(), "building the root file system failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// The lines a child writes to `stdout`, read on a thread of their own.
-#[allow(dead_code)] // not every test binary that includes this module serves lines
-pub fn line_channel(stdout: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
-    use std::io::BufRead;
-    let (sender, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    lines
-}
+pub mod serve_process;
+#[allow(unused_imports)] // not every test binary that includes this module serves lines
+pub use serve_process::line_channel;
 
 /// Where victims live: a place no sandboxed command may write, so not under /tmp or
 /// `$TMPDIR` (always writable inside the sandbox). The build's own temp folder is,
@@ -107,9 +95,8 @@ pub struct ServeSession {
 impl ServeSession {
     /// Starts `command` (the binary with `serve` and its settings) on pipes.
     pub fn spawn(mut command: Command, scope: serde_json::Value) -> ServeSession {
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("serve starts");
-        let answers = line_channel(child.stdout.take().unwrap());
-        ServeSession { stdin: child.stdin.take(), child, answers, sent: 0, scope }
+        let serve_process::ServeProcess { child, stdin, lines } = serve_process::ServeProcess::spawn(command.stderr(Stdio::null()));
+        ServeSession { stdin, child, answers: lines, sent: 0, scope }
     }
 
     /// One call; its decoded result.
