@@ -452,6 +452,45 @@ fn over_ssh_the_script_runs_in_the_remote_shell() {
     assert!(!workspace.path().join("made-by-script.txt").exists(), "the script ran in the server's directory");
 }
 
+/// Singularity through the stand-in for the `apptainer` CLI (tests/fakes/apptainer: no
+/// apptainer package exists for the test machines; it runs the host's bash and Python in
+/// a private mount namespace with the instance's own /tmp and /root, following
+/// apptainer's `--cleanenv` rules). The script, its `hermes_tools` calls and their
+/// answers travel through `apptainer exec` like the terminal's commands.
+#[test]
+fn in_a_singularity_instance_the_script_runs_where_the_terminal_runs() {
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fakes/apptainer");
+    configure(
+        home.path(),
+        &format!(
+            "terminal:\n  backend: singularity\n  singularity_binary: {}\n  singularity_image: docker://debian:12-slim\n\
+             code_execution:\n  timeout: 20\n",
+            standin.display()
+        ),
+    );
+    let standin_state = state.path().as_os_str();
+    let mut session = serve_session(home.path(), workspace.path(), &[("APPTAINER_STANDIN_STATE", standin_state)]);
+    let moved = session.call("terminal", json!({"command": "mkdir -p /tmp/work && cd /tmp/work"}));
+    assert_eq!(moved["exit_code"], 0, "{moved}");
+    let result = session.call("execute_code", json!({"code": WHERE_AM_I}));
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["output"], "/tmp/work False\nwritten by the script\n", "{result}");
+    assert_eq!(result["tool_calls_made"], 1);
+    let seen = session.call("terminal", json!({"command": "cat made-by-script.txt"}));
+    assert_eq!(seen["output"], "written by the script", "{seen}");
+    assert!(!workspace.path().join("made-by-script.txt").exists(), "the script ran in the server's directory");
+    let instances: Vec<_> = std::fs::read_dir(state.path().join("instances")).unwrap().flatten().collect();
+    assert_eq!(instances.len(), 1);
+    assert!(instances[0].path().join("tmp/work/made-by-script.txt").is_file(), "not in the instance's own /tmp");
+    drop(session);
+    let calls = std::fs::read_to_string(state.path().join("calls.log")).unwrap();
+    assert!(calls.contains("/script.py"), "the script did not go through the CLI:\n{calls}");
+    assert!(calls.lines().filter(|l| l.starts_with("exec ")).all(|l| l.starts_with("exec --cleanenv instance://")), "{calls}");
+}
+
 #[test]
 fn backends_that_cannot_carry_the_calls_say_so_instead_of_running_on_the_host() {
     let home = tempfile::tempdir().unwrap();
