@@ -1,0 +1,135 @@
+//! hermes-tools side by side with the original (hermes-agent 0.19.0 from PyPI): the same
+//! calls through the same kind of pipe, one at a time, in one run.
+//!
+//! - read_file of a 3-line file (a different file each call, so every call really
+//!   reads): `hermes-tools serve` against the original's `handle_function_call` behind a
+//!   JSON-lines loop of the same shape (benches/original_lines.py);
+//! - terminal `true`, the same way (local backend; ours with its default OS sandbox);
+//! - an MCP `tools/call` of `skills_list` (no skills installed) over stdio:
+//!   `hermes-tools mcp --toolsets skills` against the original's own MCP server
+//!   (`python -m agent.transports.hermes_tools_mcp_server`, which needs `mcp` below 2).
+//!
+//! HERMES_BENCH_ORIGINAL_PYTHON=/tmp/hermes-original/bin/python cargo bench --bench original
+//! (the venv: `python3 -m venv /tmp/hermes-original && /tmp/hermes-original/bin/pip install
+//! hermes-agent==0.19.0 'mcp<2'`). Without that variable only our side runs.
+
+#[path = "support/line_peer.rs"]
+mod line_peer;
+
+use line_peer::{mcp_initialize, mcp_line, median_round_trip, Peer};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const READS: usize = 2_000;
+const COMMANDS: usize = 300;
+const MCP_CALLS: usize = 2_000;
+
+fn call_line(n: usize, name: &str, args: Value) -> String {
+    format!("{}\n", json!({"id": format!("c{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}, "task_id": "bench"}))
+}
+
+/// The tool result inside an answer line, which must not be an error.
+fn tool_result(answer: &str) -> Value {
+    let line: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
+    let content = line["content"].as_str().unwrap_or_else(|| panic!("no content: {answer}"));
+    let result: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("content not JSON ({e}): {content}"));
+    assert!(result.get("error").is_none_or(Value::is_null), "the call failed: {result}");
+    result
+}
+
+fn read_calls() -> Vec<String> {
+    (0..READS).map(|n| call_line(n, "read_file", json!({"path": format!("f{n}.txt")}))).collect()
+}
+
+fn terminal_calls() -> Vec<String> {
+    (0..COMMANDS).map(|n| call_line(n, "terminal", json!({"command": "true"}))).collect()
+}
+
+fn mcp_calls() -> Vec<String> {
+    (0..MCP_CALLS as u64).map(|n| mcp_line(1 + n, "tools/call", json!({"name": "skills_list", "arguments": {}}))).collect()
+}
+
+fn check_read(answer: &str) {
+    let result = tool_result(answer);
+    assert!(result["content"].as_str().is_some_and(|c| c.contains("one")), "not the file's text: {result}");
+}
+
+fn check_terminal(answer: &str) {
+    assert_eq!(tool_result(answer)["exit_code"], 0, "{answer}");
+}
+
+fn check_mcp(answer: &str) {
+    let reply: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
+    assert_eq!(reply["result"]["isError"].as_bool().unwrap_or(false), false, "{answer}");
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text: {answer}"));
+    assert!(text.contains("\"skills\""), "{text}");
+}
+
+/// One side's home and working directory: the files read_file reads, nothing else.
+struct Place {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Place {
+    fn new() -> Place {
+        let place = Place { home: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() };
+        for n in 0..READS {
+            std::fs::write(place.work.path().join(format!("f{n}.txt")), "one\ntwo\nthree\n").unwrap();
+        }
+        place
+    }
+
+    fn command(&self, program: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(program);
+        command.args(args).env("HERMES_HOME", self.home.path()).env("TERMINAL_CWD", self.work.path()).current_dir(self.work.path());
+        command
+    }
+}
+
+struct Figures {
+    read: Duration,
+    terminal: Duration,
+    mcp: Duration,
+}
+
+/// The three medians of one side: `lines` starts its JSON-lines server, `mcp` its MCP server.
+fn measure(mut lines: Command, mut mcp: Command) -> Figures {
+    let mut server = Peer::start(&mut lines);
+    let read = median_round_trip(&mut server, &read_calls(), 100, READS - 100, check_read);
+    let terminal = median_round_trip(&mut server, &terminal_calls(), 20, COMMANDS, check_terminal);
+    server.finish();
+    let mut server = Peer::start(&mut mcp);
+    mcp_initialize(&mut server);
+    let mcp = median_round_trip(&mut server, &mcp_calls(), 100, MCP_CALLS - 100, check_mcp);
+    server.finish();
+    Figures { read, terminal, mcp }
+}
+
+fn main() {
+    let binary = Path::new(env!("CARGO_BIN_EXE_hermes-tools"));
+    let ours_place = Place::new();
+    let ours = measure(ours_place.command(binary, &["serve"]), ours_place.command(binary, &["mcp", "--toolsets", "skills"]));
+    let original = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON").map(|python| {
+        let place = Place::new();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/original_lines.py");
+        let python = Path::new(&python);
+        measure(place.command(python, &[script]), place.command(python, &["-m", "agent.transports.hermes_tools_mcp_server"]))
+    });
+    println!("{:<52} {:>11} {:>11} {:>9}", "one call at a time", "ours", "original", "ratio");
+    let row = |label: &str, ours: Duration, theirs: Option<Duration>| {
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        match theirs {
+            Some(theirs) => println!("{label:<52} {:>9.1}µs {:>9.1}µs {:>8.3}x", us(ours), us(theirs), ours.as_secs_f64() / theirs.as_secs_f64()),
+            None => println!("{label:<52} {:>9.1}µs {:>11} {:>9}", us(ours), "-", "-"),
+        }
+    };
+    row("read_file of a 3-line file, JSON lines", ours.read, original.as_ref().map(|o| o.read));
+    row("terminal `true`, JSON lines", ours.terminal, original.as_ref().map(|o| o.terminal));
+    row("MCP tools/call skills_list, stdio", ours.mcp, original.as_ref().map(|o| o.mcp));
+    if original.is_none() {
+        println!("(set HERMES_BENCH_ORIGINAL_PYTHON to a Python with hermes-agent==0.19.0 and 'mcp<2' for the original's side)");
+    }
+}
