@@ -457,22 +457,25 @@ fn over_ssh_the_script_runs_in_the_remote_shell() {
 /// a private mount namespace with the instance's own /tmp and /root, following
 /// apptainer's `--cleanenv` rules). The script, its `hermes_tools` calls and their
 /// answers travel through `apptainer exec` like the terminal's commands.
-#[test]
-fn in_a_singularity_instance_the_script_runs_where_the_terminal_runs() {
-    let state = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let workspace = tempfile::tempdir().unwrap();
+fn singularity_session(state: &Path, home: &Path, workspace: &Path) -> common::ServeSession {
     let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fakes/apptainer");
     configure(
-        home.path(),
+        home,
         &format!(
             "terminal:\n  backend: singularity\n  singularity_binary: {}\n  singularity_image: docker://debian:12-slim\n\
              code_execution:\n  timeout: 20\n",
             standin.display()
         ),
     );
-    let standin_state = state.path().as_os_str();
-    let mut session = serve_session(home.path(), workspace.path(), &[("APPTAINER_STANDIN_STATE", standin_state)]);
+    serve_session(home, workspace, &[("APPTAINER_STANDIN_STATE", state.as_os_str())])
+}
+
+#[test]
+fn in_a_singularity_instance_the_script_runs_where_the_terminal_runs() {
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let mut session = singularity_session(state.path(), home.path(), workspace.path());
     let moved = session.call("terminal", json!({"command": "mkdir -p /tmp/work && cd /tmp/work"}));
     assert_eq!(moved["exit_code"], 0, "{moved}");
     let result = session.call("execute_code", json!({"code": WHERE_AM_I}));
@@ -489,6 +492,31 @@ fn in_a_singularity_instance_the_script_runs_where_the_terminal_runs() {
     let calls = std::fs::read_to_string(state.path().join("calls.log")).unwrap();
     assert!(calls.contains("/script.py"), "the script did not go through the CLI:\n{calls}");
     assert!(calls.lines().filter(|l| l.starts_with("exec ")).all(|l| l.starts_with("exec --cleanenv instance://")), "{calls}");
+}
+
+/// A script that prints far more than is kept takes no more room than the cap in the
+/// remote environment while it runs, and its head, tail and total still come back.
+#[test]
+fn a_remote_script_that_prints_without_end_keeps_only_the_cap_on_the_remote_disk() {
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let mut session = singularity_session(state.path(), home.path(), workspace.path());
+    let code = "import os, sys, time\nprint('first line')\nchunk = 'x' * 1023 + '\\n'\n\
+                for _ in range(20 * 1024):\n    sys.stdout.write(chunk)\n\
+                sys.stderr.write('e' * 300000)\nsys.stdout.flush(); sys.stderr.flush(); time.sleep(0.5)\n\
+                d = os.environ['HERMES_RPC_DIR']\n\
+                used = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.startswith(('stdout', 'stderr')))\n\
+                print('bytes on disk', used)\nprint('last line')\n";
+    let result = session.call("execute_code", json!({"code": code}));
+    assert_eq!(result["status"], "success", "{result}");
+    let output = result["output"].as_str().unwrap();
+    assert!(output.starts_with("first line\nxxx"), "{output:.200}");
+    assert!(output.ends_with("last line\n"), "{}", &output[output.len().saturating_sub(200)..]);
+    let used: usize = output.lines().find_map(|l| l.strip_prefix("bytes on disk ")).expect("the script measured its files").parse().unwrap();
+    assert!(used <= 50_000 + 10_000 + 16, "the outputs took {used} bytes on the remote disk");
+    assert!(output.contains("bytes omitted out of"), "{output:.300}");
+    assert!(result["stdout_bytes_total"].as_u64().unwrap() > 20 * 1024 * 1024, "{}", result["stdout_bytes_total"]);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //!
 //! The tool calls travel on what every such backend already carries: each request is a
 //! framed line on the run's own output stream (the script's stdout and stderr go to
-//! files in a private folder of the run instead), and each answer is written back as a
+//! files in a private folder of the run instead, kept within their caps as they are
+//! written), and each answer is written back as a
 //! file in that folder by a short command of its own. When the run ends, the capped
 //! head and tail of the two files come back in one more command, and the folder goes.
 
@@ -27,23 +28,63 @@ open(d + "/hermes_tools.py", "wb").write(data[:n])
 open(d + "/script.py", "wb").write(data[n:])
 "#;
 
-/// Prints, as JSON, each output file's total size and its capped head (the first 40%
-/// of the cap) and tail (up to the last 60%), base64-encoded: `argv[1]` the folder,
-/// then the caps of stdout and stderr.
+/// Keeps what the script writes to one of its outputs within a fixed size on the
+/// remote disk, as the local run keeps it in memory: the first 40% of the cap in
+/// `argv[1]`, the last 60% in a ring file `argv[1].ring` (an 8-byte count of all bytes
+/// seen, then the ring). Written as it arrives, so a run stopped at its timeout leaves
+/// what it had printed. `argv[2]` the cap.
+const CAP_OUTPUT: &str = r#"import os, sys
+path, cap = sys.argv[1], int(sys.argv[2])
+head_cap = cap * 2 // 5
+tail_cap = cap - head_cap
+head = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+ring = os.open(path + ".ring", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+total = 0
+while True:
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    if total < head_cap:
+        part = chunk[:head_cap - total]
+        os.write(head, part)
+        total += len(part)
+        chunk = chunk[len(part):]
+    if chunk and tail_cap:
+        kept = chunk[-tail_cap:]
+        at = (total + len(chunk) - len(kept) - head_cap) % tail_cap
+        first = kept[:tail_cap - at]
+        os.pwrite(ring, first, 8 + at)
+        if len(kept) > len(first):
+            os.pwrite(ring, kept[len(first):], 8)
+    total += len(chunk)
+    os.pwrite(ring, total.to_bytes(8, "little"), 0)
+"#;
+
+/// Prints, as JSON, each output's total size and its capped head and tail (as
+/// [`CAP_OUTPUT`] kept them), base64-encoded: `argv[1]` the folder, then the caps of
+/// stdout and stderr.
 const COLLECT: &str = r#"import base64, json, os, sys
 d = sys.argv[1]
 out = {}
-for name, cap in (("stdout", int(sys.argv[2])), ("stderr", int(sys.argv[3]))):
-    path = os.path.join(d, name)
-    total = os.path.getsize(path) if os.path.exists(path) else 0
-    head_cap = cap * 2 // 5
-    head = tail = b""
-    if total:
+def read(path):
+    try:
         with open(path, "rb") as f:
-            head = f.read(head_cap)
-            if total > len(head):
-                f.seek(max(len(head), total - (cap - head_cap)))
-                tail = f.read(cap - head_cap)
+            return f.read()
+    except OSError:
+        return b""
+for name, cap in (("stdout", int(sys.argv[2])), ("stderr", int(sys.argv[3]))):
+    head_cap = cap * 2 // 5
+    tail_cap = cap - head_cap
+    head = read(os.path.join(d, name))[:head_cap]
+    ring = read(os.path.join(d, name + ".ring"))
+    total = max(len(head), int.from_bytes(ring[:8], "little") if len(ring) >= 8 else 0)
+    ring = ring[8:8 + tail_cap]
+    beyond = total - head_cap
+    tail = b""
+    if beyond > 0 and ring:
+        n = min(beyond, tail_cap, len(ring))
+        start = (beyond - n) % len(ring)
+        tail = (ring[start:] + ring[:start])[:n]
     out[name] = [total, base64.b64encode(head).decode(), base64.b64encode(tail).decode()]
 print(json.dumps(out))
 "#;
@@ -65,11 +106,15 @@ pub fn run(slot: &Slot, job: Job<'_>, dispatcher: Arc<Dispatcher>, cancelled: &d
     let env = Arc::clone(&slot.env);
     let dir = format!("{}/hermes-exec-{}", env.temp_dir().trim_end_matches('/'), crate::tools::terminal::output::random_hex(12));
     let q = sh_quote(&dir);
+    // The outputs go through CAP_OUTPUT, whose processes keep the run's stream open
+    // until they have written everything, so the collecting step reads complete files.
     let command = format!(
         "(umask 077 && mkdir -p {q}) && python3 -c {unpack} {q} {n} && \
          HERMES_RPC_DIR={q} HERMES_RPC_OUT_FD=3 HERMES_RPC_TOKEN={token} PYTHONPATH={q}${{PYTHONPATH:+:$PYTHONPATH}} \
-         PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 python3 {q}/script.py 3>&1 >{q}/stdout 2>{q}/stderr </dev/null",
+         PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 python3 {q}/script.py 3>&1 \
+         > >(python3 -c {cap} {q}/stdout {MAX_STDOUT_BYTES}) 2> >(python3 -c {cap} {q}/stderr {MAX_STDERR_BYTES}) </dev/null",
         unpack = sh_quote(UNPACK),
+        cap = sh_quote(CAP_OUTPUT),
         n = job.module.len(),
         token = sh_quote(job.token),
     );
