@@ -1,6 +1,8 @@
 //! Throughput of `classify` over a mixed corpus. Plain `main` (no criterion): prints the median
 //! and worst time per command, plus the ratio to a trivial baseline measured in the same run so
-//! numbers from different machines can be compared.
+//! numbers from different machines can be compared. With `HERMES_BENCH_ORIGINAL_PYTHON` naming
+//! a Python that has hermes-agent 0.19.0, the original's checks of the same corpus (its sudo
+//! stdin guard, hardline and dangerous-pattern detection, in process) are timed the same way.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -164,6 +166,51 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// The original's per-command median over `corpus`, in its own process.
+const ORIGINAL_CHECKS: &str = r#"import sys, time
+from tools.approval import _check_sudo_stdin_guard, detect_dangerous_command, detect_hardline_command
+commands = open(sys.argv[1], encoding="utf-8").read().split("\0")
+rounds = int(sys.argv[2])
+def check(c):
+    _check_sudo_stdin_guard(c); detect_hardline_command(c); detect_dangerous_command(c)
+for c in commands:
+    check(c)
+times = []
+for c in commands:
+    started = time.perf_counter()
+    for _ in range(rounds):
+        check(c)
+    times.append((time.perf_counter() - started) / rounds)
+times.sort()
+print(times[len(times) // 2] * 1e6)
+"#;
+
+fn original_median(corpus: &[String]) -> Option<Result<f64, String>> {
+    let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON")?;
+    let scratch = std::env::temp_dir().join(format!("hermes-classify-bench-{}", std::process::id()));
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).ok()?;
+    let corpus_file = scratch.join("corpus");
+    std::fs::write(&corpus_file, corpus.join("\0")).ok()?;
+    let out = std::process::Command::new(python)
+        .arg("-c")
+        .arg(ORIGINAL_CHECKS)
+        .arg(&corpus_file)
+        .arg(ROUNDS.to_string())
+        .env("HERMES_HOME", &home)
+        .output();
+    let _ = std::fs::remove_dir_all(&scratch);
+    Some(match out {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .lines()
+            .last()
+            .and_then(|l| l.parse().ok())
+            .ok_or_else(|| String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        Err(e) => Err(e.to_string()),
+    })
+}
+
 fn main() {
     let corpus = corpus();
     let ctx = GuardContext {
@@ -197,6 +244,14 @@ fn main() {
         median.as_secs_f64() / base_median.as_secs_f64().max(1e-12),
         worst.as_secs_f64() / base_worst.as_secs_f64().max(1e-12)
     );
+    match original_median(&corpus) {
+        Some(Ok(theirs)) => println!(
+            "original (sudo guard + hardline + dangerous): median {theirs:.2} us; classify/original {:.3}x",
+            micros(median) / theirs
+        ),
+        Some(Err(why)) => println!("original: could not be timed: {why}"),
+        None => println!("original: set HERMES_BENCH_ORIGINAL_PYTHON to time hermes-agent's checks of the same corpus"),
+    }
 
     // Scaling: commands of growing size (under the parser limits, so every rule runs).
     // Linear time shows as a flat cost per kilobyte.
