@@ -5,6 +5,8 @@
 //!   reads): `hermes-tools serve` against the original's `handle_function_call` behind a
 //!   JSON-lines loop of the same shape (benches/original_lines.py);
 //! - terminal `true`, the same way (local backend; ours with its default OS sandbox);
+//! - read_file of a page (500 lines) of a 50 MB file, a different page each call, and a
+//!   patch (mode replace) of one line of a 5 MB file, a different line each call;
 //! - an MCP `tools/call` of `skills_list` (no skills installed) over stdio:
 //!   `hermes-tools mcp --toolsets skills` against the original's own MCP server
 //!   (`python -m agent.transports.hermes_tools_mcp_server`, which needs `mcp` below 2).
@@ -25,6 +27,14 @@ use std::time::Duration;
 const READS: usize = 2_000;
 const COMMANDS: usize = 300;
 const MCP_CALLS: usize = 2_000;
+const BIG_CALLS: usize = 12;
+/// Lines of the 50 MB file (26 bytes each) and of the 5 MB file.
+const BIG_LINES: usize = 2_000_000;
+const EDITED_LINES: usize = 200_000;
+
+fn numbered_line(n: usize) -> String {
+    format!("line {n:>12} of the file\n")
+}
 
 fn call_line(n: usize, name: &str, args: Value) -> String {
     format!("{}\n", json!({"id": format!("c{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}, "task_id": "bench"}))
@@ -47,6 +57,21 @@ fn terminal_calls() -> Vec<String> {
     (0..COMMANDS).map(|n| call_line(n, "terminal", json!({"command": "true"}))).collect()
 }
 
+fn big_read_calls() -> Vec<String> {
+    (0..BIG_CALLS).map(|n| call_line(n, "read_file", json!({"path": "big.txt", "offset": 1 + n * 150_000, "limit": 500}))).collect()
+}
+
+fn patch_calls() -> Vec<String> {
+    (0..BIG_CALLS)
+        .map(|n| {
+            let line = 1 + n * 15_000;
+            let old = numbered_line(line);
+            let new = old.replace("of the file", "of the edit");
+            call_line(n, "patch", json!({"mode": "replace", "path": "edited.txt", "old_string": old, "new_string": new}))
+        })
+        .collect()
+}
+
 fn mcp_calls() -> Vec<String> {
     (0..MCP_CALLS as u64).map(|n| mcp_line(1 + n, "tools/call", json!({"name": "skills_list", "arguments": {}}))).collect()
 }
@@ -54,6 +79,16 @@ fn mcp_calls() -> Vec<String> {
 fn check_read(answer: &str) {
     let result = tool_result(answer);
     assert!(result["content"].as_str().is_some_and(|c| c.contains("one")), "not the file's text: {result}");
+}
+
+fn check_page(answer: &str) {
+    let result = tool_result(answer);
+    assert!(result["content"].as_str().is_some_and(|c| c.lines().count() >= 500), "not a page: {:.300}", result.to_string());
+}
+
+fn check_patch(answer: &str) {
+    let result = tool_result(answer);
+    assert_ne!(result["success"], false, "{result}");
 }
 
 fn check_terminal(answer: &str) {
@@ -79,6 +114,10 @@ impl Place {
         for n in 0..READS {
             std::fs::write(place.work.path().join(format!("f{n}.txt")), "one\ntwo\nthree\n").unwrap();
         }
+        let big: String = (1..=BIG_LINES).map(numbered_line).collect();
+        std::fs::write(place.work.path().join("big.txt"), big).unwrap();
+        let edited: String = (1..=EDITED_LINES).map(numbered_line).collect();
+        std::fs::write(place.work.path().join("edited.txt"), edited).unwrap();
         place
     }
 
@@ -91,21 +130,25 @@ impl Place {
 
 struct Figures {
     read: Duration,
+    page: Duration,
+    patch: Duration,
     terminal: Duration,
     mcp: Duration,
 }
 
-/// The three medians of one side: `lines` starts its JSON-lines server, `mcp` its MCP server.
+/// The medians of one side: `lines` starts its JSON-lines server, `mcp` its MCP server.
 fn measure(mut lines: Command, mut mcp: Command) -> Figures {
     let mut server = Peer::start(&mut lines);
     let read = median_round_trip(&mut server, &read_calls(), 100, READS - 100, check_read);
+    let page = median_round_trip(&mut server, &big_read_calls(), 2, BIG_CALLS - 2, check_page);
+    let patch = median_round_trip(&mut server, &patch_calls(), 2, BIG_CALLS - 2, check_patch);
     let terminal = median_round_trip(&mut server, &terminal_calls(), 20, COMMANDS, check_terminal);
     server.finish();
     let mut server = Peer::start(&mut mcp);
     mcp_initialize(&mut server);
     let mcp = median_round_trip(&mut server, &mcp_calls(), 100, MCP_CALLS - 100, check_mcp);
     server.finish();
-    Figures { read, terminal, mcp }
+    Figures { read, page, patch, terminal, mcp }
 }
 
 fn main() {
@@ -127,6 +170,8 @@ fn main() {
         }
     };
     row("read_file of a 3-line file, JSON lines", ours.read, original.as_ref().map(|o| o.read));
+    row("read_file, a 500-line page of a 50 MB file", ours.page, original.as_ref().map(|o| o.page));
+    row("patch (replace) of one line of a 5 MB file", ours.patch, original.as_ref().map(|o| o.patch));
     row("terminal `true`, JSON lines", ours.terminal, original.as_ref().map(|o| o.terminal));
     row("MCP tools/call skills_list, stdio", ours.mcp, original.as_ref().map(|o| o.mcp));
     if original.is_none() {
