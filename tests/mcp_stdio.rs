@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 struct Client {
     child: Child,
-    stdin: Option<ChildStdin>,
+    stdin: Option<Box<dyn Write>>,
     lines: Receiver<Value>,
     /// Messages read while waiting for another one.
     held: Vec<Value>,
@@ -24,11 +24,20 @@ struct Client {
 
 impl Client {
     fn start(home: &Path, work: &Path, toolsets: &str) -> Client {
+        Client::start_with_input(home, work, toolsets, None)
+    }
+
+    /// With `input`, the server reads the read end given and the client writes the other.
+    fn start_with_input(home: &Path, work: &Path, toolsets: &str, input: Option<(std::io::PipeReader, std::io::PipeWriter)>) -> Client {
+        let (stdin, writer) = match input {
+            Some((reader, writer)) => (Stdio::from(reader), Some(Box::new(writer) as Box<dyn Write>)),
+            None => (Stdio::piped(), None),
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
             .args(["mcp", "--toolsets", toolsets])
             .env("HERMES_HOME", home)
             .current_dir(work)
-            .stdin(Stdio::piped())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -43,7 +52,8 @@ impl Client {
                 }
             }
         });
-        Client { stdin: child.stdin.take(), child, lines, held: Vec::new() }
+        let stdin = writer.or_else(|| child.stdin.take().map(|s| Box::new(s) as Box<dyn Write>));
+        Client { stdin, child, lines, held: Vec::new() }
     }
 
     /// A client past the handshake.
@@ -256,4 +266,22 @@ fn a_call_running_at_end_of_input_still_answers() {
     assert!(status.success(), "{status}");
     let answer = rest.iter().find(|m| m.get("id") == Some(&json!(1))).unwrap_or_else(|| panic!("no answer: {rest:?}"));
     assert!(text(answer).contains("finished"), "{answer}");
+}
+
+#[test]
+fn a_non_blocking_input_is_waited_on() {
+    use std::os::fd::AsRawFd;
+    let (home, work) = setup();
+    let (reader, writer) = std::io::pipe().unwrap();
+    let fd = reader.as_raw_fd();
+    // SAFETY: flags of a descriptor this test owns.
+    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+    let mut client = Client::start_with_input(home.path(), work.path(), "file", Some((reader, writer)));
+    client.initialize();
+    // The server has read everything sent so far and finds the pipe empty.
+    std::thread::sleep(Duration::from_millis(200));
+    client.call(json!(1), "read_file", json!({"path": "small.txt"}), None);
+    assert!(text(&client.answer(json!(1))).contains("one"));
+    let (status, _) = client.finish();
+    assert!(status.success(), "{status}");
 }

@@ -129,6 +129,14 @@ impl Lines {
             let available = match self.input.fill_buf() {
                 Ok(available) => available,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // A client may hand over a non-blocking pipe: wait until it has data.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    use std::os::fd::AsRawFd;
+                    let mut ready = libc::pollfd { fd: self.input.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                    // SAFETY: one valid pollfd, for the duration of the call.
+                    unsafe { libc::poll(&mut ready, 1, -1) };
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             if available.is_empty() {
