@@ -4,7 +4,8 @@
 //!   the same JSON line sent round trip through `cat`;
 //! - an MCP `tools/call` over stdio (`hermes-tools mcp`), one at a time, against a
 //!   server that answers every request with a fixed reply (this binary, re-run as
-//!   `--fixed-reply-server`);
+//!   `--fixed-reply-server`), and the same read_file calls made through the registry
+//!   in this process (the tool's own cost), to tell the protocol's share from the tool's;
 //! - serve's RSS after 1k, 10k and 100k calls (pipelined), and the growth per 10k.
 //!
 //! cargo bench --bench servers
@@ -137,6 +138,26 @@ fn mcp_calls(from: u64) -> Vec<String> {
     (0..64).map(|n| mcp_line(from + n, "tools/call", json!({"name": "read_file", "arguments": {"path": "small.txt", "offset": 1 + n % 3}}))).collect()
 }
 
+/// Median time of the calls of [`mcp_calls`] made in this process: the same task for
+/// all, as the MCP session's, so the file tool answers as it does over MCP.
+fn in_process_median(home: &std::path::Path, work: &std::path::Path) -> Duration {
+    use hermes_tools::runtime::{Registry, ToolCall, ToolContext};
+    let registry = Registry::with_home(&hermes_tools::CATALOG, home.to_path_buf());
+    let ctx = ToolContext::builder().task_id("bench-in-process").cwd(work).build();
+    let calls: Vec<ToolCall> = (0..64).map(|n| ToolCall::new("read_file", json!({"path": "small.txt", "offset": 1 + n % 3}))).collect();
+    for call in calls.iter().take(200) {
+        registry.handle_function_call(call, &ctx);
+    }
+    let mut samples = Vec::with_capacity(ROUND_TRIPS);
+    for call in calls.iter().cycle().take(ROUND_TRIPS) {
+        let started = Instant::now();
+        std::hint::black_box(registry.handle_function_call(call, &ctx));
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    samples[ROUND_TRIPS / 2]
+}
+
 fn initialize(peer: &mut Peer) {
     let init = mcp_line(0, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}));
     peer.round_trip(&init);
@@ -181,6 +202,9 @@ fn main() {
     let mcp_median = median_round_trip(&mut mcp, &mcp_calls(1));
     mcp.finish();
     report("mcp tools/call vs a fixed-reply server", mcp_median, fixed_median);
+    let tool_median = in_process_median(home.path(), work.path());
+    println!("{:<46} {:>8.1}µs", "the same read_file in process (the tool)", tool_median.as_secs_f64() * 1e6);
+    report("mcp tools/call less the tool vs fixed reply", mcp_median.saturating_sub(tool_median), fixed_median);
 
     let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
     pipelined(&mut serve, 1_000, 0);

@@ -76,8 +76,26 @@ pub fn is_error_result(result: &str) -> bool {
     matches!(hermes_runtime::hooks::derive_status(result).0, hermes_runtime::hooks::CallStatus::Error)
 }
 
+/// The keys of a result object that decide how it is served; every other value is
+/// skipped without being built.
+#[derive(serde::Deserialize)]
+struct ResultKeys {
+    error: Option<Value>,
+    #[serde(rename = "_multimodal")]
+    multimodal: Option<serde::de::IgnoredAny>,
+}
+
 /// A result string → an MCP `CallToolResult` as JSON.
 pub fn result_string_to_mcp(result: &str) -> Value {
+    // Most results are objects that are no envelope: their `error` decides, read
+    // without building the rest (as `is_error_result` would judge it). Anything else
+    // (an envelope, a duplicate key, not an object) takes the general way.
+    if result.trim_start().starts_with('{') {
+        if let Ok(ResultKeys { error, multimodal: None }) = serde_json::from_str::<ResultKeys>(result) {
+            let is_error = !matches!(error, None | Some(Value::Bool(false))) && error.as_ref().and_then(Value::as_str) != Some("");
+            return json!({"content": [{"type": "text", "text": result}], "isError": is_error});
+        }
+    }
     if let Ok(envelope) = serde_json::from_str::<Value>(result) {
         if hermes_runtime::dispatch::is_multimodal_envelope(&envelope) {
             let mut content = Vec::new();
@@ -126,5 +144,20 @@ mod tests {
         assert_eq!(result_string_to_mcp(r#"{"error": "x"}"#)["isError"], true);
         assert_eq!(result_string_to_mcp(r#"{"ok": 1}"#)["isError"], false);
         assert_eq!(result_string_to_mcp("plain")["isError"], false);
+    }
+
+    #[test]
+    fn the_quick_reading_judges_errors_as_the_full_one() {
+        let results = [
+            r#"{"error": "x"}"#, r#"{"error": ""}"#, r#"{"error": null}"#, r#"{"error": false}"#, r#"{"error": true}"#,
+            r#"{"error": 0}"#, r#"{"error": {"why": 1}}"#, r#"{"error": []}"#, r#"  {"content": "1|a", "error": "late"}"#,
+            r#"{"error": "", "error": "second wins"}"#, r#"{"error": "x"} trailing"#, r#"["error", 1]"#, r#""error""#,
+            r#"{"ok": {"error": "nested"}}"#, "", "{", "null",
+        ];
+        for result in results {
+            let served = result_string_to_mcp(result);
+            assert_eq!(served["isError"], is_error_result(result), "{result}");
+            assert_eq!(served["content"][0]["text"], result, "{result}");
+        }
     }
 }

@@ -136,14 +136,27 @@ pub fn deliver_notification(task_id: &str, event: &Value) -> bool {
     true
 }
 
-/// Puts the user behind `peer` on a call's context: the approver, and the session's
-/// agent session (created on first use) whose questions are elicited.
-pub fn attach_user(builder: ToolContextBuilder, registry: &Arc<Registry>, task_id: &str, peer: &Peer<RoleServer>) -> ToolContextBuilder {
-    register_session(task_id, peer);
-    let session = agent_session(registry, task_id, peer);
-    builder
-        .approver(Arc::new(ElicitingApprover::new(peer.clone())))
-        .agent_session(session as Arc<dyn hermes_runtime::AgentSession>)
+/// The user behind one session's client as its calls' contexts carry them: the
+/// approver, and the session's agent session (whose questions are elicited). Made on
+/// the session's first call, inside the server's runtime; the client's capabilities
+/// are settled by then.
+pub struct User {
+    approver: Arc<ElicitingApprover>,
+    session: Arc<AgentSession>,
+}
+
+impl User {
+    pub fn new(registry: &Arc<Registry>, task_id: &str, peer: &Peer<RoleServer>) -> User {
+        register_session(task_id, peer);
+        User { approver: Arc::new(ElicitingApprover::new(peer.clone())), session: agent_session(registry, task_id, peer) }
+    }
+
+    /// Puts this user on a call's context.
+    pub fn attach(&self, builder: ToolContextBuilder) -> ToolContextBuilder {
+        builder
+            .approver(Arc::clone(&self.approver) as Arc<dyn ApprovalPrompter>)
+            .agent_session(Arc::clone(&self.session) as Arc<dyn hermes_runtime::AgentSession>)
+    }
 }
 
 fn agent_session(registry: &Arc<Registry>, task_id: &str, peer: &Peer<RoleServer>) -> Arc<AgentSession> {

@@ -6,6 +6,7 @@
 //! - [`plugins`]: folders under `$HERMES_HOME/plugins/` and `./.hermes/plugins/` with a
 //!   `plugin.yaml` declaring tools and hooks that run as commands.
 //! - [`server`]: `hermes-tools mcp`, the registry served over MCP (stdio or streamable HTTP).
+//! - [`stdio`]: the stdio transport of that server, which answers `tools/call` itself.
 //!
 //! [`attach`] is the one call a front end makes at start: it connects the configured
 //! servers and loads the plugins, and says what it loaded and what it skipped.
@@ -17,6 +18,7 @@ pub mod elicitation;
 pub mod names;
 pub mod plugins;
 pub mod server;
+pub mod stdio;
 
 use hermes_runtime::Registry;
 use std::sync::Arc;

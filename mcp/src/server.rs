@@ -22,7 +22,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use crate::http_guard::{self, SessionCap, SessionLimits, Token};
 use serde_json::{json, Value};
 use hermes_runtime::availability::CHECK_TTL;
@@ -47,6 +47,8 @@ pub struct HermesServer {
     tools: Arc<ToolCache>,
     task_id: String,
     level: Arc<Mutex<Option<LoggingLevel>>>,
+    /// The client's user, once a call needed them.
+    user: Arc<std::sync::OnceLock<crate::elicitation::User>>,
 }
 
 /// The served tools as MCP sees them, kept while the registry's generation and
@@ -107,7 +109,7 @@ impl HermesServer {
     pub fn with_cache(registry: Arc<Registry>, selection: Arc<Selection>, tools: Arc<ToolCache>) -> HermesServer {
         static SESSIONS: AtomicU64 = AtomicU64::new(1);
         let task_id = format!("mcp-{}-{}", std::process::id(), SESSIONS.fetch_add(1, Ordering::SeqCst));
-        HermesServer { registry, selection, tools, task_id, level: Arc::new(Mutex::new(None)) }
+        HermesServer { registry, selection, tools, task_id, level: Arc::new(Mutex::new(None)), user: Arc::default() }
     }
 
     /// The `tools/list` entries: definitions of the selection as MCP tools.
@@ -124,28 +126,21 @@ impl HermesServer {
         self.served().names.contains(canonical.as_ref())
     }
 
-    /// Calls a tool as an MCP client asked; the answer as an MCP `CallToolResult` (JSON).
-    /// `task` is the task the client named (`_meta.task_id`); by default the session's own.
-    /// With `client`, approval requests and `clarify` questions go to the user behind it
-    /// (see [`crate::elicitation`]).
-    pub async fn call_with(
-        &self,
-        name: String,
-        arguments: Option<serde_json::Map<String, Value>>,
-        cancel: Cancellation,
-        call_id: String,
-        task: Option<String>,
-        client: Option<&rmcp::service::Peer<RoleServer>>,
-    ) -> Value {
+    /// Calls a tool as an MCP client asked and waits for it on this thread; the answer
+    /// as an MCP `CallToolResult` (JSON). `task` is the task the client named
+    /// (`_meta.task_id`); by default the session's own. With `client`, approval requests
+    /// and `clarify` questions go to the user behind it (see [`crate::elicitation`]),
+    /// which needs the server's runtime entered on this thread.
+    pub fn call_blocking(&self, request: CallRequest, cancel: Cancellation, client: Option<&rmcp::service::Peer<RoleServer>>) -> Value {
+        let CallRequest { name, arguments, call_id, task } = request;
         if !self.selected(&name) {
             let text = hermes_runtime::tool_error(format!("Unknown tool: {name} (not served here; see tools/list)"));
             return crate::convert::result_string_to_mcp(&text);
         }
-        let registry = Arc::clone(&self.registry);
         let task = task.unwrap_or_else(|| self.task_id.clone());
         let mut builder = ToolContext::builder().task_id(task).session_id(self.task_id.clone()).cancellation(cancel);
         if let Some(peer) = client {
-            builder = crate::elicitation::attach_user(builder, &self.registry, &self.task_id, peer);
+            builder = self.user.get_or_init(|| crate::elicitation::User::new(&self.registry, &self.task_id, peer)).attach(builder);
         }
         let ctx = builder.build();
         let call = ToolCall {
@@ -154,17 +149,49 @@ impl HermesServer {
             tool_call_id: Some(call_id),
             ..Default::default()
         };
+        crate::convert::result_string_to_mcp(&self.registry.handle_function_call(&call, &ctx))
+    }
+
+    /// [`HermesServer::call_blocking`] from async code: the call may block, so it runs
+    /// where it does not hold up the runtime's other tasks.
+    pub async fn call_with(&self, request: CallRequest, cancel: Cancellation, client: Option<&rmcp::service::Peer<RoleServer>>) -> Value {
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
-        let result = if multi_thread {
-            // The handler may block: the runtime hands this worker's other tasks to
-            // another worker and the call runs here, without a hop to the blocking pool.
-            tokio::task::block_in_place(move || registry.handle_function_call(&call, &ctx))
-        } else {
-            tokio::task::spawn_blocking(move || registry.handle_function_call(&call, &ctx))
-                .await
-                .unwrap_or_else(|e| hermes_runtime::tool_error(format!("the call could not finish: {e}")))
-        };
-        crate::convert::result_string_to_mcp(&result)
+        if multi_thread {
+            // The runtime hands this worker's other tasks to another worker and the
+            // call runs here, without a hop to the blocking pool.
+            return tokio::task::block_in_place(|| self.call_blocking(request, cancel, client));
+        }
+        let (server, client) = (self.clone(), client.cloned());
+        tokio::task::spawn_blocking(move || server.call_blocking(request, cancel, client.as_ref()))
+            .await
+            .unwrap_or_else(|e| crate::convert::result_string_to_mcp(&hermes_runtime::tool_error(format!("the call could not finish: {e}"))))
+    }
+}
+
+/// One `tools/call` as the server runs it.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    pub name: String,
+    pub arguments: Option<serde_json::Map<String, Value>>,
+    /// The call id the tool sees: `mcp_<JSON-RPC id>`.
+    pub call_id: String,
+    /// The task the client named in `_meta.task_id`, if any.
+    pub task: Option<String>,
+}
+
+impl CallRequest {
+    /// The call `params` ask for; `meta` is the request's `_meta` where rmcp moved it.
+    pub fn new(id: &rmcp::model::RequestId, params: CallToolRequestParams, meta: Option<&rmcp::model::RequestMetaObject>) -> CallRequest {
+        let call_id = format!("mcp_{}", serde_json::to_value(id).map(|v| v.to_string()).unwrap_or_default().trim_matches('"'));
+        let task = params
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0 .0.get("task_id"))
+            .or_else(|| meta.and_then(|meta| meta.0 .0.get("task_id")))
+            .and_then(Value::as_str)
+            .filter(|task| !task.is_empty())
+            .map(str::to_owned);
+        CallRequest { name: params.name.into_owned(), arguments: params.arguments, call_id, task }
     }
 }
 
@@ -197,17 +224,8 @@ impl ServerHandler for HermesServer {
                 cancel.cancel();
             })
         };
-        let call_id = format!("mcp_{}", serde_json::to_value(&context.id).map(|v| v.to_string()).unwrap_or_default().trim_matches('"'));
-        // rmcp moves a request's `_meta` into the context.
-        let task = request
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.0 .0.get("task_id"))
-            .or_else(|| context.meta.0 .0.get("task_id"))
-            .and_then(Value::as_str)
-            .filter(|task| !task.is_empty())
-            .map(str::to_owned);
-        let result = self.call_with(request.name.to_string(), request.arguments, cancel, call_id, task, Some(&context.peer)).await;
+        let request = CallRequest::new(&context.id, request, Some(&context.meta));
+        let result = self.call_with(request, cancel, Some(&context.peer)).await;
         watcher.abort();
         let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
         Ok(CallToolResponse::Complete(result))
@@ -219,14 +237,9 @@ impl ServerHandler for HermesServer {
     }
 }
 
-/// Serves one session on stdin/stdout until the client closes it. When both are pipes
-/// (as MCP clients start servers) they are driven by the runtime's reactor rather than
-/// by a blocking-pool thread per read and write.
+/// Serves one session on stdin/stdout until the client closes it (see [`crate::stdio`]).
 pub async fn serve_stdio(registry: Arc<Registry>, selection: Selection) -> std::io::Result<()> {
-    let server = HermesServer::new(registry, Arc::new(selection));
-    let running = server.serve(rmcp::transport::stdio_pipes()).await.map_err(std::io::Error::other)?;
-    running.waiting().await.map_err(std::io::Error::other)?;
-    Ok(())
+    crate::stdio::serve(HermesServer::new(registry, Arc::new(selection))).await
 }
 
 /// Options of the HTTP transport.
