@@ -112,6 +112,9 @@ pub fn answer(id: &str, content: String) -> String {
 
 fn context_for(call: &IncomingCall, hub: &SessionHub) -> (ToolContext, Option<Arc<AgentSession>>) {
     let mut builder = ToolContext::builder().task_id(call.task().to_string());
+    if let Some(cwd) = &hub.cwd {
+        builder = builder.cwd(cwd.clone());
+    }
     if hub.approvals == ApprovalsMode::Client {
         let approver = ClientApprover::new(Arc::clone(&hub.clarify), call.session_id.clone(), Some(call.task().to_string()));
         builder = builder.approver(Arc::new(approver));

@@ -7,6 +7,11 @@
 //! Queues are bounded too (calls per task, calls and bytes in all); a call that does
 //! not fit is refused at once. A task whose queue is empty and nothing running is
 //! forgotten, so finished calls leave nothing behind.
+//!
+//! A call that can start at once (nothing waits anywhere and both bounds have room)
+//! may be run by the thread that read it instead ([`Scheduler::start_now`]): it counts
+//! against the same bounds and overtakes nobody, and the call skips a hand-off to
+//! another thread.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -133,10 +138,36 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Marks a call of `task` running on the caller's own thread, when it can start at
+    /// once without overtaking anyone: no call waits anywhere, and the server and the
+    /// task both have a free slot. The caller runs it and then calls
+    /// [`Scheduler::done`] with the returned key.
+    pub fn start_now(&self, task: &str) -> Option<Arc<str>> {
+        let mut state = self.lock();
+        if state.closing || state.queued > 0 || state.running >= self.limits.total {
+            return None;
+        }
+        let key: Arc<str> = match state.tasks.get_key_value(task) {
+            Some((_, queue)) if queue.running >= self.limits.per_task => return None,
+            Some((key, _)) => Arc::clone(key),
+            None => Arc::from(task),
+        };
+        state.tasks.entry(Arc::clone(&key)).or_default().running += 1;
+        state.running += 1;
+        Some(key)
+    }
+
+    /// A call started with [`Scheduler::start_now`] has finished.
+    pub fn done(self: &Arc<Self>, task: &Arc<str>) {
+        let mut state = self.lock();
+        self.finished(&mut state, task);
+        self.wake_for_line(&mut state);
+    }
+
     /// Gets a worker to the calls in line: an idle one, else a new one if the limit
     /// allows (else the next worker to finish takes them).
     fn wake_for_line(self: &Arc<Self>, state: &mut State) {
-        if state.line.is_empty() {
+        if state.line.is_empty() || state.running >= self.limits.total {
             return;
         }
         if state.idle > 0 {
@@ -151,8 +182,12 @@ impl Scheduler {
         }
     }
 
-    /// Takes the next call in turn order, marking it running.
+    /// Takes the next call in turn order, marking it running; `None` also when as many
+    /// calls run as the server allows (some on the threads that read them).
     fn next_job(&self, state: &mut State) -> Option<(Arc<str>, Waiting)> {
+        if state.running >= self.limits.total {
+            return None;
+        }
         let task = state.line.pop_front()?;
         self.in_line.store(state.line.len(), Ordering::SeqCst);
         let queue = state.tasks.get_mut(&task).expect("a task in line has a queue");
@@ -211,7 +246,7 @@ impl Scheduler {
                 self.spin_for_work();
                 state = self.lock();
                 self.spinning.store(false, Ordering::SeqCst);
-                if !state.line.is_empty() {
+                if !state.line.is_empty() && state.running < self.limits.total {
                     continue;
                 }
             }
