@@ -275,3 +275,46 @@ impl Scheduler {
         self.work.notify_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn limits(total: usize, per_task: usize) -> Limits {
+        Limits { total, per_task, queued_per_task: 100, queued: 100, queued_bytes: 1 << 20 }
+    }
+
+    fn job(sender: &mpsc::Sender<&'static str>, note: &'static str) -> Job {
+        let sender = sender.clone();
+        Box::new(move || sender.send(note).unwrap())
+    }
+
+    #[test]
+    fn a_call_starts_at_once_only_with_a_free_slot_and_nobody_waiting() {
+        let scheduler = Scheduler::new(limits(4, 1));
+        let first = scheduler.start_now("a").expect("nothing runs yet");
+        assert!(scheduler.start_now("a").is_none(), "task a has its one slot taken");
+        let (sender, ran) = mpsc::channel();
+        scheduler.submit("a", 10, job(&sender, "queued call of a")).unwrap();
+        assert!(scheduler.start_now("b").is_none(), "a call of b would overtake the call of a that waits");
+        scheduler.done(&first);
+        assert_eq!(ran.recv_timeout(Duration::from_secs(30)).unwrap(), "queued call of a");
+        scheduler.finish();
+        let again = scheduler.start_now("b");
+        assert!(again.is_none(), "a closing scheduler starts nothing");
+    }
+
+    #[test]
+    fn calls_started_at_once_count_against_max_in_flight() {
+        let scheduler = Scheduler::new(limits(1, 4));
+        let running = scheduler.start_now("a").expect("nothing runs yet");
+        let (sender, ran) = mpsc::channel();
+        scheduler.submit("b", 10, job(&sender, "call of b")).unwrap();
+        // The one slot is taken: no worker may run b until a is done.
+        assert!(ran.recv_timeout(Duration::from_millis(300)).is_err(), "b ran beside a with max_in_flight 1");
+        scheduler.done(&running);
+        assert_eq!(ran.recv_timeout(Duration::from_secs(30)).unwrap(), "call of b");
+        scheduler.finish();
+    }
+}
