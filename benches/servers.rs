@@ -1,7 +1,9 @@
 //! The long-running servers against their floors, measured in the same run:
 //!
-//! - a trivial `serve` call (read_file of a three-line file), one at a time, against
-//!   the same JSON line sent round trip through `cat`;
+//! - a trivial `serve` call, one at a time, against the same JSON line sent round
+//!   trip through `cat`: a read_file of a three-line file that the task has not read
+//!   before (one file per call, so every call reads and pages a file instead of
+//!   answering with the repeated-read stub);
 //! - an MCP `tools/call` over stdio (`hermes-tools mcp`), one at a time, against a
 //!   server that answers every request with a fixed reply (this binary, re-run as
 //!   `--fixed-reply-server`), and the same read_file calls made through the registry
@@ -53,14 +55,18 @@ impl Peer {
     }
 }
 
-/// Median time of one round trip of `line` (after a warm-up).
+const WARM_UP: usize = 200;
+
+/// Median time of one round trip (after a warm-up): the first [`WARM_UP`] lines warm
+/// up, the next [`ROUND_TRIPS`] (cycling when there are fewer) are timed.
 fn median_round_trip(peer: &mut Peer, lines: &[String]) -> Duration {
-    for line in lines.iter().take(200) {
+    for line in lines.iter().take(WARM_UP) {
         peer.round_trip(line);
     }
     let mut samples: Vec<Duration> = lines
         .iter()
         .cycle()
+        .skip(WARM_UP)
         .take(ROUND_TRIPS)
         .map(|line| {
             let started = Instant::now();
@@ -76,6 +82,20 @@ fn serve_calls(count: usize, from: usize) -> Vec<String> {
     (from..from + count)
         .map(|n| {
             let args = json!({"path": "small.txt", "offset": 1 + n % 3}).to_string();
+            format!("{}\n", json!({"id": format!("c{n}"), "type": "function", "function": {"name": "read_file", "arguments": args}, "task_id": format!("t{}", n % 8)}))
+        })
+        .collect()
+}
+
+/// One first read per call: `count` three-line files, `fresh/N.txt`, each read once.
+fn fresh_read_calls(work: &std::path::Path, count: usize) -> Vec<String> {
+    let dir = work.join("fresh");
+    std::fs::create_dir_all(&dir).unwrap();
+    (0..count)
+        .map(|n| {
+            let name = format!("fresh/{n}.txt");
+            std::fs::write(work.join(&name), format!("one {n}\ntwo\nthree\n")).unwrap();
+            let args = json!({"path": name}).to_string();
             format!("{}\n", json!({"id": format!("c{n}"), "type": "function", "function": {"name": "read_file", "arguments": args}, "task_id": format!("t{}", n % 8)}))
         })
         .collect()
@@ -172,14 +192,19 @@ fn main() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("small.txt"), "one\ntwo\nthree\n").unwrap();
-    let calls = serve_calls(64, 0);
+    // One more than are timed: the first checks that the answer is a real read.
+    let calls = fresh_read_calls(work.path(), 1 + WARM_UP + ROUND_TRIPS);
 
     let mut cat = Peer::start(&mut Command::new("cat"));
-    let cat_median = median_round_trip(&mut cat, &calls);
+    let cat_median = median_round_trip(&mut cat, &calls[1..]);
     cat.finish();
     let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
-    let serve_median = median_round_trip(&mut serve, &calls);
+    let first_answer = serve.round_trip(&calls[0]).to_string();
+    assert!(first_answer.contains(r#"\"content\":\"1|one 0\\n2|two"#), "read_file reads the file: {first_answer}");
+    let serve_median = median_round_trip(&mut serve, &calls[1..]);
+    assert!(serve.line.contains(r#"\"content\":\"1|one "#), "the last timed call read its file too: {}", serve.line);
     serve.finish();
+    println!("the call: read_file of a 3-line file this task has not read before, one file per call (task t0..t7)");
     println!("{:<46} {:>10} {:>10} {:>8}", "one call at a time", "median", "floor", "ratio");
     let report = |label: &str, ours: Duration, floor: Duration| {
         println!(

@@ -44,6 +44,7 @@
 
 mod lines;
 mod output;
+mod reading;
 mod request;
 mod scheduler;
 
@@ -53,7 +54,7 @@ use crate::serve_approvals::{notification_line, ApprovalsMode};
 use hermes_agent::{AgentConfig, AgentSession, SessionOptions};
 use hermes_runtime::context::Cancellation;
 use hermes_runtime::Registry;
-use lines::{BoundedLines, Line};
+use lines::BoundedLines;
 use output::Output;
 use request::{answer, read_request, run_request};
 use scheduler::{Limits, Scheduler};
@@ -72,12 +73,16 @@ pub struct SessionHub {
     sessions: Mutex<HashMap<String, Arc<AgentSession>>>,
     clarify: Arc<ClarifyHub>,
     approvals: ApprovalsMode,
+    /// The server's working directory, where every call's relative paths start (the
+    /// server never changes it, so it is asked once, not per call).
+    cwd: Option<std::path::PathBuf>,
 }
 
 impl SessionHub {
     fn new(registry: Arc<Registry>, clarify: Arc<ClarifyHub>, approvals: ApprovalsMode) -> SessionHub {
         let config = AgentConfig::from_config(&registry.config());
-        SessionHub { registry, config, store: OnceLock::new(), sessions: Mutex::new(HashMap::new()), clarify, approvals }
+        let cwd = std::env::current_dir().ok();
+        SessionHub { registry, config, store: OnceLock::new(), sessions: Mutex::new(HashMap::new()), clarify, approvals, cwd }
     }
 
     /// The session for `id`, created on first use.
@@ -274,34 +279,58 @@ struct Server {
     clarify: Arc<ClarifyHub>,
     output: Arc<Output>,
     scheduler: Arc<Scheduler>,
+    input: reading::Input,
+}
+
+/// A call that could start at once, to be run by the thread that read it.
+struct Started {
+    task: Arc<str>,
+    request: request::Request,
 }
 
 impl Server {
     /// Answers one input line: a call, an array of calls, or a message for a call
-    /// that waits on the client.
-    fn take_line(&self, bytes: &[u8], number: usize) {
+    /// that waits on the client. A call that can start at once is handed back to be
+    /// run by the reading thread (once the input has a reader again); any other call
+    /// is queued.
+    fn take_line(self: &Arc<Self>, bytes: &[u8], number: usize) -> Option<Started> {
         let text = match std::str::from_utf8(bytes) {
             Ok(text) => text,
-            Err(e) => return self.output.send_one(line_error(format!("the line is not valid UTF-8: {e}"), number)),
+            Err(e) => {
+                self.output.send_one(line_error(format!("the line is not valid UTF-8: {e}"), number));
+                return None;
+            }
         };
         if text.trim().is_empty() {
-            return self.output.send_one(line_error("the line is empty; send one JSON call or an array of calls", number));
+            self.output.send_one(line_error("the line is empty; send one JSON call or an array of calls", number));
+            return None;
         }
         let value: Value = match serde_json::from_str(text) {
             Ok(value) => value,
-            Err(e) => return self.output.send_one(line_error(format!("the line is not valid JSON: {e}"), number)),
+            Err(e) => {
+                self.output.send_one(line_error(format!("the line is not valid JSON: {e}"), number));
+                return None;
+            }
         };
         if let Some(kind) = message_type(&value) {
             if let Err(why) = self.route_message(kind, &value) {
                 self.output.send_one(line_error(why, number));
             }
-            return;
+            return None;
         }
         let request = match read_request(&value, number) {
             Ok(request) => request,
-            Err(why) => return self.output.send_one(line_error(why, number)),
+            Err(why) => {
+                self.output.send_one(line_error(why, number));
+                return None;
+            }
         };
         drop(value);
+        if reading::next_reader_ready(self) {
+            if let Some(task) = self.scheduler.start_now(request.task()) {
+                return Some(Started { task, request });
+            }
+        }
         let task = request.task().to_string();
         let ids = request.ids();
         let (registry, hub, output) = (Arc::clone(&self.registry), Arc::clone(&self.hub), Arc::clone(&self.output));
@@ -311,6 +340,18 @@ impl Server {
             let answers: Vec<String> = ids.iter().map(|id| answer(id, refusal.clone())).collect();
             self.output.send(&answers);
         }
+        None
+    }
+
+    /// Runs a call [`Server::take_line`] handed back, on this thread.
+    fn run_started(self: &Arc<Self>, started: Started) {
+        let Started { task, request } = started;
+        // A panicking call must not take its slot with it (nor this thread's reading).
+        let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_request(&self.registry, &self.hub, request)));
+        if let Ok(answers) = answers {
+            self.output.send(&answers);
+        }
+        self.scheduler.done(&task);
     }
 
     /// Lines that answer the server rather than call a tool, by their `type`.
@@ -334,7 +375,7 @@ fn message_type(value: &Value) -> Option<&str> {
 pub fn serve(
     registry: Arc<Registry>,
     approvals: ApprovalsMode,
-    input: impl Read,
+    input: Box<dyn Read + Send>,
     output: Box<dyn Write + Send>,
 ) -> std::io::Result<()> {
     let limits = ServeLimits::from_config(&registry.config());
@@ -350,25 +391,15 @@ pub fn serve(
     crate::tools::terminal::set_event_sink(Some(Arc::new(move |task: &str, event: &Value| {
         notifications.send_one(notification_line(task, event).to_string());
     })));
-    let server = Server { registry, hub, clarify, output: Arc::clone(&output), scheduler: Scheduler::new(limits.scheduler) };
-    let mut lines = BoundedLines::new(input, limits.max_line_bytes);
-    let mut number = 0usize;
-    let mut failure = None;
-    while let Some(line) = lines.next_line() {
-        number += 1;
-        match line {
-            Ok(Line::Bytes(bytes)) => server.take_line(bytes, number),
-            Ok(Line::TooLong { bytes }) => output.send_one(line_error(
-                format!("the line is {bytes} bytes, more than serve.max_line_bytes ({}); it was skipped", limits.max_line_bytes),
-                number,
-            )),
-            Err(e) => {
-                output.send_one(line_error(format!("cannot read input: {e}"), number));
-                failure = Some(e);
-                break;
-            }
-        }
-    }
+    let server = Arc::new(Server {
+        registry,
+        hub,
+        clarify,
+        output: Arc::clone(&output),
+        scheduler: Scheduler::new(limits.scheduler),
+        input: reading::Input::new(BoundedLines::new(input, limits.max_line_bytes), limits.max_line_bytes),
+    });
+    let failure = reading::read_until_end(&server);
     server.clarify.close();
     server.scheduler.finish();
     crate::tools::terminal::set_event_sink(None);
@@ -379,9 +410,10 @@ pub fn serve(
     }
 }
 
-/// The blocking entry point of the CLI: the calling thread reads stdin; calls run on
-/// the server's worker threads (async handlers through the runtime's bridge).
+/// The blocking entry point of the CLI: the calling thread reads stdin (and hands the
+/// reading on when it runs a call itself); calls run on the threads that read them or
+/// on the server's worker threads (async handlers through the runtime's bridge).
 pub fn serve_stdio(registry: Arc<Registry>, approvals: ApprovalsMode) -> std::io::Result<()> {
     std::thread::spawn(hermes_command_guard::warm_up);
-    serve(registry, approvals, std::io::stdin().lock(), Box::new(std::io::stdout()))
+    serve(registry, approvals, Box::new(std::io::stdin()), Box::new(std::io::stdout()))
 }

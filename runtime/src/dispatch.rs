@@ -125,7 +125,11 @@ impl Registry {
         if let Some(tool) = &tool {
             args = crate::coerce::coerce_arguments(args, &tool.parameters());
         }
-        *seen_args = args.clone();
+        // Only hooks look at the arguments after the call; without any, nothing is kept.
+        let observed = self.has_hooks();
+        if observed {
+            *seen_args = args.clone();
+        }
         let is_agent_tool = AGENT_LOOP_TOOLS.contains(&name) && tool.as_ref().is_none_or(|t| matches!(t, ToolRef::Static(_)));
         if is_agent_tool && ctx.agent_session().is_none() {
             return Ok(tool_error(format!(
@@ -175,22 +179,26 @@ impl Registry {
             None if tool.is_none() && is_agent_tool => {
                 tool_error(format!("{name} is not provided by the attached agent session or by any tool"))
             }
-            None => self.dispatch(name, args.clone(), ctx),
+            None if observed => self.dispatch(name, args.clone(), ctx),
+            None => self.dispatch(name, std::mem::take(&mut args), ctx),
         };
-        let (status, error_type, error_message) = derive_status(&result);
-        let post = PostCall {
-            tool_name: name,
-            args: &args,
-            result: &result,
-            ids,
-            duration_ms: started.elapsed().as_millis() as u64,
-            status,
-            error_type,
-            error_message,
-        };
-        self.run_post_hooks(&post);
-        if let Some(replacement) = self.run_transform_hooks(&post) {
-            result = replacement;
+        if observed {
+            // The status is read back from the result only for the hooks.
+            let (status, error_type, error_message) = derive_status(&result);
+            let post = PostCall {
+                tool_name: name,
+                args: &args,
+                result: &result,
+                ids,
+                duration_ms: started.elapsed().as_millis() as u64,
+                status,
+                error_type,
+                error_message,
+            };
+            self.run_post_hooks(&post);
+            if let Some(replacement) = self.run_transform_hooks(&post) {
+                result = replacement;
+            }
         }
         if is_multimodal_text(&result) {
             // Images are attached natively by the host; their base64 is not text the

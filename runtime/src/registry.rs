@@ -299,6 +299,11 @@ impl Registry {
         self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Whether any hooks are registered (without copying the list).
+    pub fn has_hooks(&self) -> bool {
+        !self.hooks.read().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+
     pub fn set_approval_gate(&self, gate: Option<Arc<dyn ApprovalGate>>) {
         *self.approval_gate.write().unwrap_or_else(|p| p.into_inner()) = gate;
     }

@@ -106,12 +106,25 @@ pub fn read_request(value: &Value, line: usize) -> Result<Request, String> {
     }
 }
 
+/// An answer line as it is written: the fields in this order, serialised straight
+/// from the strings (no JSON map is built for it).
+#[derive(serde::Serialize)]
+struct Answer<'a> {
+    role: &'static str,
+    tool_call_id: &'a str,
+    content: &'a str,
+}
+
+/// `{"role": "tool", "tool_call_id": ID, "content": CONTENT}`.
 pub fn answer(id: &str, content: String) -> String {
-    json!({"role": "tool", "tool_call_id": id, "content": content}).to_string()
+    serde_json::to_string(&Answer { role: "tool", tool_call_id: id, content: &content }).expect("strings always serialise")
 }
 
 fn context_for(call: &IncomingCall, hub: &SessionHub) -> (ToolContext, Option<Arc<AgentSession>>) {
     let mut builder = ToolContext::builder().task_id(call.task().to_string());
+    if let Some(cwd) = &hub.cwd {
+        builder = builder.cwd(cwd.clone());
+    }
     if hub.approvals == ApprovalsMode::Client {
         let approver = ClientApprover::new(Arc::clone(&hub.clarify), call.session_id.clone(), Some(call.task().to_string()));
         builder = builder.approver(Arc::new(approver));

@@ -7,6 +7,11 @@
 //! Queues are bounded too (calls per task, calls and bytes in all); a call that does
 //! not fit is refused at once. A task whose queue is empty and nothing running is
 //! forgotten, so finished calls leave nothing behind.
+//!
+//! A call that can start at once (nothing waits anywhere and both bounds have room)
+//! may be run by the thread that read it instead ([`Scheduler::start_now`]): it counts
+//! against the same bounds and overtakes nobody, and the call skips a hand-off to
+//! another thread.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -133,10 +138,36 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Marks a call of `task` running on the caller's own thread, when it can start at
+    /// once without overtaking anyone: no call waits anywhere, and the server and the
+    /// task both have a free slot. The caller runs it and then calls
+    /// [`Scheduler::done`] with the returned key.
+    pub fn start_now(&self, task: &str) -> Option<Arc<str>> {
+        let mut state = self.lock();
+        if state.closing || state.queued > 0 || state.running >= self.limits.total {
+            return None;
+        }
+        let key: Arc<str> = match state.tasks.get_key_value(task) {
+            Some((_, queue)) if queue.running >= self.limits.per_task => return None,
+            Some((key, _)) => Arc::clone(key),
+            None => Arc::from(task),
+        };
+        state.tasks.entry(Arc::clone(&key)).or_default().running += 1;
+        state.running += 1;
+        Some(key)
+    }
+
+    /// A call started with [`Scheduler::start_now`] has finished.
+    pub fn done(self: &Arc<Self>, task: &Arc<str>) {
+        let mut state = self.lock();
+        self.finished(&mut state, task);
+        self.wake_for_line(&mut state);
+    }
+
     /// Gets a worker to the calls in line: an idle one, else a new one if the limit
     /// allows (else the next worker to finish takes them).
     fn wake_for_line(self: &Arc<Self>, state: &mut State) {
-        if state.line.is_empty() {
+        if state.line.is_empty() || state.running >= self.limits.total {
             return;
         }
         if state.idle > 0 {
@@ -151,8 +182,12 @@ impl Scheduler {
         }
     }
 
-    /// Takes the next call in turn order, marking it running.
+    /// Takes the next call in turn order, marking it running; `None` also when as many
+    /// calls run as the server allows (some on the threads that read them).
     fn next_job(&self, state: &mut State) -> Option<(Arc<str>, Waiting)> {
+        if state.running >= self.limits.total {
+            return None;
+        }
         let task = state.line.pop_front()?;
         self.in_line.store(state.line.len(), Ordering::SeqCst);
         let queue = state.tasks.get_mut(&task).expect("a task in line has a queue");
@@ -211,7 +246,7 @@ impl Scheduler {
                 self.spin_for_work();
                 state = self.lock();
                 self.spinning.store(false, Ordering::SeqCst);
-                if !state.line.is_empty() {
+                if !state.line.is_empty() && state.running < self.limits.total {
                     continue;
                 }
             }
@@ -238,5 +273,48 @@ impl Scheduler {
             state = self.drained.wait(state).unwrap_or_else(|p| p.into_inner());
         }
         self.work.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn limits(total: usize, per_task: usize) -> Limits {
+        Limits { total, per_task, queued_per_task: 100, queued: 100, queued_bytes: 1 << 20 }
+    }
+
+    fn job(sender: &mpsc::Sender<&'static str>, note: &'static str) -> Job {
+        let sender = sender.clone();
+        Box::new(move || sender.send(note).unwrap())
+    }
+
+    #[test]
+    fn a_call_starts_at_once_only_with_a_free_slot_and_nobody_waiting() {
+        let scheduler = Scheduler::new(limits(4, 1));
+        let first = scheduler.start_now("a").expect("nothing runs yet");
+        assert!(scheduler.start_now("a").is_none(), "task a has its one slot taken");
+        let (sender, ran) = mpsc::channel();
+        scheduler.submit("a", 10, job(&sender, "queued call of a")).unwrap();
+        assert!(scheduler.start_now("b").is_none(), "a call of b would overtake the call of a that waits");
+        scheduler.done(&first);
+        assert_eq!(ran.recv_timeout(Duration::from_secs(30)).unwrap(), "queued call of a");
+        scheduler.finish();
+        let again = scheduler.start_now("b");
+        assert!(again.is_none(), "a closing scheduler starts nothing");
+    }
+
+    #[test]
+    fn calls_started_at_once_count_against_max_in_flight() {
+        let scheduler = Scheduler::new(limits(1, 4));
+        let running = scheduler.start_now("a").expect("nothing runs yet");
+        let (sender, ran) = mpsc::channel();
+        scheduler.submit("b", 10, job(&sender, "call of b")).unwrap();
+        // The one slot is taken: no worker may run b until a is done.
+        assert!(ran.recv_timeout(Duration::from_millis(300)).is_err(), "b ran beside a with max_in_flight 1");
+        scheduler.done(&running);
+        assert_eq!(ran.recv_timeout(Duration::from_secs(30)).unwrap(), "call of b");
+        scheduler.finish();
     }
 }

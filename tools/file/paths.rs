@@ -78,11 +78,45 @@ pub enum OpenError {
 }
 
 /// Opens `path` for reading only if it is a regular file on an ordinary filesystem,
-/// without ever blocking: the final symlinks are resolved first, the open does not
-/// follow a symlink put there since and does not wait for a FIFO's writer, and the
-/// checks are made on the opened descriptor, so a path swapped between the check and
-/// the open is caught.
+/// without ever blocking and without opening anything else: the path is first opened
+/// as a bare handle (`O_PATH`: no device is opened, no FIFO waited on, every symlink
+/// followed once), the checks are made on what that handle names and its real path
+/// as the kernel reports it, and the file is then opened for reading through the
+/// handle. A path swapped between the check and the read cannot change what is read.
 pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), OpenError> {
+    open_regular_resolved(path).map(|(file, meta, _)| (file, meta))
+}
+
+/// [`open_regular`], with the real path of the file opened (every symlink followed).
+pub fn open_regular_resolved(path: &Path) -> Result<(File, std::fs::Metadata, PathBuf), OpenError> {
+    let handle = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(path) {
+        Ok(handle) => handle,
+        Err(_) if is_device_path(path) => return Err(OpenError::NotRegular("a device or kernel file")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(OpenError::NotFound),
+        Err(e) => return Err(OpenError::Io(e)),
+    };
+    let fd_link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&handle));
+    let Ok(real) = std::fs::read_link(&fd_link) else {
+        // No procfs to ask: resolve by name instead.
+        return open_regular_by_name(path);
+    };
+    if under_device_roots(&real) {
+        return Err(OpenError::NotRegular("a device or kernel file"));
+    }
+    let meta = plain_file(&handle)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&fd_link)
+        .map_err(OpenError::Io)?;
+    Ok((file, meta, real))
+}
+
+/// [`open_regular`] where `/proc/self/fd` cannot say what a descriptor names (no
+/// procfs): the path is resolved by name first, the open does not follow a symlink
+/// put there since and does not wait for a FIFO's writer, and the checks are made
+/// on the opened descriptor.
+fn open_regular_by_name(path: &Path) -> Result<(File, std::fs::Metadata, PathBuf), OpenError> {
     if is_device_path(path) {
         return Err(OpenError::NotRegular("a device or kernel file"));
     }
@@ -103,6 +137,12 @@ pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), OpenError>
             _ if e.kind() == std::io::ErrorKind::NotFound => OpenError::NotFound,
             _ => OpenError::Io(e),
         })?;
+    let meta = plain_file(&file)?;
+    Ok((file, meta, real))
+}
+
+/// The metadata of a regular file on an ordinary filesystem, else why it is not one.
+fn plain_file(file: &File) -> Result<std::fs::Metadata, OpenError> {
     let meta = file.metadata().map_err(OpenError::Io)?;
     if meta.is_dir() {
         return Err(OpenError::Directory);
@@ -110,20 +150,14 @@ pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), OpenError>
     if !meta.is_file() {
         return Err(OpenError::NotRegular("not a regular file (a device, socket or pipe)"));
     }
-    if on_kernel_filesystem(&file) {
+    if on_kernel_filesystem(file) {
         return Err(OpenError::NotRegular("a kernel file (procfs, sysfs or the like)"));
     }
-    // What was really opened, in case a directory on the way was swapped for a link.
-    if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file))) {
-        if is_device_path(&opened) {
-            return Err(OpenError::NotRegular("a device or kernel file"));
-        }
-    }
-    Ok((file, meta))
+    Ok(meta)
 }
 
-/// Whether the descriptor lives on a filesystem the kernel synthesises (its "files"
-/// expose memory, block, or never end).
+/// Whether the descriptor (a bare `O_PATH` handle will do) lives on a filesystem the
+/// kernel synthesises (its "files" expose memory, block, or never end).
 #[cfg(target_os = "linux")]
 fn on_kernel_filesystem(file: &File) -> bool {
     const KERNEL_FS: &[u64] = &[
@@ -159,7 +193,11 @@ pub const SNIFF_BYTES: usize = 8192;
 /// kernel logs). [`open_regular`] also checks the opened descriptor's type and
 /// filesystem, which catches the same files under other names.
 pub fn is_device_path(path: &Path) -> bool {
-    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path));
+    under_device_roots(&std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path)))
+}
+
+/// [`is_device_path`] for a path already resolved.
+fn under_device_roots(resolved: &Path) -> bool {
     let under = |root: &str| resolved.starts_with(root);
     (under("/dev") && !under("/dev/shm")) || under("/proc") || under("/sys")
 }
@@ -221,21 +259,42 @@ pub fn binary_extension(path: &Path) -> Option<BinaryKind> {
     }
 }
 
-/// Binary by content: a NUL byte in the first [`SNIFF_BYTES`]. The file is left at
-/// its start.
-pub fn sniff_binary(file: &mut File) -> std::io::Result<bool> {
-    use std::io::{Seek, SeekFrom};
-    let mut buf = vec![0u8; SNIFF_BYTES];
-    let mut filled = 0;
-    while filled < buf.len() {
-        let n = file.read(&mut buf[filled..])?;
-        if n == 0 {
-            break;
+/// The first [`SNIFF_BYTES`] of a file, read to tell text from binary and then read
+/// again from memory rather than from the file.
+#[derive(Default)]
+pub struct Head {
+    bytes: Vec<u8>,
+    /// The file ended within them.
+    whole: bool,
+}
+
+impl Head {
+    pub fn read(file: &mut File) -> std::io::Result<Head> {
+        let mut bytes = vec![0u8; SNIFF_BYTES];
+        let mut filled = 0;
+        let mut whole = false;
+        while filled < bytes.len() {
+            let n = file.read(&mut bytes[filled..])?;
+            if n == 0 {
+                whole = true;
+                break;
+            }
+            filled += n;
         }
-        filled += n;
+        bytes.truncate(filled);
+        Ok(Head { bytes, whole })
     }
-    file.seek(SeekFrom::Start(0))?;
-    Ok(has_nul(&buf[..filled]))
+
+    /// Binary by content: a NUL byte in the head.
+    pub fn has_nul(&self) -> bool {
+        has_nul(&self.bytes)
+    }
+
+    /// The whole file from its start: the head, then whatever `file` has after it.
+    pub fn then_rest(self, file: File) -> impl Read {
+        let rest = if self.whole { 0 } else { u64::MAX };
+        std::io::Cursor::new(self.bytes).chain(file.take(rest))
+    }
 }
 
 pub fn has_nul(bytes: &[u8]) -> bool {

@@ -17,6 +17,9 @@ pub const LINE_CLIP_MARKER: &str = "... [truncated]";
 /// four bytes each, plus one more so a longer line is known to be one.
 const KEPT_LINE_BYTES: usize = MAX_LINE_CHARS * 4 + 4;
 const BLOCK: usize = 1 << 20;
+/// The first block: most files a model reads fit in it, and a small read should not
+/// pay for zeroing a megabyte. A source that fills it gets full-size blocks.
+const FIRST_BLOCK: usize = 16 * 1024;
 const BOM: &[u8] = "\u{feff}".as_bytes();
 
 pub struct Page {
@@ -137,13 +140,17 @@ pub fn read_page(mut source: impl Read, offset: u64, limit: u64, max_chars: usiz
         line: Vec::new(),
         line_overflow: false,
     };
-    let mut block = vec![0u8; BLOCK];
+    let mut block = vec![0u8; FIRST_BLOCK];
     // Number of the line the next byte belongs to; newlines seen so far.
     let mut number: u64 = 1;
     let mut last_byte = None;
     loop {
         let n = match source.read(&mut block) {
             Ok(0) => break,
+            Ok(n) if n == block.len() && n < BLOCK => {
+                block.resize(BLOCK, 0);
+                n
+            }
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),

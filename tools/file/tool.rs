@@ -70,23 +70,23 @@ pub fn read_file(
         Err(blocked) => return Ok(blocked),
     };
 
-    let (mut file, meta) = match paths::open_regular(&resolved) {
+    let (mut file, meta, real) = match paths::open_regular_resolved(&resolved) {
         Ok(opened) => opened,
         Err(paths::OpenError::NotFound) => return Ok(not_found(&path, &resolved)),
         Err(paths::OpenError::Directory) => return Ok(is_a_directory(&path)),
         Err(paths::OpenError::NotRegular(what)) => return Ok(not_regular(&path, what)),
         Err(paths::OpenError::Io(e)) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
     };
-    let binary = match paths::binary_extension(&resolved) {
-        Some(kind) => Some(kind),
-        None => match paths::sniff_binary(&mut file) {
-            Ok(true) => Some(paths::BinaryKind::Other),
-            Ok(false) => None,
+    let (binary, head) = match paths::binary_extension(&resolved) {
+        Some(kind) => (Some(kind), paths::Head::default()),
+        None => match paths::Head::read(&mut file) {
+            Ok(head) => (head.has_nul().then_some(paths::BinaryKind::Other), head),
             Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
         },
     };
-    let page = Opened { key: state_key(&resolved), stamp: Stamp::of(&meta), len: meta.len(), binary };
-    read_opened(&state, &path, page, file, offset, limit, repeat_warning)
+    // The real path the kernel reports for the open file: what `state_key` would find.
+    let page = Opened { key: real, stamp: Stamp::of(&meta), len: meta.len(), binary };
+    read_opened(&state, &path, page, head.then_rest(file), offset, limit, repeat_warning)
 }
 
 /// A file opened for read_file, wherever it is.
