@@ -245,7 +245,7 @@ impl Environment for LocalEnv {
     fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
         if self.policy.is_active() {
             let argv = bash_argv(script, login)?;
-            if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd)) {
+            if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd), None) {
                 return Ok(Box::new(Launched(run)));
             }
         }

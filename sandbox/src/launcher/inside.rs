@@ -40,8 +40,8 @@ pub fn serve(control: RawFd) -> i32 {
     }
     loop {
         match protocol::receive(&control) {
-            Ok(Some(Request::Run { cwd, argv, env, output })) => {
-                let status = run(&control, &cwd, &argv, &env, output);
+            Ok(Some(Request::Run { cwd, argv, env, output, script })) => {
+                let status = run(&control, &cwd, &argv, &env, output, script);
                 if protocol::send_line(&control, &format!("exit {status}")).is_err() {
                     return 0;
                 }
@@ -58,7 +58,7 @@ pub fn serve(control: RawFd) -> i32 {
 
 /// Starts one command and waits for it (and for a kill request); everything it left
 /// behind is killed before this returns the command's status (`-N` for signal N).
-fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output: OwnedFd) -> i32 {
+fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output: OwnedFd, script: Option<OwnedFd>) -> i32 {
     let Some(exec) = Exec::new(cwd, argv, env) else {
         let _ = write_all(&output, b"the sandbox launcher got an empty or malformed command\n");
         return 126;
@@ -70,9 +70,10 @@ fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output:
         return 126;
     }
     if pid == 0 {
-        exec.run_in_child(&output);
+        exec.run_in_child(&output, script.as_ref());
     }
     drop(output);
+    drop(script);
     let mut status = None;
     let pidfd = pidfd_open(pid);
     loop {
@@ -121,8 +122,9 @@ impl Exec {
         (!argv.is_empty()).then_some(Exec { cwd: c(cwd)?, argv, env })
     }
 
-    /// In the forked child: its own session, output on the pipe, no input, then exec.
-    fn run_in_child(&self, output: &OwnedFd) -> ! {
+    /// In the forked child: its own session, output on the pipe, no input (and the
+    /// script pipe, if any, as descriptor 3), then exec.
+    fn run_in_child(&self, output: &OwnedFd, script: Option<&OwnedFd>) -> ! {
         let argv: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect();
         let env: Vec<*const libc::c_char> = self.env.iter().map(|e| e.as_ptr()).chain([std::ptr::null()]).collect();
         // SAFETY: standard descriptor plumbing in a fresh child, then exec or exit.
@@ -144,6 +146,14 @@ impl Exec {
                 libc::dup2(null, 0);
             } else {
                 libc::close(0);
+            }
+            if let Some(script) = script {
+                // dup2 onto itself would keep close-on-exec.
+                if script.as_raw_fd() == 3 {
+                    libc::fcntl(3, libc::F_SETFD, 0);
+                } else {
+                    libc::dup2(script.as_raw_fd(), 3);
+                }
             }
             if libc::chdir(self.cwd.as_ptr()) != 0 {
                 libc::chdir(c"/".as_ptr());
