@@ -2,12 +2,17 @@
 //! OS sandbox of `terminal.sandbox.*` (crate `hermes-sandbox`), with an allow-listed
 //! environment; and the process-tree kill every local child uses.
 
+mod ready;
+mod spawn;
+
 use super::{ChildRun, EnvError, Environment, ReadEvent, Running};
+use ready::{ReadyShell, Waiting};
 use crate::config::TerminalConfig;
 use hermes_sandbox::{Mode, Policy, WrapOptions};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub struct LocalEnv {
@@ -19,6 +24,8 @@ pub struct LocalEnv {
     passthrough: Vec<String>,
     /// The task's long-lived sandbox for foreground commands.
     launcher: hermes_sandbox::launcher::Launcher,
+    /// The next foreground command's shell, started ahead.
+    ready: Mutex<Option<ReadyShell>>,
 }
 
 /// How a local child is launched.
@@ -87,7 +94,7 @@ impl LocalEnv {
             },
         };
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
-        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher })
+        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default() })
     }
 
     /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
@@ -113,6 +120,36 @@ impl LocalEnv {
             .map_err(|e| EnvError::new(format!("cannot start bash: {e}")))?;
         Ok(Box::new(run))
     }
+
+    fn take_ready(&self) -> Option<ReadyShell> {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// A shell for the next command, started now and running `restore`: in the task's
+    /// sandbox when it has one idle (never a new sandbox for it), as a child otherwise
+    /// (sandbox off). `None` when it cannot be started that way.
+    fn start_ready(&self, restore: &str) -> Option<ReadyShell> {
+        let argv = bash_argv(&ready::prelude(restore), false).ok()?;
+        let env = child_env(&self.passthrough);
+        let (script_in, script_out) = super::pipe().ok()?;
+        let waiting = if self.policy.is_active() {
+            let run = self.launcher.run_if_idle(&argv, &env, &nearest_existing(&self.cwd), Some(&script_in))?;
+            Waiting::Launched(Launched(run))
+        } else {
+            let launch = self.command_line(argv, &self.cwd, Launch::default()).ok()?;
+            Waiting::Child(spawn::spawn(&launch.argv, &launch.env, &launch.cwd, &script_in).ok()?)
+        };
+        drop(script_in);
+        Some(ReadyShell::new(restore, env, script_out, waiting))
+    }
+
+    /// Whether `shell` runs where a command started now would run.
+    fn is_current(&self, shell: &mut ReadyShell) -> bool {
+        match &mut shell.waiting {
+            Waiting::Launched(run) => self.launcher.is_current(&mut run.0),
+            Waiting::Child(_) => true,
+        }
+    }
 }
 
 /// `bash [-l] -c script`.
@@ -127,7 +164,7 @@ fn bash_argv(script: &str, login: bool) -> Result<Vec<OsString>, EnvError> {
 }
 
 /// A foreground command in the task's long-lived sandbox.
-struct Launched(hermes_sandbox::launcher::LaunchedRun);
+pub(crate) struct Launched(hermes_sandbox::launcher::LaunchedRun);
 
 impl Running for Launched {
     fn pid(&self) -> Option<u32> {
@@ -252,6 +289,29 @@ impl Environment for LocalEnv {
         self.start(script, login, None, false)
     }
 
+    /// With the shell started ahead for this command when it is still what a fresh
+    /// start would be.
+    fn run_foreground_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
+        if let Some(mut shell) = self.take_ready() {
+            if shell.matches(restore, &child_env(&self.passthrough)) && self.is_current(&mut shell) {
+                match shell.hand_over(body) {
+                    Ok(run) => return Ok(run),
+                    Err(shell) => shell.retire(),
+                }
+            } else {
+                shell.retire();
+            }
+        }
+        self.run_foreground(&format!("{restore}{body}"), false)
+    }
+
+    fn prepare_foreground(&self, restore: &str) {
+        let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = self.start_ready(restore);
+        }
+    }
+
     fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
         self.start(script, login, stdin, true)
     }
@@ -284,6 +344,9 @@ impl Environment for LocalEnv {
     }
 
     fn cleanup(&self) {
+        if let Some(shell) = self.take_ready() {
+            shell.retire();
+        }
         self.launcher.shutdown();
         if let Some(dir) = &self.state_dir {
             let _ = std::fs::remove_dir_all(dir);

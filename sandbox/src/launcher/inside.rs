@@ -173,7 +173,8 @@ fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-fn status_code(raw: libc::c_int) -> i32 {
+/// A `waitpid` status as the terminal reports it: the exit code, or `-N` for signal N.
+pub fn status_code(raw: libc::c_int) -> i32 {
     if libc::WIFEXITED(raw) {
         libc::WEXITSTATUS(raw)
     } else if libc::WIFSIGNALED(raw) {

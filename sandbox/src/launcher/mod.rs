@@ -23,6 +23,8 @@
 mod inside;
 mod protocol;
 
+pub use inside::status_code;
+
 use crate::policy::{Policy, WrapOptions};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -211,13 +213,24 @@ impl Launcher {
     /// sandbox is busy, or it could not start; the caller then wraps the command in a
     /// sandbox of its own.
     pub fn run(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, script: Option<&OwnedFd>) -> Option<LaunchedRun> {
+        self.run_in(argv, env, cwd, script, true)
+    }
+
+    /// As [`Launcher::run`], but only in a sandbox that is already up and idle (`None`
+    /// otherwise): for work started ahead, which is not worth a new sandbox.
+    pub fn run_if_idle(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, script: Option<&OwnedFd>) -> Option<LaunchedRun> {
+        self.run_in(argv, env, cwd, script, false)
+    }
+
+    fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, script: Option<&OwnedFd>, may_start: bool) -> Option<LaunchedRun> {
         let program = self.program.as_ref()?;
         let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let reusable = idle.take().and_then(|mut current| (current.layout == layout && current.alive()).then_some(current));
         let sandbox = match reusable {
             Some(current) => current,
-            None => Sandbox::start(&self.policy, program, layout).ok()?,
+            None if may_start => Sandbox::start(&self.policy, program, layout).ok()?,
+            None => return None,
         };
         drop(idle);
         let (read_end, write_end) = pipe().ok()?;
