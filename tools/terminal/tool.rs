@@ -307,8 +307,11 @@ pub fn execute(
                 ReadEvent::Eof => eof = true,
                 ReadEvent::Idle => {}
             }
-        } else {
-            std::thread::sleep(exit_poll);
+        } else if exit.is_none() {
+            if let Some(code) = run.wait_exit(exit_poll) {
+                exit = Some(code);
+                exited_at = Some(Instant::now());
+            }
             exit_poll = (exit_poll * 2).min(Duration::from_millis(5));
         }
         if exit.is_none() {

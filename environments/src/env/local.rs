@@ -10,6 +10,7 @@ use ready::{ReadyShell, Waiting};
 use crate::config::TerminalConfig;
 use hermes_sandbox::{Mode, Policy, WrapOptions};
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -131,16 +132,16 @@ impl LocalEnv {
     fn start_ready(&self, restore: &str) -> Option<ReadyShell> {
         let argv = bash_argv(&ready::prelude(restore), false).ok()?;
         let env = child_env(&self.passthrough);
-        let (script_in, script_out) = super::pipe().ok()?;
+        let channel = ready::Channel::new().ok()?;
+        let shell_ends = [&OwnedFd::from(channel.script.try_clone().ok()?), &channel.go_read];
         let waiting = if self.policy.is_active() {
-            let run = self.launcher.run_if_idle(&argv, &env, &nearest_existing(&self.cwd), Some(&script_in))?;
+            let run = self.launcher.run_if_idle(&argv, &env, &nearest_existing(&self.cwd), &shell_ends)?;
             Waiting::Launched(Launched(run))
         } else {
             let launch = self.command_line(argv, &self.cwd, Launch::default()).ok()?;
-            Waiting::Child(spawn::spawn(&launch.argv, &launch.env, &launch.cwd, &script_in).ok()?)
+            Waiting::Child(spawn::spawn(&launch.argv, &launch.env, &launch.cwd, &shell_ends).ok()?)
         };
-        drop(script_in);
-        Some(ReadyShell::new(restore, env, script_out, waiting))
+        Some(ReadyShell::new(restore, env, channel, waiting))
     }
 
     /// Whether `shell` runs where a command started now would run.
@@ -182,6 +183,10 @@ impl Running for Launched {
 
     fn try_wait(&mut self) -> Option<i32> {
         self.0.try_wait()
+    }
+
+    fn wait_exit(&mut self, wait: Duration) -> Option<i32> {
+        self.0.wait_exit(wait)
     }
 
     fn kill(&mut self, grace: Duration) -> Vec<u32> {
@@ -282,7 +287,7 @@ impl Environment for LocalEnv {
     fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
         if self.policy.is_active() {
             let argv = bash_argv(script, login)?;
-            if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd), None) {
+            if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd), &[]) {
                 return Ok(Box::new(Launched(run)));
             }
         }

@@ -71,6 +71,12 @@ pub trait Running: Send {
     fn read(&mut self, wait: Duration) -> ReadEvent;
     /// The exit code once the script finished (`-N` when killed by signal N).
     fn try_wait(&mut self) -> Option<i32>;
+    /// As [`Running::try_wait`], waiting at most `wait` for the exit (its output ended,
+    /// so it is usually exiting this very moment).
+    fn wait_exit(&mut self, wait: Duration) -> Option<i32> {
+        std::thread::sleep(wait);
+        self.try_wait()
+    }
     /// Stops the whole process tree; returns the pids that survived (empty = all gone).
     fn kill(&mut self, grace: Duration) -> Vec<u32>;
     /// Sends bytes to the script's stdin.

@@ -40,8 +40,8 @@ pub fn serve(control: RawFd) -> i32 {
     }
     loop {
         match protocol::receive(&control) {
-            Ok(Some(Request::Run { cwd, argv, env, output, script })) => {
-                let status = run(&control, &cwd, &argv, &env, output, script);
+            Ok(Some(Request::Run { cwd, argv, env, output, extra })) => {
+                let status = run(&control, &cwd, &argv, &env, output, extra);
                 if protocol::send_line(&control, &format!("exit {status}")).is_err() {
                     return 0;
                 }
@@ -58,7 +58,7 @@ pub fn serve(control: RawFd) -> i32 {
 
 /// Starts one command and waits for it (and for a kill request); everything it left
 /// behind is killed before this returns the command's status (`-N` for signal N).
-fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output: OwnedFd, script: Option<OwnedFd>) -> i32 {
+fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output: OwnedFd, extra: Vec<OwnedFd>) -> i32 {
     let Some(exec) = Exec::new(cwd, argv, env) else {
         let _ = write_all(&output, b"the sandbox launcher got an empty or malformed command\n");
         return 126;
@@ -70,10 +70,10 @@ fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output:
         return 126;
     }
     if pid == 0 {
-        exec.run_in_child(&output, script.as_ref());
+        exec.run_in_child(&output, &extra);
     }
     drop(output);
-    drop(script);
+    drop(extra);
     let mut status = None;
     let pidfd = pidfd_open(pid);
     loop {
@@ -122,9 +122,9 @@ impl Exec {
         (!argv.is_empty()).then_some(Exec { cwd: c(cwd)?, argv, env })
     }
 
-    /// In the forked child: its own session, output on the pipe, no input (and the
-    /// script pipe, if any, as descriptor 3), then exec.
-    fn run_in_child(&self, output: &OwnedFd, script: Option<&OwnedFd>) -> ! {
+    /// In the forked child: its own session, output on the pipe, no input, `extra` as
+    /// descriptors 3, 4, ..., then exec.
+    fn run_in_child(&self, output: &OwnedFd, extra: &[OwnedFd]) -> ! {
         let argv: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect();
         let env: Vec<*const libc::c_char> = self.env.iter().map(|e| e.as_ptr()).chain([std::ptr::null()]).collect();
         // SAFETY: standard descriptor plumbing in a fresh child, then exec or exit.
@@ -147,12 +147,13 @@ impl Exec {
             } else {
                 libc::close(0);
             }
-            if let Some(script) = script {
-                // dup2 onto itself would keep close-on-exec.
-                if script.as_raw_fd() == 3 {
-                    libc::fcntl(3, libc::F_SETFD, 0);
-                } else {
-                    libc::dup2(script.as_raw_fd(), 3);
+            // Copied above every target first, so no placement overwrites the source of
+            // another (the copies close on exec).
+            let lowest_copy = 3 + extra.len() as libc::c_int;
+            let copies: Vec<libc::c_int> = extra.iter().map(|fd| libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest_copy)).collect();
+            for (target, copy) in (3..).zip(copies) {
+                if copy < 0 || libc::dup2(copy, target) < 0 {
+                    libc::_exit(126);
                 }
             }
             if libc::chdir(self.cwd.as_ptr()) != 0 {
@@ -191,12 +192,13 @@ fn reap(main: libc::pid_t, status: &mut Option<i32>) -> bool {
         let mut raw = 0;
         // SAFETY: waitpid on our own children.
         let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
-        if pid == main {
-            *status = Some(status_code(raw));
+        // The error first: `main` is -1 when there is no command (the final sweep).
+        if pid < 0 {
+            return std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD);
         } else if pid == 0 {
             return true;
-        } else if pid < 0 {
-            return std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD);
+        } else if pid == main {
+            *status = Some(status_code(raw));
         }
     }
 }

@@ -145,9 +145,7 @@ impl Sandbox {
                 return Ok(Some(String::from_utf8_lossy(&line[..end]).into_owned()));
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut pfd = libc::pollfd { fd: self.control.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd.
-            let ready = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+            let ready = poll_readable(self.control.as_raw_fd(), left);
             if ready <= 0 {
                 if left.is_zero() || ready == 0 {
                     return Ok(None);
@@ -194,6 +192,18 @@ impl Drop for Sandbox {
     }
 }
 
+/// Waits at most `wait` (to the microsecond: a command's exit is often that close) for
+/// `fd` to be readable; poll's answer (1 readable, 0 not yet, -1 failed).
+pub fn poll_readable(fd: RawFd, wait: Duration) -> i32 {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let timeout = libc::timespec {
+        tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd and a valid timeout; no signal mask change.
+    unsafe { libc::ppoll(&mut pfd, 1, &timeout, std::ptr::null()) }
+}
+
 /// A task's long-lived sandbox, started on first use.
 pub struct Launcher {
     policy: Policy,
@@ -208,21 +218,21 @@ impl Launcher {
     }
 
     /// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env`,
-    /// output and errors on one pipe, no input, `script` (if any) as descriptor 3.
+    /// output and errors on one pipe, no input, `extra` as descriptors 3, 4, ....
     /// `None` when there is no sandbox to run it in: no launcher program, the task's
     /// sandbox is busy, or it could not start; the caller then wraps the command in a
     /// sandbox of its own.
-    pub fn run(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, script: Option<&OwnedFd>) -> Option<LaunchedRun> {
-        self.run_in(argv, env, cwd, script, true)
+    pub fn run(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> Option<LaunchedRun> {
+        self.run_in(argv, env, cwd, extra, true)
     }
 
     /// As [`Launcher::run`], but only in a sandbox that is already up and idle (`None`
     /// otherwise): for work started ahead, which is not worth a new sandbox.
-    pub fn run_if_idle(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, script: Option<&OwnedFd>) -> Option<LaunchedRun> {
-        self.run_in(argv, env, cwd, script, false)
+    pub fn run_if_idle(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> Option<LaunchedRun> {
+        self.run_in(argv, env, cwd, extra, false)
     }
 
-    fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, script: Option<&OwnedFd>, may_start: bool) -> Option<LaunchedRun> {
+    fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd], may_start: bool) -> Option<LaunchedRun> {
         let program = self.program.as_ref()?;
         let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -242,7 +252,7 @@ impl Launcher {
         let mut fields: Vec<&[u8]> = vec![b"run", cwd.as_os_str().as_bytes(), argc.as_bytes()];
         fields.extend(argv.iter().map(|a| a.as_bytes()));
         fields.extend(env.iter().map(Vec::as_slice));
-        let fds: Vec<RawFd> = [Some(&write_end), script].into_iter().flatten().map(|fd| fd.as_raw_fd()).collect();
+        let fds: Vec<RawFd> = [&write_end].into_iter().chain(extra.iter().copied()).map(|fd| fd.as_raw_fd()).collect();
         protocol::send(&sandbox.control, &fields, &fds).ok()?;
         drop(write_end);
         Some(LaunchedRun { sandbox: Some(sandbox), home: Arc::clone(&self.idle), output: Some(read_end), exit: None })
@@ -301,8 +311,13 @@ impl LaunchedRun {
 
     /// The command's status once it and everything it started have ended (`-N`: signal N).
     pub fn try_wait(&mut self) -> Option<i32> {
+        self.wait_exit(Duration::ZERO)
+    }
+
+    /// As [`LaunchedRun::try_wait`], waiting at most `wait` for the status.
+    pub fn wait_exit(&mut self, wait: Duration) -> Option<i32> {
         if self.exit.is_none() {
-            self.await_exit(Duration::ZERO);
+            self.await_exit(wait);
         }
         self.exit
     }

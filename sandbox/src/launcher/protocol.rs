@@ -1,7 +1,7 @@
 //! The channel between the server and its launcher inside a sandbox: a unix stream
 //! socket. The server sends framed requests (a little-endian length, then NUL-separated
-//! fields; a run carries the command's output pipe, and optionally the pipe its script
-//! arrives on, as attached descriptors); the
+//! fields; a run carries the command's output pipe, and any descriptors it is to have
+//! from 3 on, as attached descriptors); the
 //! launcher answers with text lines (`ready`, `exit <status>`).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -12,8 +12,8 @@ use std::time::Duration;
 const MAX_REQUEST: usize = 16 << 20;
 
 pub enum Request {
-    /// `script`, when given, is the command's descriptor 3.
-    Run { cwd: Vec<u8>, argv: Vec<Vec<u8>>, env: Vec<Vec<u8>>, output: OwnedFd, script: Option<OwnedFd> },
+    /// `extra` become the command's descriptors 3, 4, ...
+    Run { cwd: Vec<u8>, argv: Vec<Vec<u8>>, env: Vec<Vec<u8>>, output: OwnedFd, extra: Vec<OwnedFd> },
     Kill { grace: Duration },
 }
 
@@ -145,7 +145,7 @@ pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
         Some(b"run") => {
             let mut fds = fds.into_iter();
             let output = fds.next().ok_or_else(|| bad("run without an output pipe"))?;
-            let script = fds.next();
+            let extra = fds.collect();
             let argc: usize = fields.get(2).and_then(|f| text(f).parse().ok()).ok_or_else(|| bad("run without argc"))?;
             if fields.len() < 3 + argc {
                 return Err(bad("run with fewer arguments than announced"));
@@ -153,7 +153,7 @@ pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
             let cwd = fields[1].clone();
             let env = fields.split_off(3 + argc);
             let argv = fields.split_off(3);
-            Ok(Some(Request::Run { cwd, argv, env, output, script }))
+            Ok(Some(Request::Run { cwd, argv, env, output, extra }))
         }
         _ => Err(bad("unknown request")),
     }

@@ -1,7 +1,11 @@
 //! A task's next foreground shell, started as soon as the previous command has ended: it
-//! has already sourced the task's snapshot and waits on descriptor 3 for the rest of its
-//! script. So the fork and exec of bash and the restoring of the shell state are done
-//! between commands, not on the way to the next command's result.
+//! has already sourced the task's snapshot and waits for the rest of its script. So the
+//! fork and exec of bash and the restoring of the shell state are done between commands,
+//! not on the way to the next command's result.
+//!
+//! The script is written into a memory file (descriptor 3), then one line on a pipe
+//! (descriptor 4) says it is there. bash reads a pipe a byte at a time but a seekable file
+//! in blocks, so the script costs a few reads whatever its length.
 //!
 //! A waiting shell is used only when it is what a fresh start would be: the same
 //! restore step, the same environment, and (inside the sandbox) a sandbox whose walls a
@@ -36,32 +40,52 @@ impl Waiting {
     }
 }
 
-/// The largest script handed to a waiting shell: a page, what every pipe holds, so the
-/// write never depends on how fast the shell reads. bash reads a pipe a byte at a time,
-/// so a longer script is quicker on a fresh shell's command line anyway.
-const MOST_BODY_BYTES: usize = 4096;
-
 pub(super) struct ReadyShell {
     restore: String,
     env: Vec<(OsString, OsString)>,
-    /// The write end of the shell's descriptor 3.
-    script: OwnedFd,
+    /// The shell's descriptor 3, where its script goes.
+    script: std::fs::File,
+    /// The write end of the shell's descriptor 4: a line there says the script is in.
+    go: OwnedFd,
     pub(super) waiting: Waiting,
 }
 
-/// What a waiting shell runs: the restore step, then the rest of its script, read up to a
-/// NUL from descriptor 3. A script that never arrives whole (the pipe closed first) runs
-/// nothing: the shell exits 125.
+/// What a waiting shell runs: the restore step, then, once a line arrives on descriptor
+/// 4, the rest of its script, read up to a NUL from descriptor 3. Without the line (the
+/// pipe closed first) or the NUL, it runs nothing: the shell exits 125.
 pub(super) fn prelude(restore: &str) -> String {
     format!(
-        "{restore}IFS= builtin read -r -d '' __hermes_body <&3 || builtin exit 125\n\
-         builtin exec 3<&-\nbuiltin eval \"$__hermes_body\"\n"
+        "{restore}builtin read -r __hermes_body <&4 && IFS= builtin read -r -d '' __hermes_body <&3 || builtin exit 125\n\
+         builtin exec 3<&- 4<&-\nbuiltin eval \"$__hermes_body\"\n"
     )
 }
 
+/// The descriptors a waiting shell gets as 3 and 4, and the ends of them kept here.
+pub(super) struct Channel {
+    pub(super) script: std::fs::File,
+    pub(super) go_read: OwnedFd,
+    go_write: OwnedFd,
+}
+
+impl Channel {
+    pub(super) fn new() -> std::io::Result<Channel> {
+        // SAFETY: memfd_create returns a new descriptor or -1.
+        let fd = unsafe { libc::memfd_create(c"hermes-script".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        let script = std::fs::File::from(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+        let (go_read, go_write) = super::super::pipe()?;
+        Ok(Channel { script, go_read, go_write })
+    }
+}
+
 impl ReadyShell {
-    pub(super) fn new(restore: &str, env: Vec<(OsString, OsString)>, script: OwnedFd, waiting: Waiting) -> ReadyShell {
-        ReadyShell { restore: restore.to_string(), env, script, waiting }
+    /// `channel`'s shell ends (its descriptors 3 and 4) are dropped here: the shell has them.
+    pub(super) fn new(restore: &str, env: Vec<(OsString, OsString)>, channel: Channel, waiting: Waiting) -> ReadyShell {
+        let Channel { script, go_write, .. } = channel;
+        ReadyShell { restore: restore.to_string(), env, script, go: go_write, waiting }
     }
 
     /// Whether this shell ran `restore` in `env`.
@@ -69,15 +93,16 @@ impl ReadyShell {
         self.restore == restore && self.env == env
     }
 
-    /// Gives the shell `body` to run; the shell back when it cannot take it whole at once
-    /// (it is gone, the body holds a NUL or is larger than [`MOST_BODY_BYTES`], or the
-    /// pipe is full), for [`ReadyShell::retire`].
+    /// Gives the shell `body` to run; the shell back when it cannot take it (it is gone,
+    /// or the body holds a NUL), for [`ReadyShell::retire`].
     pub(super) fn hand_over(mut self, body: &str) -> Result<Box<dyn Running>, ReadyShell> {
-        if body.len() > MOST_BODY_BYTES || body.contains('\0') || self.waiting.running().try_wait().is_some() {
+        use std::os::unix::fs::FileExt;
+        if body.contains('\0') || self.waiting.running().try_wait().is_some() {
             return Err(self);
         }
+        // At offset 0 without moving the shared offset, which the shell reads from.
         let message = format!("builtin unset __hermes_body\n{body}\0");
-        if !write_without_waiting(&self.script, message.as_bytes()) {
+        if self.script.write_all_at(message.as_bytes(), 0).is_err() || !write_without_waiting(&self.go, b"\n") {
             return Err(self);
         }
         Ok(self.waiting.into_running())
@@ -86,8 +111,8 @@ impl ReadyShell {
     /// Ends a shell that will not be used: with its pipe closed it exits without running
     /// anything (and is killed should it not, within a second).
     pub(super) fn retire(self) {
-        let ReadyShell { script, mut waiting, .. } = self;
-        drop(script);
+        let ReadyShell { go, mut waiting, .. } = self;
+        drop(go);
         let run = waiting.running();
         let deadline = Instant::now() + Duration::from_secs(1);
         while run.try_wait().is_none() {
@@ -102,8 +127,7 @@ impl ReadyShell {
     }
 }
 
-/// Writes all of `bytes` if the pipe takes them without blocking; false otherwise (what
-/// was written stays incomplete: no NUL arrived, so the shell runs none of it).
+/// Writes all of `bytes` if the pipe takes them without blocking; false otherwise.
 fn write_without_waiting(pipe: &OwnedFd, bytes: &[u8]) -> bool {
     let fd = pipe.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own.

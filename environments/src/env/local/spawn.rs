@@ -2,8 +2,8 @@
 //! `clone(CLONE_VM | CLONE_VFORK)`: the server (large, multi-threaded) is not forked, so
 //! its page tables are not copied and its next writes take no copy-on-write faults.
 //! The child gets what a child of `ChildRun` gets: a session of its own, every signal at
-//! its default and none blocked, output and errors on one pipe, no input, and here the
-//! script pipe as descriptor 3.
+//! its default and none blocked, output and errors on one pipe, no input, and here
+//! descriptors of the caller's from 3 on.
 
 use super::super::{pipe, ReadEvent, Running};
 use std::ffi::{CString, OsString};
@@ -16,6 +16,8 @@ use std::time::Duration;
 /// A shell started by [`spawn`].
 pub(super) struct Spawned {
     pid: libc::pid_t,
+    /// Readable once the shell has exited (`None` on kernels without pidfds).
+    pidfd: Option<OwnedFd>,
     reader: Option<OwnedFd>,
     exit: Option<i32>,
 }
@@ -44,8 +46,9 @@ fn check(rc: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env`.
-pub(super) fn spawn(argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, script: &OwnedFd) -> io::Result<Spawned> {
+/// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env` and
+/// `extra` as its descriptors 3, 4, ....
+pub(super) fn spawn(argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> io::Result<Spawned> {
     let args: Vec<CString> = argv.iter().map(|a| c_string(a.as_bytes())).collect::<io::Result<_>>()?;
     let vars: Vec<CString> = env
         .iter()
@@ -58,7 +61,7 @@ pub(super) fn spawn(argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path,
     let (read_end, write_end) = pipe()?;
     let output = high_copy(write_end.as_raw_fd())?;
     drop(write_end);
-    let script = high_copy(script.as_raw_fd())?;
+    let extra: Vec<OwnedFd> = extra.iter().map(|fd| high_copy(fd.as_raw_fd())).collect::<io::Result<_>>()?;
     // SAFETY: the attribute and file-action objects are initialised before use and
     // destroyed on every path; every pointer handed to posix_spawn outlives the call.
     unsafe {
@@ -72,7 +75,9 @@ pub(super) fn spawn(argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path,
         let result = (|| -> io::Result<libc::pid_t> {
             check(libc::posix_spawn_file_actions_adddup2(&mut actions, output.as_raw_fd(), 1))?;
             check(libc::posix_spawn_file_actions_adddup2(&mut actions, output.as_raw_fd(), 2))?;
-            check(libc::posix_spawn_file_actions_adddup2(&mut actions, script.as_raw_fd(), 3))?;
+            for (target, fd) in (3..).zip(&extra) {
+                check(libc::posix_spawn_file_actions_adddup2(&mut actions, fd.as_raw_fd(), target))?;
+            }
             check(libc::posix_spawn_file_actions_addopen(&mut actions, 0, c"/dev/null".as_ptr(), libc::O_RDONLY, 0))?;
             check(libc::posix_spawn_file_actions_addchdir_np(&mut actions, dir.as_ptr()))?;
             let mut all: libc::sigset_t = std::mem::zeroed();
@@ -89,7 +94,10 @@ pub(super) fn spawn(argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path,
         })();
         libc::posix_spawn_file_actions_destroy(&mut actions);
         libc::posix_spawnattr_destroy(&mut attr);
-        Ok(Spawned { pid: result?, reader: Some(read_end), exit: None })
+        let pid = result?;
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
+        let pidfd = (pidfd >= 0).then(|| OwnedFd::from_raw_fd(pidfd as RawFd));
+        Ok(Spawned { pid, pidfd, reader: Some(read_end), exit: None })
     }
 }
 
@@ -121,6 +129,20 @@ impl Running for Spawned {
 
     fn try_wait(&mut self) -> Option<i32> {
         self.reap();
+        self.exit
+    }
+
+    fn wait_exit(&mut self, wait: Duration) -> Option<i32> {
+        self.reap();
+        if self.exit.is_none() {
+            match &self.pidfd {
+                Some(fd) => {
+                    hermes_sandbox::launcher::poll_readable(fd.as_raw_fd(), wait);
+                }
+                None => std::thread::sleep(wait),
+            }
+            self.reap();
+        }
         self.exit
     }
 
