@@ -229,8 +229,23 @@ pub fn availability() -> Option<String> {
     None
 }
 
-/// The bash to run (`/bin/bash` when PATH has none).
+/// The bash to run (`/bin/bash` when PATH has none). The answer is kept while PATH is
+/// unchanged and the file is still there, so a call costs one stat, not one per PATH entry.
 pub fn find_bash() -> Option<PathBuf> {
+    static FOUND: Mutex<Option<(Option<OsString>, PathBuf)>> = Mutex::new(None);
+    let path = std::env::var_os("PATH");
+    let mut found = FOUND.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((seen, bash)) = found.as_ref() {
+        if *seen == path && bash.is_file() {
+            return Some(bash.clone());
+        }
+    }
+    let bash = search_bash()?;
+    *found = Some((path, bash.clone()));
+    Some(bash)
+}
+
+fn search_bash() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
             let candidate = dir.join("bash");

@@ -227,20 +227,29 @@ impl Launcher {
     }
 
     /// As [`Launcher::run`], but only in a sandbox that is already up and idle (`None`
-    /// otherwise): for work started ahead, which is not worth a new sandbox.
+    /// otherwise): for work started ahead, which is not worth a new sandbox. Its walls are
+    /// not compared with a fresh sandbox's here: [`Launcher::is_current`] does that when
+    /// the work is used.
     pub fn run_if_idle(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> Option<LaunchedRun> {
         self.run_in(argv, env, cwd, extra, false)
     }
 
     fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd], may_start: bool) -> Option<LaunchedRun> {
         let program = self.program.as_ref()?;
-        let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let reusable = idle.take().and_then(|mut current| (current.layout == layout && current.alive()).then_some(current));
-        let sandbox = match reusable {
-            Some(current) => current,
-            None if may_start => Sandbox::start(&self.policy, program, layout).ok()?,
-            None => return None,
+        let sandbox = if may_start {
+            let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
+            let reusable = idle.take().filter(|current| current.layout == layout).and_then(|mut current| current.alive().then_some(current));
+            match reusable {
+                Some(current) => current,
+                None => Sandbox::start(&self.policy, program, layout).ok()?,
+            }
+        } else {
+            let mut current = idle.take()?;
+            if !current.alive() {
+                return None;
+            }
+            current
         };
         drop(idle);
         let (read_end, write_end) = pipe().ok()?;
