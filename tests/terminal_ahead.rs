@@ -82,6 +82,14 @@ fn state_carries_through_shells_started_ahead(config: &str) {
     let r = server.call("terminal", json!({"command": "echo \"[${AHEAD_VAR-gone}]\" $(basename $PWD)"}));
     let workspace_name = f.workspace.path().file_name().unwrap().to_string_lossy().into_owned();
     assert_eq!(output(&r), format!("[gone] {workspace_name}"), "{r}");
+    // The snapshot is rewritten in place: after a long one, a short one is read alone.
+    let body = (0..400).map(|i| format!("echo line-{i};")).collect::<String>();
+    let r = server.call("terminal", json!({"command": format!("big_fn() {{ {body} }}; big_fn | tail -1")}));
+    assert_eq!(output(&r), "line-399", "{r}");
+    let r = server.call("terminal", json!({"command": "unset -f big_fn ahead_fn; unalias ahead_alias; export SHORT=1"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = server.call("terminal", json!({"command": "type big_fn ahead_fn ahead_alias 2>&1 | grep -c 'not found'; echo $SHORT"}));
+    assert_eq!(output(&r), "3\n1", "{r}");
 }
 
 #[test]
