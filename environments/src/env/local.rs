@@ -27,6 +27,8 @@ pub struct LocalEnv {
     launcher: hermes_sandbox::launcher::Launcher,
     /// The next foreground command's shell, started ahead.
     ready: Mutex<Option<ReadyShell>>,
+    /// Foreground commands run so far (shells are started ahead from the second on).
+    foreground_runs: std::sync::atomic::AtomicUsize,
 }
 
 /// How a local child is launched.
@@ -95,7 +97,7 @@ impl LocalEnv {
             },
         };
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
-        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default() })
+        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default(), foreground_runs: Default::default() })
     }
 
     /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
@@ -312,6 +314,7 @@ impl Environment for LocalEnv {
     /// With the shell started ahead for this command when it is still what a fresh
     /// start would be.
     fn run_foreground_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
+        self.foreground_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(mut shell) = self.take_ready() {
             if shell.matches(restore, &child_env(&self.passthrough)) && self.is_current(&mut shell) {
                 match shell.hand_over(body) {
@@ -325,7 +328,12 @@ impl Environment for LocalEnv {
         self.run_foreground(&format!("{restore}{body}"), false)
     }
 
+    /// Only once a task has run a second command: many tasks run one (a single `call`,
+    /// one-off subtasks), and a shell started for nothing still costs a bash start.
     fn prepare_foreground(&self, restore: &str) {
+        if self.foreground_runs.load(std::sync::atomic::Ordering::Relaxed) < 2 {
+            return;
+        }
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = self.start_ready(restore);
