@@ -302,6 +302,9 @@ impl Environment for LocalEnv {
     /// In the task's long-lived sandbox when there is one to use (commands of a task
     /// come one at a time), else in a sandbox of its own.
     fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
+        if let Some(shell) = self.take_ready() {
+            shell.retire();
+        }
         if self.policy.is_active() {
             let argv = bash_argv(script, login)?;
             if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd), &[]) {
@@ -340,7 +343,12 @@ impl Environment for LocalEnv {
         }
     }
 
+    /// A shell waiting for the next command is retired first: this command may change
+    /// the snapshot it sourced.
     fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
+        if let Some(shell) = self.take_ready() {
+            shell.retire();
+        }
         self.start(script, login, stdin, true)
     }
 
