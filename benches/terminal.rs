@@ -361,7 +361,7 @@ fn modal() -> Result<(), String> {
 
 fn main() {
     // The sandbox launcher is the binary's job; an embedder names it.
-    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools"));
+    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools")).expect("the launcher program opens");
     // `cargo bench --bench terminal -- local fresh` runs only those sections.
     let chosen: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let wanted = |name: &str| chosen.is_empty() || chosen.iter().any(|c| c == name);

@@ -3,8 +3,8 @@
 fn main() -> std::process::ExitCode {
     // This binary is also the launcher inside each task's command sandbox.
     hermes_sandbox::launcher::serve_if_requested();
-    if let Ok(me) = std::env::current_exe() {
-        hermes_sandbox::launcher::set_program(me);
-    }
+    // Opened now, before any command ran: the binary's path may lie in a root commands
+    // can write, the image this process runs from cannot be swapped.
+    let _ = hermes_sandbox::launcher::set_program("/proc/self/exe");
     hermes_tools::cli::run(&hermes_tools::CATALOG)
 }

@@ -21,7 +21,7 @@ struct T {
 fn t() -> T {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     // Foreground commands run in the task's long-lived sandbox, through the binary's launcher.
-    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools"));
+    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools")).expect("the launcher program opens");
     let dir = TempDir::new().unwrap();
     let home = TempDir::new().unwrap();
     let task = format!("terminal-local-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));

@@ -54,7 +54,12 @@ impl Fixture {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
+        self.command_of(std::path::Path::new(env!("CARGO_BIN_EXE_hermes-tools")), args)
+    }
+
+    /// `program` (a copy of the binary) run as [`Fixture::command`] runs the binary.
+    fn command_of(&self, program: &std::path::Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .current_dir(self.workspace.path())
             .env("HOME", self.home.path())
@@ -467,4 +472,56 @@ fn a_socket_file_that_appears_between_commands_is_covered_too() {
     let refused = ["Connection refused", "Permission denied"].iter().any(|e| output(&r).contains(e));
     assert!(!output(&r).contains("connected") && refused, "{r}");
     drop(listener);
+}
+
+#[test]
+fn a_command_that_replaces_the_server_binary_changes_nothing_a_later_sandbox_runs() {
+    // The server runs from a copy inside its workspace, a root its commands may write.
+    let f = fixture();
+    let copy = f.workspace.path().join("bin").join("hermes-tools");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_hermes-tools"), &copy).unwrap();
+    let marker = f.workspace.path().join("impostor-ran");
+    let mut server = common::ServeSession::spawn(f.command_of(&copy, &["serve"]), json!({"task_id": "t1"}));
+    let r = server.call("terminal", json!({"command": "true"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    // The command renames a program of its own over the server's file.
+    let swap = format!(
+        "printf '#!/bin/sh\\ntouch {marker}\\nexit 1\\n' > bin/impostor && chmod +x bin/impostor && mv bin/impostor bin/hermes-tools && echo swapped",
+        marker = marker.display()
+    );
+    let r = server.call("terminal", json!({"command": swap}));
+    assert!(output(&r).contains("swapped"), "{r}");
+    assert!(std::fs::read(&copy).unwrap().starts_with(b"#!/bin/sh"), "the copy was not replaced");
+    // A fresh task gets a new sandbox, and so does the first task once its launcher is gone.
+    // (Its shell's parent is the launcher, pid 2, not a sandbox of the command's own.)
+    let r = server.call_in(&json!({"task_id": "t2"}), "terminal", json!({"command": "echo fresh-$PPID"}));
+    assert_eq!(output(&r), "fresh-2", "{r}");
+    let r = server.call("terminal", json!({"command": "kill -9 $PPID; sleep 5"}));
+    assert_ne!(r["exit_code"], 0, "{r}");
+    let r = server.call("terminal", json!({"command": "echo again-$PPID"}));
+    assert_eq!(output(&r), "again-2", "{r}");
+    assert!(!marker.exists(), "a sandbox started the program a command put in place of the server's");
+}
+
+#[test]
+fn what_a_command_run_outside_the_sandbox_changes_reaches_the_next_command() {
+    // A task's next shell waits with the state restored; a granted command runs outside
+    // the sandbox, not in it, and the next command still sees what it changed.
+    let f = fixture();
+    let target = f.outside.path().join("victim");
+    let command = format!("rm -rf {} && export ESCALATED=yes", target.display());
+    f.config("command_allowlist:\n  - 'delete in root path'\n");
+    let mut serve = f.command(&["serve"]);
+    serve.env("HERMES_INTERACTIVE", "1");
+    let mut server = common::ServeSession::spawn(serve, json!({"task_id": "t1"}));
+    for _ in 0..2 {
+        let r = server.call("terminal", json!({"command": "true"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    let r = server.call("terminal", json!({"command": command}));
+    assert!(r["approval"].as_str().unwrap_or("").contains("outside the sandbox"), "{r}");
+    assert!(!target.exists(), "the granted command did not run outside the sandbox");
+    let r = server.call("terminal", json!({"command": "echo ${ESCALATED-lost}"}));
+    assert_eq!(output(&r), "yes", "{r}");
 }

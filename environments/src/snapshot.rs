@@ -109,15 +109,24 @@ impl ShellSession {
     /// The script one command runs as: restore state, cd, run, save state, print the
     /// cwd marker, exit with the command's status. `cwd_override` is a per-call workdir.
     pub fn wrap(&self, command: &str, cwd_override: Option<&str>) -> String {
+        self.restore() + &self.wrap_body(command, cwd_override)
+    }
+
+    /// The part of [`ShellSession::wrap`] that restores the task's state (empty before
+    /// the first snapshot). It reads only the snapshot the previous command left, so a
+    /// shell may run it as soon as that command has ended, ahead of the next one.
+    pub fn restore(&self) -> String {
+        if !self.snapshot_ready() {
+            return String::new();
+        }
+        format!("if [ -r {snap} ]; then builtin source {snap} >/dev/null 2>&1; fi\n", snap = sh_quote(&self.snapshot_path))
+    }
+
+    /// The rest of [`ShellSession::wrap`], after the state is restored.
+    pub fn wrap_body(&self, command: &str, cwd_override: Option<&str>) -> String {
         let cwd = cwd_override.map(str::to_owned).unwrap_or_else(|| self.cwd());
         let ready = self.snapshot_ready();
         let mut s = String::new();
-        if ready {
-            s.push_str(&format!(
-                "if [ -r {snap} ]; then builtin source {snap} >/dev/null 2>&1; fi\n",
-                snap = sh_quote(&self.snapshot_path)
-            ));
-        }
         s.push_str(
             "export AI_AGENT=\"${AI_AGENT:-hermes-agent}\" HERMES_AGENT=\"${HERMES_AGENT:-true}\" \
              GIT_PAGER=\"${GIT_PAGER:-cat}\" PAGER=\"${PAGER:-cat}\"\n",
@@ -142,13 +151,7 @@ impl ShellSession {
     /// back, so a long-running process never overwrites later changes).
     pub fn wrap_background(&self, command: &str, cwd_override: Option<&str>) -> String {
         let cwd = cwd_override.map(str::to_owned).unwrap_or_else(|| self.cwd());
-        let mut s = String::new();
-        if self.snapshot_ready() {
-            s.push_str(&format!(
-                "if [ -r {snap} ]; then builtin source {snap} >/dev/null 2>&1; fi\n",
-                snap = sh_quote(&self.snapshot_path)
-            ));
-        }
+        let mut s = self.restore();
         s.push_str("export PYTHONUNBUFFERED=1 AI_AGENT=\"${AI_AGENT:-hermes-agent}\" HERMES_AGENT=\"${HERMES_AGENT:-true}\"\n");
         s.push_str(&format!("builtin cd -- {} || exit 126\n", cd_target(&cwd)));
         s.push_str(&format!("eval {}\n", sh_quote(command)));
@@ -219,10 +222,15 @@ fn cd_target(cwd: &str) -> String {
 /// task are serialised and background processes never write it, so a plain rewrite (no
 /// extra `mv` process per command) is safe; a torn file only loses state, since sourcing
 /// errors are ignored.
+///
+/// The file is overwritten in place (`1<>`), not truncated: on ext4 truncating a written
+/// file to zero makes its close start writeback (`auto_da_alloc`), about 3 ms a command
+/// here. The dump ends with `return`, so whatever an earlier, longer dump left after it is
+/// never read.
 fn dump_snapshot(path: &str) -> String {
     format!(
         "{{ builtin export -p; builtin declare -f; builtin alias -p; \
-         builtin printf '%s\\n' 'shopt -s expand_aliases' 'set +e' 'set +u'; }} > {path} 2>/dev/null",
+         builtin printf '%s\\n' 'shopt -s expand_aliases' 'set +e' 'set +u' 'builtin return 0'; }} 1<> {path} 2>/dev/null",
         path = sh_quote(path),
     )
 }

@@ -101,11 +101,17 @@ impl ServeSession {
 
     /// One call; its decoded result.
     pub fn call(&mut self, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        let scope = self.scope.clone();
+        self.call_in(&scope, tool, args)
+    }
+
+    /// One call with `scope` in place of the session's own.
+    pub fn call_in(&mut self, scope: &serde_json::Value, tool: &str, args: serde_json::Value) -> serde_json::Value {
         use std::io::Write;
         self.sent += 1;
         let id = format!("c{}", self.sent);
         let mut request = serde_json::json!({"id": id, "type": "function", "function": {"name": tool, "arguments": args.to_string()}});
-        for (key, value) in self.scope.as_object().into_iter().flatten() {
+        for (key, value) in scope.as_object().into_iter().flatten() {
             request[key.as_str()] = value.clone();
         }
         let stdin = self.stdin.as_mut().unwrap();

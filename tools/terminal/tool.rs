@@ -307,8 +307,11 @@ pub fn execute(
                 ReadEvent::Eof => eof = true,
                 ReadEvent::Idle => {}
             }
-        } else {
-            std::thread::sleep(exit_poll);
+        } else if exit.is_none() {
+            if let Some(code) = run.wait_exit(exit_poll) {
+                exit = Some(code);
+                exited_at = Some(Instant::now());
+            }
             exit_poll = (exit_poll * 2).min(Duration::from_millis(5));
         }
         if exit.is_none() {
@@ -361,12 +364,16 @@ fn run_foreground(
     clearance: approval::Clearance,
 ) -> Value {
     let _serial = slot.run_lock.lock().unwrap_or_else(|p| p.into_inner());
-    let script = slot.session.wrap(command, workdir);
-    let login = !slot.session.snapshot_ready();
+    // Before the first snapshot `restore` is empty and the command runs in a login shell.
+    let restore = slot.session.restore();
+    let body = slot.session.wrap_body(command, workdir);
+    let login = restore.is_empty();
     let started = if clearance.escalate {
-        slot.env.run_bash_escalated(&script, login, None)
+        slot.env.run_bash_escalated(&format!("{restore}{body}"), login, None)
+    } else if login {
+        slot.env.run_foreground(&body, true)
     } else {
-        slot.env.run_foreground(&script, login)
+        slot.env.run_foreground_restored(&restore, &body)
     };
     let mut run = match started {
         Ok(run) => run,
@@ -389,6 +396,10 @@ fn run_foreground(
         &move || cancel.is_cancelled(),
     );
     drop(run);
+    if !login {
+        // The next command's shell starts (and restores the state) while this result is made.
+        slot.env.prepare_foreground(&restore);
+    }
     *slot.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
 
     let mut capture = exec.capture;

@@ -2,12 +2,18 @@
 //! OS sandbox of `terminal.sandbox.*` (crate `hermes-sandbox`), with an allow-listed
 //! environment; and the process-tree kill every local child uses.
 
+mod ready;
+mod spawn;
+
 use super::{ChildRun, EnvError, Environment, ReadEvent, Running};
+use ready::{ReadyShell, Waiting};
 use crate::config::TerminalConfig;
 use hermes_sandbox::{Mode, Policy, WrapOptions};
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub struct LocalEnv {
@@ -19,6 +25,10 @@ pub struct LocalEnv {
     passthrough: Vec<String>,
     /// The task's long-lived sandbox for foreground commands.
     launcher: hermes_sandbox::launcher::Launcher,
+    /// The next foreground command's shell, started ahead.
+    ready: Mutex<Option<ReadyShell>>,
+    /// Foreground commands run so far (shells are started ahead from the second on).
+    foreground_runs: std::sync::atomic::AtomicUsize,
 }
 
 /// How a local child is launched.
@@ -87,7 +97,7 @@ impl LocalEnv {
             },
         };
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
-        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher })
+        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default(), foreground_runs: Default::default() })
     }
 
     /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
@@ -113,6 +123,36 @@ impl LocalEnv {
             .map_err(|e| EnvError::new(format!("cannot start bash: {e}")))?;
         Ok(Box::new(run))
     }
+
+    fn take_ready(&self) -> Option<ReadyShell> {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// A shell for the next command, started now and running `restore`: in the task's
+    /// sandbox when it has one idle (never a new sandbox for it), as a child otherwise
+    /// (sandbox off). `None` when it cannot be started that way.
+    fn start_ready(&self, restore: &str) -> Option<ReadyShell> {
+        let argv = bash_argv(&ready::prelude(restore), false).ok()?;
+        let env = child_env(&self.passthrough);
+        let channel = ready::Channel::new().ok()?;
+        let shell_ends = [&OwnedFd::from(channel.script.try_clone().ok()?), &channel.go_read];
+        let waiting = if self.policy.is_active() {
+            let run = self.launcher.run_if_idle(&argv, &env, &nearest_existing(&self.cwd), &shell_ends)?;
+            Waiting::Launched(Launched(run))
+        } else {
+            let launch = self.command_line(argv, &self.cwd, Launch::default()).ok()?;
+            Waiting::Child(spawn::spawn(&launch.argv, &launch.env, &launch.cwd, &shell_ends).ok()?)
+        };
+        Some(ReadyShell::new(restore, env, channel, waiting))
+    }
+
+    /// Whether `shell` runs where a command started now would run.
+    fn is_current(&self, shell: &mut ReadyShell) -> bool {
+        match &mut shell.waiting {
+            Waiting::Launched(run) => self.launcher.is_current(&mut run.0),
+            Waiting::Child(_) => true,
+        }
+    }
 }
 
 /// `bash [-l] -c script`.
@@ -127,7 +167,7 @@ fn bash_argv(script: &str, login: bool) -> Result<Vec<OsString>, EnvError> {
 }
 
 /// A foreground command in the task's long-lived sandbox.
-struct Launched(hermes_sandbox::launcher::LaunchedRun);
+pub(crate) struct Launched(hermes_sandbox::launcher::LaunchedRun);
 
 impl Running for Launched {
     fn pid(&self) -> Option<u32> {
@@ -145,6 +185,10 @@ impl Running for Launched {
 
     fn try_wait(&mut self) -> Option<i32> {
         self.0.try_wait()
+    }
+
+    fn wait_exit(&mut self, wait: Duration) -> Option<i32> {
+        self.0.wait_exit(wait)
     }
 
     fn kill(&mut self, grace: Duration) -> Vec<u32> {
@@ -187,8 +231,23 @@ pub fn availability() -> Option<String> {
     None
 }
 
-/// The bash to run (`/bin/bash` when PATH has none).
+/// The bash to run (`/bin/bash` when PATH has none). The answer is kept while PATH is
+/// unchanged and the file is still there, so a call costs one stat, not one per PATH entry.
 pub fn find_bash() -> Option<PathBuf> {
+    static FOUND: Mutex<Option<(Option<OsString>, PathBuf)>> = Mutex::new(None);
+    let path = std::env::var_os("PATH");
+    let mut found = FOUND.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((seen, bash)) = found.as_ref() {
+        if *seen == path && bash.is_file() {
+            return Some(bash.clone());
+        }
+    }
+    let bash = search_bash()?;
+    *found = Some((path, bash.clone()));
+    Some(bash)
+}
+
+fn search_bash() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
             let candidate = dir.join("bash");
@@ -243,16 +302,53 @@ impl Environment for LocalEnv {
     /// In the task's long-lived sandbox when there is one to use (commands of a task
     /// come one at a time), else in a sandbox of its own.
     fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
+        if let Some(shell) = self.take_ready() {
+            shell.retire();
+        }
         if self.policy.is_active() {
             let argv = bash_argv(script, login)?;
-            if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd)) {
+            if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd), &[]) {
                 return Ok(Box::new(Launched(run)));
             }
         }
         self.start(script, login, None, false)
     }
 
+    /// With the shell started ahead for this command when it is still what a fresh
+    /// start would be.
+    fn run_foreground_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
+        self.foreground_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(mut shell) = self.take_ready() {
+            if shell.matches(restore, &child_env(&self.passthrough)) && self.is_current(&mut shell) {
+                match shell.hand_over(body) {
+                    Ok(run) => return Ok(run),
+                    Err(shell) => shell.retire(),
+                }
+            } else {
+                shell.retire();
+            }
+        }
+        self.run_foreground(&format!("{restore}{body}"), false)
+    }
+
+    /// Only once a task has run a second command: many tasks run one (a single `call`,
+    /// one-off subtasks), and a shell started for nothing still costs a bash start.
+    fn prepare_foreground(&self, restore: &str) {
+        if self.foreground_runs.load(std::sync::atomic::Ordering::Relaxed) < 2 {
+            return;
+        }
+        let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = self.start_ready(restore);
+        }
+    }
+
+    /// A shell waiting for the next command is retired first: this command may change
+    /// the snapshot it sourced.
     fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
+        if let Some(shell) = self.take_ready() {
+            shell.retire();
+        }
         self.start(script, login, stdin, true)
     }
 
@@ -284,6 +380,9 @@ impl Environment for LocalEnv {
     }
 
     fn cleanup(&self) {
+        if let Some(shell) = self.take_ready() {
+            shell.retire();
+        }
         self.launcher.shutdown();
         if let Some(dir) = &self.state_dir {
             let _ = std::fs::remove_dir_all(dir);

@@ -71,6 +71,12 @@ pub trait Running: Send {
     fn read(&mut self, wait: Duration) -> ReadEvent;
     /// The exit code once the script finished (`-N` when killed by signal N).
     fn try_wait(&mut self) -> Option<i32>;
+    /// As [`Running::try_wait`], waiting at most `wait` for the exit (its output ended,
+    /// so it is usually exiting this very moment).
+    fn wait_exit(&mut self, wait: Duration) -> Option<i32> {
+        std::thread::sleep(wait);
+        self.try_wait()
+    }
     /// Stops the whole process tree; returns the pids that survived (empty = all gone).
     fn kill(&mut self, grace: Duration) -> Vec<u32>;
     /// Sends bytes to the script's stdin.
@@ -118,6 +124,16 @@ pub trait Environment: Send + Sync {
     fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
         self.run_bash(script, login, None)
     }
+    /// Starts a foreground command whose script is `restore` (which brings back the
+    /// task's shell state) followed by `body`. A backend may have a shell waiting that
+    /// has already run `restore` (see [`Environment::prepare_foreground`]).
+    fn run_foreground_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
+        self.run_foreground(&format!("{restore}{body}"), false)
+    }
+    /// Called once a foreground command has ended: a backend may start the next
+    /// command's shell now and have it run `restore`, so that work is done before the
+    /// next command arrives.
+    fn prepare_foreground(&self, _restore: &str) {}
     /// Runs a script a person approved outside the OS sandbox (local backend only; the
     /// others have no sandbox of this program's and run it as [`Environment::run_bash`]).
     fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
@@ -220,6 +236,30 @@ impl ChildRun {
     }
 }
 
+/// Waits at most `wait` for output on a child's pipe; `Eof` once it is closed (or broken).
+pub(crate) fn read_pipe(fd: &OwnedFd, wait: Duration) -> ReadEvent {
+    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if n <= 0 {
+        return ReadEvent::Idle;
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: reading into an owned buffer from an fd we own.
+    let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if got > 0 {
+        buf.truncate(got as usize);
+        return ReadEvent::Data(buf);
+    }
+    let err = io::Error::last_os_error();
+    if got < 0 && matches!(err.kind(), io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock) {
+        ReadEvent::Idle
+    } else {
+        ReadEvent::Eof
+    }
+}
+
 fn status_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
@@ -236,31 +276,11 @@ impl Running for ChildRun {
 
     fn read(&mut self, wait: Duration) -> ReadEvent {
         let Some(fd) = self.reader.as_ref() else { return ReadEvent::Eof };
-        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        let ms = wait.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n <= 0 {
-            return ReadEvent::Idle;
-        }
-        let mut buf = vec![0u8; 64 * 1024];
-        // SAFETY: reading into an owned buffer from an fd we own.
-        let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if got > 0 {
-            buf.truncate(got as usize);
-            ReadEvent::Data(buf)
-        } else if got == 0 {
+        let event = read_pipe(fd, wait);
+        if let ReadEvent::Eof = event {
             self.reader = None;
-            ReadEvent::Eof
-        } else {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted || err.kind() == io::ErrorKind::WouldBlock {
-                ReadEvent::Idle
-            } else {
-                self.reader = None;
-                ReadEvent::Eof
-            }
         }
+        event
     }
 
     fn try_wait(&mut self) -> Option<i32> {

@@ -40,8 +40,8 @@ pub fn serve(control: RawFd) -> i32 {
     }
     loop {
         match protocol::receive(&control) {
-            Ok(Some(Request::Run { cwd, argv, env, output })) => {
-                let status = run(&control, &cwd, &argv, &env, output);
+            Ok(Some(Request::Run { cwd, argv, env, output, extra })) => {
+                let status = run(&control, &cwd, &argv, &env, output, extra);
                 if protocol::send_line(&control, &format!("exit {status}")).is_err() {
                     return 0;
                 }
@@ -58,7 +58,7 @@ pub fn serve(control: RawFd) -> i32 {
 
 /// Starts one command and waits for it (and for a kill request); everything it left
 /// behind is killed before this returns the command's status (`-N` for signal N).
-fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output: OwnedFd) -> i32 {
+fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output: OwnedFd, extra: Vec<OwnedFd>) -> i32 {
     let Some(exec) = Exec::new(cwd, argv, env) else {
         let _ = write_all(&output, b"the sandbox launcher got an empty or malformed command\n");
         return 126;
@@ -70,9 +70,10 @@ fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output:
         return 126;
     }
     if pid == 0 {
-        exec.run_in_child(&output);
+        exec.run_in_child(&output, &extra);
     }
     drop(output);
+    drop(extra);
     let mut status = None;
     let pidfd = pidfd_open(pid);
     loop {
@@ -121,8 +122,9 @@ impl Exec {
         (!argv.is_empty()).then_some(Exec { cwd: c(cwd)?, argv, env })
     }
 
-    /// In the forked child: its own session, output on the pipe, no input, then exec.
-    fn run_in_child(&self, output: &OwnedFd) -> ! {
+    /// In the forked child: its own session, output on the pipe, no input, `extra` as
+    /// descriptors 3, 4, ..., then exec.
+    fn run_in_child(&self, output: &OwnedFd, extra: &[OwnedFd]) -> ! {
         let argv: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect();
         let env: Vec<*const libc::c_char> = self.env.iter().map(|e| e.as_ptr()).chain([std::ptr::null()]).collect();
         // SAFETY: standard descriptor plumbing in a fresh child, then exec or exit.
@@ -145,6 +147,15 @@ impl Exec {
             } else {
                 libc::close(0);
             }
+            // Copied above every target first, so no placement overwrites the source of
+            // another (the copies close on exec).
+            let lowest_copy = 3 + extra.len() as libc::c_int;
+            let copies: Vec<libc::c_int> = extra.iter().map(|fd| libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest_copy)).collect();
+            for (target, copy) in (3..).zip(copies) {
+                if copy < 0 || libc::dup2(copy, target) < 0 {
+                    libc::_exit(126);
+                }
+            }
             if libc::chdir(self.cwd.as_ptr()) != 0 {
                 libc::chdir(c"/".as_ptr());
             }
@@ -163,7 +174,8 @@ fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-fn status_code(raw: libc::c_int) -> i32 {
+/// A `waitpid` status as the terminal reports it: the exit code, or `-N` for signal N.
+pub fn status_code(raw: libc::c_int) -> i32 {
     if libc::WIFEXITED(raw) {
         libc::WEXITSTATUS(raw)
     } else if libc::WIFSIGNALED(raw) {
@@ -180,12 +192,13 @@ fn reap(main: libc::pid_t, status: &mut Option<i32>) -> bool {
         let mut raw = 0;
         // SAFETY: waitpid on our own children.
         let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
-        if pid == main {
-            *status = Some(status_code(raw));
+        // The error first: `main` is -1 when there is no command (the final sweep).
+        if pid < 0 {
+            return std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD);
         } else if pid == 0 {
             return true;
-        } else if pid < 0 {
-            return std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD);
+        } else if pid == main {
+            *status = Some(status_code(raw));
         }
     }
 }

@@ -14,18 +14,22 @@
 //! created), so each command sees the walls a sandbox of its own would have.
 //!
 //! The launcher is a program that calls [`serve_if_requested`] first thing in `main`
-//! (the `hermes-tools` binary does); [`set_program`] names it. Without one, or while a
-//! task's sandbox is busy, [`Launcher::run`] says so and the caller wraps the command
-//! in a sandbox of its own.
+//! (the `hermes-tools` binary does); [`set_program`] opens it once, and every sandbox
+//! starts it from that descriptor (`/proc/self/fd/N`), never by its path: a command that
+//! renames another program over the file (it may lie in a writable root) changes
+//! nothing that later sandboxes run. Without one, or while a task's sandbox is busy,
+//! [`Launcher::run`] says so and the caller wraps the command in a sandbox of its own.
 
 mod inside;
 mod protocol;
+
+pub use inside::status_code;
 
 use crate::policy::{Policy, WrapOptions};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -34,20 +38,31 @@ use std::time::{Duration, Instant};
 pub const LAUNCHER_ARG: &str = "__hermes-sandbox-launcher";
 /// Where the launcher finds its end of the channel.
 const CONTROL_FD: RawFd = 9;
+/// Where bubblewrap finds the launcher's executable (below [`CONTROL_FD`], above the
+/// seccomp programs' descriptors from 3).
+const PROGRAM_FD: RawFd = 8;
 const OPTIONS: WrapOptions<'static> = WrapOptions { new_session: true, tty: None };
 
-fn program_slot() -> &'static Mutex<Option<PathBuf>> {
-    static PROGRAM: OnceLock<Mutex<Option<PathBuf>>> = OnceLock::new();
+fn program_slot() -> &'static Mutex<Option<Arc<OwnedFd>>> {
+    static PROGRAM: OnceLock<Mutex<Option<Arc<OwnedFd>>>> = OnceLock::new();
     PROGRAM.get_or_init(Default::default)
 }
 
-/// Names the program that serves as the launcher (one that calls
-/// [`serve_if_requested`] at the start of `main`).
-pub fn set_program(path: impl Into<PathBuf>) {
-    *program_slot().lock().unwrap_or_else(|p| p.into_inner()) = Some(path.into());
+/// Opens the program that serves as the launcher (one that calls
+/// [`serve_if_requested`] at the start of `main`; `/proc/self/exe` for the running
+/// program's own image). What is opened now is what every later sandbox runs, whatever
+/// becomes of the path. An error leaves no launcher: each command then gets a sandbox
+/// of its own.
+pub fn set_program(path: impl AsRef<Path>) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_CLOEXEC).open(path.as_ref());
+    let mut slot = program_slot().lock().unwrap_or_else(|p| p.into_inner());
+    *slot = None;
+    *slot = Some(Arc::new(OwnedFd::from(opened?)));
+    Ok(())
 }
 
-fn program() -> Option<PathBuf> {
+fn program() -> Option<Arc<OwnedFd>> {
     program_slot().lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
@@ -81,23 +96,32 @@ struct Sandbox {
 }
 
 impl Sandbox {
-    fn start(policy: &Policy, program: &Path, layout: Vec<OsString>) -> Result<Sandbox, String> {
-        let argv = policy.wrap(&[program.into(), LAUNCHER_ARG.into()], Path::new("/"), OPTIONS).map_err(|e| e.0)?;
+    fn start(policy: &Policy, program: &Arc<OwnedFd>, layout: Vec<OsString>) -> Result<Sandbox, String> {
+        // Inside the sandbox `/proc/self/fd/N` is bubblewrap's inherited descriptor: the
+        // file opened by `set_program`, wherever its path now leads.
+        let executable = format!("/proc/self/fd/{PROGRAM_FD}");
+        let argv = policy.wrap(&[executable.into(), LAUNCHER_ARG.into()], Path::new("/"), OPTIONS).map_err(|e| e.0)?;
         let (ours, theirs) = protocol::socket_pair().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).env_clear().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        let theirs_raw = theirs.as_raw_fd();
+        let placements = [(theirs.as_raw_fd(), CONTROL_FD), (program.as_raw_fd(), PROGRAM_FD)];
         use std::os::unix::process::CommandExt;
         // SAFETY: dup2 and fcntl are async-signal-safe.
         unsafe {
             cmd.pre_exec(move || {
-                let rc = if theirs_raw == CONTROL_FD {
-                    libc::fcntl(CONTROL_FD, libc::F_SETFD, 0)
-                } else {
-                    libc::dup2(theirs_raw, CONTROL_FD)
-                };
-                if rc < 0 {
-                    return Err(std::io::Error::last_os_error());
+                // Copied above both targets first, so neither placement overwrites the
+                // other's source; dup2 leaves the targets open across the exec.
+                let mut copies = [0; 2];
+                for (copy, (from, _)) in copies.iter_mut().zip(placements) {
+                    *copy = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, CONTROL_FD + 1);
+                    if *copy < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                for (copy, (_, to)) in copies.into_iter().zip(placements) {
+                    if libc::dup2(copy, to) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
@@ -121,9 +145,7 @@ impl Sandbox {
                 return Ok(Some(String::from_utf8_lossy(&line[..end]).into_owned()));
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut pfd = libc::pollfd { fd: self.control.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd.
-            let ready = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+            let ready = poll_readable(self.control.as_raw_fd(), left);
             if ready <= 0 {
                 if left.is_zero() || ready == 0 {
                     return Ok(None);
@@ -170,10 +192,22 @@ impl Drop for Sandbox {
     }
 }
 
+/// Waits at most `wait` (to the microsecond: a command's exit is often that close) for
+/// `fd` to be readable; poll's answer (1 readable, 0 not yet, -1 failed).
+pub fn poll_readable(fd: RawFd, wait: Duration) -> i32 {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let timeout = libc::timespec {
+        tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd and a valid timeout; no signal mask change.
+    unsafe { libc::ppoll(&mut pfd, 1, &timeout, std::ptr::null()) }
+}
+
 /// A task's long-lived sandbox, started on first use.
 pub struct Launcher {
     policy: Policy,
-    program: Option<PathBuf>,
+    program: Option<Arc<OwnedFd>>,
     idle: Arc<Mutex<Option<Sandbox>>>,
 }
 
@@ -184,17 +218,38 @@ impl Launcher {
     }
 
     /// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env`,
-    /// output and errors on one pipe, no input. `None` when there is no sandbox to run it
-    /// in: no launcher program, the task's sandbox is busy, or it could not start; the
-    /// caller then wraps the command in a sandbox of its own.
-    pub fn run(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path) -> Option<LaunchedRun> {
+    /// output and errors on one pipe, no input, `extra` as descriptors 3, 4, ....
+    /// `None` when there is no sandbox to run it in: no launcher program, the task's
+    /// sandbox is busy, or it could not start; the caller then wraps the command in a
+    /// sandbox of its own.
+    pub fn run(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> Option<LaunchedRun> {
+        self.run_in(argv, env, cwd, extra, true)
+    }
+
+    /// As [`Launcher::run`], but only in a sandbox that is already up and idle (`None`
+    /// otherwise): for work started ahead, which is not worth a new sandbox. Its walls are
+    /// not compared with a fresh sandbox's here: [`Launcher::is_current`] does that when
+    /// the work is used.
+    pub fn run_if_idle(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> Option<LaunchedRun> {
+        self.run_in(argv, env, cwd, extra, false)
+    }
+
+    fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd], may_start: bool) -> Option<LaunchedRun> {
         let program = self.program.as_ref()?;
-        let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let reusable = idle.take().and_then(|mut current| (current.layout == layout && current.alive()).then_some(current));
-        let sandbox = match reusable {
-            Some(current) => current,
-            None => Sandbox::start(&self.policy, program, layout).ok()?,
+        let sandbox = if may_start {
+            let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
+            let reusable = idle.take().filter(|current| current.layout == layout).and_then(|mut current| current.alive().then_some(current));
+            match reusable {
+                Some(current) => current,
+                None => Sandbox::start(&self.policy, program, layout).ok()?,
+            }
+        } else {
+            let mut current = idle.take()?;
+            if !current.alive() {
+                return None;
+            }
+            current
         };
         drop(idle);
         let (read_end, write_end) = pipe().ok()?;
@@ -206,9 +261,17 @@ impl Launcher {
         let mut fields: Vec<&[u8]> = vec![b"run", cwd.as_os_str().as_bytes(), argc.as_bytes()];
         fields.extend(argv.iter().map(|a| a.as_bytes()));
         fields.extend(env.iter().map(Vec::as_slice));
-        protocol::send(&sandbox.control, &fields, Some(write_end.as_raw_fd())).ok()?;
+        let fds: Vec<RawFd> = [&write_end].into_iter().chain(extra.iter().copied()).map(|fd| fd.as_raw_fd()).collect();
+        protocol::send(&sandbox.control, &fields, &fds).ok()?;
         drop(write_end);
         Some(LaunchedRun { sandbox: Some(sandbox), home: Arc::clone(&self.idle), output: Some(read_end), exit: None })
+    }
+
+    /// Whether `run` still runs in the sandbox a fresh command would get (its launcher
+    /// alive, the walls unchanged): a command started ahead is used only then.
+    pub fn is_current(&self, run: &mut LaunchedRun) -> bool {
+        let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
+        run.sandbox.as_mut().is_some_and(|sandbox| sandbox.layout == layout && sandbox.alive())
     }
 
     /// Ends the sandbox (and everything in it).
@@ -257,8 +320,13 @@ impl LaunchedRun {
 
     /// The command's status once it and everything it started have ended (`-N`: signal N).
     pub fn try_wait(&mut self) -> Option<i32> {
+        self.wait_exit(Duration::ZERO)
+    }
+
+    /// As [`LaunchedRun::try_wait`], waiting at most `wait` for the status.
+    pub fn wait_exit(&mut self, wait: Duration) -> Option<i32> {
         if self.exit.is_none() {
-            self.await_exit(Duration::ZERO);
+            self.await_exit(wait);
         }
         self.exit
     }
@@ -299,7 +367,7 @@ impl LaunchedRun {
         }
         let Some(sandbox) = self.sandbox.as_ref() else { return Vec::new() };
         let ms = grace.as_millis().to_string();
-        if protocol::send(&sandbox.control, &[b"kill", ms.as_bytes()], None).is_ok() {
+        if protocol::send(&sandbox.control, &[b"kill", ms.as_bytes()], &[]).is_ok() {
             self.await_exit(grace + Duration::from_secs(2));
         }
         if self.exit.is_none() {

@@ -1,6 +1,7 @@
 //! The channel between the server and its launcher inside a sandbox: a unix stream
 //! socket. The server sends framed requests (a little-endian length, then NUL-separated
-//! fields; a run carries the command's output pipe as an attached descriptor); the
+//! fields; a run carries the command's output pipe, and any descriptors it is to have
+//! from 3 on, as attached descriptors); the
 //! launcher answers with text lines (`ready`, `exit <status>`).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -11,7 +12,8 @@ use std::time::Duration;
 const MAX_REQUEST: usize = 16 << 20;
 
 pub enum Request {
-    Run { cwd: Vec<u8>, argv: Vec<Vec<u8>>, env: Vec<Vec<u8>>, output: OwnedFd },
+    /// `extra` become the command's descriptors 3, 4, ...
+    Run { cwd: Vec<u8>, argv: Vec<Vec<u8>>, env: Vec<Vec<u8>>, output: OwnedFd, extra: Vec<OwnedFd> },
     Kill { grace: Duration },
 }
 
@@ -23,8 +25,8 @@ fn io_result(n: isize) -> std::io::Result<usize> {
     }
 }
 
-/// Sends one request; `fd` rides along with its first byte.
-pub fn send(socket: &OwnedFd, fields: &[&[u8]], fd: Option<RawFd>) -> std::io::Result<()> {
+/// Sends one request; `fds` ride along with its first byte.
+pub fn send(socket: &OwnedFd, fields: &[&[u8]], fds: &[RawFd]) -> std::io::Result<()> {
     let mut payload = Vec::new();
     for field in fields {
         payload.extend_from_slice(field);
@@ -34,7 +36,7 @@ pub fn send(socket: &OwnedFd, fields: &[&[u8]], fd: Option<RawFd>) -> std::io::R
     message.extend_from_slice(&payload);
     let mut sent = 0;
     while sent < message.len() {
-        let n = if sent == 0 { send_with_fd(socket, &message, fd)? } else { send_plain(socket, &message[sent..])? };
+        let n = if sent == 0 { send_with_fds(socket, &message, fds)? } else { send_plain(socket, &message[sent..])? };
         sent += n;
     }
     Ok(())
@@ -45,14 +47,17 @@ fn send_plain(socket: &OwnedFd, bytes: &[u8]) -> std::io::Result<usize> {
     io_result(unsafe { libc::send(socket.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) })
 }
 
-fn send_with_fd(socket: &OwnedFd, bytes: &[u8], fd: Option<RawFd>) -> std::io::Result<usize> {
-    let Some(fd) = fd else { return send_plain(socket, bytes) };
+fn send_with_fds(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<usize> {
+    if fds.is_empty() {
+        return send_plain(socket, bytes);
+    }
     let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut _, iov_len: bytes.len() };
+    let fds_len = std::mem::size_of_val(fds) as u32;
     // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(fds_len) } as usize;
     let mut control = vec![0u8; space];
     // SAFETY: msghdr is plain data; the pointers stay valid for the call; the control
-    // buffer has room for exactly one SCM_RIGHTS header and descriptor.
+    // buffer has room for exactly one SCM_RIGHTS header and the descriptors.
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
@@ -62,8 +67,10 @@ fn send_with_fd(socket: &OwnedFd, bytes: &[u8], fd: Option<RawFd>) -> std::io::R
         let header = libc::CMSG_FIRSTHDR(&msg);
         (*header).cmsg_level = libc::SOL_SOCKET;
         (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
+        (*header).cmsg_len = libc::CMSG_LEN(fds_len) as _;
+        for (i, fd) in fds.iter().enumerate() {
+            std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>().add(i), *fd);
+        }
         io_result(libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL))
     }
 }
@@ -75,7 +82,7 @@ fn receive_exact(socket: &OwnedFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> st
     while got < buf.len() {
         let rest = &mut buf[got..];
         let mut iov = libc::iovec { iov_base: rest.as_mut_ptr().cast(), iov_len: rest.len() };
-        // SAFETY: as in `send_with_fd`; room for a few descriptors.
+        // SAFETY: as in `send_with_fds`; room for a few descriptors.
         let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
         let mut control = vec![0u8; space];
         let n = unsafe {
@@ -136,7 +143,9 @@ pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
             Ok(Some(Request::Kill { grace: Duration::from_millis(ms) }))
         }
         Some(b"run") => {
-            let output = fds.into_iter().next().ok_or_else(|| bad("run without an output pipe"))?;
+            let mut fds = fds.into_iter();
+            let output = fds.next().ok_or_else(|| bad("run without an output pipe"))?;
+            let extra = fds.collect();
             let argc: usize = fields.get(2).and_then(|f| text(f).parse().ok()).ok_or_else(|| bad("run without argc"))?;
             if fields.len() < 3 + argc {
                 return Err(bad("run with fewer arguments than announced"));
@@ -144,7 +153,7 @@ pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
             let cwd = fields[1].clone();
             let env = fields.split_off(3 + argc);
             let argv = fields.split_off(3);
-            Ok(Some(Request::Run { cwd, argv, env, output }))
+            Ok(Some(Request::Run { cwd, argv, env, output, extra }))
         }
         _ => Err(bad("unknown request")),
     }

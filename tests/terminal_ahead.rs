@@ -1,0 +1,148 @@
+//! The local backend starts each task's next foreground shell as soon as a command ends
+//! (it restores the task's shell state while nothing waits for it), with the sandbox on
+//! and off. Driven through `hermes-tools serve`: the next command runs in that shell,
+//! state carries over exactly as with a shell started for the command, scripts of any
+//! length arrive whole, and a shell that is gone leaves the next command a working one.
+
+use serde_json::{json, Value};
+use std::process::Command;
+use tempfile::TempDir;
+
+#[allow(dead_code)]
+mod common;
+
+struct Fixture {
+    workspace: TempDir,
+    home: TempDir,
+    hermes_home: TempDir,
+}
+
+fn fixture(config: &str) -> Fixture {
+    let f = Fixture {
+        workspace: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+        home: tempfile::tempdir().unwrap(),
+        hermes_home: tempfile::tempdir().unwrap(),
+    };
+    std::fs::write(f.hermes_home.path().join("config.yaml"), config).unwrap();
+    std::fs::create_dir(f.workspace.path().join("sub")).unwrap();
+    f
+}
+
+impl Fixture {
+    fn serve(&self) -> common::ServeSession {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
+        cmd.arg("serve")
+            .current_dir(self.workspace.path())
+            .env("HOME", self.home.path())
+            .env("HERMES_HOME", self.hermes_home.path())
+            .env_remove("HERMES_INTERACTIVE")
+            .env_remove("TERMINAL_ENV")
+            .env_remove("TERMINAL_SANDBOX_MODE")
+            .env_remove("TERMINAL_SANDBOX_BWRAP");
+        common::ServeSession::spawn(cmd, json!({"task_id": "t1"}))
+    }
+}
+
+fn output(result: &Value) -> &str {
+    result["output"].as_str().unwrap_or_else(|| panic!("no output in {result}"))
+}
+
+const SANDBOX_ON: &str = "terminal:\n  sandbox:\n    mode: workspace-write\n";
+// Without the sandbox, commands the detector flags need a yes; here nobody is asked.
+const SANDBOX_OFF: &str = "terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n";
+
+/// Whether the shell running the call had the command's text on its own command line
+/// (started for it) or not (started ahead, the text sent to it afterwards).
+const STARTED_FOR_IT: &str = "case \"$BASH_EXECUTION_STRING\" in *STARTED_FOR_IT*) echo for-it;; *) echo ahead;; esac";
+
+fn state_carries_through_shells_started_ahead(config: &str) {
+    let f = fixture(config);
+    let mut server = f.serve();
+    // A task's first two commands find no shell waiting: one is started ahead only once
+    // a task has run a second command.
+    for _ in 0..2 {
+        let r = server.call("terminal", json!({"command": STARTED_FOR_IT}));
+        assert_eq!(output(&r), "for-it", "{r}");
+    }
+    let r = server.call(
+        "terminal",
+        json!({"command": "cd sub && export AHEAD_VAR=kept && alias ahead_alias='echo from-alias' && ahead_fn() { echo from-fn; }"}),
+    );
+    assert_eq!(r["exit_code"], 0, "{r}");
+    for round in 0..3 {
+        let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo $AHEAD_VAR $(basename $PWD); ahead_alias; ahead_fn")}));
+        assert_eq!(output(&r), "ahead\nkept sub\nfrom-alias\nfrom-fn", "round {round}: {r}");
+        assert_eq!(r["cwd"], f.workspace.path().join("sub").canonicalize().unwrap().display().to_string(), "{r}");
+    }
+    // The status, a failed command's, and one that exits the shell itself.
+    let r = server.call("terminal", json!({"command": "false"}));
+    assert_eq!(r["exit_code"], 1, "{r}");
+    let r = server.call("terminal", json!({"command": "echo bye; exit 7"}));
+    assert_eq!((output(&r), r["exit_code"].as_i64()), ("bye", Some(7)), "{r}");
+    // The shell's own scratch variable is not left to the command.
+    let r = server.call("terminal", json!({"command": "echo \"[${__hermes_body-unset}]\"; unset AHEAD_VAR; cd .."}));
+    assert_eq!(output(&r), "[unset]", "{r}");
+    let r = server.call("terminal", json!({"command": "echo \"[${AHEAD_VAR-gone}]\" $(basename $PWD)"}));
+    let workspace_name = f.workspace.path().file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(output(&r), format!("[gone] {workspace_name}"), "{r}");
+    // The snapshot is rewritten in place: after a long one, a short one is read alone.
+    let body = (0..400).map(|i| format!("echo line-{i};")).collect::<String>();
+    let r = server.call("terminal", json!({"command": format!("big_fn() {{ {body} }}; big_fn | tail -1")}));
+    assert_eq!(output(&r), "line-399", "{r}");
+    let r = server.call("terminal", json!({"command": "unset -f big_fn ahead_fn; unalias ahead_alias; export SHORT=1"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = server.call("terminal", json!({"command": "type big_fn ahead_fn ahead_alias 2>&1 | grep -c 'not found'; echo $SHORT"}));
+    assert_eq!(output(&r), "3\n1", "{r}");
+}
+
+#[test]
+fn state_carries_through_shells_started_ahead_in_the_sandbox() {
+    state_carries_through_shells_started_ahead(SANDBOX_ON);
+}
+
+#[test]
+fn state_carries_through_shells_started_ahead_without_the_sandbox() {
+    state_carries_through_shells_started_ahead(SANDBOX_OFF);
+}
+
+fn a_large_script_reaches_the_waiting_shell_whole(config: &str) {
+    let f = fixture(config);
+    let mut server = f.serve();
+    for _ in 0..2 {
+        let r = server.call("terminal", json!({"command": "export BIG_VAR=before"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    // Far more than a pipe holds, with the command's last word at its very end.
+    let padding = "x".repeat(100_000);
+    let big = format!("{STARTED_FOR_IT}; echo $BIG_VAR; export BIG_VAR=after; : {padding}; echo end-of-script");
+    let r = server.call("terminal", json!({"command": big}));
+    assert_eq!(output(&r), "ahead\nbefore\nend-of-script", "{r}");
+    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo $BIG_VAR")}));
+    assert_eq!(output(&r), "ahead\nafter", "{r}");
+}
+
+#[test]
+fn a_large_script_reaches_the_waiting_shell_whole_in_the_sandbox() {
+    a_large_script_reaches_the_waiting_shell_whole(SANDBOX_ON);
+}
+
+#[test]
+fn a_large_script_reaches_the_waiting_shell_whole_without_the_sandbox() {
+    a_large_script_reaches_the_waiting_shell_whole(SANDBOX_OFF);
+}
+
+#[test]
+fn a_timeout_or_a_killed_launcher_leaves_the_next_command_a_working_shell() {
+    let f = fixture(SANDBOX_ON);
+    let mut server = f.serve();
+    let r = server.call("terminal", json!({"command": "true"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = server.call("terminal", json!({"command": "export KEPT=1; sleep 30", "timeout": 1}));
+    assert_eq!(r["exit_code"], 124, "{r}");
+    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo ${{KEPT-no}}")}));
+    assert_eq!(output(&r), "ahead\nno", "a timed-out command saves no state: {r}");
+    let r = server.call("terminal", json!({"command": "kill -9 $PPID; sleep 5"}));
+    assert_ne!(r["exit_code"], 0, "{r}");
+    let r = server.call("terminal", json!({"command": "echo alive-$PPID"}));
+    assert_eq!(output(&r), "alive-2", "{r}");
+}
