@@ -198,7 +198,9 @@ fn a_long_call_holds_up_neither_pings_nor_other_calls_and_is_cancelled() {
     let (home, work) = setup();
     let mut client = Client::initialized(home.path(), work.path(), "file,terminal");
     let pid_file = work.path().join("sleeper.pid");
-    client.call(json!(1), "terminal", json!({"command": format!("echo $$ > {}; exec sleep 600", pid_file.display())}), None);
+    // A task of its own: a task's foreground commands run one at a time, by design.
+    let long_task = Some(json!({"task_id": "long"}));
+    client.call(json!(1), "terminal", json!({"command": format!("echo $$ > {}; exec sleep 600", pid_file.display())}), long_task);
     client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
     assert_eq!(client.answer(json!(2))["result"], json!({}));
     client.call(json!(3), "read_file", json!({"path": "small.txt"}), None);
