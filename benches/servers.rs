@@ -12,70 +12,22 @@
 //!
 //! cargo bench --bench servers
 
+#[path = "support/line_peer.rs"]
+mod line_peer;
+
+use line_peer::{mcp_initialize, mcp_line, rss_kb, Peer};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io::{BufRead, Write};
+use std::process::{ChildStdin, Command};
 use std::time::{Duration, Instant};
 
 const ROUND_TRIPS: usize = 5_000;
-
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    line: String,
-}
-
-impl Peer {
-    fn start(command: &mut Command) -> Peer {
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("the peer starts");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Peer { child, stdin, stdout, line: String::new() }
-    }
-
-    /// Sends one line and waits for one line back.
-    fn round_trip(&mut self, line: &str) -> &str {
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.flush().unwrap();
-        self.line.clear();
-        self.stdout.read_line(&mut self.line).unwrap();
-        assert!(!self.line.is_empty(), "the peer closed its output");
-        &self.line
-    }
-
-    fn finish(mut self) {
-        drop(self.stdin);
-        let _ = self.child.wait();
-    }
-
-    fn rss_kb(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
-    }
-}
-
 const WARM_UP: usize = 200;
 
-/// Median time of one round trip (after a warm-up): the first [`WARM_UP`] lines warm
-/// up, the next [`ROUND_TRIPS`] (cycling when there are fewer) are timed.
+/// Median time of one round trip: the first [`WARM_UP`] lines warm up, the next
+/// [`ROUND_TRIPS`] (cycling when there are fewer) are timed.
 fn median_round_trip(peer: &mut Peer, lines: &[String]) -> Duration {
-    for line in lines.iter().take(WARM_UP) {
-        peer.round_trip(line);
-    }
-    let mut samples: Vec<Duration> = lines
-        .iter()
-        .cycle()
-        .skip(WARM_UP)
-        .take(ROUND_TRIPS)
-        .map(|line| {
-            let started = Instant::now();
-            peer.round_trip(line);
-            started.elapsed()
-        })
-        .collect();
-    samples.sort();
-    samples[samples.len() / 2]
+    line_peer::median_round_trip(peer, lines, WARM_UP, ROUND_TRIPS, |_| {})
 }
 
 fn serve_calls(count: usize, from: usize) -> Vec<String> {
@@ -136,10 +88,6 @@ impl CloneHandle for ChildStdin {
     }
 }
 
-fn mcp_line(id: u64, method: &str, params: Value) -> String {
-    format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-}
-
 /// The floor for an MCP round trip: parse the request, answer a fixed result.
 fn fixed_reply_server() {
     let stdin = std::io::stdin();
@@ -178,12 +126,6 @@ fn in_process_median(home: &std::path::Path, work: &std::path::Path) -> Duration
     samples[ROUND_TRIPS / 2]
 }
 
-fn initialize(peer: &mut Peer) {
-    let init = mcp_line(0, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}));
-    peer.round_trip(&init);
-    peer.stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").unwrap();
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--fixed-reply-server") {
         return fixed_reply_server();
@@ -219,11 +161,11 @@ fn main() {
 
     let me = std::env::current_exe().unwrap();
     let mut fixed = Peer::start(Command::new(&me).arg("--fixed-reply-server"));
-    initialize(&mut fixed);
+    mcp_initialize(&mut fixed);
     let fixed_median = median_round_trip(&mut fixed, &mcp_calls(1));
     fixed.finish();
     let mut mcp = Peer::start(Command::new(binary).args(["mcp", "--toolsets", "file"]).env("HERMES_HOME", home.path()).current_dir(work.path()));
-    initialize(&mut mcp);
+    mcp_initialize(&mut mcp);
     let mcp_median = median_round_trip(&mut mcp, &mcp_calls(1));
     mcp.finish();
     report("mcp tools/call vs a fixed-reply server", mcp_median, fixed_median);
@@ -233,11 +175,11 @@ fn main() {
 
     let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
     pipelined(&mut serve, 1_000, 0);
-    let at_1k = serve.rss_kb();
+    let at_1k = rss_kb(&serve);
     pipelined(&mut serve, 9_000, 1_000);
-    let at_10k = serve.rss_kb();
+    let at_10k = rss_kb(&serve);
     pipelined(&mut serve, 90_000, 10_000);
-    let at_100k = serve.rss_kb();
+    let at_100k = rss_kb(&serve);
     serve.finish();
     println!();
     println!("serve RSS after 1k calls {at_1k} kB, 10k {at_10k} kB, 100k {at_100k} kB");

@@ -40,16 +40,16 @@ impl Peer {
     }
 }
 
-/// Median time of one round trip over `lines` in turn, after `warm_up` of them; each
-/// answer goes to `check`.
+/// Median time of one round trip: `lines` taken in turn (cycling when there are fewer),
+/// the first `warm_up` untimed, the next `runs` timed; each answer goes to `check`.
 pub fn median_round_trip(peer: &mut Peer, lines: &[String], warm_up: usize, runs: usize, mut check: impl FnMut(&str)) -> Duration {
-    for line in lines.iter().take(warm_up) {
+    for line in lines.iter().cycle().take(warm_up) {
         check(peer.round_trip(line));
     }
     let mut samples: Vec<Duration> = lines
         .iter()
-        .skip(warm_up)
         .cycle()
+        .skip(warm_up)
         .take(runs)
         .map(|line| {
             let started = Instant::now();
@@ -61,6 +61,12 @@ pub fn median_round_trip(peer: &mut Peer, lines: &[String], warm_up: usize, runs
         .collect();
     samples.sort();
     samples[samples.len() / 2]
+}
+
+/// The peer's resident memory, in kB.
+pub fn rss_kb(peer: &Peer) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", peer.pid())).unwrap();
+    status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 /// An MCP JSON-RPC request line.
