@@ -175,12 +175,7 @@ impl Running for Launched {
     }
 
     fn read(&mut self, wait: Duration) -> ReadEvent {
-        use hermes_sandbox::launcher::Output;
-        match self.0.read(wait) {
-            Output::Data(bytes) => ReadEvent::Data(bytes),
-            Output::Idle => ReadEvent::Idle,
-            Output::Eof => ReadEvent::Eof,
-        }
+        self.0.read(wait).into()
     }
 
     fn try_wait(&mut self) -> Option<i32> {

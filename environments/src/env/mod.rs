@@ -22,7 +22,7 @@ pub mod vercel;
 use crate::config::TerminalConfig;
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -238,25 +238,17 @@ impl ChildRun {
 
 /// Waits at most `wait` for output on a child's pipe; `Eof` once it is closed (or broken).
 pub(crate) fn read_pipe(fd: &OwnedFd, wait: Duration) -> ReadEvent {
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let ms = wait.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd.
-    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if n <= 0 {
-        return ReadEvent::Idle;
-    }
-    let mut buf = vec![0u8; 64 * 1024];
-    // SAFETY: reading into an owned buffer from an fd we own.
-    let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    if got > 0 {
-        buf.truncate(got as usize);
-        return ReadEvent::Data(buf);
-    }
-    let err = io::Error::last_os_error();
-    if got < 0 && matches!(err.kind(), io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock) {
-        ReadEvent::Idle
-    } else {
-        ReadEvent::Eof
+    hermes_sandbox::launcher::read_ready(fd, wait).into()
+}
+
+impl From<hermes_sandbox::launcher::Output> for ReadEvent {
+    fn from(output: hermes_sandbox::launcher::Output) -> ReadEvent {
+        use hermes_sandbox::launcher::Output;
+        match output {
+            Output::Data(bytes) => ReadEvent::Data(bytes),
+            Output::Idle => ReadEvent::Idle,
+            Output::Eof => ReadEvent::Eof,
+        }
     }
 }
 

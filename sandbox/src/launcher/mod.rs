@@ -75,7 +75,7 @@ pub fn serve_if_requested() {
     }
 }
 
-/// One command's output, as [`LaunchedRun::read`] reports it.
+/// What a read of a command's output found ([`LaunchedRun::read`], [`read_ready`]).
 #[derive(Debug)]
 pub enum Output {
     Data(Vec<u8>),
@@ -83,6 +83,28 @@ pub enum Output {
     Idle,
     /// Every writer is gone.
     Eof,
+}
+
+/// Waits at most `wait` for `fd` (the read end of a pipe) to be readable, then reads
+/// what is there, 64 KiB at most; `Eof` once every writer is gone.
+pub fn read_ready(fd: &OwnedFd, wait: Duration) -> Output {
+    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd.
+    if unsafe { libc::poll(&mut pfd, 1, wait.as_millis().min(i32::MAX as u128) as i32) } <= 0 {
+        return Output::Idle;
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: reading into an owned buffer.
+    let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if got > 0 {
+        buf.truncate(got as usize);
+        return Output::Data(buf);
+    }
+    let e = std::io::Error::last_os_error();
+    if got < 0 && matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock) {
+        return Output::Idle;
+    }
+    Output::Eof
 }
 
 /// A running bubblewrap with the launcher inside.
@@ -298,24 +320,11 @@ impl LaunchedRun {
     /// Waits at most `wait` for output.
     pub fn read(&mut self, wait: Duration) -> Output {
         let Some(fd) = self.output.as_ref() else { return Output::Eof };
-        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, wait.as_millis().min(i32::MAX as u128) as i32) } <= 0 {
-            return Output::Idle;
+        let output = read_ready(fd, wait);
+        if let Output::Eof = output {
+            self.output = None;
         }
-        let mut buf = vec![0u8; 64 * 1024];
-        // SAFETY: reading into an owned buffer.
-        let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if got > 0 {
-            buf.truncate(got as usize);
-            return Output::Data(buf);
-        }
-        let e = std::io::Error::last_os_error();
-        if got < 0 && matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock) {
-            return Output::Idle;
-        }
-        self.output = None;
-        Output::Eof
+        output
     }
 
     /// The command's status once it and everything it started have ended (`-N`: signal N).
