@@ -283,17 +283,18 @@ struct Server {
 }
 
 /// A call that could start at once, to be run by the thread that read it.
-struct Started {
+struct Started<'a> {
     task: Arc<str>,
     request: request::Request,
+    inline: reading::InlineCall<'a>,
 }
 
 impl Server {
     /// Answers one input line: a call, an array of calls, or a message for a call
-    /// that waits on the client. A call that can start at once is handed back to be
-    /// run by the reading thread (once the input has a reader again); any other call
-    /// is queued.
-    fn take_line(self: &Arc<Self>, bytes: &[u8], number: usize) -> Option<Started> {
+    /// that waits on the client. A call that can start at once, while no other runs
+    /// that way, is handed back to be run by the reading thread; any other call is
+    /// queued.
+    fn take_line(self: &Arc<Self>, bytes: &[u8], number: usize) -> Option<Started<'_>> {
         let text = match std::str::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => {
@@ -326,9 +327,9 @@ impl Server {
             }
         };
         drop(value);
-        if reading::next_reader_ready(self) {
+        if let Some(inline) = self.input.claim_inline() {
             if let Some(task) = self.scheduler.start_now(request.task()) {
-                return Some(Started { task, request });
+                return Some(Started { task, request, inline });
             }
         }
         let task = request.task().to_string();
@@ -344,14 +345,15 @@ impl Server {
     }
 
     /// Runs a call [`Server::take_line`] handed back, on this thread.
-    fn run_started(self: &Arc<Self>, started: Started) {
-        let Started { task, request } = started;
+    fn run_started(self: &Arc<Self>, started: Started<'_>) {
+        let Started { task, request, inline } = started;
         // A panicking call must not take its slot with it (nor this thread's reading).
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_request(&self.registry, &self.hub, request)));
         if let Ok(answers) = answers {
             self.output.send(&answers);
         }
         self.scheduler.done(&task);
+        drop(inline);
     }
 
     /// Lines that answer the server rather than call a tool, by their `type`.
@@ -410,8 +412,8 @@ pub fn serve(
     }
 }
 
-/// The blocking entry point of the CLI: the calling thread reads stdin (and hands the
-/// reading on when it runs a call itself); calls run on the threads that read them or
+/// The blocking entry point of the CLI: the calling thread reads stdin (and another
+/// takes the reading over when a call it runs itself takes long); calls run on the threads that read them or
 /// on the server's worker threads (async handlers through the runtime's bridge).
 pub fn serve_stdio(registry: Arc<Registry>, approvals: ApprovalsMode) -> std::io::Result<()> {
     std::thread::spawn(hermes_command_guard::warm_up);

@@ -103,6 +103,38 @@ fn a_quiet_task_is_answered_while_another_has_hundreds_of_calls_queued() {
     server.finish();
 }
 
+/// The first call of a quiet server runs on the thread that read it; while it sleeps,
+/// the input must still be read and other tasks answered, and afterwards the threads
+/// that took turns must still serve call after call.
+#[test]
+fn a_long_call_run_by_the_reading_thread_holds_up_no_other_task() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    for n in 0..3 {
+        std::fs::write(work.path().join(format!("q{n}.txt")), format!("quick {n}\n")).unwrap();
+    }
+    let mut server = Server::start(home.path(), work.path());
+    server.send(&call("slow", "terminal", json!({"command": "sleep 3; echo slow"}), json!({"task_id": "slow"})));
+    for n in 0..3 {
+        server.send(&call(&format!("q{n}"), "read_file", json!({"path": format!("q{n}.txt")}), json!({"task_id": format!("q{n}")})));
+    }
+    for n in 0..3 {
+        let answer = server.next();
+        assert_ne!(answer["tool_call_id"], "slow", "the long call was answered before the quick ones: {answer}");
+        assert!(content(&answer)["content"].as_str().unwrap().contains("quick"), "{answer}");
+        assert!(answer["tool_call_id"].as_str().unwrap().starts_with('q'), "answer {n}: {answer}");
+    }
+    let slow = server.next();
+    assert_eq!(slow["tool_call_id"], "slow");
+    assert!(content(&slow)["output"].as_str().unwrap().contains("slow"), "{slow}");
+    for n in 0..50 {
+        std::fs::write(work.path().join(format!("again{n}.txt")), format!("again {n}\n")).unwrap();
+        let read = server.call(&format!("again{n}"), "read_file", json!({"path": format!("again{n}.txt")}), json!({"task_id": format!("t{}", n % 3)}));
+        assert_eq!(read["content"], format!("1|again {n}"), "{read}");
+    }
+    server.finish();
+}
+
 #[test]
 fn calls_beyond_the_queue_bounds_are_refused_with_an_answer() {
     let home = tempfile::tempdir().unwrap();
