@@ -95,8 +95,7 @@ pub fn open_regular_resolved(path: &Path) -> Result<(File, std::fs::Metadata, Pa
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(OpenError::NotFound),
         Err(e) => return Err(OpenError::Io(e)),
     };
-    let fd_link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&handle));
-    let Ok(real) = std::fs::read_link(&fd_link) else {
+    let Some(real) = fd_table::real_path(&handle) else {
         // No procfs to ask: resolve by name instead.
         return open_regular_by_name(path);
     };
@@ -104,12 +103,82 @@ pub fn open_regular_resolved(path: &Path) -> Result<(File, std::fs::Metadata, Pa
         return Err(OpenError::NotRegular("a device or kernel file"));
     }
     let meta = plain_file(&handle)?;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(&fd_link)
-        .map_err(OpenError::Io)?;
+    let file = fd_table::reopen_for_reading(&handle).map_err(OpenError::Io)?;
     Ok((file, meta, real))
+}
+
+/// What `/proc/self/fd` says about this process's descriptors, asked through that
+/// directory opened once: each question then walks one name, not four.
+mod fd_table {
+    use std::ffi::OsString;
+    use std::fs::File;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStringExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    fn directory() -> Option<&'static OwnedFd> {
+        static DIRECTORY: OnceLock<Option<OwnedFd>> = OnceLock::new();
+        DIRECTORY
+            .get_or_init(|| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                    .open("/proc/self/fd")
+                    .ok()
+                    .map(OwnedFd::from)
+            })
+            .as_ref()
+    }
+
+    /// The descriptor's number as a NUL-terminated name in that directory.
+    fn entry_name(fd: &impl AsRawFd) -> [u8; 12] {
+        let mut name = [0u8; 12];
+        let digits = fd.as_raw_fd().to_string();
+        name[..digits.len()].copy_from_slice(digits.as_bytes());
+        name
+    }
+
+    /// The path the kernel gives for what `fd` is open on (every symlink followed).
+    pub fn real_path(fd: &impl AsRawFd) -> Option<PathBuf> {
+        let directory = directory()?;
+        let name = entry_name(fd);
+        let mut buffer = vec![0u8; 256];
+        loop {
+            // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer
+            // of the length passed.
+            let n = unsafe {
+                libc::readlinkat(directory.as_raw_fd(), name.as_ptr().cast(), buffer.as_mut_ptr().cast(), buffer.len())
+            };
+            if n < 0 {
+                return None;
+            }
+            let n = n as usize;
+            if n < buffer.len() {
+                buffer.truncate(n);
+                return Some(PathBuf::from(OsString::from_vec(buffer)));
+            }
+            buffer.resize(buffer.len() * 4, 0);
+        }
+    }
+
+    /// Opens for reading what the `O_PATH` handle names, without walking its path
+    /// again: never blocking on a FIFO, never taking a terminal.
+    pub fn reopen_for_reading(handle: &File) -> std::io::Result<File> {
+        let Some(directory) = directory() else {
+            return Err(std::io::Error::other("/proc/self/fd cannot be opened"));
+        };
+        let name = entry_name(handle);
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        let fd = unsafe { libc::openat(directory.as_raw_fd(), name.as_ptr().cast(), flags) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `openat` has just returned this descriptor, owned by nobody else.
+        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
 }
 
 /// [`open_regular`] where `/proc/self/fd` cannot say what a descriptor names (no
@@ -269,19 +338,16 @@ pub struct Head {
 }
 
 impl Head {
-    pub fn read(file: &mut File) -> std::io::Result<Head> {
-        let mut bytes = vec![0u8; SNIFF_BYTES];
-        let mut filled = 0;
-        let mut whole = false;
-        while filled < bytes.len() {
-            let n = file.read(&mut bytes[filled..])?;
-            if n == 0 {
-                whole = true;
-                break;
-            }
-            filled += n;
-        }
-        bytes.truncate(filled);
+    /// Reads the head of a file whose size was `len` when it was opened. A file of
+    /// at most [`SNIFF_BYTES`] is read as that size said: once `len` bytes have come,
+    /// no further read asks whether more follow. A size of 0 says nothing (some
+    /// filesystems give it to files with content), so such a file is read to its end.
+    pub fn read(file: &mut File, len: u64) -> std::io::Result<Head> {
+        let sized = len > 0 && len <= SNIFF_BYTES as u64;
+        let want = if sized { len as usize } else { SNIFF_BYTES };
+        let mut bytes = Vec::with_capacity(want);
+        file.by_ref().take(want as u64).read_to_end(&mut bytes)?;
+        let whole = sized || bytes.len() < want;
         Ok(Head { bytes, whole })
     }
 

@@ -79,7 +79,7 @@ pub fn read_file(
     };
     let (binary, head) = match paths::binary_extension(&resolved) {
         Some(kind) => (Some(kind), paths::Head::default()),
-        None => match paths::Head::read(&mut file) {
+        None => match paths::Head::read(&mut file, meta.len()) {
             Ok(head) => (head.has_nul().then_some(paths::BinaryKind::Other), head),
             Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
         },
