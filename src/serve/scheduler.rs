@@ -219,7 +219,10 @@ impl Scheduler {
         if state.tasks.is_empty() {
             state.tasks.shrink_to(64);
             state.line.shrink_to(64);
-            self.drained.notify_all();
+            // Only `finish` waits for this, once closing: a wake-up is a system call.
+            if state.closing {
+                self.drained.notify_all();
+            }
         }
     }
 
