@@ -51,13 +51,17 @@ fn connect(ctx: &ToolContext) -> Result<Remote, String> {
     Ok(Remote { slot })
 }
 
-/// The backend the configuration names, cached by config.yaml's size and mtime and
-/// `TERMINAL_ENV`, so a file call on the local backend costs one `stat`.
+/// The backend the configuration names, cached by config.yaml's mtime and size and
+/// `TERMINAL_ENV`, so a file call on the local backend costs no look at the file
+/// beyond the one its dispatch made.
 fn configured_backend(hermes_home: &Path) -> String {
-    type Key = (PathBuf, Option<(u64, Option<SystemTime>)>, Option<String>);
+    type Key = (PathBuf, Option<(SystemTime, u64)>, Option<String>);
     static CACHE: OnceLock<Mutex<Option<(Key, String)>>> = OnceLock::new();
-    let file = hermes_home.join("config.yaml");
-    let stamp = std::fs::metadata(&file).ok().map(|m| (m.len(), m.modified().ok()));
+    let file = hermes_runtime::config::Config::path_in(hermes_home);
+    let stamp = match hermes_runtime::config::call_config() {
+        Some(config) if config.path == file => config.signature,
+        _ => hermes_runtime::config::file_signature(&file),
+    };
     let key: Key = (file, stamp, std::env::var("TERMINAL_ENV").ok());
     let cache = CACHE.get_or_init(Default::default);
     if let Some((cached, backend)) = cache.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {

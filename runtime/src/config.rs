@@ -20,7 +20,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 /// Largest config.yaml (and grants file) read; a bigger one is reported as broken.
@@ -106,6 +106,34 @@ impl Config {
 pub fn file_signature(path: &Path) -> Option<(SystemTime, u64)> {
     let metadata = std::fs::metadata(path).ok()?;
     Some((metadata.modified().ok()?, metadata.len()))
+}
+
+thread_local! {
+    static CALL_CONFIG: std::cell::RefCell<Option<Arc<Config>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The configuration of the tool call running on this thread, as the dispatcher
+/// found it when the call started: what the call's parts ask of the configuration
+/// then costs one look at the file per call, not one per part.
+pub fn call_config() -> Option<Arc<Config>> {
+    CALL_CONFIG.with(|current| current.borrow().clone())
+}
+
+/// Makes `config` this thread's [`call_config`] until the guard is dropped.
+pub fn enter_call(config: Arc<Config>) -> CallConfigGuard {
+    CallConfigGuard { previous: CALL_CONFIG.with(|current| current.replace(Some(config))) }
+}
+
+/// Restores the [`call_config`] of the call around this one (if any) when dropped.
+pub struct CallConfigGuard {
+    previous: Option<Arc<Config>>,
+}
+
+impl Drop for CallConfigGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CALL_CONFIG.with(|current| *current.borrow_mut() = previous);
+    }
 }
 
 /// The text of a config file: `Ok(None)` when it does not exist; an error when it is
