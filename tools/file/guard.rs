@@ -50,8 +50,9 @@ pub struct FileState {
 struct Inner {
     /// Path -> how it looked when this task last read (or wrote) it.
     seen: HashMap<PathBuf, Stamp>,
-    /// (path, offset, limit) -> stamp at read time and stubs handed out since.
-    dedup: HashMap<(PathBuf, u64, u64), (Stamp, u32)>,
+    /// Path -> (offset, limit) of each region read -> stamp at read time and stubs
+    /// handed out since. Looked up by the path as borrowed, with no copy of it.
+    dedup: HashMap<PathBuf, HashMap<(u64, u64), (Stamp, u32)>>,
     /// The last read/search call: its key, the activity epoch it ran in, how many in a row.
     streak: Option<(String, u64, u32)>,
     /// Consecutive failed patches per file.
@@ -78,7 +79,7 @@ impl FileState {
     /// Whether a read of this region may be answered with the dedup stub.
     pub fn dedup(&self, path: &Path, offset: u64, limit: u64, now: Stamp) -> Dedup {
         let mut inner = self.lock();
-        match inner.dedup.get_mut(&(path.to_path_buf(), offset, limit)) {
+        match inner.dedup.get_mut(path).and_then(|regions| regions.get_mut(&(offset, limit))) {
             Some((stamp, stubs)) if *stamp == now => {
                 *stubs += 1;
                 if *stubs > MAX_DEDUP_STUBS {
@@ -94,8 +95,21 @@ impl FileState {
     /// Records a full read of a region.
     pub fn record_read(&self, path: &Path, offset: u64, limit: u64, stamp: Stamp) {
         let mut inner = self.lock();
-        inner.seen.insert(path.to_path_buf(), stamp);
-        inner.dedup.insert((path.to_path_buf(), offset, limit), (stamp, 0));
+        match inner.seen.get_mut(path) {
+            Some(seen) => *seen = stamp,
+            None => {
+                inner.seen.insert(path.to_path_buf(), stamp);
+            }
+        }
+        let region = ((offset, limit), (stamp, 0));
+        match inner.dedup.get_mut(path) {
+            Some(regions) => {
+                regions.insert(region.0, region.1);
+            }
+            None => {
+                inner.dedup.insert(path.to_path_buf(), HashMap::from([region]));
+            }
+        }
     }
 
     /// How the file looked when this task last read or wrote it.
@@ -115,7 +129,7 @@ impl FileState {
                 inner.seen.remove(path);
             }
         }
-        inner.dedup.retain(|(p, _, _), _| p != path);
+        inner.dedup.remove(path);
     }
 
     /// Counts a failed patch of `path`; returns the consecutive failures so far.

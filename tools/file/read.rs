@@ -6,6 +6,8 @@
 //! line keeps at most the bytes it can show, so one enormous line never becomes an
 //! enormous allocation.
 
+use std::borrow::Cow;
+use std::fmt::Write;
 use std::io::Read;
 
 /// Longest line shown before it is clipped.
@@ -62,58 +64,66 @@ impl Rows {
         self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 
-    /// Ends line `number`: turns its bytes into a row, within the character budget.
+    /// Ends line `number`: turns its bytes into a row, within the character budget,
+    /// written straight into the page.
     fn finish_line(&mut self, number: u64) {
-        let mut bytes = std::mem::take(&mut self.line);
         let overflow = std::mem::replace(&mut self.line_overflow, false);
-        if !overflow && bytes.last() == Some(&b'\r') {
-            bytes.pop();
+        let mut shown_bytes: &[u8] = &self.line;
+        if !overflow {
+            shown_bytes = shown_bytes.strip_suffix(b"\r").unwrap_or(shown_bytes);
         }
-        let mut shown_bytes: &[u8] = &bytes;
         if number == 1 {
             // The byte-order mark is an encoding detail, not text.
             shown_bytes = shown_bytes.strip_prefix(BOM).unwrap_or(shown_bytes);
         }
         let text = decode(shown_bytes, overflow, &mut self.page.lossy);
-        let text = match text.char_indices().nth(MAX_LINE_CHARS) {
-            Some((cut, _)) => {
-                self.page.clipped = true;
-                format!("{}{LINE_CLIP_MARKER}", &text[..cut])
-            }
-            None => text,
+        let (text, text_chars, clipped) = match text.char_indices().nth(MAX_LINE_CHARS) {
+            Some((cut, _)) => (&text[..cut], MAX_LINE_CHARS + LINE_CLIP_MARKER.chars().count(), true),
+            None => (&text[..], text.chars().count(), false),
         };
-        let row = format!("{number}|{text}");
-        let row_chars = row.chars().count() + usize::from(self.shown > 0);
+        let row_chars = decimal_digits(number) + 1 + text_chars + usize::from(self.shown > 0);
         if self.shown > 0 && self.chars + row_chars > self.max_chars {
             self.page.char_cut = true;
             return;
         }
+        self.page.clipped |= clipped;
+        let content = &mut self.page.content;
         if self.shown > 0 {
-            self.page.content.push('\n');
+            content.push('\n');
         } else {
             self.page.first = number;
         }
-        self.page.content.push_str(&row);
+        let _ = write!(content, "{number}|");
+        content.push_str(text);
+        if clipped {
+            content.push_str(LINE_CLIP_MARKER);
+        }
         self.chars += row_chars;
         self.shown += 1;
         self.page.last = number;
         // Keep the allocation for the next line.
-        bytes.clear();
-        self.line = bytes;
+        self.line.clear();
     }
+}
+
+fn decimal_digits(mut n: u64) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
 }
 
 /// UTF-8 text of a line; when the line was cut (`cut`), a character split by the cut
 /// is dropped rather than counted as invalid.
-fn decode(bytes: &[u8], cut: bool, lossy: &mut bool) -> String {
+fn decode<'a>(bytes: &'a [u8], cut: bool, lossy: &mut bool) -> Cow<'a, str> {
     match std::str::from_utf8(bytes) {
-        Ok(text) => text.to_string(),
-        Err(e) if cut && e.error_len().is_none() => {
-            String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
-        }
+        Ok(text) => Cow::Borrowed(text),
+        Err(e) if cut && e.error_len().is_none() => String::from_utf8_lossy(&bytes[..e.valid_up_to()]),
         Err(_) => {
             *lossy = true;
-            String::from_utf8_lossy(bytes).into_owned()
+            String::from_utf8_lossy(bytes)
         }
     }
 }

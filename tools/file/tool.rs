@@ -227,34 +227,28 @@ fn read_opened(
 
     let shown_any = page.last > 0;
     let truncated = shown_any && page.last < page.total_lines;
-    let mut result = json!({
-        "content": page.content,
-        "total_lines": page.total_lines,
-        "file_size": len,
-        "truncated": truncated,
-    });
-    if truncated {
-        result["next_offset"] = json!(page.last + 1);
+    let mut next_offset = None;
+    let hint = if truncated {
+        next_offset = Some(page.last + 1);
         let why = if page.char_cut {
             format!(" (the page stopped at about {MAX_READ_CHARS} characters)")
         } else {
             String::new()
         };
-        result["hint"] = json!(format!(
+        Some(format!(
             "Showing lines {}-{} of {}{why}. Use offset={} to continue.",
             page.first,
             page.last,
             page.total_lines,
             page.last + 1
-        ));
+        ))
     } else if page.total_lines == 0 {
-        result["hint"] = json!("The file is empty.");
+        Some("The file is empty.".to_string())
     } else if !shown_any {
-        result["hint"] = json!(format!(
-            "offset {offset} is past the end of the file, which has {} lines.",
-            page.total_lines
-        ));
-    }
+        Some(format!("offset {offset} is past the end of the file, which has {} lines.", page.total_lines))
+    } else {
+        None
+    };
     let mut notes = Vec::new();
     if page.lossy {
         notes.push("The file is not valid UTF-8: undecodable bytes are shown as \u{fffd}.".to_string());
@@ -266,13 +260,34 @@ fn read_opened(
             read::LINE_CLIP_MARKER
         ));
     }
-    if !notes.is_empty() {
-        result["note"] = json!(notes.join(" "));
-    }
-    if let Some(warning) = repeat_warning {
-        result["_warning"] = json!(warning);
-    }
-    Ok(ToolOutput::json(&result))
+    Ok(ToolOutput::json(&PageResult {
+        content: &page.content,
+        total_lines: page.total_lines,
+        file_size: len,
+        truncated,
+        next_offset,
+        hint,
+        note: (!notes.is_empty()).then(|| notes.join(" ")),
+        warning: repeat_warning,
+    }))
+}
+
+/// read_file's answer for a page, its fields in this order, serialised straight from
+/// the page (no JSON map is built for it).
+#[derive(serde::Serialize)]
+struct PageResult<'a> {
+    content: &'a str,
+    total_lines: u64,
+    file_size: u64,
+    truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+    #[serde(rename = "_warning", skip_serializing_if = "Option::is_none")]
+    warning: Option<String>,
 }
 
 /// Write a whole file, replacing what it held, and create any missing parent directories.
