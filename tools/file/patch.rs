@@ -238,8 +238,8 @@ fn line_matches(text: &str, spans: &[lines::Span], old: &str, normalise: Normali
     if wanted.iter().all(|l| normalise(l).is_empty()) {
         return Vec::new();
     }
-    let file_lines: Vec<&str> = spans.iter().map(|s| &text[s.start..s.end]).collect();
-    lines::find_runs(&file_lines, &wanted, normalise, false)
+    let file_lines = spans.iter().map(|s| &text[s.start..s.end]);
+    lines::find_runs(file_lines, &wanted, normalise, false)
         .into_iter()
         .map(|first| {
             let last = spans[first + wanted.len() - 1];

@@ -1,0 +1,383 @@
+//! A file's lines as a V4A patch edits them, hunk by hunk: the file stays one
+//! borrowed string with an index of where its lines start, and each hunk replaces a
+//! run of lines with new ones, recorded as a list of pieces. Patching a few lines of a
+//! large file so copies only the lines a hunk writes, and the new text once at the end;
+//! the pieces also say which regions changed, so only those are diffed.
+
+use super::diff::Region;
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// One line: its text without the line break, and whether its break is CRLF (a line no
+/// hunk replaces keeps its own break, whatever the other lines use).
+#[derive(Clone, Debug)]
+pub struct Line<'a> {
+    pub text: Cow<'a, str>,
+    pub crlf: bool,
+}
+
+#[derive(Debug)]
+enum Piece<'a> {
+    /// Lines of the original text, by number.
+    Kept(Range<usize>),
+    Written(Vec<Line<'a>>),
+}
+
+impl Piece<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Piece::Kept(range) => range.len(),
+            Piece::Written(lines) => lines.len(),
+        }
+    }
+}
+
+pub struct Spliced<'a> {
+    text: &'a str,
+    /// Where each original line starts, and `text.len()` last.
+    starts: Vec<usize>,
+    pieces: Vec<Piece<'a>>,
+    len: usize,
+}
+
+impl<'a> Spliced<'a> {
+    pub fn new(text: &'a str) -> Spliced<'a> {
+        let mut starts = Vec::with_capacity(text.len() / 40 + 2);
+        starts.push(0);
+        starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|at| at + 1));
+        if *starts.last().expect("starts has the first line") != text.len() {
+            starts.push(text.len());
+        }
+        let originals = starts.len() - 1;
+        let pieces = if originals == 0 { Vec::new() } else { vec![Piece::Kept(0..originals)] };
+        Spliced { text, starts, pieces, len: originals }
+    }
+
+    /// How many lines the text has now.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn originals(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    fn original(&self, number: usize) -> Line<'a> {
+        let body = self.body(number);
+        // Two bytes cut from the line: `\r\n`.
+        let crlf = self.starts[number + 1] - self.starts[number] == body.len() + 2;
+        Line { text: Cow::Borrowed(body), crlf }
+    }
+
+    /// Line `at` as it is now.
+    pub fn line(&self, at: usize) -> Line<'a> {
+        let mut first = 0;
+        for piece in &self.pieces {
+            if at < first + piece.len() {
+                return match piece {
+                    Piece::Kept(range) => self.original(range.start + at - first),
+                    Piece::Written(lines) => lines[at - first].clone(),
+                };
+            }
+            first += piece.len();
+        }
+        panic!("line {at} of {} lines", self.len)
+    }
+
+    /// Every line's text as it is now, in order.
+    pub fn texts(&self) -> Texts<'_, 'a> {
+        self.texts_from(0)
+    }
+
+    /// The texts of the lines from line `first` on.
+    pub fn texts_from(&self, first: usize) -> Texts<'_, 'a> {
+        let mut before = 0;
+        for (piece, lines) in self.pieces.iter().enumerate() {
+            if first < before + lines.len() {
+                return Texts { spliced: self, piece, at: first - before };
+            }
+            before += lines.len();
+        }
+        Texts { spliced: self, piece: self.pieces.len(), at: 0 }
+    }
+
+    /// Original line `number` without its break.
+    fn body(&self, number: usize) -> &'a str {
+        let text: &'a str = self.text;
+        let (start, mut end) = (self.starts[number], self.starts[number + 1]);
+        let bytes = text.as_bytes();
+        if end > start && bytes[end - 1] == b'\n' {
+            end -= 1;
+            if end > start && bytes[end - 1] == b'\r' {
+                end -= 1;
+            }
+        }
+        &text[start..end]
+    }
+
+    /// The lines now containing `wanted`, each once, in order: one substring search over
+    /// each stretch of original lines rather than one per line.
+    pub fn containing(&self, wanted: &str) -> Vec<usize> {
+        if wanted.is_empty() {
+            return (0..self.len).collect();
+        }
+        let finder = memchr::memmem::Finder::new(wanted.as_bytes());
+        let mut found = Vec::new();
+        let mut first = 0;
+        for piece in &self.pieces {
+            match piece {
+                Piece::Kept(range) => {
+                    let from = self.starts[range.start];
+                    let bytes = &self.text.as_bytes()[from..self.starts[range.end]];
+                    let mut last_line = usize::MAX;
+                    for hit in finder.find_iter(bytes) {
+                        // The original line holding the hit; its end is cut before the
+                        // break, so a hit can never run into the next line.
+                        let number = self.starts.partition_point(|&start| start <= from + hit) - 1;
+                        if number != last_line && self.original(number).text.len() >= from + hit + wanted.len() - self.starts[number] {
+                            found.push(first + number - range.start);
+                            last_line = number;
+                        }
+                    }
+                }
+                Piece::Written(lines) => {
+                    found.extend(lines.iter().enumerate().filter(|(_, l)| l.text.contains(wanted)).map(|(i, _)| first + i));
+                }
+            }
+            first += piece.len();
+        }
+        found
+    }
+
+    /// Puts `replacement` in place of the `count` lines from line `at`.
+    pub fn splice(&mut self, at: usize, count: usize, replacement: Vec<Line<'a>>) {
+        assert!(at + count <= self.len, "splice {at}+{count} past {} lines", self.len);
+        let end = at + count;
+        let added = replacement.len();
+        let mut head = Vec::with_capacity(self.pieces.len() + 2);
+        let mut tail = Vec::new();
+        let mut first = 0;
+        for piece in std::mem::take(&mut self.pieces) {
+            let (start, stop) = (first, first + piece.len());
+            first = stop;
+            if start < at {
+                head.push(part(&piece, 0..at.min(stop) - start));
+            }
+            if stop > end {
+                tail.push(part(&piece, end.max(start) - start..stop - start));
+            }
+        }
+        head.push(Piece::Written(replacement));
+        head.extend(tail);
+        head.retain(|piece| piece.len() > 0);
+        self.pieces = head;
+        self.len = self.len - count + added;
+    }
+
+    /// The text now, each line with its own break; the last line gets one only when
+    /// `trailing_newline`. With it, the regions that changed, for the diff.
+    pub fn into_text(mut self, trailing_newline: bool) -> (String, Vec<Region>) {
+        self.settle_last_lines(trailing_newline);
+        let mut out = String::with_capacity(self.text.len() + self.written_bytes());
+        let mut regions = Vec::new();
+        // The original line after the last kept one, and where the text after it began.
+        let mut next_original = 0;
+        let mut open: Option<(usize, usize)> = None; // (new byte start, new line start)
+        let mut new_line = 0;
+        for piece in &self.pieces {
+            match piece {
+                Piece::Kept(range) => {
+                    let old_start = self.starts[next_original];
+                    let removed = range.start > next_original;
+                    if removed || open.is_some() {
+                        let (new_start, new_first) = open.take().unwrap_or((out.len(), new_line));
+                        regions.push(Region {
+                            old: old_start..self.starts[range.start],
+                            new: new_start..out.len(),
+                            old_line: next_original,
+                            new_line: new_first,
+                        });
+                    }
+                    out.push_str(&self.text[self.starts[range.start]..self.starts[range.end]]);
+                    next_original = range.end;
+                }
+                Piece::Written(lines) => {
+                    open.get_or_insert((out.len(), new_line));
+                    for line in lines {
+                        out.push_str(&line.text);
+                        out.push_str(if line.crlf { "\r\n" } else { "\n" });
+                    }
+                }
+            }
+            new_line += piece.len();
+        }
+        if !trailing_newline && matches!(self.pieces.last(), Some(Piece::Written(_))) {
+            let cut = if out.ends_with("\r\n") { 2 } else { 1 };
+            out.truncate(out.len() - cut);
+        }
+        if next_original < self.originals() || open.is_some() {
+            let (new_start, new_first) = open.unwrap_or((out.len(), new_line));
+            regions.push(Region {
+                old: self.starts[next_original]..self.text.len(),
+                new: new_start.min(out.len())..out.len(),
+                old_line: next_original,
+                new_line: new_first,
+            });
+        }
+        regions.retain(|region| self.text[region.old.clone()] != out[region.new.clone()]);
+        (out, regions)
+    }
+
+    fn written_bytes(&self) -> usize {
+        let written = |piece: &Piece<'_>| match piece {
+            Piece::Written(lines) => lines.iter().map(|line| line.text.len() + 2).sum(),
+            Piece::Kept(_) => 0,
+        };
+        self.pieces.iter().map(written).sum()
+    }
+
+    /// Kept lines are copied with their own bytes, break included; two lines cannot be:
+    /// the file's last line when it has no break and other lines now follow it, and the
+    /// new last line when the text is to end without a break. Those become written lines.
+    fn settle_last_lines(&mut self, trailing_newline: bool) {
+        let originals = self.originals();
+        let unbroken_last = originals > 0 && !self.text.ends_with('\n');
+        let last_piece = self.pieces.len().saturating_sub(1);
+        let mut settled = Vec::with_capacity(self.pieces.len() + 2);
+        for (index, piece) in std::mem::take(&mut self.pieces).into_iter().enumerate() {
+            let is_last = index == last_piece;
+            let needs = match &piece {
+                Piece::Kept(range) => {
+                    let holds_unbroken = unbroken_last && range.end == originals;
+                    (holds_unbroken && !is_last) || (!trailing_newline && is_last && !holds_unbroken)
+                }
+                Piece::Written(_) => false,
+            };
+            match piece {
+                Piece::Kept(range) if needs => {
+                    if range.len() > 1 {
+                        settled.push(Piece::Kept(range.start..range.end - 1));
+                    }
+                    settled.push(Piece::Written(vec![self.original(range.end - 1)]));
+                }
+                piece => settled.push(piece),
+            }
+        }
+        self.pieces = settled;
+    }
+}
+
+/// The texts of a [`Spliced`]'s lines, in order.
+pub struct Texts<'s, 'a> {
+    spliced: &'s Spliced<'a>,
+    piece: usize,
+    at: usize,
+}
+
+impl<'s, 'a> Iterator for Texts<'s, 'a> {
+    type Item = &'s str;
+
+    fn next(&mut self) -> Option<&'s str> {
+        loop {
+            let line = match self.spliced.pieces.get(self.piece)? {
+                Piece::Kept(range) => (range.start + self.at < range.end).then(|| self.spliced.body(range.start + self.at)),
+                Piece::Written(lines) => lines.get(self.at).map(|line| line.text.as_ref()),
+            };
+            match line {
+                Some(line) => {
+                    self.at += 1;
+                    return Some(line);
+                }
+                None => {
+                    self.piece += 1;
+                    self.at = 0;
+                }
+            }
+        }
+    }
+}
+
+/// The lines `within` (relative to the piece's first line) of a piece.
+fn part<'a>(piece: &Piece<'a>, within: Range<usize>) -> Piece<'a> {
+    match piece {
+        Piece::Kept(range) => Piece::Kept(range.start + within.start..range.start + within.end),
+        Piece::Written(lines) => Piece::Written(lines[within].to_vec()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn joined(lines: &[Line<'_>], trailing_newline: bool) -> String {
+        let mut out = String::new();
+        for (i, line) in lines.iter().enumerate() {
+            out.push_str(&line.text);
+            if i + 1 < lines.len() || trailing_newline {
+                out.push_str(if line.crlf { "\r\n" } else { "\n" });
+            }
+        }
+        out
+    }
+
+    fn written(texts: &[&'static str]) -> Vec<Line<'static>> {
+        texts.iter().map(|t| Line { text: Cow::Borrowed(*t), crlf: false }).collect()
+    }
+
+    /// Every splice, checked against the same edits made on a plain vector of lines.
+    #[test]
+    fn same_as_editing_a_vector_of_lines() {
+        let texts = ["a\nb\nc\nd\ne\n", "a\nb\nc", "a\r\nb\nc\r\n", "", "x", "a\n\nb\n\n"];
+        let edits: [&[(usize, usize, &[&'static str])]; 6] = [
+            &[(1, 1, &["B"])],
+            &[(0, 0, &["first"]), (3, 1, &[])],
+            &[(0, 2, &["x", "y", "z"]), (4, 0, &["end"])],
+            &[(1, 1, &["B1", "B2"]), (2, 1, &["C"]), (0, 1, &[])],
+            &[(99, 0, &["tail"])],
+            &[(99, 99, &[])],
+        ];
+        for text in texts {
+            for edit in &edits {
+                let mut spliced = Spliced::new(text);
+                let mut model: Vec<Line<'_>> = (0..spliced.len()).map(|i| spliced.original(i)).collect();
+                for &(at, count, new) in edit.iter() {
+                    let at = at.min(model.len());
+                    let count = count.min(model.len() - at);
+                    spliced.splice(at, count, written(new));
+                    model.splice(at..at + count, written(new));
+                    assert_eq!(spliced.len(), model.len());
+                    for (i, line) in model.iter().enumerate() {
+                        assert_eq!(spliced.line(i).text, line.text);
+                    }
+                    let texts: Vec<&str> = spliced.texts().collect();
+                    assert_eq!(texts, model.iter().map(|l| l.text.as_ref()).collect::<Vec<_>>());
+                    for from in 0..=model.len() {
+                        assert_eq!(spliced.texts_from(from).count(), model.len() - from);
+                    }
+                }
+                let trailing = text.ends_with('\n') || text.is_empty();
+                let expected = joined(&model, trailing);
+                let (out, regions) = spliced.into_text(trailing);
+                assert_eq!(out, expected, "{text:?} {edit:?}");
+                // The text outside the regions is the same on both sides.
+                let (mut old_at, mut new_at) = (0, 0);
+                for region in &regions {
+                    assert_eq!(text[old_at..region.old.start], out[new_at..region.new.start]);
+                    old_at = region.old.end;
+                    new_at = region.new.end;
+                }
+                assert_eq!(text[old_at..], out[new_at..], "{text:?} {edit:?} {regions:?}");
+                assert_eq!(regions.is_empty(), out == text);
+            }
+        }
+    }
+
+    #[test]
+    fn lines_containing() {
+        let mut spliced = Spliced::new("fn a\nfn b fn\nx\nfn c");
+        assert_eq!(spliced.containing("fn"), vec![0, 1, 3]);
+        spliced.splice(2, 1, written(&["fn x", "y"]));
+        assert_eq!(spliced.containing("fn"), vec![0, 1, 2, 4]);
+        assert_eq!(spliced.containing("b fn"), vec![1]);
+    }
+}
