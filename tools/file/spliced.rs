@@ -32,6 +32,9 @@ impl Piece<'_> {
     }
 }
 
+/// Wanted lines shorter than this are too common to search for as substrings.
+const TELLING_LENGTH: usize = 12;
+
 pub struct Spliced<'a> {
     text: &'a str,
     /// Where each original line starts, and `text.len()` last.
@@ -147,6 +150,69 @@ impl<'a> Spliced<'a> {
             first += piece.len();
         }
         found
+    }
+
+    /// The first `limit` runs of lines equal to `wanted` inside the lines `within`
+    /// (overlapping ones too), found by a substring search for the longest wanted line
+    /// and a check of the lines around each place it is. `None` when that line is too
+    /// short to be telling, or it occurs so often that checking would cost more than
+    /// reading every line: the caller then reads every line.
+    pub fn exact_runs(&self, wanted: &[&str], within: Range<usize>, limit: usize) -> Option<Vec<usize>> {
+        let (offset, telling) = wanted.iter().enumerate().max_by_key(|(_, line)| line.len())?;
+        if telling.len() < TELLING_LENGTH {
+            return None;
+        }
+        let k = wanted.len();
+        let within = within.start..within.end.min(self.len);
+        if within.end < within.start + k {
+            return Some(Vec::new());
+        }
+        // Lines that can hold the telling line of a run inside `within`.
+        let holders = within.start + offset..within.end - (k - 1 - offset);
+        let mut budget = 2 * self.len + 1024;
+        let mut found = Vec::new();
+        let mut check = |holder: usize, found: &mut Vec<usize>| -> Option<bool> {
+            budget = budget.checked_sub(k)?;
+            let start = holder - offset;
+            if self.texts_from(start).zip(wanted).all(|(line, want)| line == *want) {
+                found.push(start);
+            }
+            Some(found.len() >= limit)
+        };
+        let finder = memchr::memmem::Finder::new(telling.as_bytes());
+        let mut first = 0;
+        for piece in &self.pieces {
+            let lines = first..first + piece.len();
+            first = lines.end;
+            let (from, to) = (lines.start.max(holders.start), lines.end.min(holders.end));
+            if from >= to {
+                continue;
+            }
+            match piece {
+                Piece::Kept(range) => {
+                    let numbers = range.start + from - lines.start..range.start + to - lines.start;
+                    let base = self.starts[numbers.start];
+                    for hit in finder.find_iter(&self.text.as_bytes()[base..self.starts[numbers.end]]) {
+                        let at = base + hit;
+                        let number = self.starts.partition_point(|&start| start <= at) - 1;
+                        // Only a whole line counts.
+                        if self.starts[number] == at && self.body(number).len() == telling.len() {
+                            if check(lines.start + number - range.start, &mut found)? {
+                                return Some(found);
+                            }
+                        }
+                    }
+                }
+                Piece::Written(written) => {
+                    for index in from..to {
+                        if written[index - lines.start].text == *telling && check(index, &mut found)? {
+                            return Some(found);
+                        }
+                    }
+                }
+            }
+        }
+        Some(found)
     }
 
     /// Puts `replacement` in place of the `count` lines from line `at`.
@@ -370,6 +436,34 @@ mod tests {
                 assert_eq!(regions.is_empty(), out == text);
             }
         }
+    }
+
+    #[test]
+    fn exact_runs_are_every_run() {
+        let block = ["    let first_value = compute(1);", "    let second_value = compute(2);", "}"];
+        let mut text = String::new();
+        for i in 0..40 {
+            let lines = if i % 3 == 0 { &block[..] } else { &block[1..] };
+            for line in lines {
+                text.push_str(line);
+                text.push_str(if i % 4 == 0 { "\r\n" } else { "\n" });
+            }
+        }
+        text.push_str(block[0]);
+        let mut spliced = Spliced::new(&text);
+        spliced.splice(10, 4, written(&["    let first_value = compute(1);", "    let second_value = compute(2);"]));
+        let wanted: [&[&str]; 4] = [&block[..2], &block[..], &block[1..], &block[..1]];
+        for want in wanted {
+            let all = super::super::lines::find_runs(spliced.texts(), want, super::super::lines::exact, true);
+            for from in [0, 5, 11, 50, spliced.len()] {
+                for limit in [1, 2, usize::MAX] {
+                    let expected: Vec<usize> =
+                        all.iter().copied().filter(|&at| at >= from && at + want.len() <= 60).take(limit).collect();
+                    assert_eq!(spliced.exact_runs(want, from..60, limit), Some(expected), "{want:?} {from} {limit}");
+                }
+            }
+        }
+        assert_eq!(spliced.exact_runs(&["}"], 0..60, 1), None);
     }
 
     #[test]

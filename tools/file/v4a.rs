@@ -23,6 +23,7 @@ use super::spliced::{Line as SplicedLine, Spliced};
 use super::syntax::Language;
 use super::write::{atomic_write, create_parents, Style};
 use std::borrow::Cow;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -586,13 +587,11 @@ fn locate(lines: &Spliced<'_>, old: &[&str], from: usize, at_eof: bool, anchored
     }
     let from = from.min(len);
     for (level, normalise) in LEVELS {
-        let after = |limit| -> Vec<usize> {
-            lines_mod::find_first_runs(lines.texts_from(from), old, normalise, true, limit).into_iter().map(|at| at + from).collect()
-        };
+        let after = |limit| runs_within(lines, old, (level, normalise), from..len, limit);
         let mut candidates = after(if anchored { 1 } else { 2 });
         if candidates.is_empty() {
             // Runs that start before `from` lie within its first `from + k - 1` lines.
-            candidates = lines_mod::find_runs(lines.texts().take(from + k - 1), old, normalise, true);
+            candidates = runs_within(lines, old, (level, normalise), 0..(from + k - 1).min(len), usize::MAX);
         }
         if candidates.is_empty() {
             continue;
@@ -609,6 +608,17 @@ fn locate(lines: &Spliced<'_>, old: &[&str], from: usize, at_eof: bool, anchored
         return Located::Ambiguous(candidates);
     }
     Located::Missing
+}
+
+/// The first `limit` runs of `old` lying within the lines `within`.
+fn runs_within(lines: &Spliced<'_>, old: &[&str], (level, normalise): (Level, Normalise), within: Range<usize>, limit: usize) -> Vec<usize> {
+    if level == Level::Exact {
+        if let Some(found) = lines.exact_runs(old, within.clone(), limit) {
+            return found;
+        }
+    }
+    let lines = lines.texts_from(within.start).take(within.len());
+    lines_mod::find_first_runs(lines, old, normalise, true, limit).into_iter().map(|at| at + within.start).collect()
 }
 
 /// Which of the places `runs` found is meant: after `from` first, then anywhere. More
@@ -714,10 +724,19 @@ mod tests {
     /// The search that stops early chooses what choosing among every place would.
     #[test]
     fn early_stopping_search_agrees_with_the_full_one() {
-        let text = "a\nb\n  a\nb \nc\na\nb\nc\nd\na\n";
+        let text = "a\nb\n  a\nb \nc\na\nb\nc\nd\na\nlong line one\nlong line two\nlong line one\nlong line two\n";
         let mut lines = Spliced::new(text);
         lines.splice(8, 1, vec![SplicedLine { text: Cow::Borrowed("a"), crlf: false }]);
-        let wanted: [&[&str]; 6] = [&["a", "b"], &["a"], &["b", "c"], &["c", "d"], &["a", "b", "c"], &["z"]];
+        let wanted: [&[&str]; 8] = [
+            &["a", "b"],
+            &["a"],
+            &["b", "c"],
+            &["c", "d"],
+            &["a", "b", "c"],
+            &["z"],
+            &["long line one", "long line two"],
+            &["long line two", "long line one"],
+        ];
         for old in wanted {
             let all = runs(&lines, old);
             for from in 0..=lines.len() + 1 {
