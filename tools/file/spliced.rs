@@ -134,10 +134,12 @@ impl<'a> Spliced<'a> {
                     let bytes = &self.text.as_bytes()[from..self.starts[range.end]];
                     let mut last_line = usize::MAX;
                     for hit in finder.find_iter(bytes) {
-                        // The original line holding the hit; its end is cut before the
-                        // break, so a hit can never run into the next line.
-                        let number = self.starts.partition_point(|&start| start <= from + hit) - 1;
-                        if number != last_line && self.original(number).text.len() >= from + hit + wanted.len() - self.starts[number] {
+                        // The original line holding the hit; a hit that reaches into
+                        // its line break is not inside the line.
+                        let at = from + hit;
+                        let number = self.starts.partition_point(|&start| start <= at) - 1;
+                        let body_end = self.starts[number] + self.body(number).len();
+                        if number != last_line && at + wanted.len() <= body_end {
                             found.push(first + number - range.start);
                             last_line = number;
                         }
@@ -172,7 +174,8 @@ impl<'a> Spliced<'a> {
         let mut budget = 2 * self.len + 1024;
         let mut found = Vec::new();
         let mut check = |holder: usize, found: &mut Vec<usize>| -> Option<bool> {
-            budget = budget.checked_sub(k)?;
+            // A check finds its first line among the pieces, then compares k lines.
+            budget = budget.checked_sub(k + self.pieces.len())?;
             let start = holder - offset;
             if self.texts_from(start).zip(wanted).all(|(line, want)| line == *want) {
                 found.push(start);
