@@ -199,10 +199,9 @@ impl<'a> Spliced<'a> {
                         let at = base + hit;
                         let number = self.starts.partition_point(|&start| start <= at) - 1;
                         // Only a whole line counts.
-                        if self.starts[number] == at && self.body(number).len() == telling.len() {
-                            if check(lines.start + number - range.start, &mut found)? {
-                                return Some(found);
-                            }
+                        let whole_line = self.starts[number] == at && self.body(number).len() == telling.len();
+                        if whole_line && check(lines.start + number - range.start, &mut found)? {
+                            return Some(found);
                         }
                     }
                 }

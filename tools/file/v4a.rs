@@ -495,7 +495,7 @@ fn splice_hunk<'a>(lines: &mut Spliced<'a>, at: usize, hunk: &'a Hunk, old: &[&s
         let first = old.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
         (
             old.get(first).map(|l| l.to_string()).unwrap_or_default(),
-            (at + first < lines.len()).then(|| lines.line(at + first).text.into_owned()).unwrap_or_default(),
+            if at + first < lines.len() { lines.line(at + first).text.into_owned() } else { String::new() },
         )
     } else {
         (String::new(), String::new())
