@@ -1,16 +1,26 @@
 //! The patch tool's cost on a large file against the floor of any safe edit (read,
 //! replace the text, write a temp file, fsync, rename), in the same run; and the
-//! time of edits whose size used to make matching blow up.
+//! time of edits whose size used to make matching blow up, against the floor of
+//! those (the same safe edit, plus the Python compile of the syntax check).
 //!
 //! cargo bench --bench file_edit
+//!
+//! Each round times the floor and every kind of patch once, one after the other, so a
+//! machine that gets busier or quieter during the run moves them all alike; the
+//! figures are medians over the rounds.
 
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const RUNS: usize = 15;
+const ROUNDS: usize = 15;
+/// Rounds of the edits that spawn a Python compile each.
+const PYTHON_ROUNDS: usize = 5;
+/// Hunks of the spread-out V4A patch.
+const SPREAD_HUNKS: usize = 10;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -19,6 +29,12 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+fn timed(f: impl FnOnce()) -> Duration {
+    let started = Instant::now();
+    f();
+    started.elapsed()
 }
 
 /// True when a patch result says it succeeded. A result too large to return whole
@@ -35,12 +51,55 @@ fn succeeded(result: &str) -> bool {
 fn floor_edit(path: &Path, old: &str, new: &str) {
     let text = std::fs::read_to_string(path).unwrap();
     let updated = text.replacen(old, new, 1);
+    // Every edit of the bench changes the length: a cheap proof that it happened.
+    assert_ne!(updated.len(), text.len(), "the floor's edit must change the file");
     let temp = path.with_extension("floor-tmp");
     let mut file = std::fs::File::create(&temp).unwrap();
     file.write_all(updated.as_bytes()).unwrap();
     file.sync_all().unwrap();
     drop(file);
     std::fs::rename(&temp, path).unwrap();
+}
+
+/// What the Python syntax check cannot do without: one interpreter compiling the text.
+fn python_compile(text: &str) {
+    let mut child = Command::new("python3")
+        .args(["-I", "-c", "import sys\ncompile(sys.stdin.buffer.read(), '<edited file>', 'exec', dont_inherit=True)"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// The lines of a file the bench patches, kept in step with it so every hunk's
+/// context is what the file holds.
+struct Model {
+    lines: Vec<String>,
+}
+
+impl Model {
+    fn new(text: &str) -> Model {
+        Model { lines: text.lines().map(str::to_string).collect() }
+    }
+
+    /// A hunk changing line `at` (`compute` and `calculate` swapped), with three lines of
+    /// context each side, and the model updated as the file will be.
+    fn hunk(&mut self, at: usize) -> String {
+        let mut hunk = String::new();
+        for line in &self.lines[at - 3..at] {
+            hunk.push_str(&format!(" {line}\n"));
+        }
+        let old = self.lines[at].clone();
+        let new = if old.contains("compute") { old.replace("compute", "calculate") } else { old.replace("calculate", "compute") };
+        hunk.push_str(&format!("-{old}\n+{new}\n"));
+        for line in &self.lines[at + 1..at + 4] {
+            hunk.push_str(&format!(" {line}\n"));
+        }
+        self.lines[at] = new;
+        hunk
+    }
 }
 
 fn main() {
@@ -53,78 +112,95 @@ fn main() {
         assert!(succeeded(&result), "{}", &result[..result.len().min(400)]);
     };
 
-    // 5 MB of code-like lines; each run edits a different line in the middle.
+    // 5 MB of code-like lines, one copy per kind of edit; each round edits other lines.
     let lines = 100_000;
     let text: String = (0..lines).map(|i| format!("    let value_{i:06} = compute(\"row {i}\", {i});\n")).collect();
     assert!(text.len() > 5_000_000);
-    let big = work.path().join("big.rs");
+    for name in ["floor.rs", "replace.rs", "one.rs", "spread.rs", "anchored.rs"] {
+        std::fs::write(work.path().join(name), &text).unwrap();
+    }
     let floor_file = work.path().join("floor.rs");
-    std::fs::write(&big, &text).unwrap();
-    std::fs::write(&floor_file, &text).unwrap();
-    let target = |run: usize| format!("let value_{:06} = compute", lines / 2 + run);
-
-    let mut floor = Vec::new();
-    let mut ours = Vec::new();
-    for run in 0..RUNS {
-        let old = target(run);
+    let mut spread = Model::new(&text);
+    let mut anchored = Model::new(&text);
+    let mut samples: [Vec<Duration>; 5] = Default::default();
+    for round in 0..ROUNDS {
+        let old = format!("let value_{:06} = compute", lines / 2 + round);
         let new = old.replace("compute", "calculate");
-        let started = Instant::now();
-        floor_edit(&floor_file, &old, &new);
-        floor.push(started.elapsed());
-        let started = Instant::now();
-        patch(json!({"path": "big.rs", "old_string": old, "new_string": new}));
-        ours.push(started.elapsed());
-    }
-    let floor = median(floor);
-    let ours = median(ours);
-    let label = format!("operation ({:.1} MB file, one-line edit)", text.len() as f64 / 1e6);
-    println!("{label:<56} {:>10}", "median");
-    println!("{:<56} {:>8.2}ms", "read + replace + write + fsync + rename (floor)", ms(floor));
-    println!(
-        "{:<56} {:>8.2}ms  ({:.2}x floor)",
-        "patch, mode replace",
-        ms(ours),
-        ours.as_secs_f64() / floor.as_secs_f64()
-    );
+        samples[0].push(timed(|| floor_edit(&floor_file, &old, &new)));
+        samples[1].push(timed(|| patch(json!({"path": "replace.rs", "old_string": old, "new_string": new}))));
 
-    // A one-hunk V4A patch on the same file.
-    let mut v4a = Vec::new();
-    for run in 0..RUNS {
-        let line = lines / 3 + run;
+        let line = lines / 3 + round;
         let old = format!("    let value_{line:06} = compute(\"row {line}\", {line});");
-        let new = old.replace("compute", "calculate");
-        let text = format!("*** Begin Patch\n*** Update File: big.rs\n-{old}\n+{new}\n*** End Patch");
-        let started = Instant::now();
-        patch(json!({"mode": "patch", "patch": text}));
-        v4a.push(started.elapsed());
-    }
-    let v4a = median(v4a);
-    println!(
-        "{:<56} {:>8.2}ms  ({:.2}x floor)",
-        "patch, mode patch (V4A, one hunk)",
-        ms(v4a),
-        v4a.as_secs_f64() / floor.as_secs_f64()
-    );
+        let one = format!("*** Begin Patch\n*** Update File: one.rs\n-{old}\n+{}\n*** End Patch", old.replace("compute", "calculate"));
+        samples[2].push(timed(|| patch(json!({"mode": "patch", "patch": one}))));
 
-    // Large old_strings: found at once, and not found (every fallback tried).
+        // Hunks from the first tenth of the file to its end, 7 lines apart per round.
+        let mut text = String::from("*** Begin Patch\n*** Update File: spread.rs\n");
+        for hunk in 0..SPREAD_HUNKS {
+            text.push_str("@@\n");
+            text.push_str(&spread.hunk(lines / 10 + hunk * (lines * 8 / 10 / SPREAD_HUNKS) + round * 7));
+        }
+        text.push_str("*** End Patch");
+        samples[3].push(timed(|| patch(json!({"mode": "patch", "patch": text}))));
+
+        // An `@@` anchor (a line of its own) near the end, the change a few lines after it.
+        let anchor_line = lines - 1000 + round * 10;
+        let anchor = anchored.lines[anchor_line].clone();
+        let hunk = anchored.hunk(anchor_line + 4);
+        let text = format!("*** Begin Patch\n*** Update File: anchored.rs\n@@ {}\n{hunk}*** End Patch", anchor.trim());
+        samples[4].push(timed(|| patch(json!({"mode": "patch", "patch": text}))));
+    }
+    assert_eq!(std::fs::read_to_string(work.path().join("spread.rs")).unwrap(), spread.lines.join("\n") + "\n");
+    assert_eq!(std::fs::read_to_string(work.path().join("anchored.rs")).unwrap(), anchored.lines.join("\n") + "\n");
+    let [floor, replace, one, spread, anchored] = samples.map(median);
+    let against_floor = |label: &str, d: Duration| {
+        println!("{label:<60} {:>8.2}ms  ({:.2}x floor)", ms(d), d.as_secs_f64() / floor.as_secs_f64());
+    };
+    let label = format!("operation ({:.1} MB file, {ROUNDS} rounds)", text.len() as f64 / 1e6);
+    println!("{label:<60} {:>10}", "median");
+    println!("{:<60} {:>8.2}ms", "read + replace + write + fsync + rename (floor)", ms(floor));
+    against_floor("patch, mode replace, one line", replace);
+    against_floor("patch, mode patch (V4A), one hunk", one);
+    against_floor(&format!("patch, mode patch (V4A), {SPREAD_HUNKS} hunks spread over the file"), spread);
+    against_floor("patch, mode patch (V4A), `@@` anchor near the end", anchored);
+
+    // Large old_strings in a 3 000-line Python file: found at once (every line changes,
+    // is diffed and compiled), and not found (every fallback tried).
     let body: String = (0..3000).map(|i| format!("    value_{i} = compute({i})\n")).collect();
-    std::fs::write(work.path().join("mid.py"), format!("def f():\n{body}    return 0\n")).unwrap();
-    let started = Instant::now();
-    patch(json!({"path": "mid.py", "old_string": body, "new_string": body.replace("compute(", "calc(")}));
-    println!("{:<56} {:>8.2}ms", "patch, 90 KB old_string found verbatim", ms(started.elapsed()));
+    let changed = body.replace("compute(", "calc(");
+    let mid = work.path().join("mid.py");
+    let mid_floor = work.path().join("mid_floor.py");
+    let source = format!("def f():\n{body}    return 0\n");
+    std::fs::write(&mid, &source).unwrap();
+    std::fs::write(&mid_floor, &source).unwrap();
     let off: String = (0..3000).map(|i| format!("value_{i} = compute({})\n", i + 1)).collect();
-    let started = Instant::now();
-    let result = registry.handle_function_call(
-        &ToolCall::new("patch", json!({"path": "mid.py", "old_string": off, "new_string": "x"})),
-        &ctx,
-    );
-    assert!(!succeeded(&result));
-    println!("{:<56} {:>8.2}ms", "patch, 90 KB old_string found nowhere", ms(started.elapsed()));
     let close: String = (0..300).map(|i| format!("    value_{i} = compute({})\n", i + 1)).collect();
-    let started = Instant::now();
-    let _ = registry.handle_function_call(
-        &ToolCall::new("patch", json!({"path": "mid.py", "old_string": close, "new_string": "x"})),
-        &ctx,
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    for round in 0..PYTHON_ROUNDS {
+        let (from, to) = if round % 2 == 0 { (&body, &changed) } else { (&changed, &body) };
+        samples[0].push(timed(|| {
+            floor_edit(&mid_floor, from, to);
+            python_compile(&std::fs::read_to_string(&mid_floor).unwrap());
+        }));
+        samples[1].push(timed(|| patch(json!({"path": "mid.py", "old_string": from, "new_string": to}))));
+        for (index, old) in [(2, &off), (3, &close)] {
+            samples[index].push(timed(|| {
+                let result = registry.handle_function_call(
+                    &ToolCall::new("patch", json!({"path": "mid.py", "old_string": old, "new_string": "x"})),
+                    &ctx,
+                );
+                assert!(!succeeded(&result));
+            }));
+        }
+    }
+    let [python_floor, verbatim, nowhere, near_miss] = samples.map(median);
+    println!("{:<60} {:>8.2}ms", "floor: read + replace + write + fsync + rename + python compile", ms(python_floor));
+    println!(
+        "{:<60} {:>8.2}ms  ({:.2}x floor)",
+        "patch, 90 KB old_string found verbatim (3 000 lines changed)",
+        ms(verbatim),
+        verbatim.as_secs_f64() / python_floor.as_secs_f64()
     );
-    println!("{:<56} {:>8.2}ms", "patch, 300 near-miss lines (similarity search)", ms(started.elapsed()));
+    println!("{:<60} {:>8.2}ms", "patch, 90 KB old_string found nowhere", ms(nowhere));
+    println!("{:<60} {:>8.2}ms", "patch, 300 near-miss lines (similarity search)", ms(near_miss));
 }

@@ -215,6 +215,87 @@ fn v4a_keeps_the_bytes_of_lines_it_does_not_touch() {
     assert_eq!(w.get("win.txt"), "\u{feff}a\r\nb\r\nC\r\nD");
 }
 
+/// The diff a whole-file `diff -u` gives, to hold the patch's own against.
+fn whole_file_diff(old: &str, new: &str, name: &str) -> String {
+    similar::TextDiff::from_lines(old, new).unified_diff().context_radius(3).header(&format!("a/{name}"), &format!("b/{name}")).to_string()
+}
+
+#[test]
+fn v4a_hunks_spread_over_a_large_file() {
+    let w = Workspace::new();
+    // 20 000 distinct lines, a few with CRLF breaks, no newline at the end.
+    let lines: Vec<String> = (0..20_000).map(|i| format!("    let value_{i:05} = compute({i});")).collect();
+    let mut text = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        text.push_str(line);
+        if i + 1 < lines.len() {
+            text.push_str(if i % 1000 == 7 { "\r\n" } else { "\n" });
+        }
+    }
+    w.put("big.rs", &text);
+    let hunk = |at: usize, new: &str| -> String {
+        format!(" {}\n {}\n-{}\n+{new}\n {}\n", lines[at - 2], lines[at - 1], lines[at], lines[at + 1])
+    };
+    let patch = format!(
+        "*** Begin Patch\n*** Update File: big.rs\n@@\n{}@@\n{}@@ let value_19990 =\n-{}\n-{}\n+    // the end\n*** End of File\n*** End Patch",
+        hunk(1007, "    let renamed = compute(1007);"),
+        hunk(12_000, "    let added = 1;\n+    let value_12000 = compute(12000);"),
+        lines[19_998],
+        lines[19_999],
+    );
+    let v = w.v4a(&patch);
+    ok(&v);
+    let expected = text
+        .replace(&format!("{}\r\n", lines[1007]), "    let renamed = compute(1007);\n")
+        .replace(&format!("\n{}\n", lines[12_000]), &format!("\n    let added = 1;\n{}\n", lines[12_000]))
+        .replace(&format!("\n{}\n{}", lines[19_998], lines[19_999]), "\n    // the end");
+    assert_eq!(w.get("big.rs"), expected);
+    assert_eq!(v["diff"].as_str().unwrap(), whole_file_diff(&text, &expected, "big.rs"), "{v}");
+
+    // A hunk after an anchor near the end, whose lines also occur before it.
+    let repeated = format!("{expected}\nfn tail() {{\n    let value_00003 = compute(3);\n}}\n");
+    w.put("big.rs", &repeated);
+    let v = w.v4a("*** Begin Patch\n*** Update File: big.rs\n@@ fn tail() {\n-    let value_00003 = compute(3);\n+    let value_00003 = compute(4);\n*** End Patch");
+    ok(&v);
+    let after = repeated.replace("tail() {\n    let value_00003 = compute(3);", "tail() {\n    let value_00003 = compute(4);");
+    assert_eq!(w.get("big.rs"), after);
+    assert_eq!(v["diff"].as_str().unwrap(), whole_file_diff(&repeated, &after, "big.rs"), "{v}");
+    // Without an anchor, lines that occur once are found wherever they are.
+    ok(&w.v4a("*** Begin Patch\n*** Update File: big.rs\n-    let value_00003 = compute(4);\n+    let value_00003 = compute(5);\n*** End Patch"));
+    ok(&w.v4a("*** Begin Patch\n*** Update File: big.rs\n-    let value_00003 = compute(3);\n+    x\n*** End Patch"));
+    let last = after.replace("value_00003 = compute(4)", "value_00003 = compute(5)").replacen("    let value_00003 = compute(3);", "    x", 1);
+    assert_eq!(w.get("big.rs"), last);
+}
+
+#[test]
+fn v4a_lines_added_after_a_last_line_without_a_newline() {
+    let w = Workspace::new();
+    w.put("n.txt", "a\nb\nc");
+    let v = w.v4a("*** Begin Patch\n*** Update File: n.txt\n c\n+d\n*** End of File\n*** End Patch");
+    ok(&v);
+    assert_eq!(w.get("n.txt"), "a\nb\nc\nd");
+    assert_eq!(v["diff"].as_str().unwrap(), whole_file_diff("a\nb\nc", "a\nb\nc\nd", "n.txt"), "{v}");
+    let v = w.v4a("*** Begin Patch\n*** Update File: n.txt\n-a\n+A\n*** End Patch");
+    ok(&v);
+    assert_eq!(w.get("n.txt"), "A\nb\nc\nd");
+    assert_eq!(v["diff"].as_str().unwrap(), whole_file_diff("a\nb\nc\nd", "A\nb\nc\nd", "n.txt"), "{v}");
+}
+
+#[test]
+fn v4a_ambiguity_names_every_place_in_a_large_file() {
+    let w = Workspace::new();
+    let block = "fn same() {\n    let total_of_everything = sum(values);\n}\n";
+    let text: String = (0..500).map(|i| format!("// part {i}\n{block}")).collect();
+    w.put("many.rs", &text);
+    let v = w.v4a("*** Begin Patch\n*** Update File: many.rs\n-    let total_of_everything = sum(values);\n+    x\n*** End Patch");
+    assert_eq!(v["success"], false, "{v}");
+    assert!(error_of(&v).contains("500 places (lines 3, 7, 11,"), "{v}");
+    assert_eq!(w.get("many.rs"), text);
+    // An anchor picks the first place after it.
+    ok(&w.v4a("*** Begin Patch\n*** Update File: many.rs\n@@ // part 250\n-    let total_of_everything = sum(values);\n+    x\n*** End Patch"));
+    assert_eq!(w.get("many.rs"), text.replacen(&format!("// part 250\n{block}"), "// part 250\nfn same() {\n    x\n}\n", 1));
+}
+
 #[test]
 fn v4a_replayed_patch_reports_already_applied() {
     let w = Workspace::new();

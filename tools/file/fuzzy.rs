@@ -35,15 +35,19 @@ pub enum Outcome {
     Skipped(String),
 }
 
-pub fn bigrams(line: &str) -> Vec<(char, char)> {
+/// A line's character bigrams, sorted; each pair packed into one number (first
+/// character high) so they sort and compare as pairs would, in one instruction.
+pub type Bigrams = Vec<u64>;
+
+pub fn bigrams(line: &str) -> Bigrams {
     let chars: Vec<char> = line.split_whitespace().flat_map(|w| w.chars().chain([' '])).take(LINE_CLIP).collect();
-    let mut grams: Vec<(char, char)> = chars.windows(2).map(|w| (w[0], w[1])).collect();
+    let mut grams: Bigrams = chars.windows(2).map(|w| (u64::from(w[0]) << 32) | u64::from(w[1])).collect();
     grams.sort_unstable();
     grams
 }
 
 /// Dice coefficient of two sorted bigram lists, 0..=1.
-pub fn dice(a: &[(char, char)], b: &[(char, char)]) -> f64 {
+pub fn dice(a: &[u64], b: &[u64]) -> f64 {
     if a.is_empty() && b.is_empty() {
         return 1.0;
     }
@@ -116,7 +120,7 @@ fn anchored(file_lines: &[&str], old_lines: &[&str]) -> Outcome {
         return Outcome::None;
     }
     let threshold = if starts.len() == 1 { 0.5 } else { 0.7 };
-    let middle: Vec<Vec<(char, char)>> = old_lines[1..k - 1].iter().map(|l| bigrams(l)).collect();
+    let middle: Vec<Bigrams> = old_lines[1..k - 1].iter().map(|l| bigrams(l)).collect();
     let scored: Vec<(usize, f64)> = starts
         .into_iter()
         .map(|i| {
@@ -138,15 +142,19 @@ fn close_lines(file_lines: &[&str], old_lines: &[&str]) -> Outcome {
             file_lines.len()
         ));
     }
-    let old_grams: Vec<Vec<(char, char)>> = old_lines.iter().map(|l| bigrams(l)).collect();
+    let old_grams: Vec<Bigrams> = old_lines.iter().map(|l| bigrams(l)).collect();
     // A file line's bigrams are computed once, however many windows it is in.
-    let file_grams: Vec<Vec<(char, char)>> = file_lines.iter().map(|l| bigrams(l)).collect();
+    let file_grams: Vec<Bigrams> = file_lines.iter().map(|l| bigrams(l)).collect();
     let needed = k.div_ceil(2);
     let mut scored = Vec::new();
     for start in 0..windows {
         let mut close = 0usize;
         let mut total = 0.0;
         for (j, grams) in old_grams.iter().enumerate() {
+            // A window that can no longer reach `needed` close lines is given up.
+            if close + (k - j) < needed {
+                break;
+            }
             let similarity = dice(&file_grams[start + j], grams);
             total += similarity;
             if similarity >= 0.8 {

@@ -238,8 +238,8 @@ fn line_matches(text: &str, spans: &[lines::Span], old: &str, normalise: Normali
     if wanted.iter().all(|l| normalise(l).is_empty()) {
         return Vec::new();
     }
-    let file_lines: Vec<&str> = spans.iter().map(|s| &text[s.start..s.end]).collect();
-    lines::find_runs(&file_lines, &wanted, normalise, false)
+    let file_lines = spans.iter().map(|s| &text[s.start..s.end]);
+    lines::find_runs(file_lines, &wanted, normalise, false)
         .into_iter()
         .map(|first| {
             let last = spans[first + wanted.len() - 1];
@@ -318,13 +318,18 @@ pub fn closest_region(text: &str, old: &str) -> Option<(usize, String, f64)> {
     if file_lines.is_empty() || old_lines.is_empty() {
         return None;
     }
-    let file_grams: Vec<Vec<(char, char)>> = file_lines.iter().map(|l| fuzzy::bigrams(l)).collect();
-    let old_grams: Vec<Vec<(char, char)>> = old_lines.iter().map(|l| fuzzy::bigrams(l)).collect();
+    let file_grams: Vec<fuzzy::Bigrams> = file_lines.iter().map(|l| fuzzy::bigrams(l)).collect();
+    let old_grams: Vec<fuzzy::Bigrams> = old_lines.iter().map(|l| fuzzy::bigrams(l)).collect();
     let k = old_lines.len();
     let mut best = (0usize, 0.0f64);
     for start in 0..file_lines.len() {
         let mut total = 0.0;
         for (i, grams) in old_grams.iter().enumerate() {
+            // A place that cannot beat the best so far even if every line left were
+            // the same is given up (with a margin, so rounding never decides).
+            if (total + (k - i) as f64) / (k as f64) < best.1 - 1e-9 {
+                break;
+            }
             if let Some(line) = file_grams.get(start + i) {
                 total += fuzzy::dice(line, grams);
             }

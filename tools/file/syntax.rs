@@ -117,6 +117,8 @@ fn check_python(text: &str) -> Verdict {
         let _ = stdin.write_all(&source);
     });
     let started = Instant::now();
+    // A compile takes tens of milliseconds: look often at first, then every 5 ms.
+    let mut pause = Duration::from_micros(250);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -125,7 +127,10 @@ fn check_python(text: &str) -> Verdict {
                 let _ = child.wait();
                 break None;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(5));
+            }
             Err(_) => break None,
         }
     };

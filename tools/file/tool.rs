@@ -18,6 +18,7 @@ pub(crate) mod paths;
 mod read;
 mod remote_search;
 mod search;
+mod spliced;
 mod syntax;
 mod v4a;
 pub(crate) mod write;

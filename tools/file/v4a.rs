@@ -17,10 +17,13 @@
 
 use super::lines::{self as lines_mod, Normalise};
 use super::loose::Loose;
+use super::diff::{unified_diff_of_regions, Region};
 use super::patch::{closest_region, unified_diff};
+use super::spliced::{Line as SplicedLine, Spliced};
 use super::syntax::Language;
 use super::write::{atomic_write, create_parents, Style};
 use std::borrow::Cow;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -304,16 +307,17 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                 // A plain file needs no conversion: spare a large file two copies.
                 let plain = style == Style::default();
                 let text = if plain { raw } else { style.to_model(&raw) };
-                let (updated, replayed) = apply_hunks(&text, hunks, path)?;
+                let (updated, regions, replayed) = apply_hunks(&text, hunks, path)?;
                 plan.already_applied += replayed;
                 let shown_dest = move_to.as_deref().unwrap_or(path);
-                plan.diff.push_str(&unified_diff(&text, &updated, &format!("a/{path}"), &format!("b/{shown_dest}")));
+                let (old_name, new_name) = (format!("a/{path}"), format!("b/{shown_dest}"));
+                plan.diff.push_str(&unified_diff_of_regions(&text, &updated, &regions, &old_name, &new_name));
+                let unchanged = regions.is_empty();
                 let checked = move_to.as_deref().map_or_else(|| source.clone(), &resolve);
                 // Only a language the syntax checks know needs the two texts kept.
-                if updated != text && Language::of(&checked).is_some() {
-                    plan.checks.push((checked, shown_dest.to_string(), Some(text.clone()), updated.clone()));
+                if !unchanged && Language::of(&checked).is_some() {
+                    plan.checks.push((checked, shown_dest.to_string(), Some(text), updated.clone()));
                 }
-                let unchanged = updated == text;
                 let data = if plain { updated.into_bytes() } else { style.to_disk(&updated).into_bytes() };
                 match move_to {
                     Some(dest_shown) => {
@@ -364,54 +368,12 @@ fn read_text(path: &Path, shown: &str) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("{shown}: not valid UTF-8, not patched"))
 }
 
-/// One line of the file being patched: its text without the line break, borrowed
-/// from the file until a hunk changes it, and whether its break is CRLF (a line no
-/// hunk replaces keeps its own break, whatever the other lines use).
-#[derive(Clone)]
-struct FileLine<'a> {
-    text: Cow<'a, str>,
-    crlf: bool,
-}
-
-impl AsRef<str> for FileLine<'_> {
-    fn as_ref(&self) -> &str {
-        &self.text
-    }
-}
-
-fn split_lines(text: &str) -> Vec<FileLine<'_>> {
-    let mut lines = Vec::with_capacity(bytecount::count(text.as_bytes(), b'\n') + 1);
-    for piece in text.split_inclusive('\n') {
-        let (body, crlf) = match piece.strip_suffix('\n') {
-            Some(body) => match body.strip_suffix('\r') {
-                Some(body) => (body, true),
-                None => (body, false),
-            },
-            None => (piece, false),
-        };
-        lines.push(FileLine { text: Cow::Borrowed(body), crlf });
-    }
-    lines
-}
-
-/// The lines put back together, each with its own break; the last one gets a break
-/// only when `trailing_newline`.
-fn join_lines(lines: &[FileLine<'_>], trailing_newline: bool) -> String {
-    let mut out = String::with_capacity(lines.iter().map(|l| l.text.len() + 2).sum());
-    for (i, line) in lines.iter().enumerate() {
-        out.push_str(&line.text);
-        if i + 1 < lines.len() || trailing_newline {
-            out.push_str(if line.crlf { "\r\n" } else { "\n" });
-        }
-    }
-    out
-}
-
 /// Applies the hunks of one file in order; each must be found after the previous
-/// one. Returns the new text and how many hunks were found already applied.
-fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(String, usize), String> {
+/// one. Returns the new text, the regions that changed and how many hunks were found
+/// already applied.
+fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(String, Vec<Region>, usize), String> {
     let trailing_newline = text.ends_with('\n') || text.is_empty();
-    let mut lines = split_lines(text);
+    let mut lines = Spliced::new(text);
     let mut cursor = 0usize;
     let mut replayed = 0usize;
     for (index, hunk) in hunks.iter().enumerate() {
@@ -446,10 +408,18 @@ fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(Str
                 }
             }
         } else {
+            // With several anchor lines, where the lines are is worked out once and each
+            // anchor picks among them; with one, the search stops as soon as it can.
+            let places_of_old = if starts.len() > 1 { runs(&lines, &old) } else { None };
             let mut places: Vec<(usize, Level)> = Vec::new();
             for &start in &starts {
                 let from = if hunk.header.is_some() { start } else { cursor };
-                match locate(&lines, &old, from, hunk.at_eof, hunk.header.is_some()) {
+                let anchored = hunk.header.is_some();
+                let located = match starts.len() {
+                    1 => locate(&lines, &old, from, hunk.at_eof, anchored),
+                    _ => pick(&places_of_old, lines.len(), old.len(), from, hunk.at_eof, anchored),
+                };
+                match located {
                     Located::At(at, level) => {
                         if !places.iter().any(|p| p.0 == at) {
                             places.push((at, level));
@@ -495,7 +465,8 @@ fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(Str
                 })
                 .collect();
             if new_side != old && !new_side.iter().all(|l| l.trim().is_empty()) {
-                if let Located::At(at, _) = locate(&lines, &new_side, cursor, hunk.at_eof, false) {
+                let found = runs(&lines, &new_side);
+                if let Located::At(at, _) = pick(&found, lines.len(), new_side.len(), cursor, hunk.at_eof, false) {
                     replayed += 1;
                     cursor = at + new_side.len();
                     continue;
@@ -503,7 +474,7 @@ fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(Str
             }
             let wanted = old.join("\n");
             let mut message = format!("{label}: its context and removed lines were not found in the file");
-            let plain: Vec<&str> = lines.iter().map(|l| l.text.as_ref()).collect();
+            let plain: Vec<&str> = lines.texts().collect();
             if let Some((line, snippet, _)) = closest_region(&plain.join("\n"), &wanted) {
                 message.push_str(&format!(". The most similar region starts at line {line}:\n{snippet}"));
             }
@@ -512,18 +483,19 @@ fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(Str
         let added = splice_hunk(&mut lines, at, hunk, &old, Level::Exact);
         cursor = at + added;
     }
-    Ok((join_lines(&lines, trailing_newline), replayed))
+    let (updated, regions) = lines.into_text(trailing_newline);
+    Ok((updated, regions, replayed))
 }
 
 /// Puts the hunk's new lines in place of its old ones at line `at`; returns how
 /// many lines replaced them. Context lines keep the file's text; added lines move
 /// to the file's indentation when the context matched at another one.
-fn splice_hunk<'a>(lines: &mut Vec<FileLine<'a>>, at: usize, hunk: &'a Hunk, old: &[&str], level: Level) -> usize {
+fn splice_hunk<'a>(lines: &mut Spliced<'a>, at: usize, hunk: &'a Hunk, old: &[&str], level: Level) -> usize {
     let (patch_indent, file_indent) = if level >= Level::Indentation {
         let first = old.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
         (
             old.get(first).map(|l| l.to_string()).unwrap_or_default(),
-            lines.get(at + first).map(|l| l.text.to_string()).unwrap_or_default(),
+            if at + first < lines.len() { lines.line(at + first).text.into_owned() } else { String::new() },
         )
     } else {
         (String::new(), String::new())
@@ -533,31 +505,31 @@ fn splice_hunk<'a>(lines: &mut Vec<FileLine<'a>>, at: usize, hunk: &'a Hunk, old
     for line in &hunk.lines {
         match line {
             Line::Context(_) => {
-                replacement.push(lines[old_index].clone());
+                replacement.push(lines.line(old_index));
                 old_index += 1;
             }
             Line::Remove(_) => old_index += 1,
             Line::Add(s) if level >= Level::Indentation => replacement
-                .push(FileLine { text: Cow::Owned(reindent(&file_indent, &patch_indent, s)), crlf: false }),
-            Line::Add(s) => replacement.push(FileLine { text: Cow::Borrowed(s), crlf: false }),
+                .push(SplicedLine { text: Cow::Owned(reindent(&file_indent, &patch_indent, s)), crlf: false }),
+            Line::Add(s) => replacement.push(SplicedLine { text: Cow::Borrowed(s), crlf: false }),
         }
     }
     let added = replacement.len();
-    lines.splice(at..at + old.len(), replacement);
+    lines.splice(at, old.len(), replacement);
     added
 }
 
 /// The lines (from `cursor` on, then before it) that an `@@` anchor names: equal
 /// after trimming, else containing it.
-fn anchor_lines(lines: &[FileLine<'_>], header: &str, cursor: usize) -> Vec<usize> {
+fn anchor_lines(lines: &Spliced<'_>, header: &str, cursor: usize) -> Vec<usize> {
     let wanted = header.trim();
-    let order = || (cursor.min(lines.len())..lines.len()).chain(0..cursor.min(lines.len()));
-    let equal: Vec<usize> = order().filter(|&i| lines[i].text.trim() == wanted).collect();
-    if !equal.is_empty() {
-        return equal;
-    }
-    let after: Vec<usize> = order().filter(|&i| lines[i].text.contains(wanted)).collect();
-    after
+    let containing = lines.containing(wanted);
+    // Every line equal to the anchor contains it too.
+    let equal: Vec<usize> = containing.iter().copied().filter(|&i| lines.line(i).text.trim() == wanted).collect();
+    let chosen = if equal.is_empty() { containing } else { equal };
+    let cursor = cursor.min(lines.len());
+    let split = chosen.partition_point(|&i| i < cursor);
+    chosen[split..].iter().chain(&chosen[..split]).copied().collect()
 }
 
 fn line_list(at: &[usize]) -> String {
@@ -583,38 +555,87 @@ fn typography(line: &str) -> Cow<'_, str> {
     Cow::Owned(Loose::new(line.trim()).text)
 }
 
-/// Where `old` sits in `lines`: exact first, then ignoring trailing whitespace, then
-/// indentation, then typography (dashes, quotes, spaces); after `from` first, then
-/// anywhere. More than one place at the first level that finds any is ambiguous,
-/// except that with `anchored` the first place after the anchor is meant.
-fn locate(lines: &[FileLine<'_>], old: &[&str], from: usize, at_eof: bool, anchored: bool) -> Located {
-    let k = old.len();
-    if k > lines.len() {
+/// The comparisons tried, in order: exact first, then ignoring trailing whitespace,
+/// then indentation, then typography (dashes, quotes, spaces).
+const LEVELS: [(Level, Normalise); 4] = [
+    (Level::Exact, lines_mod::exact),
+    (Level::TrailingWhitespace, lines_mod::trim_end),
+    (Level::Indentation, lines_mod::trim_both),
+    (Level::Typography, typography),
+];
+
+/// Every place `old` sits in `lines`, overlapping ones included, at the first level
+/// that finds any.
+fn runs(lines: &Spliced<'_>, old: &[&str]) -> Option<(Level, Vec<usize>)> {
+    if old.len() > lines.len() {
+        return None;
+    }
+    LEVELS.into_iter().find_map(|(level, normalise)| {
+        let all = lines_mod::find_runs(lines.texts(), old, normalise, true);
+        (!all.is_empty()).then_some((level, all))
+    })
+}
+
+/// What [`pick`] would choose among [`runs`], reading no more of the file than that
+/// needs: the lines after `from` first, and only up to the first place (anchored) or
+/// the second (which makes the hunk ambiguous, and is then read on for the message);
+/// the lines before `from` only when nothing is after it.
+fn locate(lines: &Spliced<'_>, old: &[&str], from: usize, at_eof: bool, anchored: bool) -> Located {
+    let (len, k) = (lines.len(), old.len());
+    if k > len {
         return Located::Missing;
     }
-    let levels: [(Level, Normalise); 4] = [
-        (Level::Exact, lines_mod::exact),
-        (Level::TrailingWhitespace, lines_mod::trim_end),
-        (Level::Indentation, lines_mod::trim_both),
-        (Level::Typography, typography),
-    ];
-    let from = from.min(lines.len());
-    for (level, normalise) in levels {
-        let all = lines_mod::find_runs(lines, old, normalise, true);
-        if all.is_empty() {
+    let from = from.min(len);
+    for (level, normalise) in LEVELS {
+        let after = |limit| runs_within(lines, old, (level, normalise), from..len, limit);
+        let mut candidates = after(if anchored { 1 } else { 2 });
+        if candidates.is_empty() {
+            // Runs that start before `from` lie within its first `from + k - 1` lines.
+            candidates = runs_within(lines, old, (level, normalise), 0..(from + k - 1).min(len), usize::MAX);
+        }
+        if candidates.is_empty() {
             continue;
         }
-        if at_eof && all.contains(&(lines.len() - k)) {
-            return Located::At(lines.len() - k, level);
+        if at_eof && lines.texts_from(len - k).zip(old).all(|(line, wanted)| normalise(line) == normalise(wanted)) {
+            return Located::At(len - k, level);
         }
-        let after: Vec<usize> = all.iter().copied().filter(|&s| s >= from).collect();
-        let candidates = if after.is_empty() { all } else { after };
         if candidates.len() == 1 || anchored {
             return Located::At(candidates[0], level);
+        }
+        if candidates[0] >= from {
+            candidates = after(usize::MAX);
         }
         return Located::Ambiguous(candidates);
     }
     Located::Missing
+}
+
+/// The first `limit` runs of `old` lying within the lines `within`.
+fn runs_within(lines: &Spliced<'_>, old: &[&str], (level, normalise): (Level, Normalise), within: Range<usize>, limit: usize) -> Vec<usize> {
+    if level == Level::Exact {
+        if let Some(found) = lines.exact_runs(old, within.clone(), limit) {
+            return found;
+        }
+    }
+    let lines = lines.texts_from(within.start).take(within.len());
+    lines_mod::find_first_runs(lines, old, normalise, true, limit).into_iter().map(|at| at + within.start).collect()
+}
+
+/// Which of the places `runs` found is meant: after `from` first, then anywhere. More
+/// than one is ambiguous, except that with `anchored` the first place after the anchor
+/// is meant; a hunk tied to the end of the file takes the place there.
+fn pick(runs: &Option<(Level, Vec<usize>)>, len: usize, k: usize, from: usize, at_eof: bool, anchored: bool) -> Located {
+    let Some((level, all)) = runs else { return Located::Missing };
+    if at_eof && all.contains(&(len - k)) {
+        return Located::At(len - k, *level);
+    }
+    let from = from.min(len);
+    let after: Vec<usize> = all.iter().copied().filter(|&s| s >= from).collect();
+    let candidates = if after.is_empty() { all.clone() } else { after };
+    if candidates.len() == 1 || anchored {
+        return Located::At(candidates[0], *level);
+    }
+    Located::Ambiguous(candidates)
 }
 
 fn reindent(file_line: &str, patch_line: &str, added: &str) -> String {
@@ -700,11 +721,46 @@ mod tests {
         assert!(parse("*** Begin Patch\n*** Update File: x\n@@\n?? what\n*** End Patch").unwrap_err().contains("line 4"));
     }
 
+    /// The search that stops early chooses what choosing among every place would.
+    #[test]
+    fn early_stopping_search_agrees_with_the_full_one() {
+        let text = "a\nb\n  a\nb \nc\na\nb\nc\nd\na\nlong line one\nlong line two\nlong line one\nlong line two\n";
+        let mut lines = Spliced::new(text);
+        lines.splice(8, 1, vec![SplicedLine { text: Cow::Borrowed("a"), crlf: false }]);
+        let wanted: [&[&str]; 8] = [
+            &["a", "b"],
+            &["a"],
+            &["b", "c"],
+            &["c", "d"],
+            &["a", "b", "c"],
+            &["z"],
+            &["long line one", "long line two"],
+            &["long line two", "long line one"],
+        ];
+        for old in wanted {
+            let all = runs(&lines, old);
+            for from in 0..=lines.len() + 1 {
+                for (at_eof, anchored) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let early = locate(&lines, old, from, at_eof, anchored);
+                    let full = pick(&all, lines.len(), old.len(), from, at_eof, anchored);
+                    let shown = |l: &Located| match l {
+                        Located::At(at, level) => format!("at {at} {level:?}"),
+                        Located::Ambiguous(all) => format!("ambiguous {all:?}"),
+                        Located::Missing => "missing".into(),
+                    };
+                    assert_eq!(shown(&early), shown(&full), "{old:?} from {from} eof {at_eof} anchored {anchored}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn hunks_apply_in_order() {
         let ops = parse("*** Begin Patch\n*** Update File: f\n@@\n a\n-b\n+B\n@@\n c\n+d\n*** End Patch").unwrap();
         let Op::Update { hunks, .. } = &ops[0] else { panic!() };
-        assert_eq!(apply_hunks("a\nb\nc\n", hunks, "f").unwrap().0, "a\nB\nc\nd\n");
+        let (text, regions, _) = apply_hunks("a\nb\nc\n", hunks, "f").unwrap();
+        assert_eq!(text, "a\nB\nc\nd\n");
+        assert_eq!(regions.len(), 1);
         assert_eq!(apply_hunks("a  \nb\nc\n", hunks, "f").unwrap().0, "a  \nB\nc\nd\n");
         assert!(apply_hunks("x\ny\n", hunks, "f").is_err());
     }

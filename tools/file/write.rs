@@ -21,13 +21,12 @@ pub struct Style {
 impl Style {
     /// CRLF when most line breaks of `bytes` are CRLF; BOM when it starts with one.
     pub fn detect(bytes: &[u8]) -> Style {
-        let newlines = bytecount::count(bytes, b'\n');
-        // Most files have no carriage return at all: one SIMD scan settles it.
-        let crlf = match memchr::memchr(b'\r', bytes) {
-            Some(first) => memchr::memmem::find_iter(&bytes[first..], b"\r\n").count(),
-            None => 0,
-        };
-        Style { crlf: newlines > 0 && crlf * 2 > newlines, bom: bytes.starts_with(BOM.as_bytes()) }
+        // Most files have no carriage return at all: one SIMD scan settles it, and the
+        // line breaks need counting only when there is one.
+        let crlf = memchr::memchr(b'\r', bytes).is_some_and(|first| {
+            memchr::memmem::find_iter(&bytes[first..], b"\r\n").count() * 2 > bytecount::count(bytes, b'\n')
+        });
+        Style { crlf, bom: bytes.starts_with(BOM.as_bytes()) }
     }
 
     /// Text as the model sees it: BOM dropped, CRLF as LF.
