@@ -89,6 +89,30 @@ pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), OpenError>
 
 /// [`open_regular`], with the real path of the file opened (every symlink followed).
 pub fn open_regular_resolved(path: &Path) -> Result<(File, std::fs::Metadata, PathBuf), OpenError> {
+    probe_regular(path)?.open()
+}
+
+/// A regular file on an ordinary filesystem, checked through an `O_PATH` handle and
+/// not opened for reading yet: what a read would find, with nothing read.
+pub struct Probed {
+    pub meta: std::fs::Metadata,
+    /// The real path the kernel reports for it (every symlink followed).
+    pub real: PathBuf,
+    handle: File,
+    /// Already open for reading (resolved by name where no procfs answers).
+    readable: bool,
+}
+
+impl Probed {
+    /// Opens for reading what was checked, through the handle.
+    pub fn open(self) -> Result<(File, std::fs::Metadata, PathBuf), OpenError> {
+        let file = if self.readable { self.handle } else { fd_table::reopen_for_reading(&self.handle).map_err(OpenError::Io)? };
+        Ok((file, self.meta, self.real))
+    }
+}
+
+/// The checks of [`open_regular`] without opening the file for reading.
+pub fn probe_regular(path: &Path) -> Result<Probed, OpenError> {
     let handle = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(path) {
         Ok(handle) => handle,
         Err(_) if is_device_path(path) => return Err(OpenError::NotRegular("a device or kernel file")),
@@ -97,14 +121,14 @@ pub fn open_regular_resolved(path: &Path) -> Result<(File, std::fs::Metadata, Pa
     };
     let Some(real) = fd_table::real_path(&handle) else {
         // No procfs to ask: resolve by name instead.
-        return open_regular_by_name(path);
+        let (file, meta, real) = open_regular_by_name(path)?;
+        return Ok(Probed { meta, real, handle: file, readable: true });
     };
     if under_device_roots(&real) {
         return Err(OpenError::NotRegular("a device or kernel file"));
     }
     let meta = plain_file(&handle)?;
-    let file = fd_table::reopen_for_reading(&handle).map_err(OpenError::Io)?;
-    Ok((file, meta, real))
+    Ok(Probed { meta, real, handle, readable: false })
 }
 
 /// What `/proc/self/fd` says about this process's descriptors, asked through that

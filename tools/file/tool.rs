@@ -71,31 +71,36 @@ pub fn read_file(
         Err(blocked) => return Ok(blocked),
     };
 
-    let (mut file, meta, real) = match paths::open_regular_resolved(&resolved) {
-        Ok(opened) => opened,
+    let probed = match paths::probe_regular(&resolved) {
+        Ok(probed) => probed,
         Err(paths::OpenError::NotFound) => return Ok(not_found(&path, &resolved)),
         Err(paths::OpenError::Directory) => return Ok(is_a_directory(&path)),
         Err(paths::OpenError::NotRegular(what)) => return Ok(not_regular(&path, what)),
         Err(paths::OpenError::Io(e)) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
     };
-    let (binary, head) = match paths::binary_extension(&resolved) {
-        Some(kind) => (Some(kind), paths::Head::default()),
-        None => match paths::Head::read(&mut file, meta.len()) {
-            Ok(head) => (head.has_nul().then_some(paths::BinaryKind::Other), head),
-            Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
-        },
-    };
+    let (stamp, len) = (Stamp::of(&probed.meta), probed.meta.len());
+    if let Some(kind) = paths::binary_extension(&resolved) {
+        return Ok(binary_refusal(&path, kind, len));
+    }
+    // Before the file is opened: an unchanged region read before is answered from the
+    // records alone. A file refused as binary by its content was never recorded.
+    if let Some(answer) = dedup_answer(&state, &path, &probed.real, offset, limit, stamp, &repeat_warning) {
+        return Ok(answer);
+    }
     // The real path the kernel reports for the open file: what `state_key` would find.
-    let page = Opened { key: real, stamp: Stamp::of(&meta), len: meta.len(), binary };
-    read_opened(&state, &path, page, head.then_rest(file), offset, limit, repeat_warning)
-}
-
-/// A file opened for read_file, wherever it is.
-struct Opened {
-    key: PathBuf,
-    stamp: Stamp,
-    len: u64,
-    binary: Option<paths::BinaryKind>,
+    let (mut file, _, real) = match probed.open() {
+        Ok(opened) => opened,
+        Err(paths::OpenError::Io(e)) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+        Err(_) => return Ok(not_regular(&path, "not a regular file")),
+    };
+    let head = match paths::Head::read(&mut file, len) {
+        Ok(head) => head,
+        Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+    };
+    if head.has_nul() {
+        return Ok(binary_refusal(&path, paths::BinaryKind::Other, len));
+    }
+    page_answer(&state, &path, &real, stamp, len, head.then_rest(file), offset, limit, repeat_warning)
 }
 
 /// read_file in the task's environment: the same checks and pages, on the bytes read there.
@@ -126,8 +131,14 @@ fn read_in_env(remote: &remote::Remote, state: &FileState, path: &str, offset: u
     };
     let binary = paths::binary_extension(Path::new(&probe.real))
         .or_else(|| paths::has_nul(&content).then_some(paths::BinaryKind::Other));
-    let opened = Opened { key, stamp: Stamp { mtime: probe.mtime, len: probe.len }, len: probe.len, binary };
-    read_opened(state, path, opened, content.as_slice(), offset, limit, repeat_warning)
+    if let Some(kind) = binary {
+        return Ok(binary_refusal(path, kind, probe.len));
+    }
+    let stamp = Stamp { mtime: probe.mtime, len: probe.len };
+    if let Some(answer) = dedup_answer(state, path, &key, offset, limit, stamp, &repeat_warning) {
+        return Ok(answer);
+    }
+    page_answer(state, path, &key, stamp, probe.len, content.as_slice(), offset, limit, repeat_warning)
 }
 
 /// Counts an identical read in a row: the warning for the third, the refusal from the fourth.
@@ -169,32 +180,30 @@ fn not_regular(path: &str, what: &str) -> ToolOutput {
     ToolOutput::error(format!("Refusing to read {path}: it is {what}, which can block, stream without end or expose memory."))
 }
 
-/// The binary refusal, the dedup cache and the page of an opened file.
-fn read_opened(
+fn binary_refusal(path: &str, kind: paths::BinaryKind, len: u64) -> ToolOutput {
+    let hint = match kind {
+        paths::BinaryKind::Image => "This is an image: use vision_analyze to look at it.",
+        paths::BinaryKind::Other => "Inspect binary files with terminal commands (file, xxd, strings, unzip -l) instead.",
+    };
+    error_with(
+        format!("Cannot read {path}: it is a binary file, not text."),
+        &[("is_binary", json!(true)), ("file_size", json!(len)), ("hint", json!(hint))],
+    )
+}
+
+/// The answer of the dedup cache for a region read before, unchanged since: the stub,
+/// or the refusal once too many stubs were handed out; `None` when it must be read.
+fn dedup_answer(
     state: &FileState,
     path: &str,
-    opened: Opened,
-    source: impl std::io::Read,
+    key: &Path,
     offset: u64,
     limit: u64,
-    repeat_warning: Option<String>,
-) -> ToolResult {
-    let Opened { key, stamp, len, binary } = opened;
-    if let Some(kind) = binary {
-        let hint = match kind {
-            paths::BinaryKind::Image => "This is an image: use vision_analyze to look at it.",
-            paths::BinaryKind::Other => {
-                "Inspect binary files with terminal commands (file, xxd, strings, unzip -l) instead."
-            }
-        };
-        return Ok(error_with(
-            format!("Cannot read {path}: it is a binary file, not text."),
-            &[("is_binary", json!(true)), ("file_size", json!(len)), ("hint", json!(hint))],
-        ));
-    }
-
-    match state.dedup(&key, offset, limit, stamp) {
-        Dedup::Read => {}
+    stamp: Stamp,
+    repeat_warning: &Option<String>,
+) -> Option<ToolOutput> {
+    match state.dedup(key, offset, limit, stamp) {
+        Dedup::Read => None,
         Dedup::Stub => {
             let mut stub = json!({
                 "status": "unchanged",
@@ -207,24 +216,36 @@ fn read_opened(
             if let Some(warning) = repeat_warning {
                 stub["_warning"] = json!(warning);
             }
-            return Ok(ToolOutput::json(&stub));
+            Some(ToolOutput::json(&stub))
         }
-        Dedup::Blocked(times) => {
-            return Ok(error_with(
-                format!(
-                    "BLOCKED: you have asked for this region of {path} {times} times and the file has NOT changed. \
-                     STOP calling read_file for it: the content from your earlier read is still current."
-                ),
-                &[("path", json!(path)), ("already_read", json!(times))],
-            ));
-        }
+        Dedup::Blocked(times) => Some(error_with(
+            format!(
+                "BLOCKED: you have asked for this region of {path} {times} times and the file has NOT changed. \
+                 STOP calling read_file for it: the content from your earlier read is still current."
+            ),
+            &[("path", json!(path)), ("already_read", json!(times))],
+        )),
     }
+}
 
+/// The page of a text file, recorded as read.
+#[allow(clippy::too_many_arguments)]
+fn page_answer(
+    state: &FileState,
+    path: &str,
+    key: &Path,
+    stamp: Stamp,
+    len: u64,
+    source: impl std::io::Read,
+    offset: u64,
+    limit: u64,
+    repeat_warning: Option<String>,
+) -> ToolResult {
     let page = match read::read_page(source, offset, limit, MAX_READ_CHARS) {
         Ok(page) => page,
         Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
     };
-    state.record_read(&key, offset, limit, stamp);
+    state.record_read(key, offset, limit, stamp);
 
     let shown_any = page.last > 0;
     let truncated = shown_any && page.last < page.total_lines;
