@@ -319,14 +319,13 @@ impl Server {
             }
             return None;
         }
-        let request = match read_request(&value, number) {
+        let request = match read_request(value, number) {
             Ok(request) => request,
             Err(why) => {
                 self.output.send_one(line_error(why, number));
                 return None;
             }
         };
-        drop(value);
         if let Some(inline) = self.input.claim_inline() {
             if let Some(task) = self.scheduler.start_now(request.task()) {
                 return Some(Started { task, request, inline });

@@ -51,53 +51,52 @@ impl Request {
     }
 }
 
-/// An optional string field: absent and `null` are `None`, an empty string too;
-/// anything but a string is an error.
-fn optional_text(object: &serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, String> {
-    match object.get(key) {
+/// An optional string field, taken out of the call: absent and `null` are `None`, an
+/// empty string too; anything but a string is an error.
+fn optional_text(object: &mut serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match object.remove(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) if text.is_empty() => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(other) => Err(format!("`{key}` must be a string, got {}", json_type_name(other))),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(other) => Err(format!("`{key}` must be a string, got {}", json_type_name(&other))),
     }
 }
 
-fn read_call(value: &Value, line: usize, position: usize) -> Result<IncomingCall, String> {
-    let Value::Object(object) = value else {
-        return Err(format!("a call must be a JSON object with `function`, got {}", json_type_name(value)));
+fn read_call(value: Value, line: usize, position: usize) -> Result<IncomingCall, String> {
+    let Value::Object(mut object) = value else {
+        return Err(format!("a call must be a JSON object with `function`, got {}", json_type_name(&value)));
     };
-    let id = optional_text(object, "id")?.unwrap_or_else(|| format!("call_{line}_{position}"));
+    let id = optional_text(&mut object, "id")?.unwrap_or_else(|| format!("call_{line}_{position}"));
     if let Some(kind) = object.get("type") {
         if kind != "function" {
             return Err(format!("unsupported call type {kind}; only \"function\" calls are served"));
         }
     }
-    let function = object.get("function").ok_or("a call needs `function`: {\"name\", \"arguments\"}")?;
-    let name = function
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .ok_or("`function.name` must be a non-empty string")?;
+    let mut function = object.remove("function").ok_or("a call needs `function`: {\"name\", \"arguments\"}")?;
+    let name = match function.get_mut("name") {
+        Some(Value::String(name)) if !name.is_empty() => std::mem::take(name),
+        _ => return Err("`function.name` must be a non-empty string".into()),
+    };
     Ok(IncomingCall {
         call: ToolCall {
-            name: name.to_string(),
-            arguments: function.get("arguments").cloned(),
+            name,
+            arguments: function.get_mut("arguments").map(Value::take),
             tool_call_id: Some(id.clone()),
             ..Default::default()
         },
         id,
-        task_id: optional_text(object, "task_id")?,
-        session_id: optional_text(object, "session_id")?,
+        task_id: optional_text(&mut object, "task_id")?,
+        session_id: optional_text(&mut object, "session_id")?,
     })
 }
 
-/// A line's calls; `Err` says what is wrong with the line (prefixed with the call's
-/// position in an array).
-pub fn read_request(value: &Value, line: usize) -> Result<Request, String> {
+/// A line's calls, taken out of the parsed line; `Err` says what is wrong with the
+/// line (prefixed with the call's position in an array).
+pub fn read_request(value: Value, line: usize) -> Result<Request, String> {
     match value {
         Value::Array(calls) if calls.is_empty() => Err("the line is an empty array: there is no call to run".into()),
         Value::Array(calls) => calls
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(position, call)| read_call(call, line, position).map_err(|why| format!("call {position} of the array: {why}")))
             .collect::<Result<Vec<_>, _>>()
