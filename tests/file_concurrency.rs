@@ -230,6 +230,36 @@ fn the_dedup_stub_is_refused_as_content() {
     assert_eq!(std::fs::read_to_string(dirs.work.join("a.txt")).unwrap(), "real text\n");
 }
 
+/// A setting that grants nothing takes effect on the very next call, however the file
+/// was changed: written in place, renamed over (as editors save), deleted.
+#[test]
+fn other_settings_edited_while_running_apply_to_the_next_call() {
+    let dirs = dirs();
+    let config = dirs.hermes.join("config.yaml");
+    let small_budget = "tool_budget:\n  per_tool:\n    search_files: 50\n";
+    for n in 0..5 {
+        std::fs::write(dirs.work.join(format!("page{n}.txt")), format!("word{n} {}\n", "text ".repeat(40))).unwrap();
+    }
+    let mut server = Server::start(&dirs);
+    let mut search = |n: usize| server.call("search_files", json!({"pattern": format!("word{n}"), "path": "."}), "t");
+    let spilled = |answer: &Value| answer["persisted_output"] == true;
+    let r = search(0);
+    assert!(!spilled(&r) && r.to_string().contains("word0 text"), "the default budget: {r}");
+    std::fs::write(&config, small_budget).unwrap();
+    let r = search(1);
+    assert!(spilled(&r), "written in place: {r}");
+    std::fs::write(dirs.hermes.join("next.yaml"), "tool_budget:\n  default_result_chars: 100000\n").unwrap();
+    std::fs::rename(dirs.hermes.join("next.yaml"), &config).unwrap();
+    let r = search(2);
+    assert!(!spilled(&r), "renamed over: {r}");
+    std::fs::write(&config, small_budget).unwrap();
+    let r = search(3);
+    assert!(spilled(&r), "written in place again: {r}");
+    std::fs::remove_file(&config).unwrap();
+    let r = search(4);
+    assert!(!spilled(&r), "deleted, so the default: {r}");
+}
+
 #[test]
 fn permission_settings_edited_while_running_apply_only_after_a_restart() {
     let dirs = dirs();

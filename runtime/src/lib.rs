@@ -14,6 +14,7 @@ pub mod budget;
 pub mod catalog;
 pub mod coerce;
 pub mod config;
+pub mod config_watch;
 pub mod context;
 pub mod definitions;
 pub mod dispatch;

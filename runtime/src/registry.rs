@@ -225,6 +225,8 @@ pub struct Registry {
     pub(crate) checks: CheckCache,
     hermes_home: PathBuf,
     config: RwLock<Arc<Config>>,
+    /// Started at the first look at the configuration; `None` where it cannot be trusted.
+    config_watch: std::sync::OnceLock<Option<crate::config_watch::ConfigWatch>>,
     hooks: RwLock<Vec<Arc<dyn ToolHooks>>>,
     approval_gate: RwLock<Option<Arc<dyn ApprovalGate>>>,
     pub(crate) definitions_memo: Mutex<crate::definitions::DefinitionsMemo>,
@@ -246,6 +248,7 @@ impl Registry {
             checks: CheckCache::default(),
             hermes_home,
             config: RwLock::new(Arc::new(config)),
+            config_watch: std::sync::OnceLock::new(),
             hooks: RwLock::new(Vec::new()),
             approval_gate: RwLock::new(None),
             definitions_memo: Mutex::new(Default::default()),
@@ -280,9 +283,14 @@ impl Registry {
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// The current config, re-read when the file changed since the last read.
+    /// The current config, re-read when the file changed since the last read (asked of
+    /// an inotify watch where one sees every change, else of the file).
     pub fn config(&self) -> Arc<Config> {
         let current = Arc::clone(&self.config.read().unwrap_or_else(|p| p.into_inner()));
+        let watch = self.config_watch.get_or_init(|| crate::config_watch::ConfigWatch::new(&current.path));
+        if watch.as_ref().is_some_and(|watch| watch.unchanged()) {
+            return current;
+        }
         if !current.is_stale() {
             return current;
         }
