@@ -1,6 +1,6 @@
-//! The local backend starts each task's next foreground shell as soon as a command ends
-//! (it restores the task's shell state while nothing waits for it), with the sandbox on
-//! and off. Driven through `hermes-tools serve`: the next command runs in that shell,
+//! The local backend starts each task's next foreground shell ahead (without the sandbox
+//! while the command before it runs, inside it as soon as that command ends) and has it
+//! restore the task's shell state once the command before it has ended. Driven through `hermes-tools serve`: the next command runs in that shell,
 //! state carries over exactly as with a shell started for the command, scripts of any
 //! length arrive whole, and a shell that is gone leaves the next command a working one.
 
@@ -145,4 +145,23 @@ fn a_timeout_or_a_killed_launcher_leaves_the_next_command_a_working_shell() {
     assert_ne!(r["exit_code"], 0, "{r}");
     let r = server.call("terminal", json!({"command": "echo alive-$PPID"}));
     assert_eq!(output(&r), "alive-2", "{r}");
+}
+
+#[test]
+fn without_the_sandbox_the_next_shell_starts_while_a_command_runs() {
+    let f = fixture(SANDBOX_OFF);
+    let mut server = f.serve();
+    for _ in 0..3 {
+        let r = server.call("terminal", json!({"command": "export STEP=set"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    // Another bash child of the server than this command's own, waiting for the next
+    // command (looked for a few seconds at most: it is started just after this one).
+    let look = "for i in $(seq 50); do n=$(pgrep -P $PPID -x bash | grep -cvx $$); [ \"$n\" -gt 0 ] && break; sleep 0.1; done; \
+                echo waiting:$n; export STEP=changed-while-waiting";
+    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; {look}")}));
+    assert_eq!(output(&r), "ahead\nwaiting:1", "{r}");
+    // That shell restored the state only once the command before it had ended.
+    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo $STEP")}));
+    assert_eq!(output(&r), "ahead\nchanged-while-waiting", "{r}");
 }

@@ -146,6 +146,21 @@ impl LocalEnv {
         Some(ReadyShell::new(restore, env, channel, waiting))
     }
 
+    /// `restore` then `body`, in the shell waiting for it when that one still fits.
+    fn run_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
+        if let Some(mut shell) = self.take_ready() {
+            if shell.matches(restore, &child_env(&self.passthrough)) && self.is_current(&mut shell) {
+                match shell.hand_over(body) {
+                    Ok(run) => return Ok(run),
+                    Err(shell) => shell.retire(),
+                }
+            } else {
+                shell.retire();
+            }
+        }
+        self.run_foreground(&format!("{restore}{body}"), false)
+    }
+
     /// Whether `shell` runs where a command started now would run.
     fn is_current(&self, shell: &mut ReadyShell) -> bool {
         match &mut shell.waiting {
@@ -310,24 +325,23 @@ impl Environment for LocalEnv {
     }
 
     /// With the shell started ahead for this command when it is still what a fresh
-    /// start would be.
+    /// start would be. Without the sandbox the shell for the command after this one is
+    /// started as soon as this one runs (the launcher of a sandbox runs one at a time).
     fn run_foreground_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
-        self.foreground_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Some(mut shell) = self.take_ready() {
-            if shell.matches(restore, &child_env(&self.passthrough)) && self.is_current(&mut shell) {
-                match shell.hand_over(body) {
-                    Ok(run) => return Ok(run),
-                    Err(shell) => shell.retire(),
-                }
-            } else {
-                shell.retire();
+        let runs = self.foreground_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let run = self.run_restored(restore, body);
+        if run.is_ok() && runs >= 2 && !self.policy.is_active() {
+            let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = self.start_ready(restore);
             }
         }
-        self.run_foreground(&format!("{restore}{body}"), false)
+        run
     }
 
     /// Only once a task has run a second command: many tasks run one (a single `call`,
-    /// one-off subtasks), and a shell started for nothing still costs a bash start.
+    /// one-off subtasks), and a shell started for nothing still costs a bash start. The
+    /// waiting shell restores the state now: the command before it has ended.
     fn prepare_foreground(&self, restore: &str) {
         if self.foreground_runs.load(std::sync::atomic::Ordering::Relaxed) < 2 {
             return;
@@ -335,6 +349,9 @@ impl Environment for LocalEnv {
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = self.start_ready(restore);
+        }
+        if let Some(shell) = slot.as_mut() {
+            shell.restore_now();
         }
     }
 

@@ -1,11 +1,14 @@
-//! A task's next foreground shell, started as soon as the previous command has ended: it
-//! has already sourced the task's snapshot and waits for the rest of its script. So the
-//! fork and exec of bash and the restoring of the shell state are done between commands,
-//! not on the way to the next command's result.
+//! A task's next foreground shell, started before the command it will run arrives: it
+//! waits for a first line, then sources the task's snapshot, then waits for the rest of
+//! its script. So the fork and exec of bash are done while the previous command runs
+//! (sandbox `off`) or after it (inside the sandbox, whose launcher runs one command at a
+//! time), and the restoring of the shell state once the previous command has ended and
+//! written its snapshot, not on the way to the next command's result.
 //!
-//! The script is written into a memory file (descriptor 3), then one line on a pipe
-//! (descriptor 4) says it is there. bash reads a pipe a byte at a time but a seekable file
-//! in blocks, so the script costs a few reads whatever its length.
+//! The script is written into a memory file (descriptor 3); lines on a pipe (descriptor
+//! 4) say when to restore and that the script is there. bash reads a pipe a byte at a
+//! time but a seekable file in blocks, so the script costs a few reads whatever its
+//! length.
 //!
 //! A waiting shell is used only when it is what a fresh start would be: the same
 //! restore step, the same environment, and (inside the sandbox) a sandbox whose walls a
@@ -45,17 +48,22 @@ pub(super) struct ReadyShell {
     env: Vec<(OsString, OsString)>,
     /// The shell's descriptor 3, where its script goes.
     script: std::fs::File,
-    /// The write end of the shell's descriptor 4: a line there says the script is in.
+    /// The write end of the shell's descriptor 4: a first line says the snapshot may be
+    /// sourced, a second that the script is in.
     go: OwnedFd,
+    /// Whether the first line was sent.
+    restoring: bool,
     pub(super) waiting: Waiting,
 }
 
-/// What a waiting shell runs: the restore step, then, once a line arrives on descriptor
-/// 4, the rest of its script, read up to a NUL from descriptor 3. Without the line (the
-/// pipe closed first) or the NUL, it runs nothing: the shell exits 125.
+/// What a waiting shell runs: once a line arrives on descriptor 4, the restore step;
+/// after a second line, the rest of its script, read up to a NUL from descriptor 3.
+/// Without the lines (the pipe closed first) or the NUL, it runs nothing: the shell
+/// exits 125.
 pub(super) fn prelude(restore: &str) -> String {
     format!(
-        "{restore}builtin read -r __hermes_body <&4 && IFS= builtin read -r -d '' __hermes_body <&3 || builtin exit 125\n\
+        "builtin read -r __hermes_body <&4 || builtin exit 125\n\
+         {restore}builtin read -r __hermes_body <&4 && IFS= builtin read -r -d '' __hermes_body <&3 || builtin exit 125\n\
          builtin exec 3<&- 4<&-\nbuiltin eval \"$__hermes_body\"\n"
     )
 }
@@ -77,6 +85,11 @@ impl Channel {
         // SAFETY: a fresh descriptor owned by nobody else.
         let script = std::fs::File::from(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
         let (go_read, go_write) = super::super::pipe()?;
+        // Never wait on the shell: a full pipe means it is not reading, and it is retired.
+        // SAFETY: fcntl on a descriptor owned here.
+        if unsafe { libc::fcntl(go_write.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         Ok(Channel { script, go_read, go_write })
     }
 }
@@ -85,7 +98,7 @@ impl ReadyShell {
     /// `channel`'s shell ends (its descriptors 3 and 4) are dropped here: the shell has them.
     pub(super) fn new(restore: &str, env: Vec<(OsString, OsString)>, channel: Channel, waiting: Waiting) -> ReadyShell {
         let Channel { script, go_write, .. } = channel;
-        ReadyShell { restore: restore.to_string(), env, script, go: go_write, waiting }
+        ReadyShell { restore: restore.to_string(), env, script, go: go_write, restoring: false, waiting }
     }
 
     /// Whether this shell ran `restore` in `env`.
@@ -93,8 +106,17 @@ impl ReadyShell {
         self.restore == restore && self.env == env
     }
 
-    /// Gives the shell `body` to run; the shell back when it cannot take it (it is gone,
-    /// or the body holds a NUL), for [`ReadyShell::retire`].
+    /// Lets the shell source the snapshot: to be called only once the command before it
+    /// has ended (it wrote the snapshot last).
+    pub(super) fn restore_now(&mut self) {
+        if !self.restoring {
+            self.restoring = write_without_waiting(&self.go, b"\n");
+        }
+    }
+
+    /// Gives the shell `body` to run (restoring first if it was not told to yet); the
+    /// shell back when it cannot take it (it is gone, or the body holds a NUL), for
+    /// [`ReadyShell::retire`].
     pub(super) fn hand_over(mut self, body: &str) -> Result<Box<dyn Running>, ReadyShell> {
         use std::os::unix::fs::FileExt;
         if body.contains('\0') || self.waiting.running().try_wait().is_some() {
@@ -102,7 +124,8 @@ impl ReadyShell {
         }
         // At offset 0 without moving the shared offset, which the shell reads from.
         let message = format!("builtin unset __hermes_body\n{body}\0");
-        if self.script.write_all_at(message.as_bytes(), 0).is_err() || !write_without_waiting(&self.go, b"\n") {
+        let go: &[u8] = if self.restoring { b"\n" } else { b"\n\n" };
+        if self.script.write_all_at(message.as_bytes(), 0).is_err() || !write_without_waiting(&self.go, go) {
             return Err(self);
         }
         Ok(self.waiting.into_running())
@@ -127,16 +150,9 @@ impl ReadyShell {
     }
 }
 
-/// Writes all of `bytes` if the pipe takes them without blocking; false otherwise.
+/// Writes all of `bytes` if the (non-blocking) pipe takes them; false otherwise.
 fn write_without_waiting(pipe: &OwnedFd, bytes: &[u8]) -> bool {
     let fd = pipe.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return false;
-        }
-    }
     let mut rest = bytes;
     while !rest.is_empty() {
         // SAFETY: writing from a valid buffer.
