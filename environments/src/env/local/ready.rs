@@ -1,9 +1,9 @@
-//! A task's next foreground shell, started before the command it will run arrives: it
-//! waits for a first line, then sources the task's snapshot, then waits for the rest of
-//! its script. So the fork and exec of bash are done while the previous command runs
-//! (sandbox `off`) or after it (inside the sandbox, whose launcher runs one command at a
-//! time), and the restoring of the shell state once the previous command has ended and
-//! written its snapshot, not on the way to the next command's result.
+//! A task's next foreground shell inside the sandbox, started as soon as the previous
+//! command has ended (the sandbox's launcher runs one command at a time): it waits for a
+//! first line, then sources the task's snapshot, then waits for the rest of its script.
+//! So the fork and exec of bash and the restoring of the shell state are done between
+//! commands, not on the way to the next command's result. (Without the sandbox commands
+//! are forked from a waiting bash instead: see `fork_server.rs`.)
 //!
 //! The script is written into a memory file (descriptor 3); lines on a pipe (descriptor
 //! 4) say when to restore and that the script is there. bash reads a pipe a byte at a
@@ -11,37 +11,13 @@
 //! length.
 //!
 //! A waiting shell is used only when it is what a fresh start would be: the same
-//! restore step, the same environment, and (inside the sandbox) a sandbox whose walls a
-//! fresh one would still get. Anything else retires it and the command starts as usual.
+//! restore step, the same environment, and a sandbox whose walls a fresh one would
+//! still get. Anything else retires it and the command starts as usual.
 
 use super::super::{ReadEvent, Running};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
-
-/// Where a waiting shell runs.
-pub(super) enum Waiting {
-    /// In the task's long-lived sandbox, started by its launcher.
-    Launched(super::Launched),
-    /// A child of this process (sandbox `off`).
-    Child(super::spawn::Spawned),
-}
-
-impl Waiting {
-    fn into_running(self) -> Box<dyn Running> {
-        match self {
-            Waiting::Launched(run) => Box::new(run),
-            Waiting::Child(run) => Box::new(run),
-        }
-    }
-
-    fn running(&mut self) -> &mut dyn Running {
-        match self {
-            Waiting::Launched(run) => run,
-            Waiting::Child(run) => run,
-        }
-    }
-}
 
 pub(super) struct ReadyShell {
     restore: String,
@@ -53,18 +29,18 @@ pub(super) struct ReadyShell {
     go: OwnedFd,
     /// Whether the first line was sent.
     restoring: bool,
-    pub(super) waiting: Waiting,
+    pub(super) waiting: super::Launched,
 }
 
 /// What a waiting shell runs: once a line arrives on descriptor 4, the restore step;
 /// after a second line, the rest of its script, read up to a NUL from descriptor 3.
 /// Without the lines (the pipe closed first) or the NUL, it runs nothing: the shell
-/// exits 125.
+/// exits 125. (`command exec`, unlike `builtin exec`, closes the descriptors for good.)
 pub(super) fn prelude(restore: &str) -> String {
     format!(
         "builtin read -r __hermes_body <&4 || builtin exit 125\n\
          {restore}builtin read -r __hermes_body <&4 && IFS= builtin read -r -d '' __hermes_body <&3 || builtin exit 125\n\
-         builtin exec 3<&- 4<&-\nbuiltin eval \"$__hermes_body\"\n"
+         command exec 3<&- 4<&-\nbuiltin eval \"$__hermes_body\"\n"
     )
 }
 
@@ -92,12 +68,17 @@ impl Channel {
         }
         Ok(Channel { script, go_read, go_write })
     }
+
+    /// The ends kept here once the shell has its own: the script file and the go pipe.
+    pub(super) fn into_kept(self) -> (std::fs::File, OwnedFd) {
+        (self.script, self.go_write)
+    }
 }
 
 impl ReadyShell {
     /// `channel`'s shell ends (its descriptors 3 and 4) are dropped here: the shell has them.
-    pub(super) fn new(restore: &str, env: Vec<(OsString, OsString)>, channel: Channel, waiting: Waiting) -> ReadyShell {
-        let Channel { script, go_write, .. } = channel;
+    pub(super) fn new(restore: &str, env: Vec<(OsString, OsString)>, channel: Channel, waiting: super::Launched) -> ReadyShell {
+        let (script, go_write) = channel.into_kept();
         ReadyShell { restore: restore.to_string(), env, script, go: go_write, restoring: false, waiting }
     }
 
@@ -119,7 +100,7 @@ impl ReadyShell {
     /// [`ReadyShell::retire`].
     pub(super) fn hand_over(mut self, body: &str) -> Result<Box<dyn Running>, ReadyShell> {
         use std::os::unix::fs::FileExt;
-        if body.contains('\0') || self.waiting.running().try_wait().is_some() {
+        if body.contains('\0') || self.waiting.try_wait().is_some() {
             return Err(self);
         }
         // At offset 0 without moving the shared offset, which the shell reads from.
@@ -128,7 +109,7 @@ impl ReadyShell {
         if self.script.write_all_at(message.as_bytes(), 0).is_err() || !write_without_waiting(&self.go, go) {
             return Err(self);
         }
-        Ok(self.waiting.into_running())
+        Ok(Box::new(self.waiting))
     }
 
     /// Ends a shell that will not be used: with its pipe closed it exits without running
@@ -136,7 +117,7 @@ impl ReadyShell {
     pub(super) fn retire(self) {
         let ReadyShell { go, mut waiting, .. } = self;
         drop(go);
-        let run = waiting.running();
+        let run = &mut waiting;
         let deadline = Instant::now() + Duration::from_secs(1);
         while run.try_wait().is_none() {
             if Instant::now() >= deadline {
@@ -151,7 +132,7 @@ impl ReadyShell {
 }
 
 /// Writes all of `bytes` if the (non-blocking) pipe takes them; false otherwise.
-fn write_without_waiting(pipe: &OwnedFd, bytes: &[u8]) -> bool {
+pub(super) fn write_without_waiting(pipe: &OwnedFd, bytes: &[u8]) -> bool {
     let fd = pipe.as_raw_fd();
     let mut rest = bytes;
     while !rest.is_empty() {
