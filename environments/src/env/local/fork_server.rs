@@ -1,4 +1,4 @@
-//! Without the sandbox, a task's foreground commands (from its third on) are forked from
+//! Without the sandbox, a task's foreground commands (from its fourth on) are forked from
 //! one bash that stays for the task and never runs anything itself: a fork of a bash
 //! that has already started costs a fraction of starting one (exec, dynamic linking,
 //! locale, start-up), and the waiting shell costs nothing between commands.
