@@ -38,12 +38,8 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-fn sample(runs: usize, mut f: impl FnMut()) -> Duration {
-    median((0..runs).map(|_| {
-        let started = Instant::now();
-        f();
-        started.elapsed()
-    }).collect())
+fn sample(runs: usize, f: impl FnMut()) -> Duration {
+    median(timed(runs, f))
 }
 
 fn ms(d: Duration) -> f64 {
@@ -103,12 +99,28 @@ fn report(name: &str, baseline_name: &str, baseline: Duration, tool: Duration) {
 }
 
 /// Samples `direct` and `true` through the tool, `runs` times each, and reports both.
-fn compare(tool: &Tool, runs: usize, name: &str, baseline_name: &str, direct: impl FnMut()) {
-    let baseline = sample(runs, direct);
-    let through_tool = sample(runs, || {
-        tool.run("true");
-    });
-    report(name, baseline_name, baseline, through_tool);
+/// The two alternate in blocks of `BLOCK` calls, so a change in the machine's load
+/// during the run weighs on both alike, while within a block the calls still come back
+/// to back (the first call of a tool block, after a pause, is one sample in `BLOCK`).
+fn compare(tool: &Tool, runs: usize, name: &str, baseline_name: &str, mut direct: impl FnMut()) {
+    const BLOCK: usize = 20;
+    let (mut baseline, mut through_tool) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    while baseline.len() < runs {
+        let block = BLOCK.min(runs - baseline.len());
+        baseline.extend(timed(block, &mut direct));
+        through_tool.extend(timed(block, || {
+            tool.run("true");
+        }));
+    }
+    report(name, baseline_name, median(baseline), median(through_tool));
+}
+
+fn timed(runs: usize, mut f: impl FnMut()) -> Vec<Duration> {
+    (0..runs).map(|_| {
+        let started = Instant::now();
+        f();
+        started.elapsed()
+    }).collect()
 }
 
 /// One raw API request to a fake, whose answer must report exit code 0.

@@ -1,6 +1,6 @@
-//! The local backend starts each task's next foreground shell as soon as a command ends
-//! (it restores the task's shell state while nothing waits for it), with the sandbox on
-//! and off. Driven through `hermes-tools serve`: the next command runs in that shell,
+//! The local backend runs a task's foreground commands in shells that are ready before
+//! the command arrives: inside the sandbox the next command's shell is started as soon
+//! as a command ends; without it commands are forked from one waiting bash per task. Driven through `hermes-tools serve`: the next command runs in that shell,
 //! state carries over exactly as with a shell started for the command, scripts of any
 //! length arrive whole, and a shell that is gone leaves the next command a working one.
 
@@ -79,6 +79,9 @@ fn state_carries_through_shells_started_ahead(config: &str) {
     assert_eq!(r["exit_code"], 1, "{r}");
     let r = server.call("terminal", json!({"command": "echo bye; exit 7"}));
     assert_eq!((output(&r), r["exit_code"].as_i64()), ("bye", Some(7)), "{r}");
+    // Nor are the descriptors the script and the signals came on.
+    let r = server.call("terminal", json!({"command": "for fd in 3 4 5; do [ -e /proc/$BASHPID/fd/$fd ] && echo open-$fd; done; echo checked"}));
+    assert_eq!(output(&r), "checked", "{r}");
     // The shell's own scratch variable is not left to the command.
     let r = server.call("terminal", json!({"command": "echo \"[${__hermes_body-unset}]\"; unset AHEAD_VAR; cd .."}));
     assert_eq!(output(&r), "[unset]", "{r}");
@@ -145,4 +148,36 @@ fn a_timeout_or_a_killed_launcher_leaves_the_next_command_a_working_shell() {
     assert_ne!(r["exit_code"], 0, "{r}");
     let r = server.call("terminal", json!({"command": "echo alive-$PPID"}));
     assert_eq!(output(&r), "alive-2", "{r}");
+}
+
+/// The pid of the process the command's shell was forked from, and that process's name.
+const FORKED_FROM: &str = "b=$BASHPID; p=$(cut -d' ' -f4 /proc/$b/stat); echo from-$(cat /proc/$p/comm)-$p";
+
+#[test]
+fn without_the_sandbox_commands_are_forked_from_one_waiting_bash_per_task() {
+    let f = fixture(SANDBOX_OFF);
+    let mut server = f.serve();
+    for _ in 0..3 {
+        let r = server.call("terminal", json!({"command": "export STEP=set"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; {FORKED_FROM}; echo $STEP; export STEP=next")}));
+    let text = output(&r).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!((lines.len(), lines[0], lines[2]), (3, "ahead", "set"), "{r}");
+    let forked_from = lines[1].to_string();
+    assert!(forked_from.starts_with("from-bash-"), "{r}");
+    // The same bash for the next command, which sees the state this one left.
+    let r = server.call("terminal", json!({"command": format!("{FORKED_FROM}; echo $STEP")}));
+    assert_eq!(output(&r), format!("{forked_from}\nnext"), "{r}");
+    // A timed-out command's tree is stopped; the waiting bash stays and serves the next.
+    let r = server.call("terminal", json!({"command": "export STEP=lost; sleep 30", "timeout": 1}));
+    assert_eq!(r["exit_code"], 124, "{r}");
+    let r = server.call("terminal", json!({"command": format!("{FORKED_FROM}; echo $STEP")}));
+    assert_eq!(output(&r), format!("{forked_from}\nnext"), "a timed-out command saves no state: {r}");
+    // A command that kills the waiting bash ends with it gone; the next one still runs.
+    let r = server.call("terminal", json!({"command": "kill -9 $$; echo still-here"}));
+    assert_eq!((output(&r), r["exit_code"].as_i64()), ("still-here", Some(-1)), "its status is unknown: {r}");
+    let r = server.call("terminal", json!({"command": "echo $STEP"}));
+    assert_eq!(output(&r), "next", "{r}");
 }

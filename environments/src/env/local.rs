@@ -2,11 +2,12 @@
 //! OS sandbox of `terminal.sandbox.*` (crate `hermes-sandbox`), with an allow-listed
 //! environment; and the process-tree kill every local child uses.
 
+mod fork_server;
 mod ready;
 mod spawn;
 
 use super::{ChildRun, EnvError, Environment, ReadEvent, Running};
-use ready::{ReadyShell, Waiting};
+use ready::ReadyShell;
 use crate::config::TerminalConfig;
 use hermes_sandbox::{Mode, Policy, WrapOptions};
 use std::ffi::OsString;
@@ -25,8 +26,10 @@ pub struct LocalEnv {
     passthrough: Vec<String>,
     /// The task's long-lived sandbox for foreground commands.
     launcher: hermes_sandbox::launcher::Launcher,
-    /// The next foreground command's shell, started ahead.
+    /// The next foreground command's shell, started ahead (in the sandbox).
     ready: Mutex<Option<ReadyShell>>,
+    /// The bash foreground commands are forked from (sandbox off).
+    forks: fork_server::Slot,
     /// Foreground commands run so far (shells are started ahead from the second on).
     foreground_runs: std::sync::atomic::AtomicUsize,
 }
@@ -97,7 +100,7 @@ impl LocalEnv {
             },
         };
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
-        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default(), foreground_runs: Default::default() })
+        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default(), forks: Default::default(), foreground_runs: Default::default() })
     }
 
     /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
@@ -128,30 +131,59 @@ impl LocalEnv {
         self.ready.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    /// A shell for the next command, started now and running `restore`: in the task's
-    /// sandbox when it has one idle (never a new sandbox for it), as a child otherwise
-    /// (sandbox off). `None` when it cannot be started that way.
+    /// A shell for the next command in the task's sandbox, when it has one idle (never a
+    /// new sandbox for it), that will run `restore` once told. `None` when it cannot be
+    /// started that way.
     fn start_ready(&self, restore: &str) -> Option<ReadyShell> {
+        if !self.policy.is_active() {
+            return None;
+        }
         let argv = bash_argv(&ready::prelude(restore), false).ok()?;
         let env = child_env(&self.passthrough);
         let channel = ready::Channel::new().ok()?;
         let shell_ends = [&OwnedFd::from(channel.script.try_clone().ok()?), &channel.go_read];
-        let waiting = if self.policy.is_active() {
-            let run = self.launcher.run_if_idle(&argv, &env, &nearest_existing(&self.cwd), &shell_ends)?;
-            Waiting::Launched(Launched(run))
-        } else {
-            let launch = self.command_line(argv, &self.cwd, Launch::default()).ok()?;
-            Waiting::Child(spawn::spawn(&launch.argv, &launch.env, &launch.cwd, &shell_ends).ok()?)
-        };
-        Some(ReadyShell::new(restore, env, channel, waiting))
+        let run = self.launcher.run_if_idle(&argv, &env, &nearest_existing(&self.cwd), &shell_ends)?;
+        Some(ReadyShell::new(restore, env, channel, Launched(run)))
     }
 
-    /// Whether `shell` runs where a command started now would run.
-    fn is_current(&self, shell: &mut ReadyShell) -> bool {
-        match &mut shell.waiting {
-            Waiting::Launched(run) => self.launcher.is_current(&mut run.0),
-            Waiting::Child(_) => true,
+    /// `restore` then `body`, in the shell waiting for it when that one still fits.
+    fn run_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
+        if let Some(mut shell) = self.take_ready() {
+            if shell.matches(restore, &child_env(&self.passthrough)) && self.launcher.is_current(&mut shell.waiting.0) {
+                match shell.hand_over(body) {
+                    Ok(run) => return Ok(run),
+                    Err(shell) => shell.retire(),
+                }
+            } else {
+                shell.retire();
+            }
         }
+        self.run_foreground(&format!("{restore}{body}"), false)
+    }
+
+    /// Sandbox off: forked from the task's waiting bash when it has one that fits; else
+    /// started as usual, and from the task's second such command on a waiting bash is
+    /// started meanwhile for the next.
+    fn run_forked(&self, script: &str, runs: usize) -> Result<Box<dyn Running>, EnvError> {
+        let env = child_env(&self.passthrough);
+        let waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut server) = waiting.filter(|_| runs >= 2) {
+            if server.fits(&env) {
+                if let Ok(run) = server.run(script, &self.forks) {
+                    return Ok(Box::new(run));
+                }
+            }
+        }
+        let run = self.run_foreground(script, false);
+        if run.is_ok() && runs >= 2 {
+            let mut slot = self.forks.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                if let Some(bash) = find_bash() {
+                    *slot = fork_server::ForkServer::start(&bash, env, &nearest_existing(&self.cwd)).ok();
+                }
+            }
+        }
+        run
     }
 }
 
@@ -309,25 +341,19 @@ impl Environment for LocalEnv {
         self.start(script, login, None, false)
     }
 
-    /// With the shell started ahead for this command when it is still what a fresh
-    /// start would be.
+    /// In the shell started ahead for this command when it is still what a fresh start
+    /// would be (sandbox), or forked from the task's waiting bash (sandbox off).
     fn run_foreground_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
-        self.foreground_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Some(mut shell) = self.take_ready() {
-            if shell.matches(restore, &child_env(&self.passthrough)) && self.is_current(&mut shell) {
-                match shell.hand_over(body) {
-                    Ok(run) => return Ok(run),
-                    Err(shell) => shell.retire(),
-                }
-            } else {
-                shell.retire();
-            }
+        let runs = self.foreground_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if !self.policy.is_active() {
+            return self.run_forked(&format!("{restore}{body}"), runs);
         }
-        self.run_foreground(&format!("{restore}{body}"), false)
+        self.run_restored(restore, body)
     }
 
     /// Only once a task has run a second command: many tasks run one (a single `call`,
-    /// one-off subtasks), and a shell started for nothing still costs a bash start.
+    /// one-off subtasks), and a shell started for nothing still costs a bash start. The
+    /// waiting shell restores the state now: the command before it has ended.
     fn prepare_foreground(&self, restore: &str) {
         if self.foreground_runs.load(std::sync::atomic::Ordering::Relaxed) < 2 {
             return;
@@ -335,6 +361,9 @@ impl Environment for LocalEnv {
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = self.start_ready(restore);
+        }
+        if let Some(shell) = slot.as_mut() {
+            shell.restore_now();
         }
     }
 
@@ -378,6 +407,7 @@ impl Environment for LocalEnv {
         if let Some(shell) = self.take_ready() {
             shell.retire();
         }
+        drop(self.forks.lock().unwrap_or_else(|p| p.into_inner()).take());
         self.launcher.shutdown();
         if let Some(dir) = &self.state_dir {
             let _ = std::fs::remove_dir_all(dir);

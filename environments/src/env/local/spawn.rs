@@ -113,18 +113,23 @@ impl Spawned {
     }
 }
 
+/// Reads `output` (waiting at most `wait`), closing it at its end.
+pub(super) fn read_output(output: &mut Option<OwnedFd>, wait: Duration) -> ReadEvent {
+    let Some(fd) = output.as_ref() else { return ReadEvent::Eof };
+    let event = super::super::read_pipe(fd, wait);
+    if let ReadEvent::Eof = event {
+        *output = None;
+    }
+    event
+}
+
 impl Running for Spawned {
     fn pid(&self) -> Option<u32> {
         Some(self.pid as u32)
     }
 
     fn read(&mut self, wait: Duration) -> ReadEvent {
-        let Some(fd) = self.reader.as_ref() else { return ReadEvent::Eof };
-        let event = super::super::read_pipe(fd, wait);
-        if let ReadEvent::Eof = event {
-            self.reader = None;
-        }
-        event
+        read_output(&mut self.reader, wait)
     }
 
     fn try_wait(&mut self) -> Option<i32> {
