@@ -12,7 +12,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Filesystems whose changes all pass through this kernel.
@@ -30,9 +30,8 @@ pub struct ConfigWatch {
     file_name: Vec<u8>,
     /// Still sees every change (see the module's conditions).
     trusted: AtomicBool,
-    /// The first question is always answered "may have changed": the file could have
-    /// changed between its last read and the start of the watch.
-    primed: AtomicBool,
+    /// Batches of events that concerned config.yaml, so far.
+    changes: AtomicU64,
     /// One reader of the queue at a time, so no thread takes another's events.
     reading: Mutex<()>,
 }
@@ -73,26 +72,26 @@ impl ConfigWatch {
             config: config.to_path_buf(),
             file_name,
             trusted: AtomicBool::new(true),
-            primed: AtomicBool::new(false),
+            changes: AtomicU64::new(0),
             reading: Mutex::new(()),
         };
         watch.check_not_a_link();
         watch.trusted.load(Ordering::SeqCst).then_some(watch)
     }
 
-    /// `true` when config.yaml cannot have changed since the last question; `false`
-    /// when it may have (then the caller looks at the file).
-    pub fn unchanged(&self) -> bool {
+    /// How many times config.yaml may have changed since the watch started: a caller
+    /// that looked at the file when this count was `n` need not look again while it is
+    /// still `n`. `None` once the watch cannot be trusted (then look every time).
+    pub fn changes(&self) -> Option<u64> {
         if !self.trusted.load(Ordering::SeqCst) {
-            return false;
+            return None;
         }
         let _reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
-        let touched = self.drain();
-        if touched {
+        if self.drain() {
             self.check_not_a_link();
+            self.changes.fetch_add(1, Ordering::SeqCst);
         }
-        let primed = self.primed.swap(true, Ordering::SeqCst);
-        primed && !touched && self.trusted.load(Ordering::SeqCst)
+        self.trusted.load(Ordering::SeqCst).then(|| self.changes.load(Ordering::SeqCst))
     }
 
     /// Reads every queued event; whether one concerned config.yaml (or the watch itself).
@@ -152,6 +151,22 @@ fn on_local_filesystem(directory: &Path) -> bool {
 mod tests {
     use super::*;
 
+    /// A caller as the registry is one: looks at the file when the count moved.
+    struct Caller<'a> {
+        watch: &'a ConfigWatch,
+        looked_at: Option<u64>,
+    }
+
+    impl Caller<'_> {
+        /// Whether this question needs a look at the file.
+        fn must_look(&mut self) -> bool {
+            let now = self.watch.changes();
+            let look = now.is_none() || now != self.looked_at;
+            self.looked_at = now;
+            look
+        }
+    }
+
     #[test]
     fn every_kind_of_change_to_the_file_is_seen_and_others_are_not() {
         let home = tempfile::tempdir().unwrap();
@@ -161,24 +176,39 @@ mod tests {
             eprintln!("no inotify watch possible here (filesystem of {}); nothing to test", home_path.display());
             return;
         };
-        assert!(!watch.unchanged(), "the first question must look at the file");
-        assert!(watch.unchanged());
+        let mut caller = Caller { watch: &watch, looked_at: None };
+        assert!(caller.must_look(), "the first question must look at the file");
+        assert!(!caller.must_look());
         std::fs::write(&config, "a: 1\n").unwrap();
-        assert!(!watch.unchanged(), "creation");
-        assert!(watch.unchanged());
+        assert!(caller.must_look(), "creation");
+        assert!(!caller.must_look());
         std::fs::write(home_path.join("state.db"), "other").unwrap();
-        assert!(watch.unchanged(), "another file of the directory");
+        assert!(!caller.must_look(), "another file of the directory");
         std::fs::OpenOptions::new().append(true).open(&config).unwrap();
-        assert!(!watch.unchanged(), "opened for writing and closed");
+        assert!(caller.must_look(), "opened for writing and closed");
         std::fs::write(home_path.join("next.yaml"), "a: 2\n").unwrap();
-        assert!(watch.unchanged());
+        assert!(!caller.must_look());
         std::fs::rename(home_path.join("next.yaml"), &config).unwrap();
-        assert!(!watch.unchanged(), "replaced by a rename");
+        assert!(caller.must_look(), "replaced by a rename");
         std::fs::remove_file(&config).unwrap();
-        assert!(!watch.unchanged(), "deleted");
+        assert!(caller.must_look(), "deleted");
         std::os::unix::fs::symlink(home_path.join("elsewhere.yaml"), &config).unwrap();
-        assert!(!watch.unchanged(), "became a symlink");
-        assert!(!watch.unchanged(), "a symlinked config is looked at on every call");
+        assert!(caller.must_look(), "became a symlink");
+        assert!(caller.must_look(), "a symlinked config is looked at on every call");
+    }
+
+    #[test]
+    fn a_change_another_caller_drained_is_still_seen() {
+        let home = tempfile::tempdir().unwrap();
+        let home_path = std::fs::canonicalize(home.path()).unwrap();
+        let Some(watch) = ConfigWatch::new(&home_path.join("config.yaml")) else { return };
+        let mut first = Caller { watch: &watch, looked_at: None };
+        let mut second = Caller { watch: &watch, looked_at: None };
+        assert!(first.must_look() && second.must_look());
+        std::fs::write(home_path.join("config.yaml"), "a: 1\n").unwrap();
+        assert!(first.must_look(), "the first caller drains the event");
+        assert!(second.must_look(), "the second still sees that it must look");
+        assert!(!first.must_look() && !second.must_look());
     }
 
     #[test]
@@ -188,13 +218,15 @@ mod tests {
         let home = parent.join("home");
         std::fs::create_dir(&home).unwrap();
         let Some(watch) = ConfigWatch::new(&home.join("config.yaml")) else { return };
-        assert!(!watch.unchanged());
-        assert!(watch.unchanged());
+        let mut caller = Caller { watch: &watch, looked_at: None };
+        assert!(caller.must_look());
+        assert!(!caller.must_look());
         std::fs::rename(&home, parent.join("moved")).unwrap();
         std::fs::create_dir(&home).unwrap();
-        assert!(!watch.unchanged(), "moved away");
+        assert!(caller.must_look(), "moved away");
         std::fs::write(home.join("config.yaml"), "a: 1\n").unwrap();
-        assert!(!watch.unchanged(), "the new directory is not watched: look at the file");
+        assert!(caller.must_look(), "the new directory is not watched: look at the file");
+        assert!(watch.changes().is_none());
     }
 
     #[test]

@@ -227,6 +227,9 @@ pub struct Registry {
     config: RwLock<Arc<Config>>,
     /// Started at the first look at the configuration; `None` where it cannot be trusted.
     config_watch: std::sync::OnceLock<Option<crate::config_watch::ConfigWatch>>,
+    /// The watch's count of changes when the file was last looked at (stored after
+    /// the configuration read then), or `u64::MAX` before the first look.
+    config_looked_at: AtomicU64,
     hooks: RwLock<Vec<Arc<dyn ToolHooks>>>,
     approval_gate: RwLock<Option<Arc<dyn ApprovalGate>>>,
     pub(crate) definitions_memo: Mutex<crate::definitions::DefinitionsMemo>,
@@ -249,6 +252,7 @@ impl Registry {
             hermes_home,
             config: RwLock::new(Arc::new(config)),
             config_watch: std::sync::OnceLock::new(),
+            config_looked_at: AtomicU64::new(u64::MAX),
             hooks: RwLock::new(Vec::new()),
             approval_gate: RwLock::new(None),
             definitions_memo: Mutex::new(Default::default()),
@@ -286,17 +290,26 @@ impl Registry {
     /// The current config, re-read when the file changed since the last read (asked of
     /// an inotify watch where one sees every change, else of the file).
     pub fn config(&self) -> Arc<Config> {
+        let path = Config::path_in(&self.hermes_home);
+        let watch = self.config_watch.get_or_init(|| crate::config_watch::ConfigWatch::new(&path));
+        let changes = watch.as_ref().and_then(|watch| watch.changes());
+        // The count is read before the configuration: whoever stored it had stored the
+        // configuration it looked at first.
+        if changes.is_some_and(|n| n == self.config_looked_at.load(Ordering::SeqCst)) {
+            return Arc::clone(&self.config.read().unwrap_or_else(|p| p.into_inner()));
+        }
         let current = Arc::clone(&self.config.read().unwrap_or_else(|p| p.into_inner()));
-        let watch = self.config_watch.get_or_init(|| crate::config_watch::ConfigWatch::new(&current.path));
-        if watch.as_ref().is_some_and(|watch| watch.unchanged()) {
-            return current;
+        let config = if current.is_stale() {
+            let fresh = Arc::new(Config::load(&self.hermes_home));
+            *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&fresh);
+            fresh
+        } else {
+            current
+        };
+        if let Some(n) = changes {
+            self.config_looked_at.store(n, Ordering::SeqCst);
         }
-        if !current.is_stale() {
-            return current;
-        }
-        let fresh = Arc::new(Config::load(&self.hermes_home));
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&fresh);
-        fresh
+        config
     }
 
     pub fn add_hooks(&self, hooks: Arc<dyn ToolHooks>) {
