@@ -238,13 +238,23 @@ fn read_only_places(hermes_home: &Path, home: Option<&Path>) -> Vec<hermes_sandb
     places
 }
 
-/// A fresh 0700 directory under the temp dir, with the read-only empty file the sandbox
-/// binds over protected files that do not exist yet.
+/// A fresh 0700 directory `<prefix>-<random>` under the temp dir; an error names it.
+fn private_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = PathBuf::from(local_temp_dir()).join(format!("{prefix}-{}", super::super::output::random_hex(12)));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+/// A fresh private directory under the temp dir, with the read-only empty file the
+/// sandbox binds over protected files that do not exist yet.
 fn make_state_dir() -> Result<PathBuf, EnvError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let dir = PathBuf::from(local_temp_dir()).join(format!("hermes-sandbox-{}", super::super::output::random_hex(12)));
+    use std::os::unix::fs::PermissionsExt;
+    let dir = private_temp_dir("hermes-sandbox").map_err(|e| EnvError::new(format!("cannot create the sandbox state directory {e}")))?;
     let failed = |e: std::io::Error| EnvError::new(format!("cannot create the sandbox state directory {}: {e}", dir.display()));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(failed)?;
     let empty = dir.join("empty");
     std::fs::write(&empty, b"").map_err(failed)?;
     std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o444)).map_err(failed)?;

@@ -62,7 +62,7 @@ enum Reply {
 impl ForkServer {
     /// Starts the waiting bash `bash` in `cwd` with exactly `env`.
     pub(super) fn start(bash: &Path, env: Vec<(OsString, OsString)>, cwd: &Path) -> std::io::Result<ForkServer> {
-        let fifo_dir = private_dir()?;
+        let fifo_dir = super::private_temp_dir("hermes-shell")?;
         let started = (|| {
             let channel = super::ready::Channel::new()?;
             let (replies, reply_end) = super::super::pipe()?;
@@ -232,14 +232,6 @@ impl Drop for Forked {
         }
         drop(server);
     }
-}
-
-/// A fresh 0700 directory under the temp dir.
-fn private_dir() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = PathBuf::from(super::local_temp_dir()).join(format!("hermes-shell-{}", super::super::super::output::random_hex(12)));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    Ok(dir)
 }
 
 /// Makes a FIFO at `path` and opens its reading end without waiting for a writer.
