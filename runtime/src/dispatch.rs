@@ -88,10 +88,7 @@ impl Registry {
         };
         let started = Instant::now();
         let mut seen_args = Value::Object(Default::default());
-        let config = self.config();
-        let _call_config = crate::config::enter_call(std::sync::Arc::clone(&config));
-        let outcome =
-            catch_unwind(AssertUnwindSafe(|| self.guarded_call(&name, call, ctx, &ids, started, &config, &mut seen_args)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.guarded_call(&name, call, ctx, &ids, started, &mut seen_args)));
         let error = match outcome {
             Ok(Ok(result)) => return result,
             Ok(Err(error)) => (error.kind.clone(), error.message.clone()),
@@ -121,9 +118,11 @@ impl Registry {
         ctx: &ToolContext,
         ids: &CallIds,
         started: Instant,
-        config: &crate::config::Config,
         seen_args: &mut Value,
     ) -> Result<String, ToolError> {
+        // One look at the configuration per call, which every part of the call then uses.
+        let config = self.config();
+        let _call_config = crate::config::enter_call(std::sync::Arc::clone(&config));
         let mut args = parse_arguments(call.arguments.as_ref())?;
         let tool = self.get(name);
         if let Some(tool) = &tool {
@@ -209,7 +208,7 @@ impl Registry {
             // model reads, so it does not count against the budget.
             return Ok(result);
         }
-        let threshold = crate::budget::result_threshold(name, tool.as_ref().and_then(ToolRef::max_result_chars), config);
+        let threshold = crate::budget::result_threshold(name, tool.as_ref().and_then(ToolRef::max_result_chars), &config);
         let call_id = if ids.tool_call_id.is_empty() { name } else { &ids.tool_call_id };
         Ok(crate::budget::apply_budget(result, threshold, self.hermes_home(), call_id))
     }
