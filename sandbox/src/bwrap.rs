@@ -2,6 +2,7 @@
 //! for a [`Policy`].
 
 use crate::policy::{Mode, Policy, WrapOptions};
+use crate::real_paths::RealPaths;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -68,21 +69,6 @@ fn push_mount(args: &mut Vec<OsString>, flag: &str, source: &Path, dest: &Path) 
     args.push(dest.as_os_str().to_owned());
 }
 
-/// `path` with symlinks resolved as far as it exists (the rest appended as written).
-fn resolve_lexically(path: &Path) -> Option<PathBuf> {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            return Some(rest.iter().rev().fold(real, |acc: PathBuf, part: &OsString| acc.join(part)));
-        }
-        rest.push(existing.file_name()?.to_owned());
-        if !existing.pop() {
-            return None;
-        }
-    }
-}
-
 /// The bubblewrap options (everything before `--`).
 pub(crate) fn arguments(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -> Vec<OsString> {
     let mut args = Vec::new();
@@ -108,7 +94,8 @@ pub(crate) fn arguments(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -
             push_mount(&mut args, "--ro-bind", Path::new(knob), Path::new(knob));
         }
     }
-    let writable = policy.resolved_writable();
+    let mut real_paths = RealPaths::default();
+    let writable = policy.resolved_writable(&mut real_paths);
     for root in &writable {
         push_mount(&mut args, "--bind", root, root);
     }
@@ -116,14 +103,14 @@ pub(crate) fn arguments(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -
     // Trees first, so a file inside a protected tree needs no mount of its own.
     let trees = policy.protected.iter().filter(|p| p.tree);
     for place in trees.chain(policy.protected.iter().filter(|p| !p.tree)) {
-        let Some(real) = resolve_lexically(&place.path) else { continue };
+        let Some((real, exists)) = real_paths.as_far_as_it_exists(&place.path) else { continue };
         if !writable.iter().any(|root| real.starts_with(root)) || held.iter().any(|tree| real.starts_with(tree)) {
             continue; // already read-only
         }
         if place.tree {
             held.push(real.clone());
         }
-        if real.exists() {
+        if exists {
             push_mount(&mut args, "--ro-bind", &real, &real);
         } else if !place.tree {
             if let Some(empty) = &policy.empty_file {
@@ -151,8 +138,14 @@ pub(crate) fn arguments(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -
 /// The socket files bound in this network namespace (from `/proc/net/unix`) that exist
 /// as sockets now.
 fn listening_socket_files() -> Vec<PathBuf> {
+    use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
-    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    // The file reports no size: read into room for a few hundred sockets at once, not
+    // through std's small first reads, each of which the kernel answers afresh.
+    let mut table = String::with_capacity(64 * 1024);
+    if std::fs::File::open("/proc/net/unix").and_then(|mut f| f.read_to_string(&mut table)).is_err() {
+        table.clear();
+    }
     let mut out: Vec<PathBuf> = Vec::new();
     for line in table.lines().skip(1) {
         let Some(path) = line.split_whitespace().nth(7).filter(|p| p.starts_with('/')) else { continue };

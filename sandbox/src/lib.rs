@@ -34,6 +34,7 @@ mod environment;
 pub mod launcher;
 mod policy;
 mod protected;
+mod real_paths;
 mod scope;
 mod syscalls;
 

@@ -128,7 +128,7 @@ impl Policy {
     }
 
     /// The directories a command may write, resolved (symlinks followed) and existing.
-    pub fn resolved_writable(&self) -> Vec<PathBuf> {
+    pub(crate) fn resolved_writable(&self, real_paths: &mut crate::real_paths::RealPaths) -> Vec<PathBuf> {
         let mut roots: Vec<PathBuf> = Vec::new();
         let candidates: Box<dyn Iterator<Item = &PathBuf>> = match self.mode {
             Mode::WorkspaceWrite => Box::new(self.writable_roots.iter().chain(&self.state_dirs)),
@@ -136,7 +136,7 @@ impl Policy {
             Mode::Off => Box::new(std::iter::empty()),
         };
         for root in candidates {
-            if let Ok(real) = std::fs::canonicalize(root) {
+            if let Some(real) = real_paths.existing(root) {
                 if real != Path::new("/") && !roots.contains(&real) {
                     roots.push(real);
                 }

@@ -1,0 +1,98 @@
+//! Real paths (every symlink followed) of the places one sandbox layout names.
+//!
+//! A layout is worked out again before every command of a long-lived sandbox, so this
+//! is on the way to each command's start. `realpath(3)` reads every component of a path
+//! back with its own `readlink`, and a layout's places mostly share a few parents
+//! (`$HOME`, `$HERMES_HOME`) and mostly do not exist: about 300 system calls a layout.
+//! Here the kernel resolves a path in one `open(O_PATH)` and names what it found in one
+//! `readlink` of `/proc/self/fd/N`, and a parent asked about again is answered from
+//! memory, which leaves about one system call per place.
+
+use std::collections::HashMap;
+use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Lookups of one layout: valid for as long as the file system is not expected to
+/// change, so one is made per layout and then dropped.
+#[derive(Default)]
+pub(crate) struct RealPaths {
+    known: HashMap<PathBuf, Option<PathBuf>>,
+}
+
+impl RealPaths {
+    /// Where `path` really is, when it exists.
+    pub(crate) fn existing(&mut self, path: &Path) -> Option<PathBuf> {
+        if let Some(known) = self.known.get(path) {
+            return known.clone();
+        }
+        let found = look_up(path);
+        self.known.insert(path.to_path_buf(), found.clone());
+        found
+    }
+
+    /// `path` with symlinks resolved as far as it exists and the rest appended as
+    /// written, and whether all of it exists.
+    pub(crate) fn as_far_as_it_exists(&mut self, path: &Path) -> Option<(PathBuf, bool)> {
+        let mut existing = path.to_path_buf();
+        let mut rest: Vec<OsString> = Vec::new();
+        loop {
+            if let Some(real) = self.existing(&existing) {
+                let whole = rest.is_empty();
+                return Some((rest.iter().rev().fold(real, |acc, part| acc.join(part)), whole));
+            }
+            rest.push(existing.file_name()?.to_owned());
+            if !existing.pop() {
+                return None;
+            }
+        }
+    }
+}
+
+fn look_up(path: &Path) -> Option<PathBuf> {
+    let name = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: open returns a new descriptor or -1; O_PATH opens nothing for reading, so
+    // no device or FIFO is touched.
+    let fd = unsafe { libc::open(name.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let handle = unsafe { OwnedFd::from_raw_fd(fd) };
+    match std::fs::read_link(format!("/proc/self/fd/{}", handle.as_raw_fd())) {
+        // Anything but a plain absolute path (no /proc, a file deleted meanwhile, one
+        // outside this root) is asked of realpath instead.
+        Ok(real) if real.is_absolute() && !real.as_os_str().as_bytes().ends_with(b" (deleted)") => Some(real),
+        _ => std::fs::canonicalize(path).ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_as_realpath_does_through_symlinks_and_missing_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(base.join("real")).unwrap();
+        std::fs::write(base.join("real/file"), b"x").unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
+        std::os::unix::fs::symlink("real/file", base.join("file-link")).unwrap();
+        std::os::unix::fs::symlink(base.join("nowhere"), base.join("dangling")).unwrap();
+        let mut paths = RealPaths::default();
+        for probe in ["link", "link/file", "file-link", "real/../real/file", "link/."] {
+            let path = base.join(probe);
+            assert_eq!(paths.existing(&path), Some(std::fs::canonicalize(&path).unwrap()), "{probe}");
+        }
+        assert_eq!(paths.existing(&base.join("dangling")), None);
+        assert_eq!(paths.existing(&base.join("link/missing")), None);
+        assert_eq!(paths.as_far_as_it_exists(&base.join("link/missing/deeper")), Some((base.join("real/missing/deeper"), false)));
+        assert_eq!(paths.as_far_as_it_exists(&base.join("link/file")), Some((base.join("real/file"), true)));
+        // Remembered: a later change is not seen by the same lookups.
+        std::fs::remove_file(base.join("real/file")).unwrap();
+        assert_eq!(paths.existing(&base.join("link/file")), Some(base.join("real/file")));
+        assert_eq!(RealPaths::default().existing(&base.join("link/file")), None);
+    }
+}
