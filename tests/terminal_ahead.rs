@@ -80,7 +80,7 @@ fn state_carries_through_shells_started_ahead(config: &str) {
     let r = server.call("terminal", json!({"command": "echo bye; exit 7"}));
     assert_eq!((output(&r), r["exit_code"].as_i64()), ("bye", Some(7)), "{r}");
     // Nor are the descriptors the script and the signals came on.
-    let r = server.call("terminal", json!({"command": "for fd in 3 4 5; do [ -e /proc/$BASHPID/fd/$fd ] && echo open-$fd; done; echo checked"}));
+    let r = server.call("terminal", json!({"command": "for fd in 3 4 5 6; do [ -e /proc/$BASHPID/fd/$fd ] && echo open-$fd; done; echo checked"}));
     assert_eq!(output(&r), "checked", "{r}");
     // The shell's own scratch variable is not left to the command.
     let r = server.call("terminal", json!({"command": "echo \"[${__hermes_body-unset}]\"; unset AHEAD_VAR; cd .."}));
@@ -106,6 +106,44 @@ fn state_carries_through_shells_started_ahead_in_the_sandbox() {
 #[test]
 fn state_carries_through_shells_started_ahead_without_the_sandbox() {
     state_carries_through_shells_started_ahead(SANDBOX_OFF);
+}
+
+fn exported_values_of_every_kind_carry_through_shells_started_ahead(config: &str) {
+    let f = fixture(config);
+    let mut server = f.serve();
+    let home = f.home.path().display().to_string();
+    for _ in 0..2 {
+        let r = server.call("terminal", json!({"command": "true"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    // Values bash writes back with every kind of quoting, a readonly export, and an
+    // inherited variable changed (the next shell starts from the server's environment).
+    let r = server.call(
+        "terminal",
+        json!({"command": "export Q1='a\"b$c`d\\e' Q2=$'line1\\nline2\\ttab\\001' Q3= HOME=/elsewhere; declare -rx RO=1"}),
+    );
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let show = "printf '%q\\n' \"$Q1\" \"$Q2\" \"$Q3\" \"$HOME\"; declare -p RO; env | grep -c '^Q[123]='";
+    let expected = "a\\\"b\\$c\\`d\\\\e\n$'line1\\nline2\\ttab\\001'\n''\n/elsewhere\ndeclare -rx RO=\"1\"\n3";
+    for round in 0..2 {
+        let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; {show}")}));
+        assert_eq!(output(&r), format!("ahead\n{expected}"), "round {round}: {r}");
+    }
+    // Set back to the value the environment has, and gone again.
+    let r = server.call("terminal", json!({"command": format!("export HOME={home}; unset Q1")}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = server.call("terminal", json!({"command": "echo \"$HOME [${Q1-unset}]\""}));
+    assert_eq!(output(&r), format!("{home} [unset]"), "{r}");
+}
+
+#[test]
+fn exported_values_of_every_kind_carry_through_shells_started_ahead_in_the_sandbox() {
+    exported_values_of_every_kind_carry_through_shells_started_ahead(SANDBOX_ON);
+}
+
+#[test]
+fn exported_values_of_every_kind_carry_through_shells_started_ahead_without_the_sandbox() {
+    exported_values_of_every_kind_carry_through_shells_started_ahead(SANDBOX_OFF);
 }
 
 fn a_large_script_reaches_the_waiting_shell_whole(config: &str) {

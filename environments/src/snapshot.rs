@@ -234,3 +234,275 @@ fn dump_snapshot(path: &str) -> String {
         path = sh_quote(path),
     )
 }
+
+/// Names bash gives a value of its own at start-up (or reads specially), whatever the
+/// environment says: their exports are always restored.
+fn set_by_the_shell(name: &[u8]) -> bool {
+    const NAMES: &[&[u8]] = &[
+        b"_", b"PWD", b"OLDPWD", b"SHLVL", b"IFS", b"SHELL", b"SHELLOPTS", b"POSIXLY_CORRECT", b"PS4", b"OPTIND", b"OPTERR",
+        b"PPID", b"UID", b"EUID", b"GROUPS", b"HOSTNAME", b"HOSTTYPE", b"MACHTYPE", b"OSTYPE", b"RANDOM", b"SRANDOM",
+        b"SECONDS", b"LINENO", b"EPOCHSECONDS", b"EPOCHREALTIME", b"COLUMNS", b"LINES", b"DIRSTACK", b"FUNCNAME",
+        b"PIPESTATUS", b"MAILCHECK",
+    ];
+    name.starts_with(b"BASH") || name.starts_with(b"COMP") || name.starts_with(b"HIST") || NAMES.contains(&name)
+}
+
+/// An export line as `export -p` writes it.
+struct ExportLine<'a> {
+    /// With its newline.
+    len: usize,
+    name: &'a [u8],
+    /// The value as bash parses it when the line is a plain `declare -x NAME="VALUE"`
+    /// (`None` for other attributes, ANSI-C quoting or no value).
+    plain_value: Option<Vec<u8>>,
+}
+
+/// The export line that starts `text`; `None` for anything else, which ends the exports.
+fn export_line(text: &[u8]) -> Option<ExportLine<'_>> {
+    let rest = text.strip_prefix(b"declare -")?;
+    let flags_len = rest.iter().position(|&b| b == b' ')?;
+    let (flags, rest) = (&rest[..flags_len], &rest[flags_len + 1..]);
+    if flags.is_empty() || !flags.iter().all(u8::is_ascii_lowercase) {
+        return None;
+    }
+    let name_len = rest.iter().position(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))?;
+    let name = &rest[..name_len];
+    if name.is_empty() || name[0].is_ascii_digit() {
+        return None;
+    }
+    let after_name = &rest[name_len..];
+    let header = text.len() - after_name.len();
+    let (value_len, value) = if after_name.starts_with(b"\n") {
+        (0, None)
+    } else if let Some(quoted) = after_name.strip_prefix(b"=\"") {
+        let (len, value) = double_quoted(quoted)?;
+        (len + 2, Some(value))
+    } else if let Some(quoted) = after_name.strip_prefix(b"=$'") {
+        (ansi_c_quoted_len(quoted)? + 3, None)
+    } else {
+        return None;
+    };
+    if after_name.get(value_len) != Some(&b'\n') {
+        return None;
+    }
+    Some(ExportLine { len: header + value_len + 1, name, plain_value: value.filter(|_| flags == b"x") })
+}
+
+/// The value of a double-quoted word that starts `text` (after its opening quote) as
+/// bash reads it, and the word's length to its closing quote included. `None` when it
+/// holds an expansion or does not end.
+fn double_quoted(text: &[u8]) -> Option<(usize, Vec<u8>)> {
+    let mut value = Vec::with_capacity(text.len().min(256));
+    let mut i = 0;
+    loop {
+        match *text.get(i)? {
+            b'"' => return Some((i + 1, value)),
+            b'$' | b'`' => return None,
+            // Inside double quotes a backslash escapes only these; before a newline
+            // both go; before anything else it stays.
+            b'\\' => match *text.get(i + 1)? {
+                c @ (b'$' | b'`' | b'"' | b'\\') => {
+                    value.push(c);
+                    i += 2;
+                }
+                b'\n' => i += 2,
+                _ => {
+                    value.push(b'\\');
+                    i += 1;
+                }
+            },
+            c => {
+                value.push(c);
+                i += 1;
+            }
+        }
+    }
+}
+
+/// The length of a `$'...'` word that starts `text` (after its `$'`), closing quote
+/// included.
+fn ansi_c_quoted_len(text: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        match *text.get(i)? {
+            b'\'' => return Some(i + 1),
+            b'\\' => i += 2,
+            b'\n' => return None,
+            _ => i += 1,
+        }
+    }
+}
+
+/// Names whose value changes how bash itself starts or runs (start-up files, options,
+/// the dynamic loader, the C library): never moved into a shell's environment.
+fn read_at_start_up(name: &[u8]) -> bool {
+    const NAMES: &[&[u8]] = &[b"ENV", b"LOCPATH", b"NLSPATH", b"TZ", b"TMPDIR", b"TERMINFO", b"TERMCAP", b"INPUTRC"];
+    [&b"LD_"[..], b"GCONV", b"MALLOC", b"GLIBC", b"GMON", b"LC_", b"LANG"].iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
+}
+
+/// Largest value, and largest sum of values, moved into a shell's environment: far
+/// below what `execve` takes.
+const MOVED_VALUE_MAX: usize = 32 << 10;
+const MOVED_TOTAL_MAX: usize = 256 << 10;
+
+/// `snapshot` (as [`dump_snapshot`] writes it) made lighter for a shell that starts in
+/// exactly `start_env`: the same script less the leading exports that shell already
+/// has with the same value, and, when `move_exports`, less the plain exports returned
+/// to be added to that environment instead. A shell started in `start_env` with those
+/// added, sourcing the script, ends as one started in `start_env` sourcing the whole
+/// snapshot: no export line expands anything, so none sees another's value, and every
+/// other line is kept in its place. Bash spends several microseconds on each `declare`,
+/// and nearly every export is the same from one command to the next.
+pub fn lighter_snapshot(
+    snapshot: &[u8],
+    start_env: &[(std::ffi::OsString, std::ffi::OsString)],
+    move_exports: bool,
+) -> (Vec<(std::ffi::OsString, std::ffi::OsString)>, Vec<u8>) {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let mut lines = Vec::new();
+    let mut at = 0;
+    while let Some(line) = export_line(&snapshot[at..]) {
+        at += line.len;
+        lines.push((at - line.len..at, line.name, line.plain_value));
+    }
+    let exports_end = at;
+    let once = |name: &[u8]| lines.iter().filter(|(_, n, _)| *n == name).count() == 1;
+    let inherited = |name: &[u8], value: &[u8]| {
+        let mut found = start_env.iter().filter(|(k, _)| k.as_bytes() == name);
+        matches!((found.next(), found.next()), (Some((_, v)), None) if v.as_bytes() == value)
+    };
+    let mut moved = Vec::new();
+    let mut moved_size = 0;
+    let mut out = Vec::with_capacity(snapshot.len());
+    for (range, name, value) in &lines {
+        if let Some(value) = value.as_deref().filter(|_| !set_by_the_shell(name) && once(name)) {
+            if inherited(name, value) {
+                continue;
+            }
+            let fits = value.len() <= MOVED_VALUE_MAX && moved_size + value.len() <= MOVED_TOTAL_MAX;
+            if move_exports && fits && !read_at_start_up(name) {
+                moved_size += value.len();
+                moved.push((OsStr::from_bytes(name).to_owned(), OsStr::from_bytes(value).to_owned()));
+                continue;
+            }
+        }
+        out.extend_from_slice(&snapshot[range.clone()]);
+    }
+    out.extend_from_slice(&snapshot[exports_end..]);
+    (moved, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+    use std::process::{Command, Stdio};
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+    }
+
+    #[test]
+    fn exports_are_read_as_bash_reads_double_quotes() {
+        let line = b"declare -x A=\"x \\$ \\` \\\" \\\\ \\n \\\ny\"\nrest";
+        let ExportLine { len, name, plain_value } = export_line(line).unwrap();
+        assert_eq!((name, plain_value.unwrap().as_slice(), &line[len..]), (&b"A"[..], &b"x $ ` \" \\ \\n y"[..], &b"rest"[..]));
+        for (kept, rest) in [
+            (&b"declare -x A=$'a\\nb\\'c'\nrest"[..], &b"rest"[..]),
+            (b"declare -rx A=\"1\"\nrest", b"rest"),
+            (b"declare -x A\nrest", b"rest"),
+        ] {
+            let ExportLine { len, name, plain_value } = export_line(kept).unwrap();
+            assert!(name == b"A" && plain_value.is_none() && &kept[len..] == rest, "{}", String::from_utf8_lossy(kept));
+        }
+        for not_an_export in [
+            &b"declare -x A=\"$HOME\"\n"[..],
+            b"declare -x A=\"`id`\"\n",
+            b"declare -x A=\"unterminated\n",
+            b"declare -x A=\"1\"; echo\n",
+            b"declare -x 1A=\"1\"\n",
+            b"declare -x A=$'no end\n'\n",
+            b"f () \n",
+        ] {
+            assert!(export_line(not_an_export).is_none(), "{}", String::from_utf8_lossy(not_an_export));
+        }
+    }
+
+    const SNAPSHOT: &[u8] = b"declare -x HOME=\"/root\"\ndeclare -x KEPT=\"k\"\ndeclare -x NEW=\"1\"\ndeclare -x PATH=\"/bin\"\n\
+        declare -x PWD=\"/w\"\ndeclare -x LD_PRELOAD=\"x.so\"\ndeclare -x TWICE=\"t\"\ndeclare -x ANSI=$'\\001'\ndeclare -x TWICE=\"t\"\n\
+        f () \n{ \n    declare -x KEPT=\"k\"\n}\ndeclare -x KEPT=\"k\"\nbuiltin return 0\n";
+    const AFTER_THE_EXPORTS: &str = "f () \n{ \n    declare -x KEPT=\"k\"\n}\ndeclare -x KEPT=\"k\"\nbuiltin return 0\n";
+
+    #[test]
+    fn only_unchanged_inherited_exports_are_left_out() {
+        let start = env(&[("HOME", "/root"), ("KEPT", "k"), ("PATH", "/usr/bin"), ("PWD", "/w"), ("TWICE", "t")]);
+        let (moved, light) = lighter_snapshot(SNAPSHOT, &start, false);
+        assert_eq!(moved, vec![]);
+        assert_eq!(
+            String::from_utf8(light).unwrap(),
+            "declare -x NEW=\"1\"\ndeclare -x PATH=\"/bin\"\ndeclare -x PWD=\"/w\"\ndeclare -x LD_PRELOAD=\"x.so\"\n\
+             declare -x TWICE=\"t\"\ndeclare -x ANSI=$'\\001'\ndeclare -x TWICE=\"t\"\n".to_owned()
+                + AFTER_THE_EXPORTS
+        );
+    }
+
+    #[test]
+    fn changed_plain_exports_move_into_the_environment_but_what_bash_reads_at_start_up() {
+        let start = env(&[("HOME", "/root"), ("KEPT", "k"), ("PATH", "/usr/bin"), ("PWD", "/w")]);
+        let (moved, light) = lighter_snapshot(SNAPSHOT, &start, true);
+        assert_eq!(moved, env(&[("NEW", "1"), ("PATH", "/bin")]));
+        assert_eq!(
+            String::from_utf8(light).unwrap(),
+            "declare -x PWD=\"/w\"\ndeclare -x LD_PRELOAD=\"x.so\"\ndeclare -x TWICE=\"t\"\ndeclare -x ANSI=$'\\001'\n\
+             declare -x TWICE=\"t\"\n".to_owned()
+                + AFTER_THE_EXPORTS
+        );
+    }
+
+    /// What `bash` started in `start_env` shows of its variables and functions after
+    /// sourcing `file`.
+    fn state_after_sourcing(file: &std::path::Path, start_env: &[(OsString, OsString)]) -> String {
+        let script = format!("builtin source {} >/dev/null 2>&1; builtin unset BASH_ARGC BASH_ARGV BASH_LINENO BASH_SOURCE; declare -p; declare -f; alias -p; shopt -p; umask", sh_quote(&file.to_string_lossy()));
+        let out = Command::new("bash")
+            .args(["--noprofile", "--norc", "-c", &script])
+            .env_clear()
+            .envs(start_env.iter().cloned())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        // Less what differs between any two runs: the script's own text and the parent.
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines().filter(|l| !l.starts_with("declare -- BASH_EXECUTION_STRING=") && !l.starts_with("declare -ir PPID=")).collect::<Vec<_>>().join("\n")
+    }
+
+    #[test]
+    fn a_shell_sourcing_the_lighter_snapshot_ends_as_one_sourcing_the_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let odd = "q\"uo$te`s\\ and \\n, a\ttab, é, and\na newline";
+        let start = env(&[("PATH", "/usr/bin:/bin"), ("KEEP", "same"), ("ODD", odd), ("CHANGED", "before"), ("GONE", "x"), ("LANG", "C.UTF-8")]);
+        // A dump made by bash itself, after a command changed some of the state.
+        let whole = dir.path().join("whole.sh");
+        let dump = format!(
+            "export CHANGED=after NEW='n\"e$w' ANSI=$'\\001'; unset GONE; declare -x EMPTY=; export UNSET_EXPORT; \
+             f() {{ echo \"$1\"; }}; alias ll='ls -l'; umask 077; {}",
+            dump_snapshot(&whole.to_string_lossy())
+        );
+        let made = Command::new("bash").args(["--noprofile", "--norc", "-c", &dump]).env_clear().envs(start.iter().cloned()).status().unwrap();
+        assert!(made.success());
+        let bytes = std::fs::read(&whole).unwrap();
+        let expected = state_after_sourcing(&whole, &start);
+        assert!(["CHANGED=\"after\"", "f ()", "alias ll="].iter().all(|s| expected.contains(s)), "{expected}");
+        for move_exports in [false, true] {
+            let (moved, light) = lighter_snapshot(&bytes, &start, move_exports);
+            assert!(light.len() < bytes.len(), "nothing was left out");
+            assert_eq!(moved.len(), if move_exports { 3 } else { 0 }, "{moved:?}");
+            let light_path = dir.path().join("light.sh");
+            std::fs::write(&light_path, &light).unwrap();
+            let mut started_in = start.clone();
+            started_in.retain(|(k, _)| !moved.iter().any(|(m, _)| m == k));
+            started_in.extend(moved);
+            assert_eq!(state_after_sourcing(&light_path, &started_in), expected, "moving exports: {move_exports}");
+        }
+    }
+}

@@ -373,7 +373,7 @@ fn run_foreground(
     } else if login {
         slot.env.run_foreground(&body, true)
     } else {
-        slot.env.run_foreground_restored(&restore, &body)
+        slot.env.run_foreground_restored(&slot.session, &body)
     };
     let mut run = match started {
         Ok(run) => run,
@@ -398,7 +398,7 @@ fn run_foreground(
     drop(run);
     if !login {
         // The next command's shell starts (and restores the state) while this result is made.
-        slot.env.prepare_foreground(&restore);
+        slot.env.prepare_foreground(&slot.session);
     }
     *slot.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
 

@@ -9,6 +9,7 @@ mod spawn;
 use super::{ChildRun, EnvError, Environment, ReadEvent, Running};
 use ready::ReadyShell;
 use crate::config::TerminalConfig;
+use crate::snapshot::ShellSession;
 use hermes_sandbox::{Mode, Policy, WrapOptions};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -132,18 +133,29 @@ impl LocalEnv {
     }
 
     /// A shell for the next command in the task's sandbox, when it has one idle (never a
-    /// new sandbox for it), that will run `restore` once told. `None` when it cannot be
-    /// started that way.
-    fn start_ready(&self, restore: &str) -> Option<ReadyShell> {
+    /// new sandbox for it), that will restore `session`'s state once told. `None` when it
+    /// cannot be started that way.
+    fn start_ready(&self, session: &ShellSession) -> Option<ReadyShell> {
         if !self.policy.is_active() {
             return None;
         }
-        let argv = bash_argv(&ready::prelude(restore), false).ok()?;
+        let restore = session.restore();
         let env = child_env(&self.passthrough);
+        // The snapshot is final: the command that wrote it last has ended. Its exports
+        // go into the shell's environment and the rest is sourced from descriptor 5.
+        let mut start_env = env.clone();
+        let lighter = lighter_restore(session, &env, true).and_then(|(moved, text)| {
+            let file = ready::memory_file(&text).ok()?;
+            start_env.retain(|(k, _)| !moved.iter().any(|(m, _)| m == k));
+            start_env.extend(moved);
+            Some(OwnedFd::from(file))
+        });
+        let argv = bash_argv(&ready::prelude(if lighter.is_some() { ready::SOURCE_FD_5 } else { &restore }), false).ok()?;
         let channel = ready::Channel::new().ok()?;
-        let shell_ends = [&OwnedFd::from(channel.script.try_clone().ok()?), &channel.go_read];
-        let run = self.launcher.run_if_idle(&argv, &env, &nearest_existing(&self.cwd), &shell_ends)?;
-        Some(ReadyShell::new(restore, env, channel, Launched(run)))
+        let script_end = OwnedFd::from(channel.script.try_clone().ok()?);
+        let shell_ends: Vec<&OwnedFd> = [Some(&script_end), Some(&channel.go_read), lighter.as_ref()].into_iter().flatten().collect();
+        let run = self.launcher.run_if_idle(&argv, &start_env, &nearest_existing(&self.cwd), &shell_ends)?;
+        Some(ReadyShell::new(&restore, env, channel, Launched(run)))
     }
 
     /// `restore` then `body`, in the shell waiting for it when that one still fits.
@@ -164,16 +176,20 @@ impl LocalEnv {
     /// Sandbox off: forked from the task's waiting bash when it has one that fits; else
     /// started as usual, and from the task's second such command on a waiting bash is
     /// started meanwhile for the next.
-    fn run_forked(&self, script: &str, runs: usize) -> Result<Box<dyn Running>, EnvError> {
+    fn run_forked(&self, session: &ShellSession, body: &str, runs: usize) -> Result<Box<dyn Running>, EnvError> {
         let env = child_env(&self.passthrough);
+        let restore = session.restore();
         let waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(mut server) = waiting.filter(|_| runs >= 2) {
             if server.fits(&env) {
-                if let Ok(run) = server.run(script, &self.forks) {
+                let lighter = lighter_restore(session, &env, false).map(|(_, text)| text);
+                if let Ok(run) = server.run(lighter.as_deref(), &restore, body, &self.forks) {
                     return Ok(Box::new(run));
                 }
             }
         }
+        let script = format!("{restore}{body}");
+        let script = script.as_str();
         let run = self.run_foreground(script, false);
         if run.is_ok() && runs >= 2 {
             let mut slot = self.forks.lock().unwrap_or_else(|p| p.into_inner());
@@ -185,6 +201,22 @@ impl LocalEnv {
         }
         run
     }
+}
+
+/// Exports to add to a shell's environment, and the script it sources to restore.
+type Lighter = (Vec<(OsString, OsString)>, Vec<u8>);
+
+/// The task's snapshot made lighter for a shell that starts in exactly `env` (see
+/// [`crate::snapshot::lighter_snapshot`]), for that shell to source from a descriptor
+/// through `/proc/self/fd`; `None` (restore from the snapshot file) when there is no
+/// snapshot yet, it cannot be read, or this machine has no `/proc` to source it through.
+fn lighter_restore(session: &ShellSession, env: &[(OsString, OsString)], move_exports: bool) -> Option<Lighter> {
+    static PROC_FDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !session.snapshot_ready() || !*PROC_FDS.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+        return None;
+    }
+    let snapshot = std::fs::read(&session.snapshot_path).ok()?;
+    Some(crate::snapshot::lighter_snapshot(&snapshot, env, move_exports))
 }
 
 /// `bash [-l] -c script`.
@@ -353,24 +385,24 @@ impl Environment for LocalEnv {
 
     /// In the shell started ahead for this command when it is still what a fresh start
     /// would be (sandbox), or forked from the task's waiting bash (sandbox off).
-    fn run_foreground_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
+    fn run_foreground_restored(&self, session: &ShellSession, body: &str) -> Result<Box<dyn Running>, EnvError> {
         let runs = self.foreground_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if !self.policy.is_active() {
-            return self.run_forked(&format!("{restore}{body}"), runs);
+            return self.run_forked(session, body, runs);
         }
-        self.run_restored(restore, body)
+        self.run_restored(&session.restore(), body)
     }
 
     /// Only once a task has run a second command: many tasks run one (a single `call`,
     /// one-off subtasks), and a shell started for nothing still costs a bash start. The
     /// waiting shell restores the state now: the command before it has ended.
-    fn prepare_foreground(&self, restore: &str) {
+    fn prepare_foreground(&self, session: &ShellSession) {
         if self.foreground_runs.load(std::sync::atomic::Ordering::Relaxed) < 2 {
             return;
         }
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
-            *slot = self.start_ready(restore);
+            *slot = self.start_ready(session);
         }
         if let Some(shell) = slot.as_mut() {
             shell.restore_now();

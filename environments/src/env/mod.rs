@@ -124,16 +124,16 @@ pub trait Environment: Send + Sync {
     fn run_foreground(&self, script: &str, login: bool) -> Result<Box<dyn Running>, EnvError> {
         self.run_bash(script, login, None)
     }
-    /// Starts a foreground command whose script is `restore` (which brings back the
-    /// task's shell state) followed by `body`. A backend may have a shell waiting that
-    /// has already run `restore` (see [`Environment::prepare_foreground`]).
-    fn run_foreground_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
-        self.run_foreground(&format!("{restore}{body}"), false)
+    /// Starts a foreground command whose script is `session`'s restore step (which
+    /// brings back the task's shell state) followed by `body`. A backend may have a shell
+    /// waiting that has already restored it (see [`Environment::prepare_foreground`]).
+    fn run_foreground_restored(&self, session: &crate::snapshot::ShellSession, body: &str) -> Result<Box<dyn Running>, EnvError> {
+        self.run_foreground(&format!("{}{body}", session.restore()), false)
     }
     /// Called once a foreground command has ended: a backend may start the next
-    /// command's shell now and have it run `restore`, so that work is done before the
-    /// next command arrives.
-    fn prepare_foreground(&self, _restore: &str) {}
+    /// command's shell now and have it restore `session`'s state, so that work is done
+    /// before the next command arrives.
+    fn prepare_foreground(&self, _session: &crate::snapshot::ShellSession) {}
     /// Runs a script a person approved outside the OS sandbox (local backend only; the
     /// others have no sandbox of this program's and run it as [`Environment::run_bash`]).
     fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {

@@ -14,7 +14,9 @@
 //! processes a command left behind never reaches the next command. The FIFO's path and
 //! the script travel in a memory file (descriptor 3), a line on a pipe (descriptor 4)
 //! says they are there, and the waiting bash answers `pid N` and `exit N` on another
-//! pipe (descriptor 5).
+//! pipe (descriptor 5). The snapshot, made lighter for a shell in the waiting bash's
+//! environment, is in a second memory file (descriptor 6) that the command's shell
+//! sources and closes before the command runs.
 
 use super::super::{ReadEvent, Running};
 use super::spawn::{spawn, Spawned};
@@ -42,6 +44,8 @@ pub(super) struct ForkServer {
     shell: Spawned,
     /// The shell's descriptor 3.
     script: std::fs::File,
+    /// The shell's descriptor 6: what the next command's shell sources to restore.
+    restore: std::fs::File,
     /// The write end of its descriptor 4 (non-blocking).
     go: OwnedFd,
     /// The read end of its descriptor 5.
@@ -68,9 +72,11 @@ impl ForkServer {
             let (replies, reply_end) = super::super::pipe()?;
             let argv: Vec<OsString> = vec![bash.into(), "-c".into(), LOOP.into()];
             let script_end = OwnedFd::from(channel.script.try_clone()?);
-            let shell = spawn(&argv, &env, cwd, &[&script_end, &channel.go_read, &reply_end])?;
+            let restore = super::ready::memory_file(b"")?;
+            let restore_end = OwnedFd::from(restore.try_clone()?);
+            let shell = spawn(&argv, &env, cwd, &[&script_end, &channel.go_read, &reply_end, &restore_end])?;
             let (script, go) = channel.into_kept();
-            Ok(ForkServer { env: env.clone(), shell, script, go, replies, pending: Vec::new(), fifo_dir: fifo_dir.clone(), commands: 0 })
+            Ok(ForkServer { env: env.clone(), shell, script, restore, go, replies, pending: Vec::new(), fifo_dir: fifo_dir.clone(), commands: 0 })
         })();
         if started.is_err() {
             let _ = std::fs::remove_dir_all(&fifo_dir);
@@ -83,15 +89,25 @@ impl ForkServer {
         self.env == env && self.shell.try_wait().is_none()
     }
 
-    /// Forks a shell that runs `script`; the server back when it cannot (it is gone, or
-    /// the script holds a NUL), to be dropped (which ends it). `home` gets the server back
-    /// once the command has ended cleanly.
-    pub(super) fn run(mut self, script: &str, home: &Slot) -> Result<Forked, ForkServer> {
+    /// Forks a shell that restores the task's state, from `lighter` (the snapshot made
+    /// lighter for this bash's environment) or else by running `restore`, then runs
+    /// `body`; the server back when it cannot (it is gone, or the script holds a NUL), to
+    /// be dropped (which ends it). `home` gets the server back once the command has ended
+    /// cleanly.
+    pub(super) fn run(mut self, lighter: Option<&[u8]>, restore: &str, body: &str, home: &Slot) -> Result<Forked, ForkServer> {
         use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::FileExt;
-        if script.contains('\0') || self.shell.try_wait().is_some() {
+        if body.contains('\0') || restore.contains('\0') || self.shell.try_wait().is_some() {
             return Err(self);
         }
+        // The command before has ended and nothing it started has descriptor 6 open.
+        let restore_step = match lighter {
+            Some(text) if self.restore.set_len(0).is_ok() && self.restore.write_all_at(text, 0).is_ok() => {
+                "builtin source /proc/self/fd/6 >/dev/null 2>&1\n"
+            }
+            _ => restore,
+        };
+        let script = format!("{restore_step}command exec 6<&-\n{body}");
         self.commands += 1;
         let fifo_path = self.fifo_dir.join(self.commands.to_string());
         let Ok(output) = make_fifo(&fifo_path) else { return Err(self) };

@@ -40,8 +40,29 @@ pub(super) fn prelude(restore: &str) -> String {
     format!(
         "builtin read -r __hermes_body <&4 || builtin exit 125\n\
          {restore}builtin read -r __hermes_body <&4 && IFS= builtin read -r -d '' __hermes_body <&3 || builtin exit 125\n\
-         command exec 3<&- 4<&-\nbuiltin eval \"$__hermes_body\"\n"
+         command exec 3<&- 4<&- 5<&-\nbuiltin eval \"$__hermes_body\"\n"
     )
+}
+
+/// The restore step of a waiting shell given the snapshot as its descriptor 5.
+pub(super) const SOURCE_FD_5: &str = "builtin source /proc/self/fd/5 >/dev/null 2>&1\n";
+
+/// A close-on-exec memory file holding `contents`.
+pub(super) fn memory_file(contents: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    let mut file = new_memory_file()?;
+    file.write_all(contents)?;
+    Ok(file)
+}
+
+fn new_memory_file() -> std::io::Result<std::fs::File> {
+    // SAFETY: memfd_create returns a new descriptor or -1.
+    let fd = unsafe { libc::memfd_create(c"hermes-script".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(std::fs::File::from(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }))
 }
 
 /// The descriptors a waiting shell gets as 3 and 4, and the ends of them kept here.
@@ -53,13 +74,7 @@ pub(super) struct Channel {
 
 impl Channel {
     pub(super) fn new() -> std::io::Result<Channel> {
-        // SAFETY: memfd_create returns a new descriptor or -1.
-        let fd = unsafe { libc::memfd_create(c"hermes-script".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor owned by nobody else.
-        let script = std::fs::File::from(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+        let script = new_memory_file()?;
         let (go_read, go_write) = super::super::pipe()?;
         // Never wait on the shell: a full pipe means it is not reading, and it is retired.
         // SAFETY: fcntl on a descriptor owned here.
