@@ -1,13 +1,15 @@
 //! The long-running servers against their floors, measured in the same run:
 //!
-//! - a trivial `serve` call, one at a time, against the same JSON line sent round
-//!   trip through `cat`: a read_file of a three-line file that the task has not read
-//!   before (one file per call, so every call reads and pages a file instead of
-//!   answering with the repeated-read stub);
+//! - a `serve` call, one at a time, against the same JSON line sent round trip through
+//!   `cat`: a trivial call (`process` `list`, answered from memory: the runtime's own
+//!   cost), and a read_file of a three-line file that the task has not read before (one
+//!   file per call, so every call reads and pages a file instead of answering with the
+//!   repeated-read stub);
 //! - an MCP `tools/call` over stdio (`hermes-tools mcp`), one at a time, against a
 //!   server that answers every request with a fixed reply (this binary, re-run as
-//!   `--fixed-reply-server`), and the same read_file calls made through the registry
-//!   in this process (the tool's own cost), to tell the protocol's share from the tool's;
+//!   `--fixed-reply-server`): the same trivial call, and read_file calls, also made
+//!   through the registry in this process (the tool's own cost), to tell the protocol's
+//!   share from the tool's;
 //! - serve's RSS after 1k, 10k and 100k calls (pipelined), and the growth per 10k.
 //!
 //! cargo bench --bench servers
@@ -36,6 +38,14 @@ fn serve_calls(count: usize, from: usize) -> Vec<String> {
             let args = json!({"path": "small.txt", "offset": 1 + n % 3}).to_string();
             format!("{}\n", json!({"id": format!("c{n}"), "type": "function", "function": {"name": "read_file", "arguments": args}, "task_id": format!("t{}", n % 8)}))
         })
+        .collect()
+}
+
+/// Calls the runtime answers from memory: the task's background processes (none).
+fn trivial_calls(count: usize) -> Vec<String> {
+    let args = json!({"action": "list"}).to_string();
+    (0..count)
+        .map(|n| format!("{}\n", json!({"id": format!("c{n}"), "type": "function", "function": {"name": "process", "arguments": args}, "task_id": format!("t{}", n % 8)})))
         .collect()
 }
 
@@ -137,16 +147,22 @@ fn main() {
     // One more than are timed: the first checks that the answer is a real read.
     let calls = fresh_read_calls(work.path(), 1 + WARM_UP + ROUND_TRIPS);
 
+    let trivial = trivial_calls(WARM_UP + ROUND_TRIPS);
     let mut cat = Peer::start(&mut Command::new("cat"));
     let cat_median = median_round_trip(&mut cat, &calls[1..]);
+    let cat_trivial_median = median_round_trip(&mut cat, &trivial);
     cat.finish();
+    let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
+    let serve_trivial_median = median_round_trip(&mut serve, &trivial);
+    assert!(serve.line.contains(r#"\"processes\":[]"#), "the trivial call is answered: {}", serve.line);
+    serve.finish();
     let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
     let first_answer = serve.round_trip(&calls[0]).to_string();
     assert!(first_answer.contains(r#"\"content\":\"1|one 0\\n2|two"#), "read_file reads the file: {first_answer}");
     let serve_median = median_round_trip(&mut serve, &calls[1..]);
     assert!(serve.line.contains(r#"\"content\":\"1|one "#), "the last timed call read its file too: {}", serve.line);
     serve.finish();
-    println!("the call: read_file of a 3-line file this task has not read before, one file per call (task t0..t7)");
+    println!("trivial: `process` `list` (from memory); read_file: a 3-line file this task has not read before, one file per call (task t0..t7)");
     println!("{:<46} {:>10} {:>10} {:>8}", "one call at a time", "median", "floor", "ratio");
     let report = |label: &str, ours: Duration, floor: Duration| {
         println!(
@@ -157,6 +173,7 @@ fn main() {
             ours.as_secs_f64() / floor.as_secs_f64()
         );
     };
+    report("serve trivial call vs the line through cat", serve_trivial_median, cat_trivial_median);
     report("serve read_file vs the line through cat", serve_median, cat_median);
 
     let me = std::env::current_exe().unwrap();
@@ -164,11 +181,15 @@ fn main() {
     mcp_initialize(&mut fixed);
     let fixed_median = median_round_trip(&mut fixed, &mcp_calls(1));
     fixed.finish();
-    let mut mcp = Peer::start(Command::new(binary).args(["mcp", "--toolsets", "file"]).env("HERMES_HOME", home.path()).current_dir(work.path()));
+    let mut mcp = Peer::start(Command::new(binary).args(["mcp", "--toolsets", "file,terminal"]).env("HERMES_HOME", home.path()).current_dir(work.path()));
     mcp_initialize(&mut mcp);
+    let mcp_trivial: Vec<String> = (1..65).map(|n| mcp_line(n, "tools/call", json!({"name": "process", "arguments": {"action": "list"}}))).collect();
+    let mcp_trivial_median = median_round_trip(&mut mcp, &mcp_trivial);
+    assert!(mcp.line.contains(r#"\"processes\":[]"#), "the trivial call is answered: {}", mcp.line);
     let mcp_median = median_round_trip(&mut mcp, &mcp_calls(1));
     mcp.finish();
-    report("mcp tools/call vs a fixed-reply server", mcp_median, fixed_median);
+    report("mcp trivial tools/call vs a fixed-reply server", mcp_trivial_median, fixed_median);
+    report("mcp read_file tools/call vs a fixed-reply server", mcp_median, fixed_median);
     let tool_median = in_process_median(home.path(), work.path());
     println!("{:<46} {:>8.1}µs", "the same read_file in process (the tool)", tool_median.as_secs_f64() * 1e6);
     report("mcp tools/call less the tool vs fixed reply", mcp_median.saturating_sub(tool_median), fixed_median);
