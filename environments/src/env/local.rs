@@ -29,6 +29,9 @@ pub struct LocalEnv {
     launcher: hermes_sandbox::launcher::Launcher,
     /// The next foreground command's shell, started ahead (in the sandbox).
     ready: Mutex<Option<ReadyShell>>,
+    /// Set (with `ready` locked) once the task is cleaned up: no shell is started ahead
+    /// after that.
+    closed: std::sync::atomic::AtomicBool,
     /// The bash foreground commands are forked from (sandbox off).
     forks: fork_server::Slot,
     /// Foreground commands run so far (shells are started ahead from the second on).
@@ -101,7 +104,7 @@ impl LocalEnv {
             },
         };
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
-        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default(), forks: Default::default(), foreground_runs: Default::default() })
+        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default(), closed: Default::default(), forks: Default::default(), foreground_runs: Default::default() })
     }
 
     /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
@@ -339,17 +342,21 @@ pub fn local_temp_dir() -> String {
 /// `passthrough` names; `_HERMES_FORCE_<NAME>` injects `<NAME>`; a PATH without
 /// `/usr/bin` gets the standard directories.
 pub fn child_env(passthrough: &[String]) -> Vec<(OsString, OsString)> {
-    let mut env = hermes_sandbox::child_env(std::env::vars_os(), passthrough);
+    // One copy of the server's environment (each costs a lock and every variable).
+    let server: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let path = server.iter().find(|(k, _)| k == "PATH").and_then(|(_, v)| v.to_str()).unwrap_or_default().to_string();
+    let forced: Vec<(OsString, OsString)> = server
+        .iter()
+        .filter_map(|(key, value)| Some((key.to_str()?.strip_prefix("_HERMES_FORCE_")?.into(), value.clone())))
+        .collect();
+    let mut env = hermes_sandbox::child_env(server, passthrough);
     let mut set = |name: OsString, value: OsString| {
         env.retain(|(k, _)| *k != name);
         env.push((name, value));
     };
-    for (key, value) in std::env::vars_os() {
-        if let Some(name) = key.to_str().and_then(|k| k.strip_prefix("_HERMES_FORCE_")) {
-            set(name.into(), value);
-        }
+    for (name, value) in forced {
+        set(name, value);
     }
-    let path = std::env::var("PATH").unwrap_or_default();
     if !path.split(':').any(|d| d == "/usr/bin") {
         let extra = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/homebrew/bin";
         let joined = if path.is_empty() { extra.to_string() } else { format!("{path}:{extra}") };
@@ -401,6 +408,9 @@ impl Environment for LocalEnv {
             return;
         }
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         if slot.is_none() {
             *slot = self.start_ready(session);
         }
@@ -446,7 +456,12 @@ impl Environment for LocalEnv {
     }
 
     fn cleanup(&self) {
-        if let Some(shell) = self.take_ready() {
+        let ready = {
+            let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+            self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+            slot.take()
+        };
+        if let Some(shell) = ready {
             shell.retire();
         }
         drop(self.forks.lock().unwrap_or_else(|p| p.into_inner()).take());
