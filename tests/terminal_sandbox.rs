@@ -185,6 +185,37 @@ fn protected_places_stay_read_only_inside_writable_roots() {
 }
 
 #[test]
+fn protected_places_reached_through_symlinks_stay_read_only() {
+    // The credential places of this home lead into the workspace (a writable root): one
+    // is a symlink itself, one sits under a symlinked directory, and one appears between
+    // two commands of a long-lived sandbox.
+    let f = fixture();
+    let home = tempfile::tempdir().unwrap();
+    let work = f.workspace.path();
+    for dir in ["keys", "cfg/gh", "aws"] {
+        std::fs::create_dir_all(work.join(dir)).unwrap();
+    }
+    std::fs::write(work.join("keys/authorized_keys"), "owner\n").unwrap();
+    std::os::unix::fs::symlink(work.join("keys"), home.path().join(".ssh")).unwrap();
+    std::os::unix::fs::symlink(work.join("cfg"), home.path().join(".config")).unwrap();
+    let mut cmd = f.command(&["serve"]);
+    cmd.env("HOME", home.path());
+    let mut server = common::ServeSession::spawn(cmd, json!({"task_id": "t1"}));
+    let attempt = "for target in keys/authorized_keys cfg/gh/hosts.yml aws/credentials; do \
+        (echo intruder >> \"$target\") 2>/dev/null && echo \"wrote $target\"; done; echo done";
+    let r = server.call("terminal", json!({"command": attempt}));
+    assert_eq!(output(&r), "wrote aws/credentials\ndone", "{r}");
+    std::fs::remove_file(work.join("aws/credentials")).unwrap();
+    // The sandbox made an empty directory to hold the missing place; now it leads away.
+    let _ = std::fs::remove_dir(home.path().join(".aws"));
+    std::os::unix::fs::symlink(work.join("aws"), home.path().join(".aws")).unwrap();
+    let r = server.call("terminal", json!({"command": attempt}));
+    assert_eq!(output(&r), "done", "{r}");
+    assert_eq!(std::fs::read_to_string(work.join("keys/authorized_keys")).unwrap(), "owner\n");
+    assert!(!work.join("cfg/gh/hosts.yml").exists() && !work.join("aws/credentials").exists());
+}
+
+#[test]
 fn a_missing_hermes_home_cannot_be_created_by_a_command() {
     let f = fixture();
     let fresh = f.hermes_home.path().join("not-yet");

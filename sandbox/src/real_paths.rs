@@ -4,9 +4,10 @@
 //! is on the way to each command's start. `realpath(3)` reads every component of a path
 //! back with its own `readlink`, and a layout's places mostly share a few parents
 //! (`$HOME`, `$HERMES_HOME`) and mostly do not exist: about 300 system calls a layout.
-//! Here the kernel resolves a path in one `open(O_PATH)` and names what it found in one
-//! `readlink` of `/proc/self/fd/N`, and a parent asked about again is answered from
-//! memory, which leaves about one system call per place.
+//! Here a parent asked about again is answered from memory, and a place is one `lstat`
+//! in its parent's real directory: a missing name or one that is not a symlink needs
+//! nothing more. A symlink (or a path with no parent to build on) is resolved by the
+//! kernel in one `open(O_PATH)`, named by one `readlink` of `/proc/self/fd/N`.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsString};
@@ -27,7 +28,10 @@ impl RealPaths {
         if let Some(known) = self.known.get(path) {
             return known.clone();
         }
-        let found = look_up(path);
+        let found = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) if path.is_absolute() => self.existing(parent).and_then(|real| in_directory(&real, name, path)),
+            _ => look_up(path),
+        };
         self.known.insert(path.to_path_buf(), found.clone());
         found
     }
@@ -47,6 +51,17 @@ impl RealPaths {
                 return None;
             }
         }
+    }
+}
+
+/// `name` in the real directory `real_parent` (where `path`'s parent leads): the same
+/// when it is there and no symlink, else `path` resolved whole.
+fn in_directory(real_parent: &Path, name: &std::ffi::OsStr, path: &Path) -> Option<PathBuf> {
+    let candidate = real_parent.join(name);
+    match std::fs::symlink_metadata(&candidate) {
+        Ok(meta) if meta.file_type().is_symlink() => look_up(path),
+        Ok(_) => Some(candidate),
+        Err(_) => None,
     }
 }
 
@@ -81,12 +96,16 @@ mod tests {
         std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
         std::os::unix::fs::symlink("real/file", base.join("file-link")).unwrap();
         std::os::unix::fs::symlink(base.join("nowhere"), base.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("../link/file", base.join("real/up-and-over")).unwrap();
+        std::os::unix::fs::symlink("link", base.join("link-to-link")).unwrap();
         let mut paths = RealPaths::default();
-        for probe in ["link", "link/file", "file-link", "real/../real/file", "link/."] {
+        for probe in ["link", "link/file", "file-link", "real/../real/file", "link/.", "link/up-and-over", "link-to-link/file", "link-to-link/../link/file"] {
             let path = base.join(probe);
             assert_eq!(paths.existing(&path), Some(std::fs::canonicalize(&path).unwrap()), "{probe}");
         }
         assert_eq!(paths.existing(&base.join("dangling")), None);
+        assert_eq!(paths.existing(&base.join("real/file/under-a-file")), None);
+        assert_eq!(paths.existing(Path::new("/")), Some(PathBuf::from("/")));
         assert_eq!(paths.existing(&base.join("link/missing")), None);
         assert_eq!(paths.as_far_as_it_exists(&base.join("link/missing/deeper")), Some((base.join("real/missing/deeper"), false)));
         assert_eq!(paths.as_far_as_it_exists(&base.join("link/file")), Some((base.join("real/file"), true)));

@@ -191,9 +191,7 @@ impl LocalEnv {
                 }
             }
         }
-        let script = format!("{restore}{body}");
-        let script = script.as_str();
-        let run = self.run_foreground(script, false);
+        let run = self.run_foreground(&format!("{restore}{body}"), false);
         if run.is_ok() && runs >= 2 {
             let mut slot = self.forks.lock().unwrap_or_else(|p| p.into_inner());
             if slot.is_none() {
