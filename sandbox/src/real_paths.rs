@@ -19,20 +19,22 @@ use std::path::{Path, PathBuf};
 /// change, so one is made per layout and then dropped.
 #[derive(Default)]
 pub(crate) struct RealPaths {
-    known: HashMap<PathBuf, Option<PathBuf>>,
+    /// By the path's bytes: hashing a `Path` walks its components, which cost more here
+    /// than the system calls.
+    known: HashMap<Vec<u8>, Option<PathBuf>>,
 }
 
 impl RealPaths {
     /// Where `path` really is, when it exists.
     pub(crate) fn existing(&mut self, path: &Path) -> Option<PathBuf> {
-        if let Some(known) = self.known.get(path) {
+        if let Some(known) = self.known.get(path.as_os_str().as_bytes()) {
             return known.clone();
         }
         let found = match (path.parent(), path.file_name()) {
             (Some(parent), Some(name)) if path.is_absolute() => self.existing(parent).and_then(|real| in_directory(&real, name, path)),
             _ => look_up(path),
         };
-        self.known.insert(path.to_path_buf(), found.clone());
+        self.known.insert(path.as_os_str().as_bytes().to_vec(), found.clone());
         found
     }
 
