@@ -187,8 +187,8 @@ fn protected_places_stay_read_only_inside_writable_roots() {
 #[test]
 fn protected_places_reached_through_symlinks_stay_read_only() {
     // The credential places of this home lead into the workspace (a writable root): one
-    // is a symlink itself, one sits under a symlinked directory, and one appears between
-    // two commands of a long-lived sandbox.
+    // is a symlink itself, one sits under a symlinked directory, one is a symlink to a
+    // place not made yet, and one appears between two commands of a long-lived sandbox.
     let f = fixture();
     let home = tempfile::tempdir().unwrap();
     let work = f.workspace.path();
@@ -198,10 +198,11 @@ fn protected_places_reached_through_symlinks_stay_read_only() {
     std::fs::write(work.join("keys/authorized_keys"), "owner\n").unwrap();
     std::os::unix::fs::symlink(work.join("keys"), home.path().join(".ssh")).unwrap();
     std::os::unix::fs::symlink(work.join("cfg"), home.path().join(".config")).unwrap();
+    std::os::unix::fs::symlink(work.join("gpg"), home.path().join(".gnupg")).unwrap();
     let mut cmd = f.command(&["serve"]);
     cmd.env("HOME", home.path());
     let mut server = common::ServeSession::spawn(cmd, json!({"task_id": "t1"}));
-    let attempt = "for target in keys/authorized_keys cfg/gh/hosts.yml aws/credentials; do \
+    let attempt = "mkdir -p gpg 2>/dev/null; for target in keys/authorized_keys cfg/gh/hosts.yml gpg/pubring.kbx aws/credentials; do \
         (echo intruder >> \"$target\") 2>/dev/null && echo \"wrote $target\"; done; echo done";
     let r = server.call("terminal", json!({"command": attempt}));
     assert_eq!(output(&r), "wrote aws/credentials\ndone", "{r}");
@@ -213,6 +214,7 @@ fn protected_places_reached_through_symlinks_stay_read_only() {
     assert_eq!(output(&r), "done", "{r}");
     assert_eq!(std::fs::read_to_string(work.join("keys/authorized_keys")).unwrap(), "owner\n");
     assert!(!work.join("cfg/gh/hosts.yml").exists() && !work.join("aws/credentials").exists());
+    assert!(!work.join("gpg/pubring.kbx").exists());
 }
 
 #[test]

@@ -334,9 +334,11 @@ fn ansi_c_quoted_len(text: &[u8]) -> Option<usize> {
 }
 
 /// Names whose value changes how bash itself starts or runs (start-up files, options,
-/// the dynamic loader, the C library): never moved into a shell's environment.
+/// the dynamic loader, the C library, the waiting shell's own `read`s): never moved into
+/// a shell's environment.
 fn read_at_start_up(name: &[u8]) -> bool {
-    const NAMES: &[&[u8]] = &[b"ENV", b"LOCPATH", b"NLSPATH", b"TZ", b"TMPDIR", b"TERMINFO", b"TERMCAP", b"INPUTRC"];
+    const NAMES: &[&[u8]] =
+        &[b"ENV", b"LOCPATH", b"NLSPATH", b"TZ", b"TZDIR", b"TMPDIR", b"TERMINFO", b"TERMCAP", b"INPUTRC", b"TMOUT"];
     [&b"LD_"[..], b"GCONV", b"MALLOC", b"GLIBC", b"GMON", b"LC_", b"LANG"].iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
 }
 
