@@ -1,6 +1,8 @@
 //! The local backend runs a task's foreground commands in shells that are ready before
-//! the command arrives: inside the sandbox the next command's shell is started as soon
-//! as a command ends; without it commands are forked from one waiting bash per task. Driven through `hermes-tools serve`: the next command runs in that shell,
+//! the command arrives: inside the sandbox the next command's shell is started while a
+//! command runs, in the task's other sandbox (or as soon as the command ends); without
+//! it commands are forked from one waiting bash per task. Driven through
+//! `hermes-tools serve`: the next command runs in that shell,
 //! state carries over exactly as with a shell started for the command, scripts of any
 //! length arrive whole, and a shell that is gone leaves the next command a working one.
 
@@ -170,6 +172,33 @@ fn a_large_script_reaches_the_waiting_shell_whole_in_the_sandbox() {
 #[test]
 fn a_large_script_reaches_the_waiting_shell_whole_without_the_sandbox() {
     a_large_script_reaches_the_waiting_shell_whole(SANDBOX_OFF);
+}
+
+#[test]
+fn the_next_commands_shell_waits_in_the_tasks_other_sandbox_out_of_sight() {
+    let f = fixture(SANDBOX_ON);
+    let mut server = f.serve();
+    for _ in 0..2 {
+        let r = server.call("terminal", json!({"command": "true"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    // Each command names its sandbox (its PID namespace) and looks, while the next
+    // command's shell is being started, for any other shell waiting for a script.
+    let look = "readlink /proc/$$/ns/pid; sleep 0.3; for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; \
+        mapfile -d '' argv < $p/cmdline 2>/dev/null || continue; case \"${argv[*]}\" in *__hermes_body*) echo \"in sight: ${p#/proc/}\";; esac; done";
+    let mut sandboxes = Vec::new();
+    for round in 0..6 {
+        let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; {look}")}));
+        let lines: Vec<&str> = output(&r).lines().collect();
+        assert!(matches!(lines.as_slice(), ["ahead", ns] if ns.starts_with("pid:[")), "round {round}: {r}");
+        sandboxes.push(lines[1].to_string());
+    }
+    // The shell was started beside the command before, so the two sandboxes take turns.
+    assert!(sandboxes.windows(2).all(|w| w[0] != w[1]), "{sandboxes:?}");
+    let mut distinct = sandboxes.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 2, "{sandboxes:?}");
 }
 
 #[test]

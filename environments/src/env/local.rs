@@ -135,45 +135,88 @@ impl LocalEnv {
         self.ready.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    /// A shell for the next command in the task's sandbox, when it has one idle (never a
-    /// new sandbox for it), that will restore `session`'s state once told. `None` when it
+    /// A shell for the next command in one of the task's sandboxes, when it has one idle
+    /// (never a new sandbox for it), that will restore `session`'s state once told.
+    /// `ended`: the command before it has ended, so the snapshot is final. `None` when it
     /// cannot be started that way.
-    fn start_ready(&self, session: &ShellSession) -> Option<ReadyShell> {
+    fn start_ready(&self, session: &ShellSession, ended: bool) -> Option<ReadyShell> {
         if !self.policy.is_active() {
             return None;
         }
         let restore = session.restore();
         let env = child_env(&self.passthrough);
-        // The snapshot is final: the command that wrote it last has ended. Its exports
-        // go into the shell's environment and the rest is sourced from descriptor 5.
         let mut start_env = env.clone();
-        let lighter = lighter_restore(session, &env, true).and_then(|(moved, text)| {
-            let file = ready::memory_file(&text).ok()?;
-            start_env.retain(|(k, _)| !moved.iter().any(|(m, _)| m == k));
-            start_env.extend(moved);
-            Some(OwnedFd::from(file))
-        });
-        let argv = bash_argv(&ready::prelude(if lighter.is_some() { ready::SOURCE_FD_5 } else { &restore }), false).ok()?;
+        let mut restore_later = None;
+        let restore_file = if ended {
+            // The snapshot's exports go into the shell's environment and the rest is
+            // sourced from descriptor 5.
+            lighter_restore(session, &env, true).and_then(|(moved, text)| {
+                let file = ready::memory_file(&text).ok()?;
+                start_env.retain(|(k, _)| !moved.iter().any(|(m, _)| m == k));
+                start_env.extend(moved);
+                Some(OwnedFd::from(file))
+            })
+        } else {
+            // The snapshot is written into descriptor 5 once the command before has ended.
+            let file = ready::memory_file(b"").ok()?;
+            let shell_end = OwnedFd::from(file.try_clone().ok()?);
+            restore_later = Some(file);
+            Some(shell_end)
+        };
+        let argv = bash_argv(&ready::prelude(if restore_file.is_some() { ready::SOURCE_FD_5 } else { &restore }), false).ok()?;
         let channel = ready::Channel::new().ok()?;
         let script_end = OwnedFd::from(channel.script.try_clone().ok()?);
-        let shell_ends: Vec<&OwnedFd> = [Some(&script_end), Some(&channel.go_read), lighter.as_ref()].into_iter().flatten().collect();
-        let run = self.launcher.run_if_idle(&argv, &start_env, &nearest_existing(&self.cwd), &shell_ends)?;
-        Some(ReadyShell::new(&restore, env, channel, Launched(run)))
+        let shell_ends: Vec<&OwnedFd> = [Some(&script_end), Some(&channel.go_read), restore_file.as_ref()].into_iter().flatten().collect();
+        let Some(run) = self.launcher.run_if_idle(&argv, &start_env, &nearest_existing(&self.cwd), &shell_ends) else {
+            // Beside a running command: the next time, a second sandbox waits for it.
+            if !ended {
+                self.launcher.warm_up();
+            }
+            return None;
+        };
+        Some(ReadyShell::new(&restore, env, channel, restore_later, Launched(run)))
     }
 
-    /// `restore` then `body`, in the shell waiting for it when that one still fits.
-    fn run_restored(&self, restore: &str, body: &str) -> Result<Box<dyn Running>, EnvError> {
+    /// Lets the waiting shell restore `session`'s state: the command before it has ended.
+    fn restore_in(&self, shell: &mut ReadyShell, session: &ShellSession) -> bool {
+        shell.restore_now(|env| match lighter_restore(session, env, false) {
+            Some((_, text)) => text,
+            None => session.restore().into_bytes(),
+        })
+    }
+
+    /// `session`'s state restored, then `body`, in the shell waiting for it when that one
+    /// still fits; from the task's second such command on, the shell for the next one is
+    /// started meanwhile.
+    fn run_restored(&self, session: &ShellSession, body: &str, runs: usize) -> Result<Box<dyn Running>, EnvError> {
+        let restore = session.restore();
         if let Some(mut shell) = self.take_ready() {
-            if shell.matches(restore, &child_env(&self.passthrough)) && self.launcher.is_current(&mut shell.waiting.0) {
+            let fits = shell.matches(&restore, &child_env(&self.passthrough)) && self.launcher.is_current(&mut shell.waiting.0);
+            if fits && self.restore_in(&mut shell, session) {
                 match shell.hand_over(body) {
-                    Ok(run) => return Ok(run),
+                    Ok(run) => {
+                        self.start_ready_beside(session);
+                        return Ok(run);
+                    }
                     Err(shell) => shell.retire(),
                 }
             } else {
                 shell.retire();
             }
         }
-        self.run_foreground(&format!("{restore}{body}"), false)
+        let run = self.run_foreground(&format!("{restore}{body}"), false);
+        if run.is_ok() && runs >= 2 {
+            self.start_ready_beside(session);
+        }
+        run
+    }
+
+    /// Starts the next command's shell while this one runs, in the task's other sandbox.
+    fn start_ready_beside(&self, session: &ShellSession) {
+        let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() && !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            *slot = self.start_ready(session, false);
+        }
     }
 
     /// Sandbox off: forked from the task's waiting bash when it has one that fits; else
@@ -395,7 +438,7 @@ impl Environment for LocalEnv {
         if !self.policy.is_active() {
             return self.run_forked(session, body, runs);
         }
-        self.run_restored(&session.restore(), body)
+        self.run_restored(session, body, runs)
     }
 
     /// Only once a task has run a second command: many tasks run one (a single `call`,
@@ -410,10 +453,17 @@ impl Environment for LocalEnv {
             return;
         }
         if slot.is_none() {
-            *slot = self.start_ready(session);
+            *slot = self.start_ready(session, true);
         }
-        if let Some(shell) = slot.as_mut() {
-            shell.restore_now();
+        let told = match slot.as_mut() {
+            Some(shell) => self.restore_in(shell, session),
+            None => true,
+        };
+        if !told {
+            if let Some(shell) = slot.take() {
+                drop(slot);
+                shell.retire();
+            }
         }
     }
 

@@ -13,6 +13,12 @@
 //! changed (a protected place or a host socket file appeared, a writable root was
 //! created), so each command sees the walls a sandbox of its own would have.
 //!
+//! A task keeps up to two such sandboxes, so work for its next command can be started
+//! in one while a command runs in the other ([`Launcher::run_if_idle`],
+//! [`Launcher::warm_up`]). Each has its own user and PID namespaces: a command sees no
+//! process of the other sandbox, so it can neither signal, trace nor read what waits
+//! there, and each sandbox is still swept after every command it ran.
+//!
 //! The launcher is a program that calls [`serve_if_requested`] first thing in `main`
 //! (the `hermes-tools` binary does); [`set_program`] opens it once, and every sandbox
 //! starts it from that descriptor (`/proc/self/fd/N`), never by its path: a command that
@@ -226,17 +232,37 @@ pub fn poll_readable(fd: RawFd, wait: Duration) -> i32 {
     unsafe { libc::ppoll(&mut pfd, 1, &timeout, std::ptr::null()) }
 }
 
-/// A task's long-lived sandbox, started on first use.
+/// How many idle sandboxes a task keeps: the one its last command ran in, and one for
+/// the shell of the command after it.
+const KEPT_SANDBOXES: usize = 2;
+
+/// A task's idle sandboxes.
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Sandbox>,
+    /// A sandbox is being started in the background ([`Launcher::warm_up`]).
+    warming: bool,
+    /// No sandbox is started in the background any more ([`Launcher::shutdown`]).
+    closed: bool,
+}
+
+type SharedPool = Arc<Mutex<Pool>>;
+
+fn lock(pool: &SharedPool) -> std::sync::MutexGuard<'_, Pool> {
+    pool.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A task's long-lived sandboxes, started on first use.
 pub struct Launcher {
     policy: Policy,
     program: Option<Arc<OwnedFd>>,
-    idle: Arc<Mutex<Option<Sandbox>>>,
+    pool: SharedPool,
 }
 
 impl Launcher {
     pub fn new(policy: Policy) -> Launcher {
         let program = program().filter(|_| policy.is_active());
-        Launcher { policy, program, idle: Arc::default() }
+        Launcher { policy, program, pool: Arc::default() }
     }
 
     /// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env`,
@@ -256,24 +282,62 @@ impl Launcher {
         self.run_in(argv, env, cwd, extra, false)
     }
 
+    /// Starts a sandbox in the background when none is idle, for [`Launcher::run_if_idle`]
+    /// to find later (a task keeps two at most). Nobody waits for it.
+    pub fn warm_up(&self) {
+        let Some(program) = self.program.clone() else { return };
+        {
+            let mut pool = lock(&self.pool);
+            if pool.closed || pool.warming || !pool.idle.is_empty() {
+                return;
+            }
+            pool.warming = true;
+        }
+        let (policy, pool) = (self.policy.clone(), Arc::clone(&self.pool));
+        let started = std::thread::Builder::new().name("sandbox-warm-up".into()).spawn(move || {
+            let layout = crate::bwrap::arguments(&policy, Path::new("/"), OPTIONS);
+            let sandbox = Sandbox::start(&policy, &program, layout).ok();
+            let mut state = lock(&pool);
+            state.warming = false;
+            let unwanted = match sandbox {
+                Some(sandbox) if !state.closed && state.idle.len() < KEPT_SANDBOXES => {
+                    state.idle.push(sandbox);
+                    None
+                }
+                other => other,
+            };
+            // Ended (which waits for it) with the pool free again.
+            drop(state);
+            drop(unwanted);
+        });
+        if started.is_err() {
+            lock(&self.pool).warming = false;
+        }
+    }
+
     fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd], may_start: bool) -> Option<LaunchedRun> {
         let program = self.program.as_ref()?;
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let sandbox = if may_start {
-            let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
-            let reusable = idle.take().filter(|current| current.layout == layout).and_then(|mut current| current.alive().then_some(current));
-            match reusable {
-                Some(current) => current,
-                None => Sandbox::start(&self.policy, program, layout).ok()?,
+        let mut pool = lock(&self.pool);
+        // Sandboxes whose launcher is gone, or (for a command to start now) whose walls
+        // a fresh sandbox would no longer get, are ended once the pool is free again.
+        let mut stale = Vec::new();
+        let mut chosen = None;
+        let layout = may_start.then(|| crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS));
+        while let Some(mut sandbox) = pool.idle.pop() {
+            if !sandbox.alive() || layout.as_ref().is_some_and(|layout| sandbox.layout != *layout) {
+                stale.push(sandbox);
+            } else {
+                chosen = Some(sandbox);
+                break;
             }
-        } else {
-            let mut current = idle.take()?;
-            if !current.alive() {
-                return None;
-            }
-            current
+        }
+        drop(pool);
+        drop(stale);
+        let sandbox = match (chosen, layout) {
+            (Some(sandbox), _) => sandbox,
+            (None, Some(layout)) => Sandbox::start(&self.policy, program, layout).ok()?,
+            (None, None) => return None,
         };
-        drop(idle);
         let (read_end, write_end) = pipe().ok()?;
         let argc = argv.len().to_string();
         let env: Vec<Vec<u8>> = env
@@ -286,7 +350,7 @@ impl Launcher {
         let fds: Vec<RawFd> = [&write_end].into_iter().chain(extra.iter().copied()).map(|fd| fd.as_raw_fd()).collect();
         protocol::send(&sandbox.control, &fields, &fds).ok()?;
         drop(write_end);
-        Some(LaunchedRun { sandbox: Some(sandbox), home: Arc::clone(&self.idle), output: Some(read_end), exit: None })
+        Some(LaunchedRun { sandbox: Some(sandbox), home: Arc::clone(&self.pool), output: Some(read_end), exit: None })
     }
 
     /// Whether `run` still runs in the sandbox a fresh command would get (its launcher
@@ -296,9 +360,15 @@ impl Launcher {
         run.sandbox.as_mut().is_some_and(|sandbox| sandbox.layout == layout && sandbox.alive())
     }
 
-    /// Ends the sandbox (and everything in it).
+    /// Ends the idle sandboxes (and everything in them); none is started in the
+    /// background after this.
     pub fn shutdown(&self) {
-        drop(self.idle.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let idle = {
+            let mut pool = lock(&self.pool);
+            pool.closed = true;
+            std::mem::take(&mut pool.idle)
+        };
+        drop(idle);
     }
 }
 
@@ -306,7 +376,7 @@ impl Launcher {
 pub struct LaunchedRun {
     /// Held while the command runs; handed back to the task once it has ended.
     sandbox: Option<Sandbox>,
-    home: Arc<Mutex<Option<Sandbox>>>,
+    home: SharedPool,
     output: Option<OwnedFd>,
     exit: Option<i32>,
 }
@@ -360,10 +430,15 @@ impl LaunchedRun {
 
     fn hand_back(&mut self) {
         if let Some(sandbox) = self.sandbox.take() {
-            let mut home = self.home.lock().unwrap_or_else(|p| p.into_inner());
-            if home.is_none() {
-                *home = Some(sandbox);
-            }
+            let mut pool = lock(&self.home);
+            let unwanted = if pool.idle.len() < KEPT_SANDBOXES {
+                pool.idle.push(sandbox);
+                None
+            } else {
+                Some(sandbox)
+            };
+            drop(pool);
+            drop(unwanted);
         }
     }
 

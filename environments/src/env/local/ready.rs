@@ -1,9 +1,15 @@
-//! A task's next foreground shell inside the sandbox, started as soon as the previous
-//! command has ended (the sandbox's launcher runs one command at a time): it waits for a
-//! first line, then sources the task's snapshot, then waits for the rest of its script.
-//! So the fork and exec of bash and the restoring of the shell state are done between
+//! A task's next foreground shell inside the sandbox, started while the command before
+//! it runs (in the task's other sandbox), or else as soon as that command has ended (a
+//! sandbox's launcher runs one command at a time): it waits for a first line, then
+//! sources the task's snapshot, then waits for the rest of its script. So the fork and
+//! exec of bash and the restoring of the shell state are done beside or between
 //! commands, not on the way to the next command's result. (Without the sandbox commands
 //! are forked from a waiting bash instead: see `fork_server.rs`.)
+//!
+//! A shell started after the command before it knows the final snapshot: the exports it
+//! changed come in its environment and the rest is in descriptor 5 from the start. One
+//! started beside the command gets descriptor 5 empty, and the snapshot (made lighter
+//! for the environment it started in) is written there before the first line is sent.
 //!
 //! The script is written into a memory file (descriptor 3); lines on a pipe (descriptor
 //! 4) say when to restore and that the script is there. bash reads a pipe a byte at a
@@ -29,6 +35,9 @@ pub(super) struct ReadyShell {
     go: OwnedFd,
     /// Whether the first line was sent.
     restoring: bool,
+    /// The shell's descriptor 5, when what it sources to restore is written there only
+    /// once it is told to restore (it was started while the command before it still ran).
+    restore_later: Option<std::fs::File>,
     pub(super) waiting: super::Launched,
 }
 
@@ -43,6 +52,7 @@ pub(super) fn prelude(restore: &str) -> String {
          command exec 3<&- 4<&- 5<&-\nbuiltin eval \"$__hermes_body\"\n"
     )
 }
+
 
 /// The restore step of a waiting shell given the snapshot as its descriptor 5.
 pub(super) const SOURCE_FD_5: &str = "builtin source /proc/self/fd/5 >/dev/null 2>&1\n";
@@ -92,9 +102,10 @@ impl Channel {
 
 impl ReadyShell {
     /// `channel`'s shell ends (its descriptors 3 and 4) are dropped here: the shell has them.
-    pub(super) fn new(restore: &str, env: Vec<(OsString, OsString)>, channel: Channel, waiting: super::Launched) -> ReadyShell {
+    /// `restore_later`: the shell's descriptor 5, to be filled by [`ReadyShell::restore_now`].
+    pub(super) fn new(restore: &str, env: Vec<(OsString, OsString)>, channel: Channel, restore_later: Option<std::fs::File>, waiting: super::Launched) -> ReadyShell {
         let (script, go_write) = channel.into_kept();
-        ReadyShell { restore: restore.to_string(), env, script, go: go_write, restoring: false, waiting }
+        ReadyShell { restore: restore.to_string(), env, script, go: go_write, restoring: false, restore_later, waiting }
     }
 
     /// Whether this shell ran `restore` in `env`.
@@ -103,25 +114,33 @@ impl ReadyShell {
     }
 
     /// Lets the shell source the snapshot: to be called only once the command before it
-    /// has ended (it wrote the snapshot last).
-    pub(super) fn restore_now(&mut self) {
-        if !self.restoring {
-            self.restoring = write_without_waiting(&self.go, b"\n");
+    /// has ended (it wrote the snapshot last). `text` gives, for the environment the
+    /// shell started in, what a shell started with a descriptor 5 to fill sources. False
+    /// when the shell cannot be told (it is to be retired).
+    pub(super) fn restore_now(&mut self, text: impl FnOnce(&[(OsString, OsString)]) -> Vec<u8>) -> bool {
+        use std::os::unix::fs::FileExt;
+        if self.restoring {
+            return true;
         }
+        if let Some(file) = &self.restore_later {
+            if file.write_all_at(&text(&self.env), 0).is_err() {
+                return false;
+            }
+        }
+        self.restoring = write_without_waiting(&self.go, b"\n");
+        self.restoring
     }
 
-    /// Gives the shell `body` to run (restoring first if it was not told to yet); the
-    /// shell back when it cannot take it (it is gone, or the body holds a NUL), for
-    /// [`ReadyShell::retire`].
+    /// Gives the shell `body` to run once it was told to restore; the shell back when it
+    /// cannot take it (it is gone, or the body holds a NUL), for [`ReadyShell::retire`].
     pub(super) fn hand_over(mut self, body: &str) -> Result<Box<dyn Running>, ReadyShell> {
         use std::os::unix::fs::FileExt;
-        if body.contains('\0') || self.waiting.try_wait().is_some() {
+        if !self.restoring || body.contains('\0') || self.waiting.try_wait().is_some() {
             return Err(self);
         }
         // At offset 0 without moving the shared offset, which the shell reads from.
         let message = format!("builtin unset __hermes_body\n{body}\0");
-        let go: &[u8] = if self.restoring { b"\n" } else { b"\n\n" };
-        if self.script.write_all_at(message.as_bytes(), 0).is_err() || !write_without_waiting(&self.go, go) {
+        if self.script.write_all_at(message.as_bytes(), 0).is_err() || !write_without_waiting(&self.go, b"\n") {
             return Err(self);
         }
         Ok(Box::new(self.waiting))
