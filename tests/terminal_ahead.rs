@@ -202,6 +202,23 @@ fn the_next_commands_shell_waits_in_the_tasks_other_sandbox_out_of_sight() {
 }
 
 #[test]
+fn a_restored_tmout_does_not_end_the_shell_waiting_for_the_next_command() {
+    let f = fixture(SANDBOX_ON);
+    let mut server = f.serve();
+    for _ in 0..2 {
+        let r = server.call("terminal", json!({"command": "true"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    // bash's `read` takes TMOUT as its default timeout: the waiting shell restores it
+    // before it waits for the script.
+    let r = server.call("terminal", json!({"command": "export TMOUT=1"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo $TMOUT")}));
+    assert_eq!(output(&r), "ahead\n1", "{r}");
+}
+
+#[test]
 fn a_timeout_or_a_killed_launcher_leaves_the_next_command_a_working_shell() {
     let f = fixture(SANDBOX_ON);
     let mut server = f.serve();

@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What the waiting bash runs. It stops when the pipe of descriptor 4 closes.
+/// What the waiting bash runs. It stops when the pipe of descriptor 4 closes (never at
+/// a `TMOUT` passed through to it: its wait names its own limit).
 const LOOP: &str = "exec >/dev/null 2>&1\nset -m\n\
-    while builtin read -r __hermes_fifo <&4 && builtin read -r __hermes_fifo <&3 && IFS= builtin read -r -d '' __hermes_body <&3; do\n\
+    while builtin read -t 2147483647 -r __hermes_fifo <&4 && builtin read -r __hermes_fifo <&3 && IFS= builtin read -r -d '' __hermes_body <&3; do\n\
     ( exec 3<&- 4<&- 5>&- >\"$__hermes_fifo\" 2>&1 && builtin eval \"$__hermes_body\" ) &\n\
     builtin printf 'pid %s\\n' \"$!\" >&5\n\
     builtin wait \"$!\"\n\

@@ -45,14 +45,18 @@ pub(super) struct ReadyShell {
 /// after a second line, the rest of its script, read up to a NUL from descriptor 3.
 /// Without the lines (the pipe closed first) or the NUL, it runs nothing: the shell
 /// exits 125. (`command exec`, unlike `builtin exec`, closes the descriptors for good.)
+/// The waits name their own limit: a `TMOUT` the snapshot restores is the command's,
+/// not a bound on how long the shell waits for it.
 pub(super) fn prelude(restore: &str) -> String {
     format!(
-        "builtin read -r __hermes_body <&4 || builtin exit 125\n\
-         {restore}builtin read -r __hermes_body <&4 && IFS= builtin read -r -d '' __hermes_body <&3 || builtin exit 125\n\
+        "builtin read -t {WAIT_LIMIT} -r __hermes_body <&4 || builtin exit 125\n\
+         {restore}builtin read -t {WAIT_LIMIT} -r __hermes_body <&4 && IFS= builtin read -r -d '' __hermes_body <&3 || builtin exit 125\n\
          command exec 3<&- 4<&- 5<&-\nbuiltin eval \"$__hermes_body\"\n"
     )
 }
 
+/// Seconds: as good as no limit (the shell is retired when it is not used).
+const WAIT_LIMIT: u32 = i32::MAX as u32;
 
 /// The restore step of a waiting shell given the snapshot as its descriptor 5.
 pub(super) const SOURCE_FD_5: &str = "builtin source /proc/self/fd/5 >/dev/null 2>&1\n";
