@@ -289,6 +289,27 @@ fn ordinary_workspace_work_runs_unattended() {
 }
 
 #[test]
+fn a_command_starts_as_a_fresh_child_would() {
+    let f = fixture();
+    // Through the launcher of a task's sandbox (every call of serve), and started ahead.
+    let mut server = f.serve();
+    let look = "grep -E '^Sig(Blk|Ign)' /proc/self/status; [ \"$(ps -o sid= -p $$ | tr -d ' ')\" = $$ ] && echo own-session; \
+        readlink /proc/self/fd/0; cat; ls /proc/self/fd | tr '\\n' ' '; echo; yes | head -1";
+    for round in 0..4 {
+        let r = server.call("terminal", json!({"command": look}));
+        let lines: Vec<&str> = output(&r).lines().collect();
+        assert_eq!(lines.len(), 6, "round {round}: {r}");
+        // No signal blocked, and none of 1-31 ignored (the launcher ignores SIGPIPE, as
+        // Rust programs do; glibc keeps its own 32 and 33 ignored in what it spawns).
+        assert_eq!(lines[0], "SigBlk:\t0000000000000000", "round {round}: {r}");
+        let ignored = u64::from_str_radix(lines[1].trim_start_matches("SigIgn:\t"), 16).unwrap();
+        assert_eq!(ignored & 0x7fff_ffff, 0, "round {round}: {r}");
+        assert_eq!(&lines[2..], ["own-session", "/dev/null", "0 1 2 3 ", "y"], "round {round}: {r}");
+        assert_eq!(r["exit_code"], 0, "round {round}: {r}");
+    }
+}
+
+#[test]
 fn shell_state_persists_inside_the_sandbox_in_read_only_mode() {
     let f = fixture();
     f.config("terminal:\n  sandbox:\n    mode: read-only\n");

@@ -63,15 +63,13 @@ fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output:
         let _ = write_all(&output, b"the sandbox launcher got an empty or malformed command\n");
         return 126;
     };
-    // SAFETY: this process is single-threaded, so the child may run ordinary code.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        let _ = write_all(&output, format!("cannot start the command: {}\n", std::io::Error::last_os_error()).as_bytes());
-        return 126;
-    }
-    if pid == 0 {
-        exec.run_in_child(&output, &extra);
-    }
+    let pid = match exec.spawn(&output, &extra) {
+        Ok(pid) => pid,
+        Err(e) => {
+            let _ = write_all(&output, format!("cannot start {}: {e}\n", String::from_utf8_lossy(&argv[0])).as_bytes());
+            return 127;
+        }
+    };
     drop(output);
     drop(extra);
     let mut status = None;
@@ -122,48 +120,125 @@ impl Exec {
         (!argv.is_empty()).then_some(Exec { cwd: c(cwd)?, argv, env })
     }
 
-    /// In the forked child: its own session, output on the pipe, no input, `extra` as
-    /// descriptors 3, 4, ..., then exec.
-    fn run_in_child(&self, output: &OwnedFd, extra: &[OwnedFd]) -> ! {
-        let argv: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect();
-        let env: Vec<*const libc::c_char> = self.env.iter().map(|e| e.as_ptr()).chain([std::ptr::null()]).collect();
-        // SAFETY: standard descriptor plumbing in a fresh child, then exec or exit.
-        unsafe {
-            // Rust ignores SIGPIPE in this process; a command starts with every signal at
-            // its default, as a child of the server would (`yes | head` must end quietly).
-            for signal in 1..libc::SIGRTMIN() {
-                libc::signal(signal, libc::SIG_DFL);
+    /// Starts the command with `posix_spawn` (the C library's vfork-style clone: no copy
+    /// of this process's page tables, which a fork made for every command): its own
+    /// session, every signal at its default and none blocked (Rust ignores SIGPIPE here;
+    /// `yes | head` must end quietly; glibc leaves its two internal signals, 32 and 33,
+    /// ignored, as in every program it spawns), output and errors on the pipe, no input,
+    /// `extra` as descriptors 3, 4, .... A working directory that is gone falls back to `/`.
+    fn spawn(&self, output: &OwnedFd, extra: &[OwnedFd]) -> std::io::Result<libc::pid_t> {
+        let argv: Vec<*mut libc::c_char> = self.argv.iter().map(|a| a.as_ptr().cast_mut()).chain([std::ptr::null_mut()]).collect();
+        let env: Vec<*mut libc::c_char> = self.env.iter().map(|e| e.as_ptr().cast_mut()).chain([std::ptr::null_mut()]).collect();
+        // Copied above every target first, so no placement overwrites the source of
+        // another (the copies close on exec, and here when dropped).
+        let lowest_copy = 3 + extra.len() as libc::c_int;
+        let copies: Vec<OwnedFd> = extra
+            .iter()
+            .map(|fd| {
+                // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
+                let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest_copy) };
+                if copy < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // SAFETY: a fresh descriptor owned by nobody else.
+                Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+            })
+            .collect::<std::io::Result<_>>()?;
+        let attempt = |cwd: &CString| -> std::io::Result<libc::pid_t> {
+            let mut actions = SpawnActions::new()?;
+            actions.dup2(output, 1)?;
+            actions.dup2(output, 2)?;
+            actions.open_null_as_input()?;
+            for (target, copy) in (3..).zip(&copies) {
+                actions.dup2(copy, target)?;
             }
+            actions.chdir(cwd)?;
+            let attributes = SpawnAttributes::new()?;
+            let mut pid = 0;
+            // SAFETY: NUL-terminated argv and envp arrays of valid strings, initialised
+            // actions and attributes, all alive for the call.
+            checked(unsafe { libc::posix_spawn(&mut pid, argv[0], &actions.0, &attributes.0, argv.as_ptr(), env.as_ptr()) })?;
+            Ok(pid)
+        };
+        attempt(&self.cwd).or_else(|first| if self.cwd.as_bytes() == b"/" { Err(first) } else { attempt(&CString::from(c"/")).map_err(|_| first) })
+    }
+}
+
+/// `posix_spawn` file actions, destroyed when dropped.
+struct SpawnActions(libc::posix_spawn_file_actions_t);
+
+impl SpawnActions {
+    fn new() -> std::io::Result<SpawnActions> {
+        // SAFETY: zeroed storage, initialised by the call before any other use.
+        let mut actions = SpawnActions(unsafe { std::mem::zeroed() });
+        if let Err(e) = checked(unsafe { libc::posix_spawn_file_actions_init(&mut actions.0) }) {
+            std::mem::forget(actions);
+            return Err(e);
+        }
+        Ok(actions)
+    }
+
+    fn dup2(&mut self, from: &OwnedFd, to: RawFd) -> std::io::Result<()> {
+        // SAFETY: initialised actions; the descriptor is open for as long as they are used.
+        checked(unsafe { libc::posix_spawn_file_actions_adddup2(&mut self.0, from.as_raw_fd(), to) })
+    }
+
+    fn open_null_as_input(&mut self) -> std::io::Result<()> {
+        // SAFETY: initialised actions and a static path (the C library copies it).
+        checked(unsafe { libc::posix_spawn_file_actions_addopen(&mut self.0, 0, c"/dev/null".as_ptr(), libc::O_RDONLY, 0) })
+    }
+
+    fn chdir(&mut self, dir: &CString) -> std::io::Result<()> {
+        // SAFETY: initialised actions and a NUL-terminated path (the C library copies it).
+        checked(unsafe { libc::posix_spawn_file_actions_addchdir_np(&mut self.0, dir.as_ptr()) })
+    }
+}
+
+impl Drop for SpawnActions {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `new`.
+        unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
+    }
+}
+
+/// A `posix_spawn*` call's answer (0, or the error number) as a result.
+fn checked(failed: libc::c_int) -> std::io::Result<()> {
+    if failed == 0 { Ok(()) } else { Err(std::io::Error::from_raw_os_error(failed)) }
+}
+
+/// `posix_spawn` attributes for a command: a new session, every signal at its default
+/// (SIGKILL and SIGSTOP cannot be changed) and an empty signal mask.
+struct SpawnAttributes(libc::posix_spawnattr_t);
+
+impl SpawnAttributes {
+    fn new() -> std::io::Result<SpawnAttributes> {
+        // SAFETY: zeroed storage initialised by the call before any use; the signal sets
+        // are filled by sigfillset and sigemptyset before they are read.
+        unsafe {
+            let mut attributes = SpawnAttributes(std::mem::zeroed());
+            if let Err(e) = checked(libc::posix_spawnattr_init(&mut attributes.0)) {
+                std::mem::forget(attributes);
+                return Err(e);
+            }
+            let mut defaults: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut defaults);
+            libc::sigdelset(&mut defaults, libc::SIGKILL);
+            libc::sigdelset(&mut defaults, libc::SIGSTOP);
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
-            libc::setsid();
-            libc::dup2(output.as_raw_fd(), 1);
-            libc::dup2(output.as_raw_fd(), 2);
-            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
-            if null >= 0 {
-                libc::dup2(null, 0);
-            } else {
-                libc::close(0);
-            }
-            // Copied above every target first, so no placement overwrites the source of
-            // another (the copies close on exec).
-            let lowest_copy = 3 + extra.len() as libc::c_int;
-            let copies: Vec<libc::c_int> = extra.iter().map(|fd| libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest_copy)).collect();
-            for (target, copy) in (3..).zip(copies) {
-                if copy < 0 || libc::dup2(copy, target) < 0 {
-                    libc::_exit(126);
-                }
-            }
-            if libc::chdir(self.cwd.as_ptr()) != 0 {
-                libc::chdir(c"/".as_ptr());
-            }
-            libc::execve(argv[0], argv.as_ptr(), env.as_ptr());
-            let message = format!("cannot start {}: {}\n", self.argv[0].to_string_lossy(), std::io::Error::last_os_error());
-            libc::write(2, message.as_ptr().cast(), message.len());
-            libc::_exit(127);
+            checked(libc::posix_spawnattr_setsigdefault(&mut attributes.0, &defaults))?;
+            checked(libc::posix_spawnattr_setsigmask(&mut attributes.0, &none))?;
+            let flags = libc::POSIX_SPAWN_SETSID as libc::c_int | libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK;
+            checked(libc::posix_spawnattr_setflags(&mut attributes.0, flags as libc::c_short))?;
+            Ok(attributes)
         }
+    }
+}
+
+impl Drop for SpawnAttributes {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `new`.
+        unsafe { libc::posix_spawnattr_destroy(&mut self.0) };
     }
 }
 
