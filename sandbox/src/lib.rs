@@ -27,7 +27,7 @@
 //! names `terminal.sandbox.mode: off`, never an unsandboxed argv.
 //!
 //! [`child_env`] is the environment allow-list children start from; [`launcher`] keeps a
-//! sandbox per task with a small launcher inside, so a command costs a fork and an exec.
+//! sandbox per task with a small launcher inside, so a command costs a spawn (`posix_spawn`).
 
 mod bwrap;
 mod environment;

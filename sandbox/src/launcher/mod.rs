@@ -1,5 +1,5 @@
 //! A sandbox kept for a task's commands, with a small launcher inside it, so a command
-//! costs a fork and an exec rather than a new bubblewrap with its namespaces and mounts.
+//! costs a spawn (`posix_spawn`) rather than a new bubblewrap with its namespaces and mounts.
 //!
 //! The walls are the ones [`Policy::wrap`] builds (the launcher runs under the same
 //! bubblewrap arguments, seccomp programs and Landlock scopes), and what a command may
