@@ -242,7 +242,7 @@ struct Pool {
     idle: Vec<Sandbox>,
     /// A sandbox is being started in the background ([`Launcher::warm_up`]).
     warming: bool,
-    /// No sandbox is started in the background any more ([`Launcher::shutdown`]).
+    /// None is kept any more ([`Launcher::shutdown`]).
     closed: bool,
 }
 
@@ -250,6 +250,18 @@ type SharedPool = Arc<Mutex<Pool>>;
 
 fn lock(pool: &SharedPool) -> std::sync::MutexGuard<'_, Pool> {
     pool.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Keeps `sandbox` idle in `pool` when there is room and the task is not shut down;
+/// else ends it, once the pool is free again (ending one waits for it).
+fn keep_idle(pool: &SharedPool, sandbox: Sandbox) {
+    let mut state = lock(pool);
+    if !state.closed && state.idle.len() < KEPT_SANDBOXES {
+        state.idle.push(sandbox);
+        return;
+    }
+    drop(state);
+    drop(sandbox);
 }
 
 /// A task's long-lived sandboxes, started on first use.
@@ -296,19 +308,11 @@ impl Launcher {
         let (policy, pool) = (self.policy.clone(), Arc::clone(&self.pool));
         let started = std::thread::Builder::new().name("sandbox-warm-up".into()).spawn(move || {
             let layout = crate::bwrap::arguments(&policy, Path::new("/"), OPTIONS);
-            let sandbox = Sandbox::start(&policy, &program, layout).ok();
-            let mut state = lock(&pool);
-            state.warming = false;
-            let unwanted = match sandbox {
-                Some(sandbox) if !state.closed && state.idle.len() < KEPT_SANDBOXES => {
-                    state.idle.push(sandbox);
-                    None
-                }
-                other => other,
-            };
-            // Ended (which waits for it) with the pool free again.
-            drop(state);
-            drop(unwanted);
+            let sandbox = Sandbox::start(&policy, &program, layout);
+            lock(&pool).warming = false;
+            if let Ok(sandbox) = sandbox {
+                keep_idle(&pool, sandbox);
+            }
         });
         if started.is_err() {
             lock(&self.pool).warming = false;
@@ -317,12 +321,12 @@ impl Launcher {
 
     fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd], may_start: bool) -> Option<LaunchedRun> {
         let program = self.program.as_ref()?;
-        let mut pool = lock(&self.pool);
+        let layout = may_start.then(|| crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS));
         // Sandboxes whose launcher is gone, or (for a command to start now) whose walls
         // a fresh sandbox would no longer get, are ended once the pool is free again.
         let mut stale = Vec::new();
         let mut chosen = None;
-        let layout = may_start.then(|| crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS));
+        let mut pool = lock(&self.pool);
         while let Some(mut sandbox) = pool.idle.pop() {
             if !sandbox.alive() || layout.as_ref().is_some_and(|layout| sandbox.layout != *layout) {
                 stale.push(sandbox);
@@ -360,8 +364,7 @@ impl Launcher {
         run.sandbox.as_mut().is_some_and(|sandbox| sandbox.layout == layout && sandbox.alive())
     }
 
-    /// Ends the idle sandboxes (and everything in them); none is started in the
-    /// background after this.
+    /// Ends the idle sandboxes (and everything in them); none is kept idle after this.
     pub fn shutdown(&self) {
         let idle = {
             let mut pool = lock(&self.pool);
@@ -430,15 +433,7 @@ impl LaunchedRun {
 
     fn hand_back(&mut self) {
         if let Some(sandbox) = self.sandbox.take() {
-            let mut pool = lock(&self.home);
-            let unwanted = if pool.idle.len() < KEPT_SANDBOXES {
-                pool.idle.push(sandbox);
-                None
-            } else {
-                Some(sandbox)
-            };
-            drop(pool);
-            drop(unwanted);
+            keep_idle(&self.home, sandbox);
         }
     }
 
