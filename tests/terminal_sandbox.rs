@@ -218,6 +218,42 @@ fn protected_places_reached_through_symlinks_stay_read_only() {
 }
 
 #[test]
+fn protected_places_replaced_on_the_host_between_commands_stay_read_only() {
+    // A mount stands on an inode: replacing the place on the host (an editor saving by
+    // rename, `rm -rf` and a new directory, a service making its socket again) lifts the
+    // cover from a sandbox that is already running, while its options stay the same.
+    let f = fixture();
+    let home = f.home.path();
+    std::fs::write(home.join(".netrc"), "machine a login owner\n").unwrap();
+    let socket = home.join("service.sock");
+    let mut listening = vec![std::os::unix::net::UnixListener::bind(&socket).unwrap()];
+    let mut server = f.serve();
+    let attempt = format!(
+        "echo intruder >> ~/.ssh/authorized_keys; echo intruder >> ~/.netrc; \
+         python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{}\"); print(\"connected\")' 2>/dev/null; echo done",
+        socket.display()
+    );
+    for round in 0..4 {
+        let r = server.call("terminal", json!({"command": attempt}));
+        assert_eq!(output(&r).matches("Read-only file system").count(), 2, "round {round}: {r}");
+        assert!(!output(&r).contains("connected"), "round {round}: {r}");
+        if round == 1 {
+            // Between two commands of the task's long-lived sandboxes.
+            std::fs::remove_dir_all(home.join(".ssh")).unwrap();
+            std::fs::create_dir(home.join(".ssh")).unwrap();
+            std::fs::write(home.join(".ssh/authorized_keys"), "ssh-ed25519 AAAA owner\n").unwrap();
+            std::fs::write(home.join(".netrc.new"), "machine b login owner\n").unwrap();
+            std::fs::rename(home.join(".netrc.new"), home.join(".netrc")).unwrap();
+            listening.clear();
+            std::fs::remove_file(&socket).unwrap();
+            listening.push(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        }
+    }
+    assert_eq!(std::fs::read_to_string(home.join(".ssh/authorized_keys")).unwrap(), "ssh-ed25519 AAAA owner\n");
+    assert_eq!(std::fs::read_to_string(home.join(".netrc")).unwrap(), "machine b login owner\n");
+}
+
+#[test]
 fn a_missing_hermes_home_cannot_be_created_by_a_command() {
     let f = fixture();
     let fresh = f.hermes_home.path().join("not-yet");

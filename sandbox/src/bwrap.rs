@@ -71,33 +71,77 @@ fn push_mount(args: &mut Vec<OsString>, flag: &str, source: &Path, dest: &Path) 
 
 /// The bubblewrap options (everything before `--`).
 pub(crate) fn arguments(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -> Vec<OsString> {
-    let mut args = Vec::new();
-    push(&mut args, &["--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
-    push(&mut args, &["--unshare-cgroup-try", "--cap-drop", "ALL"]);
+    layout(policy, cwd, options).args
+}
+
+/// The options, and what their mounts stand on.
+pub(crate) fn layout(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -> Layout {
+    let mut layout = fixed_layout(policy, options, &mut RealPaths::default());
+    finish_layout(policy, cwd, &mut layout);
+    layout
+}
+
+/// A sandbox's options, and what each bind mount stands on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) args: Vec<OsString>,
+    /// What every place bound is, in order. A mount stands on the inode, and a host
+    /// process that replaces the place (an editor saving by rename, `rm -rf` and a new
+    /// directory, a service making its socket again) lifts it from a running sandbox
+    /// while the options stay the same.
+    identities: Vec<Identity>,
+}
+
+/// A file's device and inode, and its birth time (or, where the filesystem keeps none,
+/// its change time): a new file often gets the inode number just freed.
+type Identity = (u64, u64, i128);
+
+fn identity(path: &Path) -> Identity {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return (0, 0, 0) };
+    let born = match meta.created().map(|t| t.duration_since(std::time::UNIX_EPOCH)) {
+        Ok(Ok(since)) => since.as_nanos() as i128,
+        _ => -(meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128),
+    };
+    (meta.dev(), meta.ino(), born)
+}
+
+impl Layout {
+    fn bind(&mut self, flag: &str, source: &Path, dest: &Path) {
+        push_mount(&mut self.args, flag, source, dest);
+        self.identities.push(identity(dest));
+    }
+}
+
+/// The layout but the host's socket files and the working directory: what depends only
+/// on the places `real_paths` looks up (and on `/proc`, which does not change).
+pub(crate) fn fixed_layout(policy: &Policy, options: WrapOptions<'_>, real_paths: &mut RealPaths) -> Layout {
+    let mut layout = Layout::default();
+    push(&mut layout.args, &["--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
+    push(&mut layout.args, &["--unshare-cgroup-try", "--cap-drop", "ALL"]);
     if !policy.network {
-        push(&mut args, &["--unshare-net"]);
+        push(&mut layout.args, &["--unshare-net"]);
     }
     if options.new_session {
-        push(&mut args, &["--new-session"]);
+        push(&mut layout.args, &["--new-session"]);
     }
-    push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    push(&mut layout.args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
     if let Some(tty) = options.tty {
         // The command's own terminal under its own name, and no other: the fresh devpts
         // is covered, so the host's other terminals stay out of reach (inside, no new
         // pseudo-terminal can be opened).
-        push(&mut args, &["--tmpfs", "/dev/pts"]);
-        push_mount(&mut args, "--dev-bind", tty, tty);
+        push(&mut layout.args, &["--tmpfs", "/dev/pts"]);
+        push_mount(&mut layout.args, "--dev-bind", tty, tty);
     }
     // Kernel settings are guarded by file ownership alone: root inside must not reach them.
     for knob in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"] {
         if Path::new(knob).exists() {
-            push_mount(&mut args, "--ro-bind", Path::new(knob), Path::new(knob));
+            push_mount(&mut layout.args, "--ro-bind", Path::new(knob), Path::new(knob));
         }
     }
-    let mut real_paths = RealPaths::default();
-    let writable = policy.resolved_writable(&mut real_paths);
+    let writable = policy.resolved_writable(real_paths);
     for root in &writable {
-        push_mount(&mut args, "--bind", root, root);
+        layout.bind("--bind", root, root);
     }
     let mut held: Vec<PathBuf> = Vec::new();
     // Trees first, so a file inside a protected tree needs no mount of its own.
@@ -111,28 +155,33 @@ pub(crate) fn arguments(policy: &Policy, cwd: &Path, options: WrapOptions<'_>) -
             held.push(real.clone());
         }
         if exists {
-            push_mount(&mut args, "--ro-bind", &real, &real);
+            layout.bind("--ro-bind", &real, &real);
         } else if !place.tree {
             if let Some(empty) = &policy.empty_file {
-                push_mount(&mut args, "--ro-bind", empty, &real);
+                push_mount(&mut layout.args, "--ro-bind", empty, &real);
             }
         } else {
-            args.push("--tmpfs".into());
-            args.push(real.as_os_str().to_owned());
-            args.push("--remount-ro".into());
-            args.push(real.as_os_str().to_owned());
+            layout.args.push("--tmpfs".into());
+            layout.args.push(real.as_os_str().to_owned());
+            layout.args.push("--remount-ro".into());
+            layout.args.push(real.as_os_str().to_owned());
         }
     }
+    layout
+}
+
+/// Adds to [`fixed_layout`] what is looked at afresh every time: the socket files, and
+/// the working directory.
+pub(crate) fn finish_layout(policy: &Policy, cwd: &Path, layout: &mut Layout) {
     // Host services listening on socket files (container engines, systemd, D-Bus) would
     // take orders from root inside as from root outside: their sockets are covered.
     if let Some(empty) = &policy.empty_file {
         for socket in listening_socket_files() {
-            push_mount(&mut args, "--ro-bind", empty, &socket);
+            layout.bind("--ro-bind", empty, &socket);
         }
     }
-    args.push("--chdir".into());
-    args.push(cwd.as_os_str().to_owned());
-    args
+    layout.args.push("--chdir".into());
+    layout.args.push(cwd.as_os_str().to_owned());
 }
 
 /// The socket files bound in this network namespace (from `/proc/net/unix`) that exist

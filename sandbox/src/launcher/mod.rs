@@ -11,7 +11,8 @@
 //!
 //! The sandbox is started again whenever the arguments a fresh sandbox would get have
 //! changed (a protected place or a host socket file appeared, a writable root was
-//! created), so each command sees the walls a sandbox of its own would have.
+//! created) or a place one of its mounts stands on is another file now (see
+//! `bwrap::Layout`), so each command sees the walls a sandbox of its own would have.
 //!
 //! A task keeps up to two such sandboxes, so work for its next command can be started
 //! in one while a command runs in the other ([`Launcher::run_if_idle`],
@@ -31,6 +32,7 @@ mod protocol;
 
 pub use inside::status_code;
 
+use crate::bwrap::Layout;
 use crate::policy::{Policy, WrapOptions};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -117,14 +119,14 @@ pub fn read_ready(fd: &OwnedFd, wait: Duration) -> Output {
 struct Sandbox {
     child: Child,
     control: OwnedFd,
-    /// The bubblewrap arguments it was started with.
-    layout: Vec<OsString>,
+    /// The bubblewrap arguments it was started with, and what its mounts stand on.
+    layout: Layout,
     /// Answer bytes received but not yet read as a line.
     pending: Vec<u8>,
 }
 
 impl Sandbox {
-    fn start(policy: &Policy, program: &Arc<OwnedFd>, layout: Vec<OsString>) -> Result<Sandbox, String> {
+    fn start(policy: &Policy, program: &Arc<OwnedFd>, layout: Layout) -> Result<Sandbox, String> {
         // Inside the sandbox `/proc/self/fd/N` is bubblewrap's inherited descriptor: the
         // file opened by `set_program`, wherever its path now leads.
         let executable = format!("/proc/self/fd/{PROGRAM_FD}");
@@ -277,6 +279,11 @@ impl Launcher {
         Launcher { policy, program, pool: Arc::default() }
     }
 
+    /// The bubblewrap arguments a fresh sandbox would get now, and what they stand on.
+    fn layout(&self) -> Layout {
+        crate::bwrap::layout(&self.policy, Path::new("/"), OPTIONS)
+    }
+
     /// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env`,
     /// output and errors on one pipe, no input, `extra` as descriptors 3, 4, ....
     /// `None` when there is no sandbox to run it in: no launcher program, the task's
@@ -307,8 +314,7 @@ impl Launcher {
         }
         let (policy, pool) = (self.policy.clone(), Arc::clone(&self.pool));
         let started = std::thread::Builder::new().name("sandbox-warm-up".into()).spawn(move || {
-            let layout = crate::bwrap::arguments(&policy, Path::new("/"), OPTIONS);
-            let sandbox = Sandbox::start(&policy, &program, layout);
+            let sandbox = Sandbox::start(&policy, &program, crate::bwrap::layout(&policy, Path::new("/"), OPTIONS));
             lock(&pool).warming = false;
             if let Ok(sandbox) = sandbox {
                 keep_idle(&pool, sandbox);
@@ -321,7 +327,7 @@ impl Launcher {
 
     fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd], may_start: bool) -> Option<LaunchedRun> {
         let program = self.program.as_ref()?;
-        let layout = may_start.then(|| crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS));
+        let layout = may_start.then(|| self.layout());
         // Sandboxes whose launcher is gone, or (for a command to start now) whose walls
         // a fresh sandbox would no longer get, are ended once the pool is free again.
         let mut stale = Vec::new();
@@ -360,7 +366,7 @@ impl Launcher {
     /// Whether `run` still runs in the sandbox a fresh command would get (its launcher
     /// alive, the walls unchanged): a command started ahead is used only then.
     pub fn is_current(&self, run: &mut LaunchedRun) -> bool {
-        let layout = crate::bwrap::arguments(&self.policy, Path::new("/"), OPTIONS);
+        let layout = self.layout();
         run.sandbox.as_mut().is_some_and(|sandbox| sandbox.layout == layout && sandbox.alive())
     }
 
