@@ -233,17 +233,19 @@ fn protected_places_replaced_on_the_host_between_commands_stay_read_only() {
          python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{}\"); print(\"connected\")' 2>/dev/null; echo done",
         socket.display()
     );
-    for round in 0..4 {
+    for round in 0..6 {
         let r = server.call("terminal", json!({"command": attempt}));
         assert_eq!(output(&r).matches("Read-only file system").count(), 2, "round {round}: {r}");
         assert!(!output(&r).contains("connected"), "round {round}: {r}");
-        if round == 1 {
-            // Between two commands of the task's long-lived sandboxes.
+        // Between two commands of the task's long-lived sandboxes.
+        if round == 2 {
             std::fs::remove_dir_all(home.join(".ssh")).unwrap();
             std::fs::create_dir(home.join(".ssh")).unwrap();
             std::fs::write(home.join(".ssh/authorized_keys"), "ssh-ed25519 AAAA owner\n").unwrap();
             std::fs::write(home.join(".netrc.new"), "machine b login owner\n").unwrap();
             std::fs::rename(home.join(".netrc.new"), home.join(".netrc")).unwrap();
+        }
+        if round == 4 {
             listening.clear();
             std::fs::remove_file(&socket).unwrap();
             listening.push(std::os::unix::net::UnixListener::bind(&socket).unwrap());

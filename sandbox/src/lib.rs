@@ -32,6 +32,7 @@
 mod bwrap;
 mod environment;
 pub mod launcher;
+mod layout_watch;
 mod policy;
 mod protected;
 mod real_paths;

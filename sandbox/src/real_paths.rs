@@ -22,6 +22,11 @@ pub(crate) struct RealPaths {
     /// By the path's bytes: hashing a `Path` walks its components, which cost more here
     /// than the system calls.
     known: HashMap<Vec<u8>, Option<PathBuf>>,
+    /// Each name looked up in a real directory (see `layout_watch`).
+    lookups: Vec<crate::layout_watch::Lookup>,
+    /// Some answer came through a symlink, or from a path with no parent but `/`: it
+    /// depends on more than `lookups`.
+    through_links: bool,
 }
 
 impl RealPaths {
@@ -31,8 +36,16 @@ impl RealPaths {
             return known.clone();
         }
         let found = match (path.parent(), path.file_name()) {
-            (Some(parent), Some(name)) if path.is_absolute() => self.existing(parent).and_then(|real| in_directory(&real, name, path)),
-            _ => look_up(path),
+            (Some(parent), Some(name)) if path.is_absolute() => self.existing(parent).and_then(|real| {
+                self.lookups.push((real.as_os_str().as_bytes().to_vec(), name.as_bytes().to_vec()));
+                let (found, through_link) = in_directory(&real, name, path);
+                self.through_links |= through_link;
+                found
+            }),
+            _ => {
+                self.through_links |= path != Path::new("/");
+                look_up(path)
+            }
         };
         self.known.insert(path.as_os_str().as_bytes().to_vec(), found.clone());
         found
@@ -54,16 +67,23 @@ impl RealPaths {
             }
         }
     }
+
+    /// The names looked up, when every answer depends on them alone (no symlink was
+    /// followed).
+    pub(crate) fn lookups(&self) -> Option<&[crate::layout_watch::Lookup]> {
+        (!self.through_links).then_some(&self.lookups)
+    }
 }
 
 /// `name` in the real directory `real_parent` (where `path`'s parent leads): the same
-/// when it is there and no symlink, else `path` resolved whole.
-fn in_directory(real_parent: &Path, name: &std::ffi::OsStr, path: &Path) -> Option<PathBuf> {
+/// when it is there and no symlink, else `path` resolved whole; and whether it was a
+/// symlink.
+fn in_directory(real_parent: &Path, name: &std::ffi::OsStr, path: &Path) -> (Option<PathBuf>, bool) {
     let candidate = real_parent.join(name);
     match std::fs::symlink_metadata(&candidate) {
-        Ok(meta) if meta.file_type().is_symlink() => look_up(path),
-        Ok(_) => Some(candidate),
-        Err(_) => None,
+        Ok(meta) if meta.file_type().is_symlink() => (look_up(path), true),
+        Ok(_) => (Some(candidate), false),
+        Err(_) => (None, false),
     }
 }
 

@@ -271,17 +271,51 @@ pub struct Launcher {
     policy: Policy,
     program: Option<Arc<OwnedFd>>,
     pool: SharedPool,
+    /// The layout's part that depends on the places looked up, and the generation of
+    /// changes it was worked out in (see `layout_watch`).
+    fixed_layout: Mutex<Option<(u64, Layout)>>,
 }
 
 impl Launcher {
     pub fn new(policy: Policy) -> Launcher {
         let program = program().filter(|_| policy.is_active());
-        Launcher { policy, program, pool: Arc::default() }
+        Launcher { policy, program, pool: Arc::default(), fixed_layout: Mutex::default() }
     }
 
     /// The bubblewrap arguments a fresh sandbox would get now, and what they stand on.
+    /// The part that depends on the places looked up is remembered while none of the
+    /// names it was looked up from has changed; the host's socket files are looked at
+    /// every time.
     fn layout(&self) -> Layout {
-        crate::bwrap::layout(&self.policy, Path::new("/"), OPTIONS)
+        let mut layout = self.fixed_layout();
+        crate::bwrap::finish_layout(&self.policy, Path::new("/"), &mut layout);
+        layout
+    }
+
+    fn fixed_layout(&self) -> Layout {
+        use crate::{bwrap::fixed_layout, layout_watch, real_paths::RealPaths};
+        let mut remembered = self.fixed_layout.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((generation, layout)) = remembered.as_ref() {
+            if layout_watch::generation() == Some(*generation) {
+                return layout.clone();
+            }
+        }
+        *remembered = None;
+        let mut real_paths = RealPaths::default();
+        let mut layout = fixed_layout(&self.policy, OPTIONS, &mut real_paths);
+        // Remembered only when worked out again once every name it read is watched, with
+        // nothing changed meanwhile: a change made before the watches shows in that look.
+        for _ in 0..3 {
+            let Some(generation) = real_paths.lookups().and_then(layout_watch::watch) else { break };
+            real_paths = RealPaths::default();
+            layout = fixed_layout(&self.policy, OPTIONS, &mut real_paths);
+            let Some(lookups) = real_paths.lookups() else { break };
+            if layout_watch::covers(lookups) && layout_watch::generation() == Some(generation) {
+                *remembered = Some((generation, layout.clone()));
+                break;
+            }
+        }
+        layout
     }
 
     /// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env`,

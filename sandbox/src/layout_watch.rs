@@ -1,0 +1,261 @@
+//! Whether any name a sandbox layout was worked out from may have changed since, asked
+//! of the kernel in one system call instead of looking every place up again.
+//!
+//! A long-lived sandbox is compared with the walls a fresh one would get before each of
+//! its commands: about 70 places, most of them missing, each an `lstat` in its parent's
+//! real directory, 0.1–0.2 ms on the way to every command. Each of those answers depends
+//! on one name in one directory (and, through the parent, on the names above it). Every
+//! such directory is watched with inotify, and a change counts when it concerns a name
+//! looked up there (created, removed, renamed or its attributes changed), the directory
+//! itself (its attributes, a move, its removal), or cannot be told (a queue overflow, a
+//! watch gone). So does a change of this process's mount table (`/proc/self/mountinfo`
+//! then polls as changed). The kernel queues an event before the call that caused it
+//! returns, so a change made before a command is checked is seen by that check.
+//!
+//! The watch is trusted only where it sees every change: directories on a local
+//! filesystem (a change made on another host of a network filesystem raises no event
+//! here), and layouts reached without a symlink (a symlink's target lies in directories
+//! the lookups did not read). A layout outside that is worked out again every time.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Mutex, OnceLock};
+
+/// Filesystems whose changes all pass through this kernel.
+const LOCAL_FILESYSTEMS: &[i64] = &[
+    0xef53,      // ext2/3/4
+    0x5846_5342, // xfs
+    0x9123_683e, // btrfs
+    0x0102_1994, // tmpfs
+    0xf2f5_2010, // f2fs
+];
+
+const EVENTS: u32 = libc::IN_CREATE
+    | libc::IN_DELETE
+    | libc::IN_MOVED_FROM
+    | libc::IN_MOVED_TO
+    | libc::IN_ATTRIB
+    | libc::IN_DELETE_SELF
+    | libc::IN_MOVE_SELF
+    | libc::IN_ONLYDIR;
+
+/// Events that say something was lost, or that a watch is gone.
+const UNKNOWABLE: u32 = libc::IN_Q_OVERFLOW | libc::IN_IGNORED | libc::IN_UNMOUNT;
+
+/// A name looked up in a real directory, both as bytes.
+pub(crate) type Lookup = (Vec<u8>, Vec<u8>);
+
+struct Watch {
+    queue: OwnedFd,
+    mounts: std::fs::File,
+    /// Watched directories by watch descriptor, and the other way round.
+    by_descriptor: HashMap<i32, Vec<u8>>,
+    descriptors: HashMap<Vec<u8>, i32>,
+    /// The names whose change counts, in every layout watched so far.
+    names: HashSet<Lookup>,
+    /// Moves on with every change that counts.
+    generation: u64,
+}
+
+/// One queue for the whole process (inotify instances are few per user).
+fn slot() -> &'static Mutex<Option<Watch>> {
+    static WATCH: OnceLock<Mutex<Option<Watch>>> = OnceLock::new();
+    WATCH.get_or_init(|| Mutex::new(Watch::new()))
+}
+
+impl Watch {
+    fn new() -> Option<Watch> {
+        let mounts = std::fs::File::open("/proc/self/mountinfo").ok()?;
+        // SAFETY: no pointers; the result is checked.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        let queue = unsafe { OwnedFd::from_raw_fd(fd) };
+        Some(Watch { queue, mounts, by_descriptor: HashMap::new(), descriptors: HashMap::new(), names: HashSet::new(), generation: 0 })
+    }
+
+    /// Takes in what happened since the last look.
+    fn take_events(&mut self) {
+        let mut fds = [
+            libc::pollfd { fd: self.queue.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.mounts.as_raw_fd(), events: libc::POLLPRI, revents: 0 },
+        ];
+        // SAFETY: two valid pollfds; no waiting.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, 0) } <= 0 {
+            return;
+        }
+        let mut changed = fds[1].revents != 0;
+        if fds[0].revents != 0 {
+            changed |= self.read_queue();
+        }
+        if changed {
+            self.generation += 1;
+            self.forget_watches();
+        }
+    }
+
+    /// After a change, a watched path may lead to another directory than the one its
+    /// watch is on (a directory above it was moved, say): every watch is dropped, with
+    /// its queue, and the next layout adds them again.
+    fn forget_watches(&mut self) {
+        // SAFETY: no pointers; the result is checked.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd >= 0 {
+            // SAFETY: a fresh descriptor owned by nobody else; the old queue closes
+            // with its watches.
+            self.queue = unsafe { OwnedFd::from_raw_fd(fd) };
+        }
+        self.by_descriptor.clear();
+        self.descriptors.clear();
+    }
+
+    /// Empties the queue; whether any event counts.
+    fn read_queue(&mut self) -> bool {
+        const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
+        let mut counts = false;
+        // Aligned for the event headers read out of it.
+        let mut buf = vec![0u64; 1024];
+        loop {
+            // SAFETY: reading into an owned buffer of that many bytes.
+            let got = unsafe { libc::read(self.queue.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len() * 8) };
+            if got <= 0 {
+                return counts;
+            }
+            // SAFETY: the buffer's bytes, as many as were read.
+            let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), got as usize) };
+            let mut at = 0;
+            while at + HEADER <= bytes.len() {
+                // SAFETY: a whole header lies at `at` (the kernel writes whole events).
+                let event = unsafe { std::ptr::read_unaligned(bytes[at..].as_ptr().cast::<libc::inotify_event>()) };
+                let name_bytes = bytes.get(at + HEADER..at + HEADER + event.len as usize).unwrap_or_default();
+                let name = name_bytes.split(|b| *b == 0).next().unwrap_or_default();
+                counts |= self.counts(event.wd, event.mask, name);
+                at += HEADER + event.len as usize;
+            }
+        }
+    }
+
+    fn counts(&self, wd: i32, mask: u32, name: &[u8]) -> bool {
+        if mask & UNKNOWABLE != 0 {
+            return true;
+        }
+        match self.by_descriptor.get(&wd) {
+            // The directory itself.
+            Some(_) if name.is_empty() => true,
+            Some(dir) => self.names.contains(&(dir.clone(), name.to_vec())),
+            None => true,
+        }
+    }
+
+    /// Watches `dir`; false when it cannot be watched or is not on a local filesystem.
+    fn add(&mut self, dir: &[u8]) -> bool {
+        if self.descriptors.contains_key(dir) {
+            return true;
+        }
+        let Ok(name) = CString::new(dir) else { return false };
+        // SAFETY: a NUL-terminated path and a zeroed buffer the call fills.
+        let local = unsafe {
+            let mut fs: libc::statfs = std::mem::zeroed();
+            libc::statfs(name.as_ptr(), &mut fs) == 0 && LOCAL_FILESYSTEMS.contains(&(fs.f_type as i64))
+        };
+        if !local {
+            return false;
+        }
+        // SAFETY: a valid inotify descriptor and a NUL-terminated path.
+        let wd = unsafe { libc::inotify_add_watch(self.queue.as_raw_fd(), name.as_ptr(), EVENTS) };
+        if wd < 0 {
+            return false;
+        }
+        self.by_descriptor.insert(wd, dir.to_vec());
+        self.descriptors.insert(dir.to_vec(), wd);
+        true
+    }
+}
+
+/// The current generation of changes; `None` when this machine offers no watch.
+pub(crate) fn generation() -> Option<u64> {
+    let mut slot = slot().lock().unwrap_or_else(|p| p.into_inner());
+    let watch = slot.as_mut()?;
+    watch.take_events();
+    Some(watch.generation)
+}
+
+/// Watches every directory of `lookups` for a change of its name; the generation to
+/// compare later with when all are watched, `None` when one cannot be. Lookups made
+/// before this call may predate a change the watch did not see: a layout is trusted only
+/// from lookups made after it.
+pub(crate) fn watch(lookups: &[Lookup]) -> Option<u64> {
+    let mut slot = slot().lock().unwrap_or_else(|p| p.into_inner());
+    let watch = slot.as_mut()?;
+    let dirs: HashSet<&[u8]> = lookups.iter().map(|(dir, _)| dir.as_slice()).collect();
+    if !dirs.into_iter().all(|dir| watch.add(dir)) {
+        return None;
+    }
+    watch.names.extend(lookups.iter().cloned());
+    watch.take_events();
+    Some(watch.generation)
+}
+
+/// Whether every directory of `lookups` is watched for the names looked up there.
+pub(crate) fn covers(lookups: &[Lookup]) -> bool {
+    let slot = slot().lock().unwrap_or_else(|p| p.into_inner());
+    slot.as_ref().is_some_and(|watch| lookups.iter().all(|lookup| watch.descriptors.contains_key(&lookup.0) && watch.names.contains(lookup)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn lookup(dir: &std::path::Path, name: &str) -> Lookup {
+        (dir.as_os_str().as_bytes().to_vec(), name.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn only_changes_of_the_names_looked_up_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(base.join("home")).unwrap();
+        let home = base.join("home");
+        let lookups = vec![lookup(&base, "home"), lookup(&home, ".ssh"), lookup(&home, ".bashrc")];
+        let Some(start) = watch(&lookups) else { return eprintln!("no watch on this machine: skipped") };
+        assert!(covers(&lookups));
+        assert!(!covers(&[lookup(&home, ".aws")]));
+        // Other names in a watched directory do not count.
+        std::fs::write(home.join("notes.txt"), b"x").unwrap();
+        std::fs::create_dir(home.join("project")).unwrap();
+        std::fs::rename(home.join("notes.txt"), home.join("todo.txt")).unwrap();
+        assert_eq!(generation(), Some(start));
+        let mut last = start;
+        // Each change counts once; nothing is then taken as watched until watched again.
+        let seen = |last: &mut u64, what: &str| {
+            assert_ne!(generation().unwrap(), *last, "{what} was not seen");
+            assert!(!covers(&lookups), "{what}");
+            *last = watch(&lookups).unwrap();
+            assert!(covers(&lookups));
+        };
+        let mut changed = |what: &str| seen(&mut last, what);
+        std::fs::create_dir(home.join(".ssh")).unwrap();
+        changed("a looked-up name created");
+        std::fs::rename(home.join("todo.txt"), home.join(".bashrc")).unwrap();
+        changed("a file renamed to a looked-up name");
+        std::fs::set_permissions(home.join(".ssh"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        changed("a looked-up name's attributes");
+        std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+        changed("the watched directory's attributes");
+        std::fs::remove_file(home.join(".bashrc")).unwrap();
+        changed("a looked-up name removed");
+        std::fs::rename(&home, base.join("elsewhere")).unwrap();
+        assert_ne!(generation(), Some(last), "the watched directory moved");
+        // A directory made where the moved one was is watched by its path, afresh.
+        std::fs::create_dir(&home).unwrap();
+        let mut last = watch(&lookups).unwrap();
+        std::fs::create_dir(home.join(".ssh")).unwrap();
+        seen(&mut last, "a looked-up name created in the new directory");
+        std::fs::write(base.join("elsewhere/.bashrc"), b"").unwrap();
+        assert_eq!(generation(), Some(last), "the moved directory is no longer watched");
+    }
+}
