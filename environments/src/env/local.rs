@@ -136,15 +136,14 @@ impl LocalEnv {
     }
 
     /// A shell for the next command in one of the task's sandboxes, when it has one idle
-    /// (never a new sandbox for it), that will restore `session`'s state once told.
-    /// `ended`: the command before it has ended, so the snapshot is final. `None` when it
-    /// cannot be started that way.
-    fn start_ready(&self, session: &ShellSession, ended: bool) -> Option<ReadyShell> {
+    /// (never a new sandbox for it), that will restore `session`'s state once told, in
+    /// `env` (a child's environment). `ended`: the command before it has ended, so the
+    /// snapshot is final. `None` when it cannot be started that way.
+    fn start_ready(&self, session: &ShellSession, env: Vec<(OsString, OsString)>, ended: bool) -> Option<ReadyShell> {
         if !self.policy.is_active() {
             return None;
         }
         let restore = session.restore();
-        let env = child_env(&self.passthrough);
         let mut start_env = env.clone();
         let mut restore_later = None;
         let restore_file = if ended {
@@ -190,12 +189,13 @@ impl LocalEnv {
     /// started meanwhile.
     fn run_restored(&self, session: &ShellSession, body: &str, runs: usize) -> Result<Box<dyn Running>, EnvError> {
         let restore = session.restore();
+        let env = child_env(&self.passthrough);
         if let Some(mut shell) = self.take_ready() {
-            let fits = shell.matches(&restore, &child_env(&self.passthrough)) && self.launcher.is_current(&mut shell.waiting.0);
+            let fits = shell.matches(&restore, &env) && self.launcher.is_current(&mut shell.waiting.0);
             if fits && self.restore_in(&mut shell, session) {
                 match shell.hand_over(body) {
                     Ok(run) => {
-                        self.start_ready_beside(session);
+                        self.start_ready_beside(session, env);
                         return Ok(run);
                     }
                     Err(shell) => shell.retire(),
@@ -206,16 +206,17 @@ impl LocalEnv {
         }
         let run = self.run_foreground(&format!("{restore}{body}"), false);
         if run.is_ok() && runs >= 2 {
-            self.start_ready_beside(session);
+            self.start_ready_beside(session, env);
         }
         run
     }
 
-    /// Starts the next command's shell while this one runs, in the task's other sandbox.
-    fn start_ready_beside(&self, session: &ShellSession) {
+    /// Starts the next command's shell (in `env`) while this one runs, in the task's
+    /// other sandbox.
+    fn start_ready_beside(&self, session: &ShellSession, env: Vec<(OsString, OsString)>) {
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() && !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            *slot = self.start_ready(session, false);
+            *slot = self.start_ready(session, env, false);
         }
     }
 
@@ -453,13 +454,10 @@ impl Environment for LocalEnv {
             return;
         }
         if slot.is_none() {
-            *slot = self.start_ready(session, true);
+            *slot = self.start_ready(session, child_env(&self.passthrough), true);
         }
-        let told = match slot.as_mut() {
-            Some(shell) => self.restore_in(shell, session),
-            None => true,
-        };
-        if !told {
+        // A shell that cannot be told is retired, with the slot free again.
+        if slot.as_mut().is_some_and(|shell| !self.restore_in(shell, session)) {
             if let Some(shell) = slot.take() {
                 drop(slot);
                 shell.retire();
