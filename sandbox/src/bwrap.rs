@@ -97,8 +97,11 @@ pub(crate) struct Layout {
 type Identity = (u64, u64, i128);
 
 fn identity(path: &Path) -> Identity {
+    std::fs::symlink_metadata(path).map(|meta| identity_of(&meta)).unwrap_or_default()
+}
+
+fn identity_of(meta: &std::fs::Metadata) -> Identity {
     use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return (0, 0, 0) };
     let born = match meta.created().map(|t| t.duration_since(std::time::UNIX_EPOCH)) {
         Ok(Ok(since)) => since.as_nanos() as i128,
         _ => -(meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128),
@@ -108,8 +111,12 @@ fn identity(path: &Path) -> Identity {
 
 impl Layout {
     fn bind(&mut self, flag: &str, source: &Path, dest: &Path) {
+        self.bind_known(flag, source, dest, identity(dest));
+    }
+
+    fn bind_known(&mut self, flag: &str, source: &Path, dest: &Path, identity: Identity) {
         push_mount(&mut self.args, flag, source, dest);
-        self.identities.push(identity(dest));
+        self.identities.push(identity);
     }
 }
 
@@ -176,8 +183,8 @@ pub(crate) fn finish_layout(policy: &Policy, cwd: &Path, layout: &mut Layout) {
     // Host services listening on socket files (container engines, systemd, D-Bus) would
     // take orders from root inside as from root outside: their sockets are covered.
     if let Some(empty) = &policy.empty_file {
-        for socket in listening_socket_files() {
-            layout.bind("--ro-bind", empty, &socket);
+        for (socket, identity) in listening_socket_files() {
+            layout.bind_known("--ro-bind", empty, &socket, identity);
         }
     }
     layout.args.push("--chdir".into());
@@ -185,8 +192,8 @@ pub(crate) fn finish_layout(policy: &Policy, cwd: &Path, layout: &mut Layout) {
 }
 
 /// The socket files bound in this network namespace (from `/proc/net/unix`) that exist
-/// as sockets now.
-fn listening_socket_files() -> Vec<PathBuf> {
+/// as sockets now, with what each is.
+fn listening_socket_files() -> Vec<(PathBuf, Identity)> {
     use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
     // The file reports no size: read into room for a few hundred sockets at once, not
@@ -195,13 +202,13 @@ fn listening_socket_files() -> Vec<PathBuf> {
     if std::fs::File::open("/proc/net/unix").and_then(|mut f| f.read_to_string(&mut table)).is_err() {
         table.clear();
     }
-    let mut out: Vec<PathBuf> = Vec::new();
+    let mut out: Vec<(PathBuf, Identity)> = Vec::new();
     for line in table.lines().skip(1) {
         let Some(path) = line.split_whitespace().nth(7).filter(|p| p.starts_with('/')) else { continue };
         let path = PathBuf::from(path);
-        let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
-        if is_socket && !out.contains(&path) {
-            out.push(path);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.file_type().is_socket() && !out.iter().any(|(seen, _)| *seen == path) {
+            out.push((path, identity_of(&meta)));
         }
     }
     out
