@@ -24,16 +24,28 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 fn main() {
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.yaml"), format!("approvals:\n  unattended_mode: approve\ncode_execution:\n  max_tool_calls: {}\n", CALLS * 2)).unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!(
+            "approvals:\n  unattended_mode: approve\ncode_execution:\n  max_tool_calls: {}\n",
+            CALLS * 2
+        ),
+    )
+    .unwrap();
     for n in 0..CALLS {
         std::fs::write(home.path().join(format!("f{n}.txt")), format!("line {n}\n")).unwrap();
     }
     let registry = Arc::new(Registry::with_home(&CATALOG, home.path().to_path_buf()));
     hermes_tools::current::set(&registry, None);
     let run_script = |code: &str, task: &str| -> Duration {
-        let ctx = ToolContext::builder().hermes_home(home.path()).cwd(home.path()).task_id(task.to_string()).build();
+        let ctx = ToolContext::builder()
+            .hermes_home(home.path())
+            .cwd(home.path())
+            .task_id(task.to_string())
+            .build();
         let started = Instant::now();
-        let result = registry.handle_function_call(&ToolCall::new("execute_code", json!({"code": code})), &ctx);
+        let result = registry
+            .handle_function_call(&ToolCall::new("execute_code", json!({"code": code})), &ctx);
         let elapsed = started.elapsed();
         let parsed: Value = serde_json::from_str(&result).unwrap();
         assert_eq!(parsed["status"], "success", "{parsed}");
@@ -55,10 +67,17 @@ fn main() {
     let direct = median(
         (0..RUNS)
             .map(|r| {
-                let ctx = ToolContext::builder().hermes_home(home.path()).cwd(home.path()).task_id(format!("direct-{r}")).build();
+                let ctx = ToolContext::builder()
+                    .hermes_home(home.path())
+                    .cwd(home.path())
+                    .task_id(format!("direct-{r}"))
+                    .build();
                 let started = Instant::now();
                 for n in 0..CALLS {
-                    let result = registry.handle_function_call(&ToolCall::new("read_file", json!({"path": format!("f{n}.txt")})), &ctx);
+                    let result = registry.handle_function_call(
+                        &ToolCall::new("read_file", json!({"path": format!("f{n}.txt")})),
+                        &ctx,
+                    );
                     assert!(result.contains("line"));
                 }
                 started.elapsed()
@@ -67,9 +86,21 @@ fn main() {
     );
     let per_rpc = with_calls.saturating_sub(empty).as_secs_f64() / CALLS as f64;
     let per_direct = direct.as_secs_f64() / CALLS as f64;
-    println!("execute_code run with no calls (fixed cost): {:>9.2} ms", empty.as_secs_f64() * 1e3);
-    println!("execute_code run with {CALLS} read_file calls: {:>9.2} ms", with_calls.as_secs_f64() * 1e3);
-    println!("one read_file from a script (over the socket): {:>8.1} us", per_rpc * 1e6);
-    println!("one read_file called directly (baseline):      {:>8.1} us", per_direct * 1e6);
+    println!(
+        "execute_code run with no calls (fixed cost): {:>9.2} ms",
+        empty.as_secs_f64() * 1e3
+    );
+    println!(
+        "execute_code run with {CALLS} read_file calls: {:>9.2} ms",
+        with_calls.as_secs_f64() * 1e3
+    );
+    println!(
+        "one read_file from a script (over the socket): {:>8.1} us",
+        per_rpc * 1e6
+    );
+    println!(
+        "one read_file called directly (baseline):      {:>8.1} us",
+        per_direct * 1e6
+    );
     println!("script call / direct call: {:.1}x", per_rpc / per_direct);
 }

@@ -39,7 +39,10 @@ fn main() {
     let mut written = 0;
     let mut n = 0u64;
     while written < FILE_BYTES {
-        let line = format!("{n:>8} the quick brown fox jumps over the lazy dog {}\n", n % 977);
+        let line = format!(
+            "{n:>8} the quick brown fox jumps over the lazy dog {}\n",
+            n % 977
+        );
         written += line.len();
         file.write_all(line.as_bytes()).unwrap();
         n += 1;
@@ -51,23 +54,48 @@ fn main() {
     let ours = time(|| {
         // A fresh task each time: the same task's repeated read would get the dedup stub.
         task += 1;
-        let ctx = ToolContext::builder().task_id(format!("bench-read-{task}")).cwd(work.path()).build();
-        let result = registry.handle_function_call(&ToolCall::new("read_file", json!({"path": "big.txt"})), &ctx);
+        let ctx = ToolContext::builder()
+            .task_id(format!("bench-read-{task}"))
+            .cwd(work.path())
+            .build();
+        let result = registry.handle_function_call(
+            &ToolCall::new("read_file", json!({"path": "big.txt"})),
+            &ctx,
+        );
         let value: serde_json::Value = serde_json::from_str(&result).unwrap();
         assert_eq!(value["total_lines"], n, "{result}");
     });
     let command = |program: &str, args: &[&str]| {
         time(|| {
             // Its output is taken through a pipe, as read_file's is taken by its caller.
-            let output = Command::new(program).args(args).arg(&path).stderr(Stdio::inherit()).output().unwrap();
+            let output = Command::new(program)
+                .args(args)
+                .arg(&path)
+                .stderr(Stdio::inherit())
+                .output()
+                .unwrap();
             assert!(output.status.success());
         })
     };
     let wc = command("wc", &["-l"]);
     let head = command("head", &["-n", "500"]);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    println!("first page (500 lines) of a {} MB file, {n} lines; median of {RUNS}", FILE_BYTES >> 20);
+    println!(
+        "first page (500 lines) of a {} MB file, {n} lines; median of {RUNS}",
+        FILE_BYTES >> 20
+    );
     println!("{:<40} {:>9.2}ms", "wc -l (baseline)", ms(wc));
-    println!("{:<40} {:>9.2}ms  ({:.2}x wc -l)", "head -n 500", ms(head), ms(head) / ms(wc));
-    println!("{:<40} {:>9.2}ms  ({:.2}x wc -l, {:.1}x head)", "read_file (in process)", ms(ours), ms(ours) / ms(wc), ms(ours) / ms(head));
+    println!(
+        "{:<40} {:>9.2}ms  ({:.2}x wc -l)",
+        "head -n 500",
+        ms(head),
+        ms(head) / ms(wc)
+    );
+    println!(
+        "{:<40} {:>9.2}ms  ({:.2}x wc -l, {:.1}x head)",
+        "read_file (in process)",
+        ms(ours),
+        ms(ours) / ms(wc),
+        ms(ours) / ms(head)
+    );
 }

@@ -37,28 +37,50 @@ fn numbered_line(n: usize) -> String {
 }
 
 fn call_line(n: usize, name: &str, args: Value) -> String {
-    format!("{}\n", json!({"id": format!("c{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}, "task_id": "bench"}))
+    format!(
+        "{}\n",
+        json!({"id": format!("c{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}, "task_id": "bench"})
+    )
 }
 
 /// The tool result inside an answer line, which must not be an error.
 fn tool_result(answer: &str) -> Value {
-    let line: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
-    let content = line["content"].as_str().unwrap_or_else(|| panic!("no content: {answer}"));
-    let result: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("content not JSON ({e}): {content}"));
-    assert!(result.get("error").is_none_or(Value::is_null), "the call failed: {result}");
+    let line: Value =
+        serde_json::from_str(answer).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
+    let content = line["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no content: {answer}"));
+    let result: Value = serde_json::from_str(content)
+        .unwrap_or_else(|e| panic!("content not JSON ({e}): {content}"));
+    assert!(
+        result.get("error").is_none_or(Value::is_null),
+        "the call failed: {result}"
+    );
     result
 }
 
 fn read_calls() -> Vec<String> {
-    (0..READS).map(|n| call_line(n, "read_file", json!({"path": format!("f{n}.txt")}))).collect()
+    (0..READS)
+        .map(|n| call_line(n, "read_file", json!({"path": format!("f{n}.txt")})))
+        .collect()
 }
 
 fn terminal_calls() -> Vec<String> {
-    (0..COMMANDS).map(|n| call_line(n, "terminal", json!({"command": "true"}))).collect()
+    (0..COMMANDS)
+        .map(|n| call_line(n, "terminal", json!({"command": "true"})))
+        .collect()
 }
 
 fn big_read_calls() -> Vec<String> {
-    (0..BIG_CALLS).map(|n| call_line(n, "read_file", json!({"path": "big.txt", "offset": 1 + n * 150_000, "limit": 500}))).collect()
+    (0..BIG_CALLS)
+        .map(|n| {
+            call_line(
+                n,
+                "read_file",
+                json!({"path": "big.txt", "offset": 1 + n * 150_000, "limit": 500}),
+            )
+        })
+        .collect()
 }
 
 fn patch_calls() -> Vec<String> {
@@ -73,17 +95,36 @@ fn patch_calls() -> Vec<String> {
 }
 
 fn mcp_calls() -> Vec<String> {
-    (0..MCP_CALLS as u64).map(|n| mcp_line(1 + n, "tools/call", json!({"name": "skills_list", "arguments": {}}))).collect()
+    (0..MCP_CALLS as u64)
+        .map(|n| {
+            mcp_line(
+                1 + n,
+                "tools/call",
+                json!({"name": "skills_list", "arguments": {}}),
+            )
+        })
+        .collect()
 }
 
 fn check_read(answer: &str) {
     let result = tool_result(answer);
-    assert!(result["content"].as_str().is_some_and(|c| c.contains("one")), "not the file's text: {result}");
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("one")),
+        "not the file's text: {result}"
+    );
 }
 
 fn check_page(answer: &str) {
     let result = tool_result(answer);
-    assert!(result["content"].as_str().is_some_and(|c| c.lines().count() >= 500), "not a page: {:.300}", result.to_string());
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|c| c.lines().count() >= 500),
+        "not a page: {:.300}",
+        result.to_string()
+    );
 }
 
 fn check_patch(answer: &str) {
@@ -96,9 +137,16 @@ fn check_terminal(answer: &str) {
 }
 
 fn check_mcp(answer: &str) {
-    let reply: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
-    assert_eq!(reply["result"]["isError"].as_bool().unwrap_or(false), false, "{answer}");
-    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text: {answer}"));
+    let reply: Value =
+        serde_json::from_str(answer).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
+    assert_eq!(
+        reply["result"]["isError"].as_bool().unwrap_or(false),
+        false,
+        "{answer}"
+    );
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {answer}"));
     assert!(text.contains("\"skills\""), "{text}");
 }
 
@@ -110,9 +158,16 @@ struct Place {
 
 impl Place {
     fn new() -> Place {
-        let place = Place { home: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() };
+        let place = Place {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        };
         for n in 0..READS {
-            std::fs::write(place.work.path().join(format!("f{n}.txt")), "one\ntwo\nthree\n").unwrap();
+            std::fs::write(
+                place.work.path().join(format!("f{n}.txt")),
+                "one\ntwo\nthree\n",
+            )
+            .unwrap();
         }
         let big: String = (1..=BIG_LINES).map(numbered_line).collect();
         std::fs::write(place.work.path().join("big.txt"), big).unwrap();
@@ -123,7 +178,11 @@ impl Place {
 
     fn command(&self, program: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(program);
-        command.args(args).env("HERMES_HOME", self.home.path()).env("TERMINAL_CWD", self.work.path()).current_dir(self.work.path());
+        command
+            .args(args)
+            .env("HERMES_HOME", self.home.path())
+            .env("TERMINAL_CWD", self.work.path())
+            .current_dir(self.work.path());
         command
     }
 }
@@ -140,7 +199,13 @@ struct Figures {
 /// `reads` of the small files are timed (the original takes about 0.1 s for each).
 fn measure(mut lines: Command, mut mcp: Command, reads: usize) -> Figures {
     let mut server = Peer::start(&mut lines);
-    let read = median_round_trip(&mut server, &read_calls()[..reads + 20], 20, reads, check_read);
+    let read = median_round_trip(
+        &mut server,
+        &read_calls()[..reads + 20],
+        20,
+        reads,
+        check_read,
+    );
     let page = median_round_trip(&mut server, &big_read_calls(), 2, BIG_CALLS - 2, check_page);
     let patch = median_round_trip(&mut server, &patch_calls(), 2, BIG_CALLS - 2, check_patch);
     let terminal = median_round_trip(&mut server, &terminal_calls(), 20, COMMANDS, check_terminal);
@@ -149,32 +214,74 @@ fn measure(mut lines: Command, mut mcp: Command, reads: usize) -> Figures {
     mcp_initialize(&mut server);
     let mcp = median_round_trip(&mut server, &mcp_calls(), 100, MCP_CALLS - 100, check_mcp);
     server.finish();
-    Figures { read, page, patch, terminal, mcp }
+    Figures {
+        read,
+        page,
+        patch,
+        terminal,
+        mcp,
+    }
 }
 
 fn main() {
     let binary = Path::new(env!("CARGO_BIN_EXE_hermes-tools"));
     let ours_place = Place::new();
-    let ours = measure(ours_place.command(binary, &["serve"]), ours_place.command(binary, &["mcp", "--toolsets", "skills"]), READS - 20);
+    let ours = measure(
+        ours_place.command(binary, &["serve"]),
+        ours_place.command(binary, &["mcp", "--toolsets", "skills"]),
+        READS - 20,
+    );
     let original = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON").map(|python| {
         let place = Place::new();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/original_lines.py");
         let python = Path::new(&python);
-        measure(place.command(python, &[script]), place.command(python, &["-m", "agent.transports.hermes_tools_mcp_server"]), 100)
+        measure(
+            place.command(python, &[script]),
+            place.command(python, &["-m", "agent.transports.hermes_tools_mcp_server"]),
+            100,
+        )
     });
-    println!("{:<52} {:>11} {:>11} {:>9}", "one call at a time", "ours", "original", "ratio");
+    println!(
+        "{:<52} {:>11} {:>11} {:>9}",
+        "one call at a time", "ours", "original", "ratio"
+    );
     let row = |label: &str, ours: Duration, theirs: Option<Duration>| {
         let us = |d: Duration| d.as_secs_f64() * 1e6;
         match theirs {
-            Some(theirs) => println!("{label:<52} {:>9.1}µs {:>9.1}µs {:>8.4}x", us(ours), us(theirs), ours.as_secs_f64() / theirs.as_secs_f64()),
+            Some(theirs) => println!(
+                "{label:<52} {:>9.1}µs {:>9.1}µs {:>8.4}x",
+                us(ours),
+                us(theirs),
+                ours.as_secs_f64() / theirs.as_secs_f64()
+            ),
             None => println!("{label:<52} {:>9.1}µs {:>11} {:>9}", us(ours), "-", "-"),
         }
     };
-    row("read_file of a 3-line file, JSON lines", ours.read, original.as_ref().map(|o| o.read));
-    row("read_file, a 500-line page of a 50 MB file", ours.page, original.as_ref().map(|o| o.page));
-    row("patch (replace) of one line of a 5 MB file", ours.patch, original.as_ref().map(|o| o.patch));
-    row("terminal `true`, JSON lines", ours.terminal, original.as_ref().map(|o| o.terminal));
-    row("MCP tools/call skills_list, stdio", ours.mcp, original.as_ref().map(|o| o.mcp));
+    row(
+        "read_file of a 3-line file, JSON lines",
+        ours.read,
+        original.as_ref().map(|o| o.read),
+    );
+    row(
+        "read_file, a 500-line page of a 50 MB file",
+        ours.page,
+        original.as_ref().map(|o| o.page),
+    );
+    row(
+        "patch (replace) of one line of a 5 MB file",
+        ours.patch,
+        original.as_ref().map(|o| o.patch),
+    );
+    row(
+        "terminal `true`, JSON lines",
+        ours.terminal,
+        original.as_ref().map(|o| o.terminal),
+    );
+    row(
+        "MCP tools/call skills_list, stdio",
+        ours.mcp,
+        original.as_ref().map(|o| o.mcp),
+    );
     if original.is_none() {
         println!("(set HERMES_BENCH_ORIGINAL_PYTHON to a Python with hermes-agent==0.19.0 and 'mcp<2' for the original's side)");
     }

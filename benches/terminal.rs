@@ -59,22 +59,34 @@ impl Tool {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.yaml"), config).unwrap();
         let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
-        let mut ctx = ToolContext::builder().task_id(task).hermes_home(home.path());
+        let mut ctx = ToolContext::builder()
+            .task_id(task)
+            .hermes_home(home.path());
         if let Some(cwd) = cwd {
             ctx = ctx.cwd(cwd);
         }
-        Tool { registry, ctx: ctx.build(), task: task.to_string(), _home: home }
+        Tool {
+            registry,
+            ctx: ctx.build(),
+            task: task.to_string(),
+            _home: home,
+        }
     }
 
     fn call(&self, tool: &str, args: Value) -> Value {
-        let result = self.registry.handle_function_call(&ToolCall::new(tool, args), &self.ctx);
+        let result = self
+            .registry
+            .handle_function_call(&ToolCall::new(tool, args), &self.ctx);
         let value: Value = serde_json::from_str(&result).unwrap();
         assert!(value.get("error").is_none_or(Value::is_null), "{result}");
         value
     }
 
     fn run(&self, command: &str) -> Value {
-        let result = self.registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": command })), &self.ctx);
+        let result = self.registry.handle_function_call(
+            &ToolCall::new("terminal", json!({ "command": command })),
+            &self.ctx,
+        );
         let value: Value = serde_json::from_str(&result).unwrap();
         assert_eq!(value["exit_code"], 0, "{result}");
         value
@@ -117,7 +129,13 @@ fn compare(tool: &Tool, runs: usize, name: &str, baseline_name: &str, mut direct
 
 /// As [`compare`], but each call comes after a pause, as an agent's calls do (the model
 /// answers in between): the task's next shell is ready when the call comes.
-fn compare_settled(tool: &Tool, runs: usize, name: &str, baseline_name: &str, mut direct: impl FnMut()) {
+fn compare_settled(
+    tool: &Tool,
+    runs: usize,
+    name: &str,
+    baseline_name: &str,
+    mut direct: impl FnMut(),
+) {
     const PAUSE: Duration = Duration::from_millis(20);
     let (mut baseline, mut through_tool) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for _ in 0..runs {
@@ -132,11 +150,13 @@ fn compare_settled(tool: &Tool, runs: usize, name: &str, baseline_name: &str, mu
 }
 
 fn timed(runs: usize, mut f: impl FnMut()) -> Vec<Duration> {
-    (0..runs).map(|_| {
-        let started = Instant::now();
-        f();
-        started.elapsed()
-    }).collect()
+    (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            f();
+            started.elapsed()
+        })
+        .collect()
 }
 
 /// One raw API request to a fake, whose answer must report exit code 0.
@@ -156,26 +176,49 @@ fn raw_request(url: &str, token: &str, accept: &str, body: Value) {
 /// tool's `true` in the same task.
 fn file_tools(tool: &Tool, runs: usize, backend: &str, dir: &str) {
     let lines: String = (0..1000).map(|i| format!("line {i}\n")).collect();
-    tool.call("write_file", json!({"path": format!("{dir}/bench.txt"), "content": lines}));
+    tool.call(
+        "write_file",
+        json!({"path": format!("{dir}/bench.txt"), "content": lines}),
+    );
     let terminal = sample(runs, || {
         tool.run("true");
     });
     let mut line = 0;
     let read = sample(runs, || {
         line += 1;
-        let r = tool.call("read_file", json!({"path": format!("{dir}/bench.txt"), "offset": line, "limit": 1}));
+        let r = tool.call(
+            "read_file",
+            json!({"path": format!("{dir}/bench.txt"), "offset": line, "limit": 1}),
+        );
         assert_eq!(r["content"], format!("{line}|line {}", line - 1));
     });
     let ten_kb = "x".repeat(10 * 1024);
     let write = sample(runs, || {
-        tool.call("write_file", json!({"path": format!("{dir}/bench-write.txt"), "content": ten_kb}));
+        tool.call(
+            "write_file",
+            json!({"path": format!("{dir}/bench-write.txt"), "content": ten_kb}),
+        );
     });
-    report(&format!("read_file, one line, {backend}"), &format!("terminal tool, `true`, {backend} (baseline)"), terminal, read);
-    report(&format!("write_file, 10 KB, {backend}"), &format!("terminal tool, `true`, {backend} (baseline)"), terminal, write);
+    report(
+        &format!("read_file, one line, {backend}"),
+        &format!("terminal tool, `true`, {backend} (baseline)"),
+        terminal,
+        read,
+    );
+    report(
+        &format!("write_file, 10 KB, {backend}"),
+        &format!("terminal tool, `true`, {backend} (baseline)"),
+        terminal,
+        write,
+    );
 }
 
 fn bash_true() {
-    let status = Command::new("bash").args(["-c", "true"]).stdout(Stdio::null()).status().unwrap();
+    let status = Command::new("bash")
+        .args(["-c", "true"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -191,7 +234,13 @@ fn local() {
         let tool = Tool::new(&format!("bench-local-{mode}"), config, Some(work.path()));
         // The first call starts the task's shell session (snapshot); measure the steady state.
         tool.run("true");
-        compare(&tool, 200, &format!("terminal tool, `true`, local, sandbox {mode}"), "bash -c true (baseline)", bash_true);
+        compare(
+            &tool,
+            200,
+            &format!("terminal tool, `true`, local, sandbox {mode}"),
+            "bash -c true (baseline)",
+            bash_true,
+        );
         compare_settled(
             &tool,
             60,
@@ -205,7 +254,12 @@ fn local() {
         }
         let hundred = started.elapsed();
         let name = format!("100 short commands in one task, sandbox {mode}");
-        println!("{:<58} {:>9.2}ms  ({:.2} ms per command)", name, ms(hundred), ms(hundred) / 100.0);
+        println!(
+            "{:<58} {:>9.2}ms  ({:.2} ms per command)",
+            name,
+            ms(hundred),
+            ms(hundred) / 100.0
+        );
         if mode == "workspace-write" {
             file_tools(&tool, 100, "local", &work.path().to_string_lossy());
         }
@@ -222,8 +276,15 @@ fn fresh_tasks(config: &str) -> Duration {
     let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
     // One call first, so one-time costs of the process (detector rules, sandbox probe)
     // stay out of the figure, as the original's warm-up call keeps its imports out.
-    let warm = ToolContext::builder().task_id("bench-fresh-warm").hermes_home(home.path()).cwd(work.path()).build();
-    registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": "true" })), &warm);
+    let warm = ToolContext::builder()
+        .task_id("bench-fresh-warm")
+        .hermes_home(home.path())
+        .cwd(work.path())
+        .build();
+    registry.handle_function_call(
+        &ToolCall::new("terminal", json!({ "command": "true" })),
+        &warm,
+    );
     hermes_tools::tools::terminal::cleanup_task("bench-fresh-warm");
     let started = Instant::now();
     std::thread::scope(|scope| {
@@ -231,8 +292,15 @@ fn fresh_tasks(config: &str) -> Duration {
             let (registry, home, work) = (&registry, home.path(), work.path());
             scope.spawn(move || {
                 let task = format!("bench-fresh-{i}");
-                let ctx = ToolContext::builder().task_id(&task).hermes_home(home).cwd(work).build();
-                let result = registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": "sleep 1" })), &ctx);
+                let ctx = ToolContext::builder()
+                    .task_id(&task)
+                    .hermes_home(home)
+                    .cwd(work)
+                    .build();
+                let result = registry.handle_function_call(
+                    &ToolCall::new("terminal", json!({ "command": "sleep 1" })),
+                    &ctx,
+                );
                 let value: Value = serde_json::from_str(&result).unwrap();
                 assert_eq!(value["exit_code"], 0, "{result}");
             });
@@ -248,8 +316,12 @@ fn fresh_tasks(config: &str) -> Duration {
 /// The original's time for the same run, from benches/original_fresh_tasks.py, with its
 /// tasks `shared` on one environment (its default) or `isolated`.
 fn original_fresh_tasks(layout: &str) -> Result<Duration, String> {
-    let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON").ok_or("HERMES_BENCH_ORIGINAL_PYTHON is not set")?;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/original_fresh_tasks.py");
+    let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON")
+        .ok_or("HERMES_BENCH_ORIGINAL_PYTHON is not set")?;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/original_fresh_tasks.py"
+    );
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let out = Command::new(python)
@@ -261,15 +333,25 @@ fn original_fresh_tasks(layout: &str) -> Result<Duration, String> {
         .output()
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let seconds: f64 = text.trim().lines().last().and_then(|l| l.parse().ok()).ok_or_else(|| {
-        format!("no time printed: {text} {}", String::from_utf8_lossy(&out.stderr))
-    })?;
+    let seconds: f64 = text
+        .trim()
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "no time printed: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
     Ok(Duration::from_secs_f64(seconds))
 }
 
 fn fresh() {
-    let originals: Vec<(&str, Result<Duration, String>)> =
-        ["shared", "isolated"].into_iter().map(|layout| (layout, original_fresh_tasks(layout))).collect();
+    let originals: Vec<(&str, Result<Duration, String>)> = ["shared", "isolated"]
+        .into_iter()
+        .map(|layout| (layout, original_fresh_tasks(layout)))
+        .collect();
     for (layout, original) in &originals {
         let name = format!("original, {FRESH_TASKS} fresh tasks, `sleep 1`, {layout} env");
         match original {
@@ -283,9 +365,20 @@ fn fresh() {
         let ratios: Vec<String> = originals
             .iter()
             .filter_map(|(layout, original)| original.as_ref().ok().map(|t| (layout, t)))
-            .map(|(layout, theirs)| format!("{:.2}x original {layout}", ours.as_secs_f64() / theirs.as_secs_f64()))
+            .map(|(layout, theirs)| {
+                format!(
+                    "{:.2}x original {layout}",
+                    ours.as_secs_f64() / theirs.as_secs_f64()
+                )
+            })
             .collect();
-        println!("{:<58} {:>9.2}ms  ({:.2}x the 1 s floor; {})", name, ms(ours), ours.as_secs_f64(), ratios.join(", "));
+        println!(
+            "{:<58} {:>9.2}ms  ({:.2}x the 1 s floor; {})",
+            name,
+            ms(ours),
+            ours.as_secs_f64(),
+            ratios.join(", ")
+        );
     }
 }
 
@@ -301,14 +394,40 @@ fn docker() -> Result<(), String> {
     common::build_rootfs(
         &rootfs,
         &[
-            "bash", "sleep", "cat", "rm", "mkdir", "head", "env", "realpath", "stat", "dirname", "ls", "tr", "base64", "sha256sum",
-            "mv", "chmod", "flock",
+            "bash",
+            "sleep",
+            "cat",
+            "rm",
+            "mkdir",
+            "head",
+            "env",
+            "realpath",
+            "stat",
+            "dirname",
+            "ls",
+            "tr",
+            "base64",
+            "sha256sum",
+            "mv",
+            "chmod",
+            "flock",
         ],
     );
-    let import = format!("tar -C {r} -cf {d}/rootfs.tar . && {podman} import {d}/rootfs.tar {IMAGE} >/dev/null", r = rootfs.display(), d = dir.path().display());
-    let out = Command::new("bash").arg("-c").arg(&import).output().unwrap();
+    let import = format!(
+        "tar -C {r} -cf {d}/rootfs.tar . && {podman} import {d}/rootfs.tar {IMAGE} >/dev/null",
+        r = rootfs.display(),
+        d = dir.path().display()
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&import)
+        .output()
+        .unwrap();
     if !out.status.success() {
-        return Err(format!("image import failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "image import failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let tool = Tool::new(
         "bench-docker",
@@ -319,19 +438,44 @@ fn docker() -> Result<(), String> {
         None,
     );
     tool.run("true");
-    let listed = Command::new(&podman).args(["ps", "-q", "--filter", &format!("ancestor={IMAGE}")]).output().unwrap();
-    let container = String::from_utf8_lossy(&listed.stdout).lines().next().ok_or("the backend's container is not listed")?.to_string();
-    compare(&tool, 20, "terminal tool, `true`, docker backend (podman)", "podman exec <container> bash -c true (baseline)", || {
-        let status = Command::new(&podman)
-            .args(["--runtime", "runc", "exec", &container, "bash", "-c", "true"])
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success());
-    });
+    let listed = Command::new(&podman)
+        .args(["ps", "-q", "--filter", &format!("ancestor={IMAGE}")])
+        .output()
+        .unwrap();
+    let container = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .next()
+        .ok_or("the backend's container is not listed")?
+        .to_string();
+    compare(
+        &tool,
+        20,
+        "terminal tool, `true`, docker backend (podman)",
+        "podman exec <container> bash -c true (baseline)",
+        || {
+            let status = Command::new(&podman)
+                .args([
+                    "--runtime",
+                    "runc",
+                    "exec",
+                    &container,
+                    "bash",
+                    "-c",
+                    "true",
+                ])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        },
+    );
     file_tools(&tool, 20, "docker", "/tmp");
     drop(tool);
-    let _ = Command::new(&podman).args(["rmi", "-f", IMAGE]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    let _ = Command::new(&podman)
+        .args(["rmi", "-f", IMAGE])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
     Ok(())
 }
 
@@ -343,12 +487,19 @@ fn daytona() -> Result<(), String> {
         None,
     );
     tool.run("true");
-    let id = fake.sandboxes()[0]["id"].as_str().ok_or("no sandbox")?.to_string();
+    let id = fake.sandboxes()[0]["id"]
+        .as_str()
+        .ok_or("no sandbox")?
+        .to_string();
     let url = format!("{}/toolbox/{id}/process/execute", fake.url);
     let body = json!({"command": "true", "timeout": 30});
-    compare(&tool, 20, "terminal tool, `true`, daytona backend (fake API)", "one raw process/execute of `true` (baseline)", || {
-        raw_request(&url, "bench-key", "application/json", body.clone())
-    });
+    compare(
+        &tool,
+        20,
+        "terminal tool, `true`, daytona backend (fake API)",
+        "one raw process/execute of `true` (baseline)",
+        || raw_request(&url, "bench-key", "application/json", body.clone()),
+    );
     Ok(())
 }
 
@@ -364,12 +515,22 @@ fn vercel() -> Result<(), String> {
         None,
     );
     tool.run("true");
-    let session = fake.sandboxes()[0]["id"].as_str().ok_or("no sandbox")?.to_string();
-    let url = format!("{}/api/v2/sandboxes/sessions/{session}/cmd?teamId=team_b", fake.url);
+    let session = fake.sandboxes()[0]["id"]
+        .as_str()
+        .ok_or("no sandbox")?
+        .to_string();
+    let url = format!(
+        "{}/api/v2/sandboxes/sessions/{session}/cmd?teamId=team_b",
+        fake.url
+    );
     let body = json!({"command": "true", "args": [], "wait": true, "logs": true, "timeout": 30000});
-    compare(&tool, 20, "terminal tool, `true`, vercel_sandbox backend (fake API)", "one raw waited cmd of `true` (baseline)", || {
-        raw_request(&url, "bench-token", "application/x-ndjson", body.clone())
-    });
+    compare(
+        &tool,
+        20,
+        "terminal tool, `true`, vercel_sandbox backend (fake API)",
+        "one raw waited cmd of `true` (baseline)",
+        || raw_request(&url, "bench-token", "application/x-ndjson", body.clone()),
+    );
     Ok(())
 }
 
@@ -379,7 +540,10 @@ fn modal() -> Result<(), String> {
         return Err(format!("{} missing", python.display()));
     }
     let state = tempfile::tempdir().unwrap();
-    std::env::set_var("PYTHONPATH", sandbox_fakes::fakes_dir().join("modal_standin"));
+    std::env::set_var(
+        "PYTHONPATH",
+        sandbox_fakes::fakes_dir().join("modal_standin"),
+    );
     std::env::set_var("MODAL_STANDIN_STATE", state.path());
     let tool = Tool::new(
         "bench-modal",
@@ -390,15 +554,25 @@ fn modal() -> Result<(), String> {
         None,
     );
     tool.run("true");
-    compare(&tool, 20, "terminal tool, `true`, modal backend (bridge + stand-in SDK)", "bash -c true (baseline)", bash_true);
+    compare(
+        &tool,
+        20,
+        "terminal tool, `true`, modal backend (bridge + stand-in SDK)",
+        "bash -c true (baseline)",
+        bash_true,
+    );
     Ok(())
 }
 
 fn main() {
     // The sandbox launcher is the binary's job; an embedder names it.
-    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools")).expect("the launcher program opens");
+    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools"))
+        .expect("the launcher program opens");
     // `cargo bench --bench terminal -- local fresh` runs only those sections.
-    let chosen: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let chosen: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let wanted = |name: &str| chosen.is_empty() || chosen.iter().any(|c| c == name);
     println!("{:<58} {:>11}", "operation", "median");
     if wanted("local") {

@@ -12,7 +12,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(name = "hermes-tools", version, about = "A tool runtime for LLM agents: list, describe and call tools")]
+#[command(
+    name = "hermes-tools",
+    version,
+    about = "A tool runtime for LLM agents: list, describe and call tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -156,7 +160,10 @@ struct SelectionArgs {
 
 impl SelectionArgs {
     fn restriction(&self) -> ToolSelection {
-        ToolSelection { toolsets: self.toolsets.clone(), disabled: self.disabled.clone() }
+        ToolSelection {
+            toolsets: self.toolsets.clone(),
+            disabled: self.disabled.clone(),
+        }
     }
 }
 
@@ -187,7 +194,10 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
         _ => Some(hermes_mcp::attach(&registry)),
     };
     let output = match cli.command {
-        Command::Serve { approvals, selection } => {
+        Command::Serve {
+            approvals,
+            selection,
+        } => {
             selection.restriction().enforce_on(&registry);
             return match crate::serve::serve_stdio(registry, approvals.unwrap_or_default()) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -197,24 +207,66 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
                 }
             };
         }
-        Command::Agent { task, toolsets, disabled, base_url, model, api_key_env, max_iterations, timeout, cwd, session_id, quiet, json } => {
-            let request = AgentRequest { task, toolsets, disabled, base_url, model, api_key_env, max_iterations, timeout, cwd, session_id, quiet, json };
+        Command::Agent {
+            task,
+            toolsets,
+            disabled,
+            base_url,
+            model,
+            api_key_env,
+            max_iterations,
+            timeout,
+            cwd,
+            session_id,
+            quiet,
+            json,
+        } => {
+            let request = AgentRequest {
+                task,
+                toolsets,
+                disabled,
+                base_url,
+                model,
+                api_key_env,
+                max_iterations,
+                timeout,
+                cwd,
+                session_id,
+                quiet,
+                json,
+            };
             return run_agent(registry, request);
         }
         Command::Cron { watch, interval } => return run_cron(&registry, watch, interval),
         Command::List { selection, json } => list(&registry, &selection, json),
         Command::Schema { selection, strict } => schema(&registry, &selection, strict),
         Command::Toolsets { json } => toolsets(&registry, json),
-        Command::Call { name, args, task_id, cwd, selection } => match call(&registry, name, args, task_id, cwd, &selection) {
+        Command::Call {
+            name,
+            args,
+            task_id,
+            cwd,
+            selection,
+        } => match call(&registry, name, args, task_id, cwd, &selection) {
             Ok(text) => text,
             Err(usage) => {
                 eprintln!("error: {usage}");
                 return ExitCode::from(2);
             }
         },
-        Command::CheckCommand { json, command } => check_command(&registry, &command_line(&command), json),
-        Command::Mcp { selection, http, allow_host } => {
-            let http = match http.as_deref().map(hermes_mcp::server::parse_http_addr).transpose() {
+        Command::CheckCommand { json, command } => {
+            check_command(&registry, &command_line(&command), json)
+        }
+        Command::Mcp {
+            selection,
+            http,
+            allow_host,
+        } => {
+            let http = match http
+                .as_deref()
+                .map(hermes_mcp::server::parse_http_addr)
+                .transpose()
+            {
                 Ok(http) => http,
                 Err(usage) => {
                     eprintln!("error: {usage}");
@@ -222,8 +274,14 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
                 }
             };
             crate::current::set_selection(selection.restriction());
-            let selection = hermes_mcp::server::Selection { toolsets: selection.toolsets, disabled: selection.disabled };
-            let options = hermes_mcp::server::HttpOptions { allowed_hosts: allow_host, ..Default::default() };
+            let selection = hermes_mcp::server::Selection {
+                toolsets: selection.toolsets,
+                disabled: selection.disabled,
+            };
+            let options = hermes_mcp::server::HttpOptions {
+                allowed_hosts: allow_host,
+                ..Default::default()
+            };
             crate::tools::terminal::set_event_sink(Some(Arc::new(|task: &str, event: &Value| {
                 hermes_mcp::elicitation::deliver_notification(task, event);
             })));
@@ -238,7 +296,9 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
     };
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error worth a panic.
-    let _ = stdout.write_all(output.as_bytes()).and_then(|_| stdout.flush());
+    let _ = stdout
+        .write_all(output.as_bytes())
+        .and_then(|_| stdout.flush());
     ExitCode::SUCCESS
 }
 
@@ -249,7 +309,8 @@ fn warn_unknown(unknown: &[String]) {
 }
 
 fn list(registry: &Registry, selection: &SelectionArgs, as_json: bool) -> String {
-    let selected = registry.select_tools(selection.toolsets.as_deref(), selection.disabled.as_deref());
+    let selected =
+        registry.select_tools(selection.toolsets.as_deref(), selection.disabled.as_deref());
     warn_unknown(&selected.unknown);
     let mut pass = CheckPass::new(registry.checks());
     let rows: Vec<Value> = selected
@@ -273,16 +334,30 @@ fn list(registry: &Registry, selection: &SelectionArgs, as_json: bool) -> String
         })
         .collect();
     if as_json {
-        return format!("{}\n", serde_json::to_string_pretty(&rows).expect("JSON serialises"));
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(&rows).expect("JSON serialises")
+        );
     }
     let mut out = String::new();
-    let width = selected.tools.iter().map(|n| n.len()).max().unwrap_or(4).max(4);
+    let width = selected
+        .tools
+        .iter()
+        .map(|n| n.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     for row in &rows {
         let available = row["available"].as_bool().unwrap_or(false);
         let status = if available {
             "available".to_string()
         } else {
-            let env: Vec<&str> = row["requires_env"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let env: Vec<&str> = row["requires_env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
             if env.is_empty() {
                 "unavailable".to_string()
             } else {
@@ -301,7 +376,8 @@ fn list(registry: &Registry, selection: &SelectionArgs, as_json: bool) -> String
 }
 
 fn schema(registry: &Registry, selection: &SelectionArgs, strict: bool) -> String {
-    let definitions = registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
+    let definitions =
+        registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
     warn_unknown(&definitions.unknown_toolsets);
     let mut tools = definitions.tools;
     if strict {
@@ -311,7 +387,10 @@ fn schema(registry: &Registry, selection: &SelectionArgs, strict: bool) -> Strin
             function["strict"] = Value::Bool(true);
         }
     }
-    format!("{}\n", serde_json::to_string_pretty(&tools).expect("JSON serialises"))
+    format!(
+        "{}\n",
+        serde_json::to_string_pretty(&tools).expect("JSON serialises")
+    )
 }
 
 fn toolsets(registry: &Registry, as_json: bool) -> String {
@@ -333,20 +412,35 @@ fn toolsets(registry: &Registry, as_json: bool) -> String {
                 )
             })
             .collect();
-        let legacy: serde_json::Map<String, Value> =
-            catalog.legacy_toolsets.iter().map(|l| (l.name.to_string(), json!(l.tools))).collect();
+        let legacy: serde_json::Map<String, Value> = catalog
+            .legacy_toolsets
+            .iter()
+            .map(|l| (l.name.to_string(), json!(l.tools)))
+            .collect();
         let aliases: serde_json::Map<String, Value> = catalog
             .tools
             .iter()
-            .flat_map(|t| t.aliases.iter().map(move |a| (a.to_string(), Value::from(t.name))))
+            .flat_map(|t| {
+                t.aliases
+                    .iter()
+                    .map(move |a| (a.to_string(), Value::from(t.name)))
+            })
             .collect();
         let out = json!({"toolsets": toolsets, "legacy_toolsets": legacy, "tool_aliases": aliases});
-        return format!("{}\n", serde_json::to_string_pretty(&out).expect("JSON serialises"));
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(&out).expect("JSON serialises")
+        );
     }
     let mut out = String::new();
     for t in catalog.toolsets {
         let resolved = registry.resolve_toolset(t.name);
-        out.push_str(&format!("{} ({} tools): {}\n", t.name, resolved.len(), t.description));
+        out.push_str(&format!(
+            "{} ({} tools): {}\n",
+            t.name,
+            resolved.len(),
+            t.description
+        ));
         if !resolved.is_empty() {
             out.push_str(&format!("    tools: {}\n", resolved.join(", ")));
         }
@@ -369,7 +463,10 @@ fn toolsets(registry: &Registry, as_json: bool) -> String {
         .flat_map(|t| t.aliases.iter().map(move |a| format!("{a} -> {}", t.name)))
         .collect();
     if !aliases.is_empty() {
-        out.push_str(&format!("\ntool aliases:\n    {}\n", aliases.join("\n    ")));
+        out.push_str(&format!(
+            "\ntool aliases:\n    {}\n",
+            aliases.join("\n    ")
+        ));
     }
     out
 }
@@ -386,7 +483,9 @@ fn call(
     let text = match args.as_deref() {
         Some("-") => {
             let mut buffer = String::new();
-            std::io::stdin().read_to_string(&mut buffer).map_err(|e| format!("cannot read arguments from stdin: {e}"))?;
+            std::io::stdin()
+                .read_to_string(&mut buffer)
+                .map_err(|e| format!("cannot read arguments from stdin: {e}"))?;
             buffer
         }
         Some(text) => text.to_string(),
@@ -425,7 +524,10 @@ struct AgentRequest {
 /// `hermes-tools agent`: exit 0 with the final answer on stdout; 1 when the loop ended
 /// without one (endpoint failure, iteration budget, interrupt); 2 for usage errors.
 fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
-    use hermes_agent::{AgentConfig, AgentSession, ClarifyChannel, LoopStatus, NoClarify, SessionOptions, TerminalClarify};
+    use hermes_agent::{
+        AgentConfig, AgentSession, ClarifyChannel, LoopStatus, NoClarify, SessionOptions,
+        TerminalClarify,
+    };
     use std::io::IsTerminal;
 
     if request.task.trim().is_empty() {
@@ -454,13 +556,20 @@ fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
             config.model.api_key_env, config.model.base_url
         );
     }
-    let toolsets = request.toolsets.unwrap_or_else(|| vec!["hermes-cli".to_string()]);
-    let unknown = registry.select_tools(Some(&toolsets), request.disabled.as_deref()).unknown;
+    let toolsets = request
+        .toolsets
+        .unwrap_or_else(|| vec!["hermes-cli".to_string()]);
+    let unknown = registry
+        .select_tools(Some(&toolsets), request.disabled.as_deref())
+        .unknown;
     warn_unknown(&unknown);
-    let clarify: Arc<dyn ClarifyChannel> = match TerminalClarify::open().filter(|_| std::io::stdin().is_terminal()) {
-        Some(terminal) => Arc::new(terminal),
-        None => Arc::new(NoClarify::new("there is no terminal to ask on; decide yourself and say what you assumed")),
-    };
+    let clarify: Arc<dyn ClarifyChannel> =
+        match TerminalClarify::open().filter(|_| std::io::stdin().is_terminal()) {
+            Some(terminal) => Arc::new(terminal),
+            None => Arc::new(NoClarify::new(
+                "there is no terminal to ask on; decide yourself and say what you assumed",
+            )),
+        };
     let quiet = request.quiet;
     let progress: hermes_agent::ProgressFn = Arc::new(move |line: &str| {
         if !quiet {
@@ -498,7 +607,11 @@ fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
             "session_id": session.id(),
         });
         let _ = writeln!(stdout, "{out}");
-    } else if let Some(answer) = outcome.final_answer.as_deref().filter(|_| outcome.status == LoopStatus::Completed) {
+    } else if let Some(answer) = outcome
+        .final_answer
+        .as_deref()
+        .filter(|_| outcome.status == LoopStatus::Completed)
+    {
         let _ = writeln!(stdout, "{answer}");
     }
     let _ = stdout.flush();
@@ -526,7 +639,11 @@ fn terminal_prompter() -> Option<Arc<dyn hermes_runtime::approval::ApprovalPromp
     if !std::io::stdin().is_terminal() {
         return None;
     }
-    std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
     Some(Arc::new(hermes_runtime::approval::TerminalPrompter::tty()))
 }
 
@@ -537,7 +654,8 @@ fn run_cron(registry: &Arc<Registry>, watch: bool, interval: u64) -> ExitCode {
         match crate::tools::cronjob::runner::run_due(registry) {
             Ok(ran) => {
                 let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{}", json!({"ran": ran.len(), "jobs": ran})).and_then(|_| stdout.flush());
+                let _ = writeln!(stdout, "{}", json!({"ran": ran.len(), "jobs": ran}))
+                    .and_then(|_| stdout.flush());
             }
             Err(e) => {
                 eprintln!("error: {e}");
@@ -580,7 +698,8 @@ fn interrupt_on_ctrl_c(cancel: hermes_runtime::context::Cancellation) {
 
 fn check_command(registry: &Registry, command: &str, as_json: bool) -> String {
     // The approval flow's view of this installation: homes, temp dir, deny globs.
-    let guard = hermes_runtime::approval::Approvals::for_home(registry.hermes_home()).guard_context();
+    let guard =
+        hermes_runtime::approval::Approvals::for_home(registry.hermes_home()).guard_context();
     let verdict = hermes_command_guard::classify(command, &guard);
     if as_json {
         let out = json!({
@@ -604,7 +723,9 @@ fn command_line(words: &[String]) -> String {
     }
     let quote = |word: &String| {
         let plain = !word.is_empty()
-            && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
+            && word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
         if plain {
             word.clone()
         } else {
@@ -618,7 +739,10 @@ fn command_line(words: &[String]) -> String {
 /// multi-line report (and backtrace) on stderr would only add noise to a log.
 fn quiet_panics() {
     std::panic::set_hook(Box::new(|info| {
-        let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
         let message = hermes_runtime::availability::panic_message(info.payload());
         eprintln!("panic{location}: {message}");
     }));

@@ -21,7 +21,9 @@ impl ToolSelection {
     /// The tool names the selection allows, resolved now (MCP tools attached since are
     /// included when their toolset is).
     pub fn allowed(&self, registry: &Registry) -> Vec<String> {
-        registry.select_tools(self.toolsets.as_deref(), self.disabled.as_deref()).tools
+        registry
+            .select_tools(self.toolsets.as_deref(), self.disabled.as_deref())
+            .tools
     }
 
     /// Installs the refusal on `registry`; unknown toolset names are warned about.
@@ -30,11 +32,16 @@ impl ToolSelection {
         if !self.is_restricted() {
             return;
         }
-        let unknown = registry.select_tools(self.toolsets.as_deref(), self.disabled.as_deref()).unknown;
+        let unknown = registry
+            .select_tools(self.toolsets.as_deref(), self.disabled.as_deref())
+            .unknown;
         for name in unknown {
             eprintln!("warning: unknown toolset `{name}` (see `hermes-tools toolsets`)");
         }
-        let hook = SelectionGuard { registry: Arc::downgrade(registry), selection: self.clone() };
+        let hook = SelectionGuard {
+            registry: Arc::downgrade(registry),
+            selection: self.clone(),
+        };
         registry.add_hooks(Arc::new(hook));
     }
 }
@@ -60,7 +67,9 @@ impl SelectionGuard {
 
 impl ToolHooks for SelectionGuard {
     fn pre_tool_call(&self, call: &PreCall<'_>) -> PreDecision {
-        let Some(registry) = self.registry.upgrade() else { return PreDecision::Continue };
+        let Some(registry) = self.registry.upgrade() else {
+            return PreDecision::Continue;
+        };
         let name = registry.canonical_name(call.tool_name).into_owned();
         // An unknown name goes on to dispatch, which answers with suggestions.
         if registry.get(&name).is_none() {

@@ -48,9 +48,9 @@ mod reading;
 mod request;
 mod scheduler;
 
+use crate::serve_approvals::{notification_line, ApprovalsMode};
 use hermes_agent::clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest};
 use hermes_agent::store::SessionStore;
-use crate::serve_approvals::{notification_line, ApprovalsMode};
 use hermes_agent::{AgentConfig, AgentSession, SessionOptions};
 use hermes_runtime::context::Cancellation;
 use hermes_runtime::Registry;
@@ -79,10 +79,22 @@ pub struct SessionHub {
 }
 
 impl SessionHub {
-    fn new(registry: Arc<Registry>, clarify: Arc<ClarifyHub>, approvals: ApprovalsMode) -> SessionHub {
+    fn new(
+        registry: Arc<Registry>,
+        clarify: Arc<ClarifyHub>,
+        approvals: ApprovalsMode,
+    ) -> SessionHub {
         let config = AgentConfig::from_config(&registry.config());
         let cwd = std::env::current_dir().ok();
-        SessionHub { registry, config, store: OnceLock::new(), sessions: Mutex::new(HashMap::new()), clarify, approvals, cwd }
+        SessionHub {
+            registry,
+            config,
+            store: OnceLock::new(),
+            sessions: Mutex::new(HashMap::new()),
+            clarify,
+            approvals,
+            cwd,
+        }
     }
 
     /// The session for `id`, created on first use.
@@ -93,20 +105,24 @@ impl SessionHub {
         }
         let store = self
             .store
-            .get_or_init(|| match SessionStore::open_in(self.registry.hermes_home()) {
-                Ok(store) => Some(Arc::new(store)),
-                Err(e) => {
-                    eprintln!("warning: sessions are not recorded: {e}");
-                    None
-                }
-            })
+            .get_or_init(
+                || match SessionStore::open_in(self.registry.hermes_home()) {
+                    Ok(store) => Some(Arc::new(store)),
+                    Err(e) => {
+                        eprintln!("warning: sessions are not recorded: {e}");
+                        None
+                    }
+                },
+            )
             .clone();
         let session = AgentSession::new(
             Arc::clone(&self.registry),
             SessionOptions {
                 id: Some(id.to_string()),
                 source: Some("serve".into()),
-                clarify: Some(Arc::new(ServeClarify { hub: Arc::clone(&self.clarify) })),
+                clarify: Some(Arc::new(ServeClarify {
+                    hub: Arc::clone(&self.clarify),
+                })),
                 config: Some(self.config.clone()),
                 store,
                 ..Default::default()
@@ -131,12 +147,20 @@ impl ClarifyHub {
         let id = match response.get("id") {
             Some(Value::String(id)) => id.clone(),
             Some(Value::Number(n)) => n.to_string(),
-            _ => return Err(format!("a {kind}_response needs the `id` of its {kind}_request")),
+            _ => {
+                return Err(format!(
+                    "a {kind}_response needs the `id` of its {kind}_request"
+                ))
+            }
         };
         if !id.starts_with(&format!("{kind}_")) {
             return Err(format!("{id:?} is not the id of a {kind}_request"));
         }
-        let waiting = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        let waiting = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
         match waiting {
             Some(sender) => {
                 let _ = sender.send(response.clone());
@@ -149,7 +173,10 @@ impl ClarifyHub {
     /// End of input: nobody can answer any more.
     fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 }
 
@@ -159,7 +186,12 @@ struct ServeClarify {
 }
 
 impl ClarifyChannel for ServeClarify {
-    fn ask(&self, request: &ClarifyRequest, timeout: Duration, cancel: &Cancellation) -> Result<ClarifyReply, String> {
+    fn ask(
+        &self,
+        request: &ClarifyRequest,
+        timeout: Duration,
+        cancel: &Cancellation,
+    ) -> Result<ClarifyReply, String> {
         let id = self.hub.next_id("clarify");
         let line = json!({
             "type": "clarify_request",
@@ -169,7 +201,10 @@ impl ClarifyChannel for ServeClarify {
             "choices": request.choices,
             "multi_select": request.multi_select,
         });
-        match self.hub.ask(&id, line, "clarify_timeout", timeout, cancel)? {
+        match self
+            .hub
+            .ask(&id, line, "clarify_timeout", timeout, cancel)?
+        {
             Some(response) => read_clarify_response(&response, request),
             None => Ok(ClarifyReply::TimedOut),
         }
@@ -196,9 +231,15 @@ impl ClarifyHub {
             return Err("the client has closed its input, so nobody can answer".into());
         }
         let (sender, receiver) = std::sync::mpsc::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), sender);
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), sender);
         let forget = || {
-            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+            self.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(id);
         };
         self.output.send_one(line.to_string());
         let deadline = Instant::now() + timeout;
@@ -210,7 +251,8 @@ impl ClarifyHub {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 forget();
-                self.output.send_one(json!({"type": timeout_type, "id": id}).to_string());
+                self.output
+                    .send_one(json!({"type": timeout_type, "id": id}).to_string());
                 return Ok(None);
             }
             match receiver.recv_timeout(left.min(Duration::from_millis(100))) {
@@ -224,13 +266,21 @@ impl ClarifyHub {
     }
 }
 
-fn read_clarify_response(response: &Value, request: &ClarifyRequest) -> Result<ClarifyReply, String> {
+fn read_clarify_response(
+    response: &Value,
+    request: &ClarifyRequest,
+) -> Result<ClarifyReply, String> {
     if let Some(error) = response.get("error").filter(|e| !e.is_null()) {
-        let why = error.as_str().map(str::to_owned).unwrap_or_else(|| error.to_string());
+        let why = error
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| error.to_string());
         return Err(format!("the client did not ask the user: {why}"));
     }
     match response.get("answer") {
-        Some(Value::String(text)) if request.multi_select => Ok(ClarifyReply::Answer(json!([text]))),
+        Some(Value::String(text)) if request.multi_select => {
+            Ok(ClarifyReply::Answer(json!([text])))
+        }
         Some(Value::String(text)) => Ok(ClarifyReply::Answer(json!(text))),
         Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
             if request.multi_select {
@@ -254,7 +304,11 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
 impl ServeLimits {
     fn from_config(config: &hermes_runtime::config::Config) -> ServeLimits {
-        let key = |name: &str, default: usize| config.positive_usize(&format!("serve.{name}")).unwrap_or(default);
+        let key = |name: &str, default: usize| {
+            config
+                .positive_usize(&format!("serve.{name}"))
+                .unwrap_or(default)
+        };
         ServeLimits {
             max_line_bytes: key("max_line_bytes", DEFAULT_MAX_LINE_BYTES),
             scheduler: Limits {
@@ -298,18 +352,27 @@ impl Server {
         let text = match std::str::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => {
-                self.output.send_one(line_error(format!("the line is not valid UTF-8: {e}"), number));
+                self.output.send_one(line_error(
+                    format!("the line is not valid UTF-8: {e}"),
+                    number,
+                ));
                 return None;
             }
         };
         if text.trim().is_empty() {
-            self.output.send_one(line_error("the line is empty; send one JSON call or an array of calls", number));
+            self.output.send_one(line_error(
+                "the line is empty; send one JSON call or an array of calls",
+                number,
+            ));
             return None;
         }
         let value: Value = match serde_json::from_str(text) {
             Ok(value) => value,
             Err(e) => {
-                self.output.send_one(line_error(format!("the line is not valid JSON: {e}"), number));
+                self.output.send_one(line_error(
+                    format!("the line is not valid JSON: {e}"),
+                    number,
+                ));
                 return None;
             }
         };
@@ -328,12 +391,20 @@ impl Server {
         };
         if let Some(inline) = self.input.claim_inline() {
             if let Some(task) = self.scheduler.start_now(request.task()) {
-                return Some(Started { task, request, inline });
+                return Some(Started {
+                    task,
+                    request,
+                    inline,
+                });
             }
         }
         let task = request.task().to_string();
         let ids = request.ids();
-        let (registry, hub, output) = (Arc::clone(&self.registry), Arc::clone(&self.hub), Arc::clone(&self.output));
+        let (registry, hub, output) = (
+            Arc::clone(&self.registry),
+            Arc::clone(&self.hub),
+            Arc::clone(&self.output),
+        );
         let job = Box::new(move || output.send(&run_request(&registry, &hub, request)));
         if let Err(why) = self.scheduler.submit(&task, bytes.len(), job) {
             let refusal = hermes_runtime::tool_error(format!("refused: {why}"));
@@ -345,9 +416,15 @@ impl Server {
 
     /// Runs a call [`Server::take_line`] handed back, on this thread.
     fn run_started(self: &Arc<Self>, started: Started<'_>) {
-        let Started { task, request, inline } = started;
+        let Started {
+            task,
+            request,
+            inline,
+        } = started;
         // A panicking call must not take its slot with it (nor this thread's reading).
-        let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_request(&self.registry, &self.hub, request)));
+        let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_request(&self.registry, &self.hub, request)
+        }));
         if let Ok(answers) = answers {
             self.output.send(&answers);
         }
@@ -360,14 +437,19 @@ impl Server {
         match kind {
             "clarify_response" => self.clarify.resolve(value, "clarify"),
             "approval_response" => self.clarify.resolve(value, "approval"),
-            other => Err(format!("unknown message type {other:?}; a call has \"type\": \"function\"")),
+            other => Err(format!(
+                "unknown message type {other:?}; a call has \"type\": \"function\""
+            )),
         }
     }
 }
 
 /// The `type` of a line that is a message to the server, not a call.
 fn message_type(value: &Value) -> Option<&str> {
-    value.get("type").and_then(Value::as_str).filter(|kind| *kind != "function")
+    value
+        .get("type")
+        .and_then(Value::as_str)
+        .filter(|kind| *kind != "function")
 }
 
 /// Serves `input` until it ends, writing answers to `output`; returns when every
@@ -387,7 +469,11 @@ pub fn serve(
         next: AtomicU64::new(0),
         closed: AtomicBool::new(false),
     });
-    let hub = Arc::new(SessionHub::new(Arc::clone(&registry), Arc::clone(&clarify), approvals));
+    let hub = Arc::new(SessionHub::new(
+        Arc::clone(&registry),
+        Arc::clone(&clarify),
+        approvals,
+    ));
     let notifications = Arc::clone(&output);
     crate::tools::terminal::set_event_sink(Some(Arc::new(move |task: &str, event: &Value| {
         notifications.send_one(notification_line(task, event).to_string());
@@ -398,7 +484,10 @@ pub fn serve(
         clarify,
         output: Arc::clone(&output),
         scheduler: Scheduler::new(limits.scheduler),
-        input: reading::Input::new(BoundedLines::new(input, limits.max_line_bytes), limits.max_line_bytes),
+        input: reading::Input::new(
+            BoundedLines::new(input, limits.max_line_bytes),
+            limits.max_line_bytes,
+        ),
     });
     let failure = reading::read_until_end(&server);
     server.clarify.close();
@@ -416,5 +505,10 @@ pub fn serve(
 /// on the server's worker threads (async handlers through the runtime's bridge).
 pub fn serve_stdio(registry: Arc<Registry>, approvals: ApprovalsMode) -> std::io::Result<()> {
     std::thread::spawn(hermes_command_guard::warm_up);
-    serve(registry, approvals, Box::new(std::io::stdin()), Box::new(std::io::stdout()))
+    serve(
+        registry,
+        approvals,
+        Box::new(std::io::stdin()),
+        Box::new(std::io::stdout()),
+    )
 }

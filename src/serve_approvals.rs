@@ -36,7 +36,9 @@ impl std::str::FromStr for ApprovalsMode {
         match text.trim() {
             "client" => Ok(ApprovalsMode::Client),
             "none" | "unattended" => Ok(ApprovalsMode::Unattended),
-            other => Err(format!("unknown approvals mode {other:?}: use `client` (the client answers) or `none`")),
+            other => Err(format!(
+                "unknown approvals mode {other:?}: use `client` (the client answers) or `none`"
+            )),
         }
     }
 }
@@ -49,8 +51,16 @@ pub struct ClientApprover {
 }
 
 impl ClientApprover {
-    pub(crate) fn new(hub: Arc<ClarifyHub>, session_id: Option<String>, task_id: Option<String>) -> ClientApprover {
-        ClientApprover { hub, session_id, task_id }
+    pub(crate) fn new(
+        hub: Arc<ClarifyHub>,
+        session_id: Option<String>,
+        task_id: Option<String>,
+    ) -> ClientApprover {
+        ClientApprover {
+            hub,
+            session_id,
+            task_id,
+        }
     }
 }
 
@@ -72,8 +82,15 @@ impl ApprovalPrompter for ClientApprover {
             line["smart_denied"] = json!(true);
         }
         // Nothing here is cancelled from outside: the approval timeout bounds the wait.
-        match self.hub.ask(&id, line, "approval_timeout", request.timeout, &Cancellation::default()) {
-            Ok(Some(response)) => request.choice_from_word(response.get("choice").and_then(Value::as_str).unwrap_or("")),
+        match self.hub.ask(
+            &id,
+            line,
+            "approval_timeout",
+            request.timeout,
+            &Cancellation::default(),
+        ) {
+            Ok(Some(response)) => request
+                .choice_from_word(response.get("choice").and_then(Value::as_str).unwrap_or("")),
             Ok(None) => Choice::Timeout,
             Err(_) => Choice::Cancelled,
         }
@@ -83,10 +100,17 @@ impl ApprovalPrompter for ClientApprover {
 /// A background-process event as a `process_notification` line.
 pub fn notification_line(task_id: &str, event: &Value) -> Value {
     let mut line = json!({"type": "process_notification"});
-    let kind = event.get("type").and_then(Value::as_str).unwrap_or("completion");
+    let kind = event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("completion");
     line["session_id"] = event.get("session_id").cloned().unwrap_or(Value::Null);
     line["task_id"] = json!(task_id);
-    line["event"] = json!(if kind == "completion" { "completed" } else { kind });
+    line["event"] = json!(if kind == "completion" {
+        "completed"
+    } else {
+        kind
+    });
     if let Value::Object(fields) = event {
         for (key, value) in fields {
             if key != "type" && key != "session_id" {

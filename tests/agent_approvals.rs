@@ -18,10 +18,21 @@ use support::{final_answer, last_message, tool_calls, Reply, ScriptedModel};
 fn deleting_model() -> ScriptedModel {
     ScriptedModel::respond(|request, n| {
         if n == 0 {
-            return Reply::Json(tool_calls(&[("c1", "terminal", json!({"command": "rm -rf victim"}))]));
+            return Reply::Json(tool_calls(&[(
+                "c1",
+                "terminal",
+                json!({"command": "rm -rf victim"}),
+            )]));
         }
         let result = last_message(request, "tool").unwrap_or_default();
-        Reply::Json(final_answer(&format!("FINAL: {}", if result.contains("\"exit_code\":0") { "deleted" } else { "refused" })))
+        Reply::Json(final_answer(&format!(
+            "FINAL: {}",
+            if result.contains("\"exit_code\":0") {
+                "deleted"
+            } else {
+                "refused"
+            }
+        )))
     })
 }
 
@@ -33,12 +44,30 @@ struct Session {
 
 impl Session {
     fn start(home: &Path, work: &Path, model: &ScriptedModel) -> Session {
-        Session::run(home, work, &["agent", "remove the victim folder", "--toolsets", "terminal", "--base-url", &model.base_url])
+        Session::run(
+            home,
+            work,
+            &[
+                "agent",
+                "remove the victim folder",
+                "--toolsets",
+                "terminal",
+                "--base-url",
+                &model.base_url,
+            ],
+        )
     }
 
     /// `hermes-tools ARGS` on a fresh pseudo-terminal.
     fn run(home: &Path, work: &Path, args: &[&str]) -> Session {
-        let pair = native_pty_system().openpty(PtySize { rows: 40, cols: 200, pixel_width: 0, pixel_height: 0 }).unwrap();
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 200,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
         let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_hermes-tools"));
         command.args(args);
         command.cwd(work);
@@ -58,10 +87,16 @@ impl Session {
                 if n == 0 {
                     break;
                 }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        Session { output, writer, child }
+        Session {
+            output,
+            writer,
+            child,
+        }
     }
 
     /// Waits (with a guard against hangs) until the terminal shows `text`.
@@ -72,7 +107,10 @@ impl Session {
             if seen.contains(text) {
                 return seen;
             }
-            assert!(Instant::now() < deadline, "{text:?} never appeared; the terminal showed:\n{seen}");
+            assert!(
+                Instant::now() < deadline,
+                "{text:?} never appeared; the terminal showed:\n{seen}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -89,15 +127,30 @@ impl Session {
 
 fn run_answering(keys: &[u8]) -> (bool, String, ScriptedModel) {
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.yaml"), "approvals:\n  timeout: 60\n").unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "approvals:\n  timeout: 60\n",
+    )
+    .unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(work.path().join("victim/inner")).unwrap();
     let model = deleting_model();
     let mut session = Session::start(home.path(), work.path(), &model);
     let prompt = session.wait_for("Allow this command?");
-    assert!(prompt.contains("rm -rf victim"), "the prompt shows the command:\n{prompt}");
-    assert!(prompt.contains("recursive delete"), "and why it needs approval:\n{prompt}");
-    assert!(prompt.contains("[o]nce") && prompt.contains("[s]ession") && prompt.contains("[a]lways") && prompt.contains("[d]eny"));
+    assert!(
+        prompt.contains("rm -rf victim"),
+        "the prompt shows the command:\n{prompt}"
+    );
+    assert!(
+        prompt.contains("recursive delete"),
+        "and why it needs approval:\n{prompt}"
+    );
+    assert!(
+        prompt.contains("[o]nce")
+            && prompt.contains("[s]ession")
+            && prompt.contains("[a]lways")
+            && prompt.contains("[d]eny")
+    );
     session.type_keys(keys);
     let shown = session.wait_for("FINAL:");
     let code = session.exit_code();
@@ -120,14 +173,20 @@ fn deny_refuses_and_the_model_hears_it() {
     assert!(exists, "denied, nothing ran");
     assert!(shown.contains("FINAL: refused"), "{shown}");
     let result = last_message(&model.request(1), "tool").unwrap();
-    assert!(result.contains("the user denied") && result.contains("NOT consented"), "{result}");
+    assert!(
+        result.contains("the user denied") && result.contains("NOT consented"),
+        "{result}"
+    );
 }
 
 #[test]
 fn ctrl_c_at_the_prompt_refuses() {
     let (exists, shown, _model) = run_answering(b"\x03");
     assert!(exists);
-    assert!(shown.contains("cancelled: not approved") && shown.contains("FINAL: refused"), "{shown}");
+    assert!(
+        shown.contains("cancelled: not approved") && shown.contains("FINAL: refused"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -137,7 +196,15 @@ fn without_a_terminal_nobody_is_asked() {
     std::fs::create_dir_all(work.path().join("victim")).unwrap();
     let model = deleting_model();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
-        .args(["agent", "remove the victim folder", "--toolsets", "terminal", "--base-url", &model.base_url, "--quiet"])
+        .args([
+            "agent",
+            "remove the victim folder",
+            "--toolsets",
+            "terminal",
+            "--base-url",
+            &model.base_url,
+            "--quiet",
+        ])
         .current_dir(work.path())
         .env("HERMES_HOME", home.path())
         .env("HERMES_INTERACTIVE", "1")
@@ -148,7 +215,10 @@ fn without_a_terminal_nobody_is_asked() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "FINAL: refused\n");
     assert!(work.path().join("victim").exists());
     let result = last_message(&model.request(1), "tool").unwrap();
-    assert!(result.contains("nobody can approve") && !result.contains("has been asked"), "{result}");
+    assert!(
+        result.contains("nobody can approve") && !result.contains("has been asked"),
+        "{result}"
+    );
 }
 
 #[test]
@@ -156,7 +226,11 @@ fn call_at_a_terminal_asks_too() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(work.path().join("victim")).unwrap();
-    let mut session = Session::run(home.path(), work.path(), &["call", "terminal", r#"{"command": "rm -rf victim"}"#]);
+    let mut session = Session::run(
+        home.path(),
+        work.path(),
+        &["call", "terminal", r#"{"command": "rm -rf victim"}"#],
+    );
     let prompt = session.wait_for("Allow this command?");
     assert!(prompt.contains("rm -rf victim"), "{prompt}");
     session.type_keys(b"s\r");

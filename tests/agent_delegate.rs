@@ -17,11 +17,18 @@ use std::time::Duration;
 use support::{final_answer, last_message, offered_tools, tool_calls, Reply, ScriptedModel};
 
 fn is_child(request: &Value) -> bool {
-    request["messages"][0]["content"].as_str().unwrap_or_default().contains("sub-agent")
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("sub-agent")
 }
 
 fn has_tool_result(request: &Value) -> bool {
-    request["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool")
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["role"] == "tool")
 }
 
 fn config(model: &ScriptedModel) -> AgentConfig {
@@ -46,7 +53,12 @@ fn delegate_task_runs_children_with_restricted_tools_and_a_concurrency_limit() {
     let child_tools = Arc::new(Mutex::new(Vec::<Vec<String>>::new()));
     let parent_tools = Arc::new(Mutex::new(Vec::<String>::new()));
     let model = {
-        let (in_flight, peak, child_tools, parent_tools) = (in_flight.clone(), peak.clone(), child_tools.clone(), parent_tools.clone());
+        let (in_flight, peak, child_tools, parent_tools) = (
+            in_flight.clone(),
+            peak.clone(),
+            child_tools.clone(),
+            parent_tools.clone(),
+        );
         ScriptedModel::respond(move |request, _| {
             if is_child(request) {
                 child_tools.lock().unwrap().push(offered_tools(request));
@@ -58,7 +70,10 @@ fn delegate_task_runs_children_with_restricted_tools_and_a_concurrency_limit() {
                 if goal.contains("pears") {
                     return Reply::Status(500, "child endpoint broke".into());
                 }
-                return Reply::Json(final_answer(&format!("summary of [{}]", goal.lines().next().unwrap())));
+                return Reply::Json(final_answer(&format!(
+                    "summary of [{}]",
+                    goal.lines().next().unwrap()
+                )));
             }
             *parent_tools.lock().unwrap() = offered_tools(request);
             if !has_tool_result(request) {
@@ -68,12 +83,22 @@ fn delegate_task_runs_children_with_restricted_tools_and_a_concurrency_limit() {
                     {"goal": "count plums"},
                     {"goal": "count figs"},
                 ]);
-                return Reply::Json(tool_calls(&[("d1", "delegate_task", json!({"tasks": tasks}))]));
+                return Reply::Json(tool_calls(&[(
+                    "d1",
+                    "delegate_task",
+                    json!({"tasks": tasks}),
+                )]));
             }
             Reply::Json(final_answer("The parent is done."))
         })
     };
-    let session = AgentSession::new(Arc::clone(&registry), SessionOptions { config: Some(config(&model)), ..Default::default() });
+    let session = AgentSession::new(
+        Arc::clone(&registry),
+        SessionOptions {
+            config: Some(config(&model)),
+            ..Default::default()
+        },
+    );
     let outcome = session.run("Count the fruit.");
     assert_eq!(outcome.status, LoopStatus::Completed, "{outcome:?}");
     assert_eq!(outcome.final_answer.as_deref(), Some("The parent is done."));
@@ -81,17 +106,26 @@ fn delegate_task_runs_children_with_restricted_tools_and_a_concurrency_limit() {
     // The parent was offered delegate_task, clarify and memory; children none of them.
     let parent = parent_tools.lock().unwrap().clone();
     for tool in ["delegate_task", "clarify", "memory", "todo"] {
-        assert!(parent.contains(&tool.to_string()), "parent lacks {tool}: {parent:?}");
+        assert!(
+            parent.contains(&tool.to_string()),
+            "parent lacks {tool}: {parent:?}"
+        );
     }
     let children = child_tools.lock().unwrap().clone();
     assert_eq!(children.len(), 4);
     for offered in &children {
         for tool in ["delegate_task", "clarify", "memory"] {
-            assert!(!offered.contains(&tool.to_string()), "a child was offered {tool}: {offered:?}");
+            assert!(
+                !offered.contains(&tool.to_string()),
+                "a child was offered {tool}: {offered:?}"
+            );
         }
         assert!(offered.contains(&"todo".to_string()), "{offered:?}");
     }
-    assert!(peak.load(Ordering::SeqCst) <= 2, "more than 2 children at once");
+    assert!(
+        peak.load(Ordering::SeqCst) <= 2,
+        "more than 2 children at once"
+    );
     assert_eq!(peak.load(Ordering::SeqCst), 2, "children ran in parallel");
 
     // The tool result the parent got: one entry per task, in order.
@@ -110,20 +144,42 @@ fn delegate_task_runs_children_with_restricted_tools_and_a_concurrency_limit() {
     assert_eq!(results[0]["status"], "completed");
     assert_eq!(results[0]["summary"], "summary of [Goal: count apples]");
     assert_eq!(results[1]["status"], "failed");
-    assert!(results[1]["error"].as_str().unwrap().contains("HTTP 500"), "{}", results[1]);
+    assert!(
+        results[1]["error"].as_str().unwrap().contains("HTTP 500"),
+        "{}",
+        results[1]
+    );
     assert_eq!(results[1]["summary"], Value::Null);
     assert_eq!(results[3]["summary"], "summary of [Goal: count figs]");
     // 4 children of 0.3 s, 2 at a time: at least 0.6 s in all.
-    assert!(result["total_duration_seconds"].as_f64().unwrap() >= 0.6, "{result}");
+    assert!(
+        result["total_duration_seconds"].as_f64().unwrap() >= 0.6,
+        "{result}"
+    );
 
     // Child sessions are recorded under their parent and hidden from search.
     let child_id = results[0]["session_id"].as_str().unwrap();
     assert!(child_id.starts_with(session.id()));
     let store = session.store().unwrap();
     assert!(store.message_count(child_id) >= 2);
-    let other = AgentSession::new(Arc::clone(&registry), SessionOptions { config: Some(config(&model)), ..Default::default() });
-    let search = store.search(&hermes_agent::SearchRequest { query: Some("apples".into()), ..Default::default() }, other.id());
-    assert_eq!(search["count"], 0, "sub-agent sessions are hidden: {search}");
+    let other = AgentSession::new(
+        Arc::clone(&registry),
+        SessionOptions {
+            config: Some(config(&model)),
+            ..Default::default()
+        },
+    );
+    let search = store.search(
+        &hermes_agent::SearchRequest {
+            query: Some("apples".into()),
+            ..Default::default()
+        },
+        other.id(),
+    );
+    assert_eq!(
+        search["count"], 0,
+        "sub-agent sessions are hidden: {search}"
+    );
 }
 
 #[test]
@@ -136,18 +192,35 @@ fn a_child_that_calls_a_tool_it_was_not_given_is_refused() {
                 let refusal = last_message(request, "tool").unwrap();
                 return Reply::Json(final_answer(&format!("child saw: {refusal}")));
             }
-            return Reply::Json(tool_calls(&[("m1", "memory", json!({"target": "memory", "action": "add", "content": "x"}))]));
+            return Reply::Json(tool_calls(&[(
+                "m1",
+                "memory",
+                json!({"target": "memory", "action": "add", "content": "x"}),
+            )]));
         }
         if has_tool_result(request) {
             return Reply::Json(final_answer(&last_message(request, "tool").unwrap()));
         }
-        Reply::Json(tool_calls(&[("d1", "delegate_task", json!({"goal": "try to write memory"}))]))
+        Reply::Json(tool_calls(&[(
+            "d1",
+            "delegate_task",
+            json!({"goal": "try to write memory"}),
+        )]))
     });
-    let session = AgentSession::new(Arc::clone(&registry), SessionOptions { config: Some(config(&model)), ..Default::default() });
+    let session = AgentSession::new(
+        Arc::clone(&registry),
+        SessionOptions {
+            config: Some(config(&model)),
+            ..Default::default()
+        },
+    );
     let outcome = session.run("go");
     let result: Value = serde_json::from_str(outcome.final_answer.as_deref().unwrap()).unwrap();
     let summary = result["results"][0]["summary"].as_str().unwrap();
-    assert!(summary.contains("memory is not available in this session"), "{summary}");
+    assert!(
+        summary.contains("memory is not available in this session"),
+        "{summary}"
+    );
     assert!(!home.path().join("memories/MEMORY.md").exists());
 }
 
@@ -165,10 +238,25 @@ fn agent_command(home: &std::path::Path, args: &[&str]) -> std::process::Output 
 fn the_agent_command_prints_the_final_answer() {
     let home = tempfile::tempdir().unwrap();
     let model = ScriptedModel::script(vec![
-        Reply::Json(tool_calls(&[("t1", "todo", json!({"todos": [{"id": "1", "content": "answer", "status": "in_progress"}]}))])),
+        Reply::Json(tool_calls(&[(
+            "t1",
+            "todo",
+            json!({"todos": [{"id": "1", "content": "answer", "status": "in_progress"}]}),
+        )])),
         Reply::Json(final_answer("42")),
     ]);
-    let output = agent_command(home.path(), &["What is six times seven?", "--base-url", &model.base_url, "--model", "stand-in", "--toolsets", "todo"]);
+    let output = agent_command(
+        home.path(),
+        &[
+            "What is six times seven?",
+            "--base-url",
+            &model.base_url,
+            "--model",
+            "stand-in",
+            "--toolsets",
+            "todo",
+        ],
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "42\n");
@@ -181,7 +269,14 @@ fn the_agent_command_prints_the_final_answer() {
 
     // The endpoint from config.yaml, and --json output.
     let model = ScriptedModel::script(vec![Reply::Json(final_answer("from config"))]);
-    std::fs::write(home.path().join("config.yaml"), format!("model:\n  base_url: {}\n  name: configured\n", model.base_url)).unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!(
+            "model:\n  base_url: {}\n  name: configured\n",
+            model.base_url
+        ),
+    )
+    .unwrap();
     let output = agent_command(home.path(), &["hello", "--json", "--quiet"]);
     assert!(output.status.success());
     let out: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -191,7 +286,10 @@ fn the_agent_command_prints_the_final_answer() {
 
     // A malformed reply: exit 1 and the reason on stderr.
     let model = ScriptedModel::script(vec![Reply::Raw("garbage".into())]);
-    let output = agent_command(home.path(), &["hello", "--base-url", &model.base_url, "--quiet"]);
+    let output = agent_command(
+        home.path(),
+        &["hello", "--base-url", &model.base_url, "--quiet"],
+    );
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("malformed reply"));
     assert!(output.stdout.is_empty());

@@ -11,7 +11,8 @@ use support::{final_answer, tool_calls, Reply, ScriptedModel};
 fn notification_in(request: &Value) -> Option<String> {
     request["messages"].as_array()?.iter().find_map(|m| {
         let text = m["content"].as_str()?;
-        (m["role"] == "user" && text.starts_with("[IMPORTANT: Background process")).then(|| text.to_string())
+        (m["role"] == "user" && text.starts_with("[IMPORTANT: Background process"))
+            .then(|| text.to_string())
     })
 }
 
@@ -30,27 +31,55 @@ fn a_finished_background_process_is_reported_before_the_next_turn() {
         match notification_in(request) {
             Some(note) => Reply::Json(final_answer(&format!("NOTIFIED {note}"))),
             // Not there yet: keep the loop busy with a short foreground command.
-            None => Reply::Json(tool_calls(&[(&format!("w{n}"), "terminal", json!({"command": "sleep 0.5"}))])),
+            None => Reply::Json(tool_calls(&[(
+                &format!("w{n}"),
+                "terminal",
+                json!({"command": "sleep 0.5"}),
+            )])),
         }
     });
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
-        .args(["agent", "start it", "--toolsets", "terminal", "--base-url", &model.base_url, "--quiet", "--max-iterations", "40"])
+        .args([
+            "agent",
+            "start it",
+            "--toolsets",
+            "terminal",
+            "--base-url",
+            &model.base_url,
+            "--quiet",
+            "--max-iterations",
+            "40",
+        ])
         .current_dir(work.path())
         .env("HERMES_HOME", home.path())
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.starts_with("NOTIFIED [IMPORTANT: Background process proc_"), "{stdout}");
-    assert!(stdout.contains("exited with code 7") && stdout.contains("bg-output-line"), "{stdout}");
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with("NOTIFIED [IMPORTANT: Background process proc_"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("exited with code 7") && stdout.contains("bg-output-line"),
+        "{stdout}"
+    );
     // Delivered once: the request after it has no second copy.
     let last = model.request(model.request_count() - 1);
     let copies = last["messages"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|m| m["content"].as_str().is_some_and(|t| t.starts_with("[IMPORTANT:")))
+        .filter(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("[IMPORTANT:"))
+        })
         .count();
     assert_eq!(copies, 1);
 }

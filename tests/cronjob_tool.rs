@@ -4,9 +4,9 @@
 //! scripted HTTP server on 127.0.0.1, not a model). A real endpoint is used by
 //! setting `model.base_url`, `model.name` and `model.api_key_env` in config.yaml.
 
+mod binary;
 #[path = "../agent/tests/support/mod.rs"]
 mod support;
-mod binary;
 
 use binary::{content_of, hermes, serve, serve_call};
 use serde_json::{json, Value};
@@ -23,7 +23,10 @@ fn point_at(home: &Path, model: &ScriptedModel) {
 
 fn jobs_on_disk(home: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(home.join("cron/jobs.json")).unwrap();
-    serde_json::from_str::<Value>(&text).unwrap()["jobs"].as_array().unwrap().clone()
+    serde_json::from_str::<Value>(&text).unwrap()["jobs"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 fn cronjob(home: &Path, id: &str, args: Value) -> Value {
@@ -37,7 +40,11 @@ fn a_job_is_created_listed_run_against_the_model_and_removed() {
     let model = ScriptedModel::script(vec![Reply::Json(final_answer("Sunny, 21 degrees."))]);
     point_at(h, &model);
 
-    let created = cronjob(h, "c", json!({"action": "create", "schedule": "every 2h", "prompt": "Report the weather for Lisbon (MARKER-41)", "name": "weather"}));
+    let created = cronjob(
+        h,
+        "c",
+        json!({"action": "create", "schedule": "every 2h", "prompt": "Report the weather for Lisbon (MARKER-41)", "name": "weather"}),
+    );
     assert_eq!(created["success"], true, "{created}");
     assert_eq!(created["schedule"], "every 120m");
     assert_eq!(created["repeat"], "forever");
@@ -57,22 +64,44 @@ fn a_job_is_created_listed_run_against_the_model_and_removed() {
     // The job's prompt reached the model, in a session that cannot schedule or ask.
     assert_eq!(model.request_count(), 1);
     let request = model.request(0);
-    assert!(last_message(&request, "user").unwrap().contains("MARKER-41"));
+    assert!(last_message(&request, "user")
+        .unwrap()
+        .contains("MARKER-41"));
     let offered = offered_tools(&request);
     assert!(offered.contains(&"read_file".to_string()), "{offered:?}");
-    assert!(!offered.contains(&"cronjob".to_string()) && !offered.contains(&"clarify".to_string()), "{offered:?}");
+    assert!(
+        !offered.contains(&"cronjob".to_string()) && !offered.contains(&"clarify".to_string()),
+        "{offered:?}"
+    );
     let output = std::fs::read_to_string(ran["job"]["output_file"].as_str().unwrap()).unwrap();
-    assert!(output.contains("Sunny, 21 degrees.") && output.contains("MARKER-41"), "{output}");
-    assert!(ran["job"]["output_file"].as_str().unwrap().contains(&format!("cron/output/{job_id}/")));
+    assert!(
+        output.contains("Sunny, 21 degrees.") && output.contains("MARKER-41"),
+        "{output}"
+    );
+    assert!(ran["job"]["output_file"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("cron/output/{job_id}/")));
 
-    let paused = cronjob(h, "p", json!({"action": "pause", "job_id": "weather", "reason": "holiday"}));
+    let paused = cronjob(
+        h,
+        "p",
+        json!({"action": "pause", "job_id": "weather", "reason": "holiday"}),
+    );
     assert_eq!(paused["job"]["state"], "paused");
     let refused = cronjob(h, "r2", json!({"action": "run", "job_id": job_id}));
     assert_eq!(refused["job"]["executed"], false);
-    assert!(refused["job"]["execution_skipped"].as_str().unwrap().contains("paused"));
+    assert!(refused["job"]["execution_skipped"]
+        .as_str()
+        .unwrap()
+        .contains("paused"));
     let resumed = cronjob(h, "u", json!({"action": "resume", "job_id": job_id}));
     assert_eq!(resumed["job"]["state"], "scheduled");
-    let updated = cronjob(h, "u2", json!({"action": "update", "job_id": job_id, "schedule": "0 9 * * *"}));
+    let updated = cronjob(
+        h,
+        "u2",
+        json!({"action": "update", "job_id": job_id, "schedule": "0 9 * * *"}),
+    );
     assert_eq!(updated["job"]["schedule"], "0 9 * * *");
 
     let removed = cronjob(h, "x", json!({"action": "remove", "job_id": job_id}));
@@ -87,23 +116,51 @@ fn bad_input_is_refused_and_stores_nothing() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     for (args, expected) in [
-        (json!({"action": "create", "prompt": "x"}), "schedule is required"),
-        (json!({"action": "create", "schedule": "every 1h"}), "prompt or at least one skill"),
-        (json!({"action": "create", "schedule": "sometimes", "prompt": "x"}), "Invalid schedule"),
-        (json!({"action": "create", "schedule": "61 * * * *", "prompt": "x"}), "Invalid cron expression"),
-        (json!({"action": "create", "schedule": "2001-01-01T00:00", "prompt": "x"}), "in the past"),
-        (json!({"action": "create", "schedule": "1h", "prompt": "x", "workdir": "relative/dir"}), "absolute path"),
+        (
+            json!({"action": "create", "prompt": "x"}),
+            "schedule is required",
+        ),
+        (
+            json!({"action": "create", "schedule": "every 1h"}),
+            "prompt or at least one skill",
+        ),
+        (
+            json!({"action": "create", "schedule": "sometimes", "prompt": "x"}),
+            "Invalid schedule",
+        ),
+        (
+            json!({"action": "create", "schedule": "61 * * * *", "prompt": "x"}),
+            "Invalid cron expression",
+        ),
+        (
+            json!({"action": "create", "schedule": "2001-01-01T00:00", "prompt": "x"}),
+            "in the past",
+        ),
+        (
+            json!({"action": "create", "schedule": "1h", "prompt": "x", "workdir": "relative/dir"}),
+            "absolute path",
+        ),
         (json!({"action": "remove", "job_id": "nope"}), "not found"),
         (json!({"action": "pause"}), "job_id is required"),
     ] {
         let answer = cronjob(h, "b", args.clone());
         assert_eq!(answer["success"], false, "{args} was accepted: {answer}");
-        assert!(answer["error"].as_str().unwrap().contains(expected), "{args}: {answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains(expected),
+            "{args}: {answer}"
+        );
     }
     assert!(!h.join("cron/jobs.json").exists() || jobs_on_disk(h).is_empty());
-    let once = cronjob(h, "o", json!({"action": "create", "schedule": "30m", "prompt": "x"}));
+    let once = cronjob(
+        h,
+        "o",
+        json!({"action": "create", "schedule": "30m", "prompt": "x"}),
+    );
     assert_eq!(once["repeat"], "once");
-    assert!(once["schedule"].as_str().unwrap().starts_with("once in 30m"));
+    assert!(once["schedule"]
+        .as_str()
+        .unwrap()
+        .starts_with("once in 30m"));
 }
 
 #[test]
@@ -113,20 +170,38 @@ fn the_cron_command_runs_due_jobs_and_drops_finished_one_shots() {
     let model = ScriptedModel::script(vec![Reply::Json(final_answer("Backup checked."))]);
     point_at(h, &model);
     let now = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S").to_string();
-    let due = cronjob(h, "d", json!({"action": "create", "schedule": now, "prompt": "Check the backups (MARKER-77)"}));
+    let due = cronjob(
+        h,
+        "d",
+        json!({"action": "create", "schedule": now, "prompt": "Check the backups (MARKER-77)"}),
+    );
     assert_eq!(due["success"], true, "{due}");
-    let later = cronjob(h, "l", json!({"action": "create", "schedule": "every 1d", "prompt": "Not yet"}));
+    let later = cronjob(
+        h,
+        "l",
+        json!({"action": "create", "schedule": "every 1d", "prompt": "Not yet"}),
+    );
     assert_eq!(later["success"], true);
 
     let out = hermes(h, &["cron"], "");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pass: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(pass["ran"], 1, "{pass}");
     assert_eq!(pass["jobs"][0]["job_id"], due["job_id"]);
     assert_eq!(pass["jobs"][0]["success"], true, "{pass}");
-    assert!(last_message(&model.request(0), "user").unwrap().contains("MARKER-77"));
+    assert!(last_message(&model.request(0), "user")
+        .unwrap()
+        .contains("MARKER-77"));
     let left = jobs_on_disk(h);
-    assert_eq!(left.len(), 1, "the one-shot is gone after its run: {left:?}");
+    assert_eq!(
+        left.len(),
+        1,
+        "the one-shot is gone after its run: {left:?}"
+    );
     assert_eq!(left[0]["id"], later["job_id"]);
     // A second pass finds nothing due.
     let again: Value = serde_json::from_slice(&hermes(h, &["cron"], "").stdout).unwrap();
@@ -166,12 +241,17 @@ fn the_cron_scheduler_keeps_running_jobs_as_they_fall_due() {
         .unwrap();
     // Created while the scheduler is already running.
     let now = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S").to_string();
-    let job = cronjob(h, "d", json!({"action": "create", "schedule": now, "prompt": "Scheduled (MARKER-93)"}));
+    let job = cronjob(
+        h,
+        "d",
+        json!({"action": "create", "schedule": now, "prompt": "Scheduled (MARKER-93)"}),
+    );
     let id = job["job_id"].as_str().unwrap().to_string();
     let output_dir = h.join("cron/output").join(&id);
     let mut finished = false;
     for _ in 0..300 {
-        if output_dir.read_dir().is_ok_and(|mut d| d.next().is_some()) && jobs_on_disk(h).is_empty() {
+        if output_dir.read_dir().is_ok_and(|mut d| d.next().is_some()) && jobs_on_disk(h).is_empty()
+        {
             finished = true;
             break;
         }
@@ -180,5 +260,7 @@ fn the_cron_scheduler_keeps_running_jobs_as_they_fall_due() {
     let _ = scheduler.kill();
     let _ = scheduler.wait();
     assert!(finished, "the scheduler did not run the job");
-    assert!(last_message(&model.request(0), "user").unwrap().contains("MARKER-93"));
+    assert!(last_message(&model.request(0), "user")
+        .unwrap()
+        .contains("MARKER-93"));
 }

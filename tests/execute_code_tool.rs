@@ -5,11 +5,11 @@
 //! uses a local STAND-IN for the model endpoint (agent/tests/support/mod.rs: a scripted
 //! HTTP server on 127.0.0.1, not a model).
 
-#[path = "../agent/tests/support/mod.rs"]
-mod support;
 mod binary;
 #[allow(dead_code)]
 mod common;
+#[path = "../agent/tests/support/mod.rs"]
+mod support;
 
 use binary::{call, content_of, hermes, serve, serve_call};
 use serde_json::{json, Value};
@@ -18,7 +18,11 @@ use std::path::Path;
 /// The operator's opt-in that lets scripts outside the OS sandbox run where nobody can
 /// approve them (`call`, `serve`), plus `extra` config lines.
 fn allow_scripts(home: &Path, extra: &str) {
-    std::fs::write(home.join("config.yaml"), format!("approvals:\n  unattended_mode: approve\n{extra}")).unwrap();
+    std::fs::write(
+        home.join("config.yaml"),
+        format!("approvals:\n  unattended_mode: approve\n{extra}"),
+    )
+    .unwrap();
 }
 
 fn configure(home: &Path, yaml: &str) {
@@ -31,7 +35,13 @@ const SECRET: &str = "sk-canary-51d0c3e8a2";
 /// is read-only inside the sandbox), with a provider key in the server's environment.
 fn run_in(home: &Path, workspace: &Path, code: &str) -> Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
-        .args(["call", "execute_code", &json!({"code": code}).to_string(), "--cwd", workspace.to_str().unwrap()])
+        .args([
+            "call",
+            "execute_code",
+            &json!({"code": code}).to_string(),
+            "--cwd",
+            workspace.to_str().unwrap(),
+        ])
         .env("HERMES_HOME", home)
         .env("HOME", home)
         .env("OPENAI_API_KEY", SECRET)
@@ -42,7 +52,12 @@ fn run_in(home: &Path, workspace: &Path, code: &str) -> Value {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text} {}", String::from_utf8_lossy(&out.stderr)))
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
 
 #[test]
@@ -52,7 +67,10 @@ fn a_contained_script_cannot_write_outside_its_roots_nor_reach_secrets() {
     let outside = tempfile::tempdir_in(common::outside_base()).unwrap();
     let victim = outside.path().join("precious.txt");
     std::fs::write(&victim, "keep me").unwrap();
-    configure(home.path(), "terminal:\n  env_passthrough: [HERMES_NOTHING_HERE]\n");
+    configure(
+        home.path(),
+        "terminal:\n  env_passthrough: [HERMES_NOTHING_HERE]\n",
+    );
     let config = home.path().join("config.yaml");
     std::fs::create_dir(home.path().join(".ssh")).unwrap();
     let keys = home.path().join(".ssh/authorized_keys");
@@ -79,19 +97,48 @@ print("proc has it:", leaked)
     let result = run_in(home.path(), workspace.path(), &code);
     assert_eq!(result["status"], "success", "{result}");
     let output = result["output"].as_str().unwrap();
-    assert_eq!(output.matches("refused Read-only file system").count(), 3, "{output}");
+    assert_eq!(
+        output.matches("refused Read-only file system").count(),
+        3,
+        "{output}"
+    );
     assert!(!output.contains("wrote"), "{output}");
-    assert!(output.contains("env has it: False") && output.contains("proc has it: False"), "{output}");
+    assert!(
+        output.contains("env has it: False") && output.contains("proc has it: False"),
+        "{output}"
+    );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
-    assert_eq!(std::fs::read_to_string(&config).unwrap(), "terminal:\n  env_passthrough: [HERMES_NOTHING_HERE]\n");
-    assert_eq!(std::fs::read_to_string(&keys).unwrap(), "ssh-ed25519 AAAA owner\n");
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "terminal:\n  env_passthrough: [HERMES_NOTHING_HERE]\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&keys).unwrap(),
+        "ssh-ed25519 AAAA owner\n"
+    );
     // The working directory is a writable root, as for terminal commands.
-    assert_eq!(std::fs::read_to_string(workspace.path().join("made-inside.txt")).unwrap(), "ok");
-    assert!(result["sandbox"].is_null(), "a script that succeeded gets no sandbox note: {result}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("made-inside.txt")).unwrap(),
+        "ok"
+    );
+    assert!(
+        result["sandbox"].is_null(),
+        "a script that succeeded gets no sandbox note: {result}"
+    );
     // A script that fails on the wall is told which settings govern it.
-    let failed = run_in(home.path(), workspace.path(), &format!("open({victim:?}, 'w').write('x')\n"));
+    let failed = run_in(
+        home.path(),
+        workspace.path(),
+        &format!("open({victim:?}, 'w').write('x')\n"),
+    );
     assert_eq!(failed["status"], "error", "{failed}");
-    assert!(failed["sandbox"].as_str().unwrap_or_default().contains("terminal.sandbox.writable_roots"), "{failed}");
+    assert!(
+        failed["sandbox"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("terminal.sandbox.writable_roots"),
+        "{failed}"
+    );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
 
@@ -122,9 +169,15 @@ fn a_floor_in_a_script_refuses_it_before_it_runs() {
     let code = "open('ran.txt', 'w').write('x')\nimport os\nos.system('rm -rf /')\n";
     let result = run_in(home.path(), workspace.path(), code);
     assert_eq!(result["status"], "error", "{result}");
-    assert!(result["error"].as_str().unwrap().contains("BLOCKED"), "{result}");
+    assert!(
+        result["error"].as_str().unwrap().contains("BLOCKED"),
+        "{result}"
+    );
     assert_eq!(result["tool_calls_made"], 0);
-    assert!(!workspace.path().join("ran.txt").exists(), "the refused script ran");
+    assert!(
+        !workspace.path().join("ran.txt").exists(),
+        "the refused script ran"
+    );
 }
 
 #[test]
@@ -136,10 +189,24 @@ fn nothing_a_contained_script_started_survives_its_timeout() {
     let result = run_in(home.path(), workspace.path(), code);
     assert_eq!(result["status"], "timeout", "{result}");
     assert_eq!(result["error"], "Script timed out after 3s and was killed.");
-    assert!(result["output"].as_str().unwrap().starts_with("started"), "{result}");
-    assert!(!result["output"].as_str().unwrap().contains("never"), "{result}");
-    assert_eq!(common::survivors("sleep 3021.25"), Vec::<u32>::new(), "the script's child outlived the timeout");
-    assert_eq!(common::survivors("sleep 3022.25"), Vec::<u32>::new(), "the detached child outlived the timeout");
+    assert!(
+        result["output"].as_str().unwrap().starts_with("started"),
+        "{result}"
+    );
+    assert!(
+        !result["output"].as_str().unwrap().contains("never"),
+        "{result}"
+    );
+    assert_eq!(
+        common::survivors("sleep 3021.25"),
+        Vec::<u32>::new(),
+        "the script's child outlived the timeout"
+    );
+    assert_eq!(
+        common::survivors("sleep 3022.25"),
+        Vec::<u32>::new(),
+        "the detached child outlived the timeout"
+    );
 }
 
 fn run(home: &Path, code: &str, extra: &[&str]) -> Value {
@@ -153,23 +220,42 @@ fn with_the_sandbox_off_a_script_without_an_approver_is_refused_before_it_runs()
     let result = run(home.path(), "open('ran.txt', 'w').write('x')\n", &[]);
     assert_eq!(result["status"], "error", "{result}");
     let error = result["error"].as_str().unwrap();
-    assert!(error.contains("BLOCKED") && error.contains("approvals.unattended_mode"), "{error}");
+    assert!(
+        error.contains("BLOCKED") && error.contains("approvals.unattended_mode"),
+        "{error}"
+    );
     assert_eq!(result["tool_calls_made"], 0);
-    assert!(!home.path().join("ran.txt").exists(), "the refused script ran");
+    assert!(
+        !home.path().join("ran.txt").exists(),
+        "the refused script ran"
+    );
     // Scheduled runs answer to approvals.cron_mode instead (deny by default).
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
-        .args(["call", "execute_code", &json!({"code": "open('ran.txt', 'w').write('x')"}).to_string()])
+        .args([
+            "call",
+            "execute_code",
+            &json!({"code": "open('ran.txt', 'w').write('x')"}).to_string(),
+        ])
         .env("HERMES_HOME", home.path())
         .env("HERMES_CRON_SESSION", "1")
         .current_dir(home.path())
         .output()
         .unwrap();
     let cron: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(cron["error"].as_str().unwrap().contains("approvals.cron_mode"), "{cron}");
+    assert!(
+        cron["error"]
+            .as_str()
+            .unwrap()
+            .contains("approvals.cron_mode"),
+        "{cron}"
+    );
     assert!(!home.path().join("ran.txt").exists());
     // With the operator's opt-in it runs with the server's rights: HERMES_HOME, read-only
     // inside the sandbox, is writable to it.
-    configure(home.path(), "terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n");
+    configure(
+        home.path(),
+        "terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n",
+    );
     let result = run(home.path(), "open('ran.txt', 'w').write('x')\n", &[]);
     assert_eq!(result["status"], "success", "{result}");
     assert!(home.path().join("ran.txt").exists());
@@ -190,7 +276,10 @@ fn a_script_reads_a_file_through_hermes_tools() {
     let write = "from hermes_tools import write_file, search_files\nwrite_file('made.txt', 'from the script\\n')\nprint(search_files('from the', target='content')['total_count'])\n";
     let result = run(home.path(), write, &[]);
     assert_eq!(result["status"], "success", "{result}");
-    assert_eq!(std::fs::read_to_string(home.path().join("made.txt")).unwrap(), "from the script\n");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("made.txt")).unwrap(),
+        "from the script\n"
+    );
     assert_eq!(result["tool_calls_made"], 2);
 }
 
@@ -199,21 +288,44 @@ fn a_disabled_tool_cannot_be_imported_or_called() {
     let home = tempfile::tempdir().unwrap();
     allow_scripts(home.path(), "");
     let selected = ["--toolsets", "code_execution,file"];
-    let import = run(home.path(), "from hermes_tools import terminal\n", &selected);
+    let import = run(
+        home.path(),
+        "from hermes_tools import terminal\n",
+        &selected,
+    );
     assert_eq!(import["status"], "error", "{import}");
-    assert!(import["error"].as_str().unwrap().contains("ImportError: cannot import name 'terminal'"), "{import}");
+    assert!(
+        import["error"]
+            .as_str()
+            .unwrap()
+            .contains("ImportError: cannot import name 'terminal'"),
+        "{import}"
+    );
     // A script that speaks the protocol by hand is refused by the parent as well. The
     // marker lies outside HERMES_HOME, which commands may not write (the OS sandbox).
     let workspace = tempfile::tempdir().unwrap();
     let marker = workspace.path().join("by-script");
-    let raw = format!("import hermes_tools\nprint(hermes_tools._call('terminal', {{'command': 'touch {}'}}))\n", marker.display());
+    let raw = format!(
+        "import hermes_tools\nprint(hermes_tools._call('terminal', {{'command': 'touch {}'}}))\n",
+        marker.display()
+    );
     let raw = raw.as_str();
     let result = run(home.path(), raw, &selected);
-    assert!(result["output"].as_str().unwrap().contains("is not available in execute_code"), "{result}");
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("is not available in execute_code"),
+        "{result}"
+    );
     assert!(!marker.exists());
     assert_eq!(result["tool_calls_made"], 0);
     // With the terminal enabled, the same script's call runs.
-    let allowed = run(home.path(), raw, &["--toolsets", "code_execution,file,terminal"]);
+    let allowed = run(
+        home.path(),
+        raw,
+        &["--toolsets", "code_execution,file,terminal"],
+    );
     assert_eq!(allowed["tool_calls_made"], 1, "{allowed}");
     assert!(marker.exists());
 }
@@ -226,18 +338,35 @@ fn calls_from_a_script_go_through_the_approval_gate() {
     std::fs::write(home.path().join("keep.txt"), "x").unwrap();
     // The command is put together at run time, so the script's own text does not show it
     // (a literal would be refused with the whole script, see below).
-    let code = "from hermes_tools import terminal\nprint(terminal('chmod ' + str(777) + ' keep.txt'))\n";
+    let code =
+        "from hermes_tools import terminal\nprint(terminal('chmod ' + str(777) + ' keep.txt'))\n";
     let result = run(home.path(), code, &[]);
     assert_eq!(result["status"], "success", "{result}");
     let output = result["output"].as_str().unwrap();
-    assert!(output.contains("BLOCKED") && output.contains("chmod 777"), "{output}");
+    assert!(
+        output.contains("BLOCKED") && output.contains("chmod 777"),
+        "{output}"
+    );
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(home.path().join("keep.txt")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(home.path().join("keep.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_ne!(mode & 0o777, 0o777, "the refused chmod ran");
     // A literal the rule names refuses the script before it runs, as for a script the
     // terminal runs in its sandbox.
-    let literal = run(home.path(), "from hermes_tools import terminal\nprint(terminal('chmod 777 keep.txt'))\n", &[]);
-    assert!(literal["error"].as_str().unwrap().contains("deny rule 'chmod 777*'"), "{literal}");
+    let literal = run(
+        home.path(),
+        "from hermes_tools import terminal\nprint(terminal('chmod 777 keep.txt'))\n",
+        &[],
+    );
+    assert!(
+        literal["error"]
+            .as_str()
+            .unwrap()
+            .contains("deny rule 'chmod 777*'"),
+        "{literal}"
+    );
     assert_eq!(literal["tool_calls_made"], 0);
 }
 
@@ -251,7 +380,11 @@ fn the_call_limit_is_enforced() {
     assert_eq!(result["status"], "success", "{result}");
     assert_eq!(result["tool_calls_made"], 3, "{result}");
     let output = result["output"].as_str().unwrap();
-    assert!(output.contains("3 Tool call limit reached (3)") && output.contains("4 Tool call limit reached"), "{output}");
+    assert!(
+        output.contains("3 Tool call limit reached (3)")
+            && output.contains("4 Tool call limit reached"),
+        "{output}"
+    );
 }
 
 #[test]
@@ -259,11 +392,23 @@ fn large_output_is_capped_and_exit_codes_are_reported() {
     let home = tempfile::tempdir().unwrap();
     allow_scripts(home.path(), "");
     let result = run(home.path(), "print('x' * 200000)\nprint('END')\n", &[]);
-    assert_eq!(result["stdout_truncated"], true, "{}", result["stdout_bytes_total"]);
+    assert_eq!(
+        result["stdout_truncated"], true,
+        "{}",
+        result["stdout_bytes_total"]
+    );
     assert_eq!(result["stdout_bytes_total"], 200_005);
     assert!(result["output"].as_str().unwrap().len() < 60_000);
-    assert!(result["output"].as_str().unwrap().trim_end().ends_with("END"));
-    let failed = run(home.path(), "import sys\nprint('partial')\nsys.exit(3)\n", &[]);
+    assert!(result["output"]
+        .as_str()
+        .unwrap()
+        .trim_end()
+        .ends_with("END"));
+    let failed = run(
+        home.path(),
+        "import sys\nprint('partial')\nsys.exit(3)\n",
+        &[],
+    );
     assert_eq!(failed["status"], "error");
     assert_eq!(failed["exit_code"], 3);
     assert_eq!(failed["error"], "Script exited with code 3");
@@ -277,17 +422,36 @@ fn the_description_names_only_the_enabled_sandbox_tools() {
     let description = |toolsets: &str| -> String {
         let out = hermes(home.path(), &["schema", "--toolsets", toolsets], "");
         let definitions: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-        let tool = definitions.iter().find(|d| d["function"]["name"] == "execute_code").expect("execute_code is offered");
-        format!("{}\n{}", tool["function"]["description"].as_str().unwrap(), tool["function"]["parameters"]["properties"]["code"]["description"])
+        let tool = definitions
+            .iter()
+            .find(|d| d["function"]["name"] == "execute_code")
+            .expect("execute_code is offered");
+        format!(
+            "{}\n{}",
+            tool["function"]["description"].as_str().unwrap(),
+            tool["function"]["parameters"]["properties"]["code"]["description"]
+        )
     };
     let files_only = description("code_execution,file");
-    assert!(files_only.contains("read_file(path: str") && files_only.contains("patch(path: str"), "{files_only}");
+    assert!(
+        files_only.contains("read_file(path: str") && files_only.contains("patch(path: str"),
+        "{files_only}"
+    );
     assert!(!files_only.contains("terminal("), "{files_only}");
     let with_terminal = description("code_execution,file,terminal");
-    assert!(with_terminal.contains("terminal(command: str"), "{with_terminal}");
-    assert!(with_terminal.contains("from hermes_tools import terminal, ..."), "{with_terminal}");
+    assert!(
+        with_terminal.contains("terminal(command: str"),
+        "{with_terminal}"
+    );
+    assert!(
+        with_terminal.contains("from hermes_tools import terminal, ..."),
+        "{with_terminal}"
+    );
     let alone = description("code_execution");
-    assert!(alone.contains("no tools are enabled for scripts"), "{alone}");
+    assert!(
+        alone.contains("no tools are enabled for scripts"),
+        "{alone}"
+    );
 }
 
 #[test]
@@ -296,9 +460,21 @@ fn serve_gives_scripts_only_its_own_selection() {
     allow_scripts(home.path(), "");
     std::fs::write(home.path().join("n.txt"), "served\n").unwrap();
     let code = "import hermes_tools\nprint(sorted(n for n in ('read_file', 'terminal', 'write_file') if hasattr(hermes_tools, n)))\nprint(hermes_tools.read_file('n.txt')['content'])\n";
-    let answers = serve(home.path(), &["--toolsets", "code_execution,file", "--disabled", "terminal"], &[serve_call("e", "execute_code", &json!({"code": code}))]);
+    let answers = serve(
+        home.path(),
+        &[
+            "--toolsets",
+            "code_execution,file",
+            "--disabled",
+            "terminal",
+        ],
+        &[serve_call("e", "execute_code", &json!({"code": code}))],
+    );
     let result = content_of(&answers, "e");
-    assert_eq!(result["output"], "['read_file', 'write_file']\n1|served\n", "{result}");
+    assert_eq!(
+        result["output"], "['read_file', 'write_file']\n1|served\n",
+        "{result}"
+    );
 }
 
 #[test]
@@ -314,12 +490,32 @@ fn the_agent_loop_runs_a_script_with_the_sessions_tools() {
     ]);
     let out = hermes(
         home.path(),
-        &["agent", "read data.txt with a script", "--toolsets", "code_execution,file", "--base-url", &model.base_url, "--model", "stand-in", "--api-key-env", "HERMES_TEST_NO_SUCH_KEY", "--quiet"],
+        &[
+            "agent",
+            "read data.txt with a script",
+            "--toolsets",
+            "code_execution,file",
+            "--base-url",
+            &model.base_url,
+            "--model",
+            "stand-in",
+            "--api-key-env",
+            "HERMES_TEST_NO_SUCH_KEY",
+            "--quiet",
+        ],
         "",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "The file holds 42.");
-    let tool_result: Value = serde_json::from_str(&last_message(&model.request(1), "tool").unwrap()).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "The file holds 42."
+    );
+    let tool_result: Value =
+        serde_json::from_str(&last_message(&model.request(1), "tool").unwrap()).unwrap();
     assert_eq!(tool_result["status"], "success", "{tool_result}");
     assert_eq!(tool_result["output"], "1|42 False\n");
 }
@@ -327,7 +523,11 @@ fn the_agent_loop_runs_a_script_with_the_sessions_tools() {
 // ------------------------------------------------------------------ remote backends
 
 /// A `hermes-tools serve` of one task in `workspace`, its calls made one at a time.
-fn serve_session(home: &Path, workspace: &Path, env: &[(&str, &std::ffi::OsStr)]) -> common::ServeSession {
+fn serve_session(
+    home: &Path,
+    workspace: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> common::ServeSession {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
     command
         .arg("serve")
@@ -392,26 +592,58 @@ fn in_a_podman_container_the_script_runs_where_the_terminal_runs() {
         ),
     );
     let conf = dir.path().join("containers.conf");
-    let mut session = serve_session(home.path(), workspace.path(), &[("CONTAINERS_CONF", conf.as_os_str())]);
-    let moved = session.call("terminal", json!({"command": "mkdir -p /root/work && cd /root/work"}));
+    let mut session = serve_session(
+        home.path(),
+        workspace.path(),
+        &[("CONTAINERS_CONF", conf.as_os_str())],
+    );
+    let moved = session.call(
+        "terminal",
+        json!({"command": "mkdir -p /root/work && cd /root/work"}),
+    );
     assert_eq!(moved["exit_code"], 0, "{moved}");
     // Unattended and without any approval setting: a container without host mounts is
     // isolated, as for its terminal commands.
     let result = session.call("execute_code", json!({"code": WHERE_AM_I}));
     assert_eq!(result["status"], "success", "{result}");
-    assert_eq!(result["output"], "/root/work False\nwritten by the script\n", "{result}");
+    assert_eq!(
+        result["output"], "/root/work False\nwritten by the script\n",
+        "{result}"
+    );
     assert_eq!(result["tool_calls_made"], 1);
-    let seen = session.call("terminal", json!({"command": "cat made-by-script.txt; cat /etc/passwd"}));
-    assert_eq!(seen["output"], "written by the script\nroot:x:0:0:root:/root:/bin/bash", "{seen}");
-    assert!(!workspace.path().join("made-by-script.txt").exists(), "the script ran on the host");
+    let seen = session.call(
+        "terminal",
+        json!({"command": "cat made-by-script.txt; cat /etc/passwd"}),
+    );
+    assert_eq!(
+        seen["output"], "written by the script\nroot:x:0:0:root:/root:/bin/bash",
+        "{seen}"
+    );
+    assert!(
+        !workspace.path().join("made-by-script.txt").exists(),
+        "the script ran on the host"
+    );
     // The timeout stops what the script started inside the container (its processes are
     // host processes too, under the container's PID namespace).
     let sleeper = "import subprocess, time\nsubprocess.Popen(['sleep', '3031.25'])\nprint('started', flush=True)\ntime.sleep(600)\n";
-    configure(home.path(), &std::fs::read_to_string(home.path().join("config.yaml")).unwrap().replace("timeout: 20", "timeout: 3"));
+    configure(
+        home.path(),
+        &std::fs::read_to_string(home.path().join("config.yaml"))
+            .unwrap()
+            .replace("timeout: 20", "timeout: 3"),
+    );
     let timed_out = session.call("execute_code", json!({"code": sleeper}));
     assert_eq!(timed_out["status"], "timeout", "{timed_out}");
-    assert_eq!(timed_out["output"].as_str().unwrap().lines().next(), Some("started"), "{timed_out}");
-    assert_eq!(common::survivors("sleep 3031.25"), Vec::<u32>::new(), "the script's child outlived the timeout");
+    assert_eq!(
+        timed_out["output"].as_str().unwrap().lines().next(),
+        Some("started"),
+        "{timed_out}"
+    );
+    assert_eq!(
+        common::survivors("sleep 3031.25"),
+        Vec::<u32>::new(),
+        "the script's child outlived the timeout"
+    );
 }
 
 #[path = "common/sshd.rs"]
@@ -439,17 +671,33 @@ fn over_ssh_the_script_runs_in_the_remote_shell() {
     configure(home.path(), &ssh);
     let mut session = serve_session(home.path(), workspace.path(), &[]);
     let refused = session.call("execute_code", json!({"code": WHERE_AM_I}));
-    assert!(refused["error"].as_str().unwrap_or_default().contains("approvals.unattended_mode"), "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("approvals.unattended_mode"),
+        "{refused}"
+    );
     drop(session);
-    configure(home.path(), &format!("{ssh}approvals:\n  unattended_mode: approve\n"));
+    configure(
+        home.path(),
+        &format!("{ssh}approvals:\n  unattended_mode: approve\n"),
+    );
     let mut session = serve_session(home.path(), workspace.path(), &[]);
     let result = session.call("execute_code", json!({"code": WHERE_AM_I}));
     assert_eq!(result["status"], "success", "{result}");
-    assert_eq!(result["output"], format!("{} True\nwritten by the script\n", remote_cwd.display()), "{result}");
+    assert_eq!(
+        result["output"],
+        format!("{} True\nwritten by the script\n", remote_cwd.display()),
+        "{result}"
+    );
     let seen = session.call("terminal", json!({"command": "cat made-by-script.txt"}));
     assert_eq!(seen["output"], "written by the script", "{seen}");
     assert!(remote_cwd.join("made-by-script.txt").exists());
-    assert!(!workspace.path().join("made-by-script.txt").exists(), "the script ran in the server's directory");
+    assert!(
+        !workspace.path().join("made-by-script.txt").exists(),
+        "the script ran in the server's directory"
+    );
 }
 
 /// Singularity through the stand-in for the `apptainer` CLI (tests/fakes/apptainer: no
@@ -467,7 +715,11 @@ fn singularity_session(state: &Path, home: &Path, workspace: &Path) -> common::S
             standin.display()
         ),
     );
-    serve_session(home, workspace, &[("APPTAINER_STANDIN_STATE", state.as_os_str())])
+    serve_session(
+        home,
+        workspace,
+        &[("APPTAINER_STANDIN_STATE", state.as_os_str())],
+    )
 }
 
 #[test]
@@ -476,22 +728,49 @@ fn in_a_singularity_instance_the_script_runs_where_the_terminal_runs() {
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let mut session = singularity_session(state.path(), home.path(), workspace.path());
-    let moved = session.call("terminal", json!({"command": "mkdir -p /tmp/work && cd /tmp/work"}));
+    let moved = session.call(
+        "terminal",
+        json!({"command": "mkdir -p /tmp/work && cd /tmp/work"}),
+    );
     assert_eq!(moved["exit_code"], 0, "{moved}");
     let result = session.call("execute_code", json!({"code": WHERE_AM_I}));
     assert_eq!(result["status"], "success", "{result}");
-    assert_eq!(result["output"], "/tmp/work False\nwritten by the script\n", "{result}");
+    assert_eq!(
+        result["output"], "/tmp/work False\nwritten by the script\n",
+        "{result}"
+    );
     assert_eq!(result["tool_calls_made"], 1);
     let seen = session.call("terminal", json!({"command": "cat made-by-script.txt"}));
     assert_eq!(seen["output"], "written by the script", "{seen}");
-    assert!(!workspace.path().join("made-by-script.txt").exists(), "the script ran in the server's directory");
-    let instances: Vec<_> = std::fs::read_dir(state.path().join("instances")).unwrap().flatten().collect();
+    assert!(
+        !workspace.path().join("made-by-script.txt").exists(),
+        "the script ran in the server's directory"
+    );
+    let instances: Vec<_> = std::fs::read_dir(state.path().join("instances"))
+        .unwrap()
+        .flatten()
+        .collect();
     assert_eq!(instances.len(), 1);
-    assert!(instances[0].path().join("tmp/work/made-by-script.txt").is_file(), "not in the instance's own /tmp");
+    assert!(
+        instances[0]
+            .path()
+            .join("tmp/work/made-by-script.txt")
+            .is_file(),
+        "not in the instance's own /tmp"
+    );
     drop(session);
     let calls = std::fs::read_to_string(state.path().join("calls.log")).unwrap();
-    assert!(calls.contains("/script.py"), "the script did not go through the CLI:\n{calls}");
-    assert!(calls.lines().filter(|l| l.starts_with("exec ")).all(|l| l.starts_with("exec --cleanenv instance://")), "{calls}");
+    assert!(
+        calls.contains("/script.py"),
+        "the script did not go through the CLI:\n{calls}"
+    );
+    assert!(
+        calls
+            .lines()
+            .filter(|l| l.starts_with("exec "))
+            .all(|l| l.starts_with("exec --cleanenv instance://")),
+        "{calls}"
+    );
 }
 
 /// A script that prints far more than is kept takes no more room than the cap in the
@@ -512,11 +791,27 @@ fn a_remote_script_that_prints_without_end_keeps_only_the_cap_on_the_remote_disk
     assert_eq!(result["status"], "success", "{result}");
     let output = result["output"].as_str().unwrap();
     assert!(output.starts_with("first line\nxxx"), "{output:.200}");
-    assert!(output.ends_with("last line\n"), "{}", &output[output.len().saturating_sub(200)..]);
-    let used: usize = output.lines().find_map(|l| l.strip_prefix("bytes on disk ")).expect("the script measured its files").parse().unwrap();
-    assert!(used <= 50_000 + 10_000 + 16, "the outputs took {used} bytes on the remote disk");
+    assert!(
+        output.ends_with("last line\n"),
+        "{}",
+        &output[output.len().saturating_sub(200)..]
+    );
+    let used: usize = output
+        .lines()
+        .find_map(|l| l.strip_prefix("bytes on disk "))
+        .expect("the script measured its files")
+        .parse()
+        .unwrap();
+    assert!(
+        used <= 50_000 + 10_000 + 16,
+        "the outputs took {used} bytes on the remote disk"
+    );
     assert!(output.contains("bytes omitted out of"), "{output:.300}");
-    assert!(result["stdout_bytes_total"].as_u64().unwrap() > 20 * 1024 * 1024, "{}", result["stdout_bytes_total"]);
+    assert!(
+        result["stdout_bytes_total"].as_u64().unwrap() > 20 * 1024 * 1024,
+        "{}",
+        result["stdout_bytes_total"]
+    );
 }
 
 #[test]
@@ -525,8 +820,15 @@ fn backends_that_cannot_carry_the_calls_say_so_instead_of_running_on_the_host() 
     for backend in ["modal", "daytona", "vercel_sandbox"] {
         configure(home.path(), &format!("terminal:\n  backend: {backend}\n"));
         let result = run(home.path(), "open('ran.txt', 'w').write('x')\n", &[]);
-        let error = result["error"].as_str().unwrap_or_else(|| panic!("{result}"));
-        assert!(error.contains(&format!("cannot run scripts on the {backend} terminal backend")), "{error}");
+        let error = result["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{result}"));
+        assert!(
+            error.contains(&format!(
+                "cannot run scripts on the {backend} terminal backend"
+            )),
+            "{error}"
+        );
         assert!(!home.path().join("ran.txt").exists());
     }
 }

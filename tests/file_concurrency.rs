@@ -30,7 +30,12 @@ fn dirs() -> Dirs {
         path.canonicalize().unwrap()
     };
     let (home, hermes, work) = (make("home"), make("hermes"), make("work"));
-    Dirs { _root: root, home, hermes, work }
+    Dirs {
+        _root: root,
+        home,
+        hermes,
+        work,
+    }
 }
 
 /// One `serve` process; answers are matched to calls by id.
@@ -72,7 +77,13 @@ impl Server {
             }
         });
         let stdin = child.stdin.take();
-        Server { child, stdin, answers, stderr, next_id: 0 }
+        Server {
+            child,
+            stdin,
+            answers,
+            stderr,
+            next_id: 0,
+        }
     }
 
     /// Sends one call; returns its id.
@@ -94,10 +105,13 @@ impl Server {
                 .answers
                 .recv_timeout(Duration::from_secs(120))
                 .unwrap_or_else(|_| panic!("no answer after {} of {} calls", got.len(), ids.len()));
-            let Some(id) = answer["tool_call_id"].as_str() else { continue };
+            let Some(id) = answer["tool_call_id"].as_str() else {
+                continue;
+            };
             let content = answer["content"].as_str().unwrap_or_default();
             let json_part = content.split("\n\n[").next().unwrap();
-            let value = serde_json::from_str(json_part).unwrap_or_else(|e| panic!("not JSON ({e}): {content}"));
+            let value = serde_json::from_str(json_part)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {content}"));
             got.insert(id.to_string(), value);
         }
         got
@@ -150,9 +164,15 @@ fn check_no_lost_edit(path: &Path, reported: &[(usize, Value)]) -> usize {
     for (i, result) in reported {
         if result["success"] == true {
             succeeded += 1;
-            assert!(text.contains(&format!("line {i} edited\n")), "edit {i} was reported done but is not in the file");
+            assert!(
+                text.contains(&format!("line {i} edited\n")),
+                "edit {i} was reported done but is not in the file"
+            );
         } else {
-            assert!(result["error"].is_string(), "a failure must say why: {result}");
+            assert!(
+                result["error"].is_string(),
+                "a failure must say why: {result}"
+            );
         }
     }
     succeeded
@@ -167,7 +187,10 @@ fn a_hundred_concurrent_patches_through_one_server_lose_nothing() {
     let sent = send_patches(&mut server, 0..LINES);
     let ids: Vec<String> = sent.iter().map(|(_, id)| id.clone()).collect();
     let mut answers = server.collect(&ids);
-    let reported: Vec<(usize, Value)> = sent.into_iter().map(|(i, id)| (i, answers.remove(&id).unwrap())).collect();
+    let reported: Vec<(usize, Value)> = sent
+        .into_iter()
+        .map(|(i, id)| (i, answers.remove(&id).unwrap()))
+        .collect();
     // Each patch changes its own line, so with edits serialised every one applies.
     assert_eq!(check_no_lost_edit(&file, &reported), LINES);
 }
@@ -187,7 +210,10 @@ fn concurrent_patches_from_several_processes_lose_nothing() {
     for (server, sent) in servers.iter_mut().zip(sent) {
         let ids: Vec<String> = sent.iter().map(|(_, id)| id.clone()).collect();
         let mut answers = server.collect(&ids);
-        reported.extend(sent.into_iter().map(|(i, id)| (i, answers.remove(&id).unwrap())));
+        reported.extend(
+            sent.into_iter()
+                .map(|(i, id)| (i, answers.remove(&id).unwrap())),
+        );
     }
     assert_eq!(reported.len(), LINES);
     assert_eq!(check_no_lost_edit(&file, &reported), LINES);
@@ -206,7 +232,11 @@ fn relative_paths_follow_the_terminal_directory() {
     assert_eq!(r["exit_code"], 0, "{r}");
     let r = server.call("read_file", json!({"path": "inner.txt"}), "t1");
     assert_eq!(r["content"], "1|inside sub", "{r}");
-    let r = server.call("write_file", json!({"path": "made.txt", "content": "here\n"}), "t1");
+    let r = server.call(
+        "write_file",
+        json!({"path": "made.txt", "content": "here\n"}),
+        "t1",
+    );
     assert_eq!(r["verified"], true, "{r}");
     assert!(dirs.work.join("sub/made.txt").exists());
     let r = server.call("search_files", json!({"pattern": "inside"}), "t1");
@@ -225,9 +255,16 @@ fn the_dedup_stub_is_refused_as_content() {
     assert_eq!(first["content"], "1|real text");
     let stub = server.call("read_file", json!({"path": "a.txt"}), "t");
     assert_eq!(stub["dedup"], true, "{stub}");
-    let r = server.call("write_file", json!({"path": "a.txt", "content": stub.to_string()}), "t");
+    let r = server.call(
+        "write_file",
+        json!({"path": "a.txt", "content": stub.to_string()}),
+        "t",
+    );
     assert!(r["error"].as_str().unwrap().contains("unchanged"), "{r}");
-    assert_eq!(std::fs::read_to_string(dirs.work.join("a.txt")).unwrap(), "real text\n");
+    assert_eq!(
+        std::fs::read_to_string(dirs.work.join("a.txt")).unwrap(),
+        "real text\n"
+    );
 }
 
 /// A setting that grants nothing takes effect on the very next call, however the file
@@ -238,17 +275,34 @@ fn other_settings_edited_while_running_apply_to_the_next_call() {
     let config = dirs.hermes.join("config.yaml");
     let small_budget = "tool_budget:\n  per_tool:\n    search_files: 50\n";
     for n in 0..5 {
-        std::fs::write(dirs.work.join(format!("page{n}.txt")), format!("word{n} {}\n", "text ".repeat(40))).unwrap();
+        std::fs::write(
+            dirs.work.join(format!("page{n}.txt")),
+            format!("word{n} {}\n", "text ".repeat(40)),
+        )
+        .unwrap();
     }
     let mut server = Server::start(&dirs);
-    let mut search = |n: usize| server.call("search_files", json!({"pattern": format!("word{n}"), "path": "."}), "t");
+    let mut search = |n: usize| {
+        server.call(
+            "search_files",
+            json!({"pattern": format!("word{n}"), "path": "."}),
+            "t",
+        )
+    };
     let spilled = |answer: &Value| answer["persisted_output"] == true;
     let r = search(0);
-    assert!(!spilled(&r) && r.to_string().contains("word0 text"), "the default budget: {r}");
+    assert!(
+        !spilled(&r) && r.to_string().contains("word0 text"),
+        "the default budget: {r}"
+    );
     std::fs::write(&config, small_budget).unwrap();
     let r = search(1);
     assert!(spilled(&r), "written in place: {r}");
-    std::fs::write(dirs.hermes.join("next.yaml"), "tool_budget:\n  default_result_chars: 100000\n").unwrap();
+    std::fs::write(
+        dirs.hermes.join("next.yaml"),
+        "tool_budget:\n  default_result_chars: 100000\n",
+    )
+    .unwrap();
     std::fs::rename(dirs.hermes.join("next.yaml"), &config).unwrap();
     let r = search(2);
     assert!(!spilled(&r), "renamed over: {r}");
@@ -268,18 +322,33 @@ fn permission_settings_edited_while_running_apply_only_after_a_restart() {
     let command = format!("rm -rf {}", victim.join("inner").display());
     // Without the OS sandbox an unattended dangerous command is refused; with it, it
     // would run contained in the workspace.
-    std::fs::write(dirs.hermes.join("config.yaml"), "terminal:\n  sandbox:\n    mode: \"off\"\n").unwrap();
+    std::fs::write(
+        dirs.hermes.join("config.yaml"),
+        "terminal:\n  sandbox:\n    mode: \"off\"\n",
+    )
+    .unwrap();
     let mut server = Server::start(&dirs);
     let r = server.call("terminal", json!({"command": command}), "t");
     assert_eq!(r["status"], "blocked", "{r}");
     // Something other than the runtime (a shell, an editor) grants itself approval.
-    std::fs::write(dirs.hermes.join("config.yaml"), "approvals:\n  unattended_mode: approve\n").unwrap();
+    std::fs::write(
+        dirs.hermes.join("config.yaml"),
+        "approvals:\n  unattended_mode: approve\n",
+    )
+    .unwrap();
     let r = server.call("terminal", json!({"command": command}), "t");
     assert_eq!(r["status"], "blocked", "{r}");
     assert!(victim.join("inner").exists());
     drop(server.stdin.take());
     let _ = server.child.wait();
     let stderr = server.stderr_text();
-    assert!(stderr.contains("`approvals` changed since start-up"), "{stderr}");
-    assert_eq!(stderr.matches("`approvals` changed since start-up").count(), 1, "reported once: {stderr}");
+    assert!(
+        stderr.contains("`approvals` changed since start-up"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("`approvals` changed since start-up").count(),
+        1,
+        "reported once: {stderr}"
+    );
 }

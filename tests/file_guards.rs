@@ -34,7 +34,13 @@ fn machine() -> Machine {
         path.canonicalize().unwrap()
     };
     let (home, hermes, work, outside) = (dir("home"), dir("hermes"), dir("work"), dir("outside"));
-    Machine { _root: root, home, hermes, work, outside }
+    Machine {
+        _root: root,
+        home,
+        hermes,
+        work,
+        outside,
+    }
 }
 
 /// Waits for a child at most `limit`; a child still running then is killed and the
@@ -54,8 +60,18 @@ fn finish(mut child: std::process::Child, limit: Duration, what: &str) -> (Strin
     }
     let mut stdout = String::new();
     let mut stderr = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     (stdout, stderr)
 }
 
@@ -74,9 +90,14 @@ impl Machine {
         for (key, value) in env {
             command.env(key, value);
         }
-        let (stdout, stderr) = finish(command.spawn().unwrap(), Duration::from_secs(60), &format!("{tool} {args}"));
+        let (stdout, stderr) = finish(
+            command.spawn().unwrap(),
+            Duration::from_secs(60),
+            &format!("{tool} {args}"),
+        );
         let json_part = stdout.split("\n\n[").next().unwrap().trim();
-        let result = serde_json::from_str(json_part).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{stderr}"));
+        let result = serde_json::from_str(json_part)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{stderr}"));
         Outcome { result, stderr }
     }
 
@@ -86,7 +107,9 @@ impl Machine {
 }
 
 fn error_of(result: &Value) -> &str {
-    result["error"].as_str().unwrap_or_else(|| panic!("expected an error, got {result}"))
+    result["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected an error, got {result}"))
 }
 
 fn v4a(body: &str) -> Value {
@@ -116,35 +139,64 @@ fn writes_to_protected_places_are_refused_by_every_kind_of_write() {
     ];
     for path in &protected {
         let shown = path.display().to_string();
-        let r = m.call("write_file", json!({"path": shown, "content": "approvals:\n  mode: off\n"}));
+        let r = m.call(
+            "write_file",
+            json!({"path": shown, "content": "approvals:\n  mode: off\n"}),
+        );
         assert!(error_of(&r).contains("denied"), "{shown}: {r}");
         let r = m.call("patch", v4a(&format!("*** Add File: {shown}\n+pwned")));
         assert_eq!(r["success"], false, "{shown}: {r}");
         assert!(!path.exists(), "{shown} was written");
     }
     // `~/...` spellings and relative ones that climb there are the same places.
-    let r = m.call("write_file", json!({"path": "~/.ssh/authorized_keys", "content": "ssh-ed25519 AAAA"}));
+    let r = m.call(
+        "write_file",
+        json!({"path": "~/.ssh/authorized_keys", "content": "ssh-ed25519 AAAA"}),
+    );
     assert!(error_of(&r).contains("credential"), "{r}");
-    let r = m.call("write_file", json!({"path": "../home/.netrc", "content": "machine x"}));
+    let r = m.call(
+        "write_file",
+        json!({"path": "../home/.netrc", "content": "machine x"}),
+    );
     assert!(error_of(&r).contains("denied"), "{r}");
 
     // Existing protected files are not patched either, in either mode.
     std::fs::write(m.home.join(".bashrc"), "export A=1\n").unwrap();
     std::fs::write(m.hermes.join("config.yaml"), "approvals:\n  mode: manual\n").unwrap();
-    let r = m.call("patch", json!({"path": "~/.bashrc", "old_string": "A=1", "new_string": "A=1; curl x | sh"}));
+    let r = m.call(
+        "patch",
+        json!({"path": "~/.bashrc", "old_string": "A=1", "new_string": "A=1; curl x | sh"}),
+    );
     assert_eq!(r["success"], false, "{r}");
     let config = m.hermes.join("config.yaml").display().to_string();
-    let r = m.call("patch", json!({"path": config, "old_string": "manual", "new_string": "off"}));
+    let r = m.call(
+        "patch",
+        json!({"path": config, "old_string": "manual", "new_string": "off"}),
+    );
     assert!(error_of(&r).contains("runtime's own configuration"), "{r}");
-    let r = m.call("patch", v4a(&format!("*** Update File: {config}\n@@\n approvals:\n-  mode: manual\n+  mode: off")));
+    let r = m.call(
+        "patch",
+        v4a(&format!(
+            "*** Update File: {config}\n@@\n approvals:\n-  mode: manual\n+  mode: off"
+        )),
+    );
     assert_eq!(r["success"], false, "{r}");
     let r = m.call("patch", v4a(&format!("*** Delete File: {config}")));
     assert_eq!(r["success"], false, "{r}");
-    assert_eq!(std::fs::read_to_string(m.home.join(".bashrc")).unwrap(), "export A=1\n");
-    assert_eq!(std::fs::read_to_string(m.hermes.join("config.yaml")).unwrap(), "approvals:\n  mode: manual\n");
+    assert_eq!(
+        std::fs::read_to_string(m.home.join(".bashrc")).unwrap(),
+        "export A=1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.hermes.join("config.yaml")).unwrap(),
+        "approvals:\n  mode: manual\n"
+    );
 
     // Ordinary files in the working directory are written as before.
-    let r = m.call("write_file", json!({"path": "notes/todo.txt", "content": "ok\n"}));
+    let r = m.call(
+        "write_file",
+        json!({"path": "notes/todo.txt", "content": "ok\n"}),
+    );
     assert_eq!(r["verified"], true, "{r}");
 }
 
@@ -154,28 +206,58 @@ fn symlinks_lead_to_their_targets_and_are_never_replaced() {
     std::fs::create_dir_all(m.home.join(".ssh")).unwrap();
     symlink(m.home.join(".ssh"), m.work.join("keys")).unwrap();
     symlink(m.hermes.join("config.yaml"), m.work.join("settings.yaml")).unwrap();
-    let r = m.call("write_file", json!({"path": "keys/authorized_keys", "content": "ssh-rsa AAAA"}));
+    let r = m.call(
+        "write_file",
+        json!({"path": "keys/authorized_keys", "content": "ssh-rsa AAAA"}),
+    );
     assert!(error_of(&r).contains("denied"), "{r}");
     // A dangling link to a protected place: refused, the link stays, no target appears.
-    let r = m.call("write_file", json!({"path": "settings.yaml", "content": "approvals:\n  mode: off\n"}));
+    let r = m.call(
+        "write_file",
+        json!({"path": "settings.yaml", "content": "approvals:\n  mode: off\n"}),
+    );
     assert!(error_of(&r).contains("denied"), "{r}");
-    let r = m.call("patch", v4a("*** Add File: settings.yaml\n+approvals: {mode: off}"));
+    let r = m.call(
+        "patch",
+        v4a("*** Add File: settings.yaml\n+approvals: {mode: off}"),
+    );
     assert_eq!(r["success"], false, "{r}");
-    assert!(std::fs::symlink_metadata(m.work.join("settings.yaml")).unwrap().file_type().is_symlink());
+    assert!(std::fs::symlink_metadata(m.work.join("settings.yaml"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert!(!m.hermes.join("config.yaml").exists());
     assert!(!m.home.join(".ssh/authorized_keys").exists());
 
     // A dangling link to an ordinary place: the write creates the target, as writing
     // through the link with a shell does, and the link is kept.
     symlink(m.work.join("real.txt"), m.work.join("alias.txt")).unwrap();
-    let r = m.call("write_file", json!({"path": "alias.txt", "content": "through the link\n"}));
+    let r = m.call(
+        "write_file",
+        json!({"path": "alias.txt", "content": "through the link\n"}),
+    );
     assert_eq!(r["verified"], true, "{r}");
-    assert!(std::fs::symlink_metadata(m.work.join("alias.txt")).unwrap().file_type().is_symlink());
-    assert_eq!(std::fs::read_to_string(m.work.join("real.txt")).unwrap(), "through the link\n");
-    let r = m.call("patch", json!({"path": "alias.txt", "old_string": "through", "new_string": "via"}));
+    assert!(std::fs::symlink_metadata(m.work.join("alias.txt"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(m.work.join("real.txt")).unwrap(),
+        "through the link\n"
+    );
+    let r = m.call(
+        "patch",
+        json!({"path": "alias.txt", "old_string": "through", "new_string": "via"}),
+    );
     assert_eq!(r["success"], true, "{r}");
-    assert!(std::fs::symlink_metadata(m.work.join("alias.txt")).unwrap().file_type().is_symlink());
-    assert_eq!(std::fs::read_to_string(m.work.join("real.txt")).unwrap(), "via the link\n");
+    assert!(std::fs::symlink_metadata(m.work.join("alias.txt"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(m.work.join("real.txt")).unwrap(),
+        "via the link\n"
+    );
 }
 
 #[test]
@@ -194,14 +276,28 @@ fn v4a_paths_stay_inside_the_working_directory() {
         assert_eq!(r["success"], false, "{body}: {r}");
         assert!(error_of(&r).contains("denied"), "{body}: {r}");
     }
-    assert!(std::fs::read_dir(&m.outside).unwrap().next().is_none(), "something was written outside");
-    assert_eq!(std::fs::read_to_string(m.work.join("a.txt")).unwrap(), "one\n");
+    assert!(
+        std::fs::read_dir(&m.outside).unwrap().next().is_none(),
+        "something was written outside"
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.work.join("a.txt")).unwrap(),
+        "one\n"
+    );
 
     // Inside the working directory, relative and absolute, patches apply.
     let inside = m.work.join("b.txt").display().to_string();
-    let r = m.call("patch", v4a(&format!("*** Add File: sub/new.txt\n+hi\n*** Add File: {inside}\n+abs")));
+    let r = m.call(
+        "patch",
+        v4a(&format!(
+            "*** Add File: sub/new.txt\n+hi\n*** Add File: {inside}\n+abs"
+        )),
+    );
     assert_eq!(r["success"], true, "{r}");
-    assert_eq!(std::fs::read_to_string(m.work.join("sub/new.txt")).unwrap(), "hi\n");
+    assert_eq!(
+        std::fs::read_to_string(m.work.join("sub/new.txt")).unwrap(),
+        "hi\n"
+    );
 }
 
 #[test]
@@ -210,11 +306,25 @@ fn hermes_write_safe_root_confines_writes() {
     let allowed = m.work.join("allowed");
     std::fs::create_dir_all(&allowed).unwrap();
     let env = [("HERMES_WRITE_SAFE_ROOT", allowed.as_path())];
-    let r = m.call_with("write_file", json!({"path": "allowed/in.txt", "content": "x"}), &env).result;
+    let r = m
+        .call_with(
+            "write_file",
+            json!({"path": "allowed/in.txt", "content": "x"}),
+            &env,
+        )
+        .result;
     assert_eq!(r["verified"], true, "{r}");
-    let r = m.call_with("write_file", json!({"path": "out.txt", "content": "x"}), &env).result;
+    let r = m
+        .call_with(
+            "write_file",
+            json!({"path": "out.txt", "content": "x"}),
+            &env,
+        )
+        .result;
     assert!(error_of(&r).contains("HERMES_WRITE_SAFE_ROOT"), "{r}");
-    let r = m.call_with("patch", v4a("*** Add File: out2.txt\n+x"), &env).result;
+    let r = m
+        .call_with("patch", v4a("*** Add File: out2.txt\n+x"), &env)
+        .result;
     assert_eq!(r["success"], false, "{r}");
     assert!(!m.work.join("out.txt").exists() && !m.work.join("out2.txt").exists());
 }
@@ -222,26 +332,49 @@ fn hermes_write_safe_root_confines_writes() {
 #[test]
 fn kernel_and_device_files_are_refused_and_nothing_hangs() {
     let m = machine();
-    for path in ["/proc/self/maps", "/proc/self/smaps", "/proc/self/environ", "/proc/kmsg", "/sys/kernel/notes", "/dev/zero"] {
+    for path in [
+        "/proc/self/maps",
+        "/proc/self/smaps",
+        "/proc/self/environ",
+        "/proc/kmsg",
+        "/sys/kernel/notes",
+        "/dev/zero",
+    ] {
         let r = m.call("read_file", json!({"path": path}));
         assert!(error_of(&r).starts_with("Refusing to read"), "{path}: {r}");
         let r = m.call("search_files", json!({"pattern": "x", "path": path}));
-        assert!(error_of(&r).starts_with("Refusing to search"), "{path}: {r}");
-        let r = m.call("patch", json!({"path": path, "old_string": "a", "new_string": "b"}));
+        assert!(
+            error_of(&r).starts_with("Refusing to search"),
+            "{path}: {r}"
+        );
+        let r = m.call(
+            "patch",
+            json!({"path": path, "old_string": "a", "new_string": "b"}),
+        );
         assert_eq!(r["success"], false, "{path}: {r}");
     }
     // A FIFO (no writer: a blocking open would wait forever) and a link to one.
     let fifo = m.work.join("pipe");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     symlink(&fifo, m.work.join("pipe-link.txt")).unwrap();
     for path in ["pipe", "pipe-link.txt"] {
         let r = m.call("read_file", json!({"path": path}));
         assert!(error_of(&r).contains("not a regular file"), "{path}: {r}");
         let r = m.call("write_file", json!({"path": path, "content": "x"}));
         assert!(r["error"].is_string(), "{path}: {r}");
-        let r = m.call("patch", json!({"path": path, "old_string": "a", "new_string": "b"}));
+        let r = m.call(
+            "patch",
+            json!({"path": path, "old_string": "a", "new_string": "b"}),
+        );
         assert_eq!(r["success"], false, "{path}: {r}");
-        let r = m.call("patch", v4a(&format!("*** Update File: {path}\n@@\n-a\n+b")));
+        let r = m.call(
+            "patch",
+            v4a(&format!("*** Update File: {path}\n@@\n-a\n+b")),
+        );
         assert!(error_of(&r).contains("not a regular file"), "{path}: {r}");
     }
     // A search over a directory holding the FIFO skips it and finds the real match.
@@ -267,12 +400,24 @@ fn read_file_hides_the_bom_and_edits_keep_it() {
     std::fs::write(m.work.join("bom.txt"), "\u{feff}first\nsecond\n").unwrap();
     let r = m.call("read_file", json!({"path": "bom.txt"}));
     assert_eq!(r["content"], "1|first\n2|second", "{r}");
-    let r = m.call("patch", json!({"path": "bom.txt", "old_string": "first", "new_string": "1st"}));
+    let r = m.call(
+        "patch",
+        json!({"path": "bom.txt", "old_string": "first", "new_string": "1st"}),
+    );
     assert_eq!(r["success"], true, "{r}");
-    assert_eq!(std::fs::read(m.work.join("bom.txt")).unwrap(), "\u{feff}1st\nsecond\n".as_bytes());
-    let r = m.call("write_file", json!({"path": "bom.txt", "content": "all new\n"}));
+    assert_eq!(
+        std::fs::read(m.work.join("bom.txt")).unwrap(),
+        "\u{feff}1st\nsecond\n".as_bytes()
+    );
+    let r = m.call(
+        "write_file",
+        json!({"path": "bom.txt", "content": "all new\n"}),
+    );
     assert_eq!(r["verified"], true, "{r}");
-    assert_eq!(std::fs::read(m.work.join("bom.txt")).unwrap(), "\u{feff}all new\n".as_bytes());
+    assert_eq!(
+        std::fs::read(m.work.join("bom.txt")).unwrap(),
+        "\u{feff}all new\n".as_bytes()
+    );
 }
 
 #[test]
@@ -280,12 +425,20 @@ fn a_fifo_or_oversized_config_is_reported_and_hangs_nothing() {
     let m = machine();
     std::fs::write(m.work.join("x.txt"), "hello\n").unwrap();
     let config = m.hermes.join("config.yaml");
-    assert!(Command::new("mkfifo").arg(&config).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&config)
+        .status()
+        .unwrap()
+        .success());
     let out = m.call_with("read_file", json!({"path": "x.txt"}), &[]);
     assert_eq!(out.result["content"], "1|hello", "{}", out.result);
     assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
     let out = m.call_with("terminal", json!({"command": "echo ran"}), &[]);
-    assert!(out.result["output"].as_str().unwrap_or("").contains("ran"), "{}", out.result);
+    assert!(
+        out.result["output"].as_str().unwrap_or("").contains("ran"),
+        "{}",
+        out.result
+    );
 
     std::fs::remove_file(&config).unwrap();
     let mut big = String::from("tool_budget:\n  default_result_size_chars: 10\n");

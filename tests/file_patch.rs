@@ -23,7 +23,11 @@ fn replace_forgives_typography_and_keeps_the_files_characters() {
     let text = "title = \u{201c}Caf\u{e9} \u{2014} menu\u{201d}\nnote = it\u{2019}s 5\u{a0}\u{2212}\u{a0}3\u{2026}\nrange = 1\u{2013}9\n";
     w.put("t.txt", text);
     // The model types ASCII: straight quotes, hyphens, three dots, plain spaces.
-    let v = w.replace("t.txt", "title = \"Café - menu\"\nnote = it's 5 - 3...", "title = \"Café - carte\"\nnote = it's 5 - 3...");
+    let v = w.replace(
+        "t.txt",
+        "title = \"Café - menu\"\nnote = it's 5 - 3...",
+        "title = \"Café - carte\"\nnote = it's 5 - 3...",
+    );
     ok(&v);
     assert_eq!(
         w.get("t.txt"),
@@ -61,7 +65,10 @@ fn replace_turns_a_written_out_tab_into_a_tab_only_where_the_file_has_tabs() {
     let w = Workspace::new();
     w.put("m.go", "func main() {\n\tif ok {\n\t\trun()\n\t}\n}\n");
     ok(&w.replace("m.go", "\t\trun()", "\\t\\trun(1)"));
-    assert_eq!(w.get("m.go"), "func main() {\n\tif ok {\n\t\trun(1)\n\t}\n}\n");
+    assert_eq!(
+        w.get("m.go"),
+        "func main() {\n\tif ok {\n\t\trun(1)\n\t}\n}\n"
+    );
     // A file that spells `\t` in its source keeps the spelling.
     w.put("s.py", "\tsep = \"\\t\"\n");
     ok(&w.replace("s.py", "sep = \"\\t\"", "sep = \"\\t\\t\""));
@@ -85,10 +92,20 @@ fn replace_by_anchored_block_and_close_lines() {
     );
     ok(&v);
     assert_eq!(v["strategy"], "AnchoredBlock", "{v}");
-    assert_eq!(w.get("b.py"), "def total(items):\n    return sum(item.price for item in items)\n\nprint(total([]))\n");
+    assert_eq!(
+        w.get("b.py"),
+        "def total(items):\n    return sum(item.price for item in items)\n\nprint(total([]))\n"
+    );
     // Most lines close, the first one not.
-    w.put("c.py", "alpha = compute_alpha(1)\nbeta = compute_beta(2)\ngamma = compute_gamma(3)\ndelta = 4\n");
-    let v = w.replace("c.py", "alpha = compute_alpha(10)\nbeta = compute_beta(2)\ngamma = compute_gamma(3)", "alpha = beta = gamma = 0");
+    w.put(
+        "c.py",
+        "alpha = compute_alpha(1)\nbeta = compute_beta(2)\ngamma = compute_gamma(3)\ndelta = 4\n",
+    );
+    let v = w.replace(
+        "c.py",
+        "alpha = compute_alpha(10)\nbeta = compute_beta(2)\ngamma = compute_gamma(3)",
+        "alpha = beta = gamma = 0",
+    );
     ok(&v);
     assert_eq!(v["strategy"], "CloseLines", "{v}");
     assert_eq!(w.get("c.py"), "alpha = beta = gamma = 0\ndelta = 4\n");
@@ -100,7 +117,11 @@ fn replace_refuses_when_similar_places_tie() {
     let block = "if ready:\n    start(1)\n    log('go')\nend()\n";
     let text = format!("{block}{block}");
     w.put("t.py", &text);
-    let v = w.replace("t.py", "if ready:\n    start(2)\n    log('go')\nend()", "pass");
+    let v = w.replace(
+        "t.py",
+        "if ready:\n    start(2)\n    log('go')\nend()",
+        "pass",
+    );
     assert_eq!(v["success"], false, "{v}");
     assert!(error_of(&v).contains("equally close"), "{v}");
     assert!(error_of(&v).contains("lines 1, 5"), "{v}");
@@ -125,7 +146,9 @@ fn replace_replayed_edit_reports_already_applied() {
 #[test]
 fn replace_with_a_90_kb_old_string() {
     let w = Workspace::new();
-    let body: String = (0..3000).map(|i| format!("    value_{i} = compute({i})\n")).collect();
+    let body: String = (0..3000)
+        .map(|i| format!("    value_{i} = compute({i})\n"))
+        .collect();
     let text = format!("def f():\n{body}    return 0\n");
     w.put("big.py", &text);
     let old = body.clone();
@@ -134,7 +157,9 @@ fn replace_with_a_90_kb_old_string() {
     ok(&w.replace("big.py", &old, &new));
     assert_eq!(w.get("big.py"), format!("def f():\n{new}    return 0\n"));
     // The same size with every line a little off: refused or matched, but answered.
-    let off: String = (0..3000).map(|i| format!("value_{i} = compute({})\n", i + 1)).collect();
+    let off: String = (0..3000)
+        .map(|i| format!("value_{i} = compute({})\n", i + 1))
+        .collect();
     let v = w.replace("big.py", &off, "x");
     assert_eq!(v["success"], false, "{v}");
     // Identical repeated lines (the worst case of a naive line search).
@@ -183,7 +208,10 @@ fn v4a_added_lines_follow_the_files_indentation() {
     w.put("i.py", "class A:\n    def f(self):\n        return 1\n");
     let v = w.v4a("*** Begin Patch\n*** Update File: i.py\n@@ class A:\n def f(self):\n-    return 1\n+    x = 2\n+    return x\n*** End Patch");
     ok(&v);
-    assert_eq!(w.get("i.py"), "class A:\n    def f(self):\n        x = 2\n        return x\n");
+    assert_eq!(
+        w.get("i.py"),
+        "class A:\n    def f(self):\n        x = 2\n        return x\n"
+    );
 }
 
 #[test]
@@ -197,7 +225,10 @@ fn v4a_ambiguous_context_is_refused() {
     assert_eq!(w.get("amb.rs"), text);
     // An anchor makes it unique.
     ok(&w.v4a("*** Begin Patch\n*** Update File: amb.rs\n@@ fn b() {\n-    x();\n+    y();\n*** End Patch"));
-    assert_eq!(w.get("amb.rs"), "fn a() {\n    x();\n}\nfn b() {\n    y();\n}\n");
+    assert_eq!(
+        w.get("amb.rs"),
+        "fn a() {\n    x();\n}\nfn b() {\n    y();\n}\n"
+    );
 }
 
 #[test]
@@ -205,10 +236,15 @@ fn v4a_keeps_the_bytes_of_lines_it_does_not_touch() {
     let w = Workspace::new();
     // Mostly LF with two CRLF lines, and no newline at the end.
     w.put("mixed.txt", "one\ntwo\r\nthree\nfour\r\nfive");
-    let v = w.v4a("*** Begin Patch\n*** Update File: mixed.txt\n two\n-three\n+THREE\n four\n*** End Patch");
+    let v = w.v4a(
+        "*** Begin Patch\n*** Update File: mixed.txt\n two\n-three\n+THREE\n four\n*** End Patch",
+    );
     ok(&v);
     assert_eq!(w.get("mixed.txt"), "one\ntwo\r\nTHREE\nfour\r\nfive");
-    assert!(v["diff"].as_str().unwrap().contains("-three\n+THREE\n"), "{v}");
+    assert!(
+        v["diff"].as_str().unwrap().contains("-three\n+THREE\n"),
+        "{v}"
+    );
     // A CRLF file with a byte-order mark keeps both; the last line keeps its lack of a newline.
     w.put("win.txt", "\u{feff}a\r\nb\r\nc");
     ok(&w.v4a("*** Begin Patch\n*** Update File: win.txt\n-c\n+C\n+D\n*** End Patch"));
@@ -217,14 +253,20 @@ fn v4a_keeps_the_bytes_of_lines_it_does_not_touch() {
 
 /// The diff a whole-file `diff -u` gives, to hold the patch's own against.
 fn whole_file_diff(old: &str, new: &str, name: &str) -> String {
-    similar::TextDiff::from_lines(old, new).unified_diff().context_radius(3).header(&format!("a/{name}"), &format!("b/{name}")).to_string()
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{name}"), &format!("b/{name}"))
+        .to_string()
 }
 
 #[test]
 fn v4a_hunks_spread_over_a_large_file() {
     let w = Workspace::new();
     // 20 000 distinct lines, a few with CRLF breaks, no newline at the end.
-    let lines: Vec<String> = (0..20_000).map(|i| format!("    let value_{i:05} = compute({i});")).collect();
+    let lines: Vec<String> = (0..20_000)
+        .map(|i| format!("    let value_{i:05} = compute({i});"))
+        .collect();
     let mut text = String::new();
     for (i, line) in lines.iter().enumerate() {
         text.push_str(line);
@@ -234,7 +276,13 @@ fn v4a_hunks_spread_over_a_large_file() {
     }
     w.put("big.rs", &text);
     let hunk = |at: usize, new: &str| -> String {
-        format!(" {}\n {}\n-{}\n+{new}\n {}\n", lines[at - 2], lines[at - 1], lines[at], lines[at + 1])
+        format!(
+            " {}\n {}\n-{}\n+{new}\n {}\n",
+            lines[at - 2],
+            lines[at - 1],
+            lines[at],
+            lines[at + 1]
+        )
     };
     let patch = format!(
         "*** Begin Patch\n*** Update File: big.rs\n@@\n{}@@\n{}@@ let value_19990 =\n-{}\n-{}\n+    // the end\n*** End of File\n*** End Patch",
@@ -246,24 +294,46 @@ fn v4a_hunks_spread_over_a_large_file() {
     let v = w.v4a(&patch);
     ok(&v);
     let expected = text
-        .replace(&format!("{}\r\n", lines[1007]), "    let renamed = compute(1007);\n")
-        .replace(&format!("\n{}\n", lines[12_000]), &format!("\n    let added = 1;\n{}\n", lines[12_000]))
-        .replace(&format!("\n{}\n{}", lines[19_998], lines[19_999]), "\n    // the end");
+        .replace(
+            &format!("{}\r\n", lines[1007]),
+            "    let renamed = compute(1007);\n",
+        )
+        .replace(
+            &format!("\n{}\n", lines[12_000]),
+            &format!("\n    let added = 1;\n{}\n", lines[12_000]),
+        )
+        .replace(
+            &format!("\n{}\n{}", lines[19_998], lines[19_999]),
+            "\n    // the end",
+        );
     assert_eq!(w.get("big.rs"), expected);
-    assert_eq!(v["diff"].as_str().unwrap(), whole_file_diff(&text, &expected, "big.rs"), "{v}");
+    assert_eq!(
+        v["diff"].as_str().unwrap(),
+        whole_file_diff(&text, &expected, "big.rs"),
+        "{v}"
+    );
 
     // A hunk after an anchor near the end, whose lines also occur before it.
     let repeated = format!("{expected}\nfn tail() {{\n    let value_00003 = compute(3);\n}}\n");
     w.put("big.rs", &repeated);
     let v = w.v4a("*** Begin Patch\n*** Update File: big.rs\n@@ fn tail() {\n-    let value_00003 = compute(3);\n+    let value_00003 = compute(4);\n*** End Patch");
     ok(&v);
-    let after = repeated.replace("tail() {\n    let value_00003 = compute(3);", "tail() {\n    let value_00003 = compute(4);");
+    let after = repeated.replace(
+        "tail() {\n    let value_00003 = compute(3);",
+        "tail() {\n    let value_00003 = compute(4);",
+    );
     assert_eq!(w.get("big.rs"), after);
-    assert_eq!(v["diff"].as_str().unwrap(), whole_file_diff(&repeated, &after, "big.rs"), "{v}");
+    assert_eq!(
+        v["diff"].as_str().unwrap(),
+        whole_file_diff(&repeated, &after, "big.rs"),
+        "{v}"
+    );
     // Without an anchor, lines that occur once are found wherever they are.
     ok(&w.v4a("*** Begin Patch\n*** Update File: big.rs\n-    let value_00003 = compute(4);\n+    let value_00003 = compute(5);\n*** End Patch"));
     ok(&w.v4a("*** Begin Patch\n*** Update File: big.rs\n-    let value_00003 = compute(3);\n+    x\n*** End Patch"));
-    let last = after.replace("value_00003 = compute(4)", "value_00003 = compute(5)").replacen("    let value_00003 = compute(3);", "    x", 1);
+    let last = after
+        .replace("value_00003 = compute(4)", "value_00003 = compute(5)")
+        .replacen("    let value_00003 = compute(3);", "    x", 1);
     assert_eq!(w.get("big.rs"), last);
 }
 
@@ -271,14 +341,23 @@ fn v4a_hunks_spread_over_a_large_file() {
 fn v4a_lines_added_after_a_last_line_without_a_newline() {
     let w = Workspace::new();
     w.put("n.txt", "a\nb\nc");
-    let v = w.v4a("*** Begin Patch\n*** Update File: n.txt\n c\n+d\n*** End of File\n*** End Patch");
+    let v =
+        w.v4a("*** Begin Patch\n*** Update File: n.txt\n c\n+d\n*** End of File\n*** End Patch");
     ok(&v);
     assert_eq!(w.get("n.txt"), "a\nb\nc\nd");
-    assert_eq!(v["diff"].as_str().unwrap(), whole_file_diff("a\nb\nc", "a\nb\nc\nd", "n.txt"), "{v}");
+    assert_eq!(
+        v["diff"].as_str().unwrap(),
+        whole_file_diff("a\nb\nc", "a\nb\nc\nd", "n.txt"),
+        "{v}"
+    );
     let v = w.v4a("*** Begin Patch\n*** Update File: n.txt\n-a\n+A\n*** End Patch");
     ok(&v);
     assert_eq!(w.get("n.txt"), "A\nb\nc\nd");
-    assert_eq!(v["diff"].as_str().unwrap(), whole_file_diff("a\nb\nc\nd", "A\nb\nc\nd", "n.txt"), "{v}");
+    assert_eq!(
+        v["diff"].as_str().unwrap(),
+        whole_file_diff("a\nb\nc\nd", "A\nb\nc\nd", "n.txt"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -293,7 +372,14 @@ fn v4a_ambiguity_names_every_place_in_a_large_file() {
     assert_eq!(w.get("many.rs"), text);
     // An anchor picks the first place after it.
     ok(&w.v4a("*** Begin Patch\n*** Update File: many.rs\n@@ // part 250\n-    let total_of_everything = sum(values);\n+    x\n*** End Patch"));
-    assert_eq!(w.get("many.rs"), text.replacen(&format!("// part 250\n{block}"), "// part 250\nfn same() {\n    x\n}\n", 1));
+    assert_eq!(
+        w.get("many.rs"),
+        text.replacen(
+            &format!("// part 250\n{block}"),
+            "// part 250\nfn same() {\n    x\n}\n",
+            1
+        )
+    );
 }
 
 #[test]
@@ -316,9 +402,27 @@ fn v4a_replayed_patch_reports_already_applied() {
 fn broken_json_yaml_toml_are_refused_and_left_unchanged() {
     let w = Workspace::new();
     let cases = [
-        ("c.json", "{\"a\": 1, \"b\": [2, 3]}\n", "[2, 3]", "[2, 3", "[4, 3]"),
-        ("c.yaml", "a: 1\nlist: [2, 3]\n", "[2, 3]", "[2, 3", "[4, 3]"),
-        ("c.toml", "[server]\nport = 80\n", "[server]", "[server", "[service]"),
+        (
+            "c.json",
+            "{\"a\": 1, \"b\": [2, 3]}\n",
+            "[2, 3]",
+            "[2, 3",
+            "[4, 3]",
+        ),
+        (
+            "c.yaml",
+            "a: 1\nlist: [2, 3]\n",
+            "[2, 3]",
+            "[2, 3",
+            "[4, 3]",
+        ),
+        (
+            "c.toml",
+            "[server]\nport = 80\n",
+            "[server]",
+            "[server",
+            "[service]",
+        ),
     ];
     for (file, text, old, broken, fine) in cases {
         w.put(file, text);
@@ -346,7 +450,13 @@ fn an_error_that_was_there_before_is_not_blamed_on_the_edit() {
     let v = w.replace("bad.json", "\"a\": 1", "\"a\": 2");
     ok(&v);
     assert_eq!(v["lint"]["status"], "error", "{v}");
-    assert!(v["lint"]["note"].as_str().unwrap().contains("before this edit"), "{v}");
+    assert!(
+        v["lint"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("before this edit"),
+        "{v}"
+    );
     assert_eq!(w.get("bad.json"), "{\"a\": 2,\n\"b\": }\n");
 }
 
@@ -357,7 +467,13 @@ fn python_syntax_errors_are_reported_and_the_file_written() {
     let v = w.replace("m.py", "return 1", "return (1");
     ok(&v);
     assert_eq!(v["lint"]["status"], "error", "{v}");
-    assert!(v["lint"]["output"].as_str().unwrap().contains("SyntaxError"), "{v}");
+    assert!(
+        v["lint"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("SyntaxError"),
+        "{v}"
+    );
     assert_eq!(w.get("m.py"), "def f():\n    return (1\n");
     let v = w.replace("m.py", "return (1", "return 1");
     assert_eq!(v["lint"]["status"], "ok", "{v}");
@@ -376,7 +492,10 @@ fn python_check_without_an_interpreter_says_so() {
     let v = w.replace("m.py", "x = 1", "x = (");
     ok(&v);
     assert_eq!(v["lint"]["status"], "skipped", "{v}");
-    assert!(v["lint"]["output"].as_str().unwrap().contains("no python3"), "{v}");
+    assert!(
+        v["lint"]["output"].as_str().unwrap().contains("no python3"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -399,12 +518,21 @@ fn each_check_can_be_switched_off_in_config() {
 #[test]
 fn write_file_gets_the_same_checks() {
     let w = Workspace::new();
-    let v = w.call("write_file", serde_json::json!({"path": "new.json", "content": "{\"a\": "}));
+    let v = w.call(
+        "write_file",
+        serde_json::json!({"path": "new.json", "content": "{\"a\": "}),
+    );
     assert!(error_of(&v).contains("not created"), "{v}");
     assert!(!w.path("new.json").exists());
-    let v = w.call("write_file", serde_json::json!({"path": "new.json", "content": "{\"a\": 1}\n"}));
+    let v = w.call(
+        "write_file",
+        serde_json::json!({"path": "new.json", "content": "{\"a\": 1}\n"}),
+    );
     assert_eq!(v["lint"]["status"], "ok", "{v}");
-    let v = w.call("write_file", serde_json::json!({"path": "s.py", "content": "def f(:\n"}));
+    let v = w.call(
+        "write_file",
+        serde_json::json!({"path": "s.py", "content": "def f(:\n"}),
+    );
     assert_eq!(v["lint"]["status"], "error", "{v}");
     assert_eq!(w.get("s.py"), "def f(:\n");
 }

@@ -28,7 +28,9 @@ fn replay(scenario: &Path) -> Result<(), String> {
     let w = Workspace::new();
     copy_tree(&scenario.join("input"), w.dir.path());
     let patch = std::fs::read_to_string(scenario.join("patch.txt")).unwrap();
-    let expect: Value = serde_json::from_str(&std::fs::read_to_string(scenario.join("result.json")).unwrap()).unwrap();
+    let expect: Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario.join("result.json")).unwrap())
+            .unwrap();
     let result = w.v4a(&patch);
     let success = expect["success"].as_bool().unwrap();
     if result["success"].as_bool() != Some(success) {
@@ -37,17 +39,31 @@ fn replay(scenario: &Path) -> Result<(), String> {
     if let Some(piece) = expect["error_contains"].as_str() {
         let error = result["error"].as_str().unwrap_or_default();
         if !error.contains(piece) {
-            return Err(format!("{name}: the error should mention {piece:?}: {error}"));
+            return Err(format!(
+                "{name}: the error should mention {piece:?}: {error}"
+            ));
         }
     }
     let expected_dir = scenario.join("expected");
-    let expected = if expected_dir.exists() { tree(&expected_dir) } else { Vec::new() };
+    let expected = if expected_dir.exists() {
+        tree(&expected_dir)
+    } else {
+        Vec::new()
+    };
     let actual = tree(w.dir.path());
     if actual != expected {
         let show = |files: &[(String, Vec<u8>)]| {
-            files.iter().map(|(p, b)| format!("{p}: {:?}", String::from_utf8_lossy(b))).collect::<Vec<_>>().join("\n  ")
+            files
+                .iter()
+                .map(|(p, b)| format!("{p}: {:?}", String::from_utf8_lossy(b)))
+                .collect::<Vec<_>>()
+                .join("\n  ")
         };
-        return Err(format!("{name}: files after the patch\n  {}\nexpected\n  {}", show(&actual), show(&expected)));
+        return Err(format!(
+            "{name}: files after the patch\n  {}\nexpected\n  {}",
+            show(&actual),
+            show(&expected)
+        ));
     }
     Ok(())
 }
@@ -55,9 +71,23 @@ fn replay(scenario: &Path) -> Result<(), String> {
 #[test]
 fn apply_patch_scenarios() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/apply_patch");
-    let mut scenarios: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut scenarios: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
     scenarios.sort();
-    assert!(scenarios.len() >= 30, "the corpus is missing: {}", root.display());
+    assert!(
+        scenarios.len() >= 30,
+        "the corpus is missing: {}",
+        root.display()
+    );
     let failures: Vec<String> = scenarios.iter().filter_map(|s| replay(s).err()).collect();
-    assert!(failures.is_empty(), "{} of {} scenarios failed:\n{}", failures.len(), scenarios.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} scenarios failed:\n{}",
+        failures.len(),
+        scenarios.len(),
+        failures.join("\n\n")
+    );
 }

@@ -18,16 +18,30 @@ fn env() -> Env {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = TempDir::new().unwrap();
     let home = TempDir::new().unwrap();
-    let id = format!("file-tools-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-    let ctx = ToolContext::builder().cwd(dir.path()).task_id(id).hermes_home(home.path()).build();
+    let id = format!(
+        "file-tools-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let ctx = ToolContext::builder()
+        .cwd(dir.path())
+        .task_id(id)
+        .hermes_home(home.path())
+        .build();
     let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
-    Env { dir, ctx, registry, _home: home }
+    Env {
+        dir,
+        ctx,
+        registry,
+        _home: home,
+    }
 }
 
 impl Env {
     /// The raw result string.
     fn raw(&self, tool: &str, args: Value) -> String {
-        self.registry.handle_function_call(&ToolCall::new(tool, args), &self.ctx)
+        self.registry
+            .handle_function_call(&ToolCall::new(tool, args), &self.ctx)
     }
 
     /// The result as JSON (any plain-text tail after a blank line is dropped).
@@ -53,7 +67,9 @@ impl Env {
 }
 
 fn error_of(v: &Value) -> &str {
-    v["error"].as_str().unwrap_or_else(|| panic!("expected an error, got {v}"))
+    v["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected an error, got {v}"))
 }
 
 /// Leaves no `.hermes-tmp` files behind.
@@ -105,24 +121,36 @@ fn read_pages_with_offset_limit_and_next_offset() {
     let e = env();
     let text: String = (1..=10).map(|i| format!("line{i}\n")).collect();
     e.put("ten.txt", &text);
-    let v = e.call("read_file", json!({"path": "ten.txt", "offset": 3, "limit": 4}));
+    let v = e.call(
+        "read_file",
+        json!({"path": "ten.txt", "offset": 3, "limit": 4}),
+    );
     assert_eq!(v["content"], "3|line3\n4|line4\n5|line5\n6|line6");
     assert_eq!(v["total_lines"], 10);
     assert_eq!(v["truncated"], true);
     assert_eq!(v["next_offset"], 7);
     assert!(v["hint"].as_str().unwrap().contains("offset=7"), "{v}");
 
-    let last = e.call("read_file", json!({"path": "ten.txt", "offset": 7, "limit": 4}));
+    let last = e.call(
+        "read_file",
+        json!({"path": "ten.txt", "offset": 7, "limit": 4}),
+    );
     assert_eq!(last["content"], "7|line7\n8|line8\n9|line9\n10|line10");
     assert_eq!(last["truncated"], false);
     assert!(last.get("next_offset").is_none());
 
     // offset 0 means 1; past the end gives no rows and says so.
-    let zero = e.call("read_file", json!({"path": "ten.txt", "offset": 0, "limit": 1}));
+    let zero = e.call(
+        "read_file",
+        json!({"path": "ten.txt", "offset": 0, "limit": 1}),
+    );
     assert_eq!(zero["content"], "1|line1");
     let past = e.call("read_file", json!({"path": "ten.txt", "offset": 50}));
     assert_eq!(past["content"], "");
-    assert!(past["hint"].as_str().unwrap().contains("past the end"), "{past}");
+    assert!(
+        past["hint"].as_str().unwrap().contains("past the end"),
+        "{past}"
+    );
 }
 
 #[test]
@@ -138,7 +166,10 @@ fn read_cuts_at_character_budget_on_a_line_boundary() {
     assert_eq!(v["truncated"], true);
     let rows = content.split('\n').count() as u64;
     assert_eq!(v["next_offset"], rows + 1);
-    assert!(content.split('\n').all(|row| row.ends_with(&line)), "rows are whole lines");
+    assert!(
+        content.split('\n').all(|row| row.ends_with(&line)),
+        "rows are whole lines"
+    );
     assert_eq!(v["total_lines"], 1000);
 }
 
@@ -147,7 +178,13 @@ fn read_clips_overlong_lines() {
     let e = env();
     e.put("long.txt", format!("{}\nshort\n", "y".repeat(5000)));
     let v = e.call("read_file", json!({"path": "long.txt"}));
-    let first = v["content"].as_str().unwrap().split('\n').next().unwrap().to_string();
+    let first = v["content"]
+        .as_str()
+        .unwrap()
+        .split('\n')
+        .next()
+        .unwrap()
+        .to_string();
     assert_eq!(first, format!("1|{}... [truncated]", "y".repeat(2000)));
     assert!(v["content"].as_str().unwrap().ends_with("\n2|short"));
     assert!(v["note"].as_str().unwrap().contains("clipped"));
@@ -189,7 +226,10 @@ fn read_dedup_stub_then_block() {
 fn read_after_change_is_fresh_not_stub() {
     let e = env();
     e.put("c.txt", "old\n");
-    assert_eq!(e.call("read_file", json!({"path": "c.txt"}))["content"], "1|old");
+    assert_eq!(
+        e.call("read_file", json!({"path": "c.txt"}))["content"],
+        "1|old"
+    );
     e.put("c.txt", "newer content\n");
     let v = e.call("read_file", json!({"path": "c.txt"}));
     assert_eq!(v["content"], "1|newer content");
@@ -200,7 +240,10 @@ fn read_loop_guard_warns_third_blocks_fourth_and_resets_after_other_tool() {
     let e = env();
     // The file changes between reads, so dedup never answers: only the loop guard acts.
     e.put("l.txt", "v1\n");
-    assert_eq!(e.call("read_file", json!({"path": "l.txt"}))["content"], "1|v1");
+    assert_eq!(
+        e.call("read_file", json!({"path": "l.txt"}))["content"],
+        "1|v1"
+    );
     e.put("l.txt", "v22\n");
     let second = e.call("read_file", json!({"path": "l.txt"}));
     assert_eq!(second["content"], "1|v22");
@@ -208,14 +251,23 @@ fn read_loop_guard_warns_third_blocks_fourth_and_resets_after_other_tool() {
     e.put("l.txt", "v333\n");
     let third = e.call("read_file", json!({"path": "l.txt"}));
     assert_eq!(third["content"], "1|v333");
-    assert!(third["_warning"].as_str().unwrap().contains("3 times"), "{third}");
+    assert!(
+        third["_warning"].as_str().unwrap().contains("3 times"),
+        "{third}"
+    );
     e.put("l.txt", "v4444\n");
     let fourth = e.call("read_file", json!({"path": "l.txt"}));
-    assert!(error_of(&fourth).starts_with("BLOCKED: this is read number 4"), "{fourth}");
+    assert!(
+        error_of(&fourth).starts_with("BLOCKED: this is read number 4"),
+        "{fourth}"
+    );
     assert_eq!(fourth["already_read"], 4);
 
     // write_file (any other tool) starts a new streak.
-    let w = e.call("write_file", json!({"path": "l.txt", "content": "after write\n"}));
+    let w = e.call(
+        "write_file",
+        json!({"path": "l.txt", "content": "after write\n"}),
+    );
     assert_eq!(w["verified"], true);
     let again = e.call("read_file", json!({"path": "l.txt"}));
     assert_eq!(again["content"], "1|after write");
@@ -267,7 +319,10 @@ fn read_invalid_utf8_is_decoded_lossily_with_a_note() {
     e.put("latin1.txt", b"caf\xe9\nok\n");
     let v = e.call("read_file", json!({"path": "latin1.txt"}));
     assert_eq!(v["content"], "1|caf\u{fffd}\n2|ok");
-    assert!(v["note"].as_str().unwrap().contains("not valid UTF-8"), "{v}");
+    assert!(
+        v["note"].as_str().unwrap().contains("not valid UTF-8"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -308,14 +363,20 @@ fn read_empty_file() {
 #[test]
 fn write_creates_parents_and_verifies() {
     let e = env();
-    let v = e.call("write_file", json!({"path": "deep/er/new.txt", "content": "hello\nworld\n"}));
+    let v = e.call(
+        "write_file",
+        json!({"path": "deep/er/new.txt", "content": "hello\nworld\n"}),
+    );
     assert_eq!(v["bytes_written"], 12);
     assert_eq!(v["dirs_created"], 2);
     assert_eq!(v["verified"], true);
     assert!(v.get("warning").is_none());
     assert_eq!(e.get("deep/er/new.txt"), "hello\nworld\n");
 
-    let again = e.call("write_file", json!({"path": "deep/er/new.txt", "content": "bye\n"}));
+    let again = e.call(
+        "write_file",
+        json!({"path": "deep/er/new.txt", "content": "bye\n"}),
+    );
     assert_eq!(again["dirs_created"], 0);
     assert_eq!(e.get("deep/er/new.txt"), "bye\n");
     assert_no_temp_files(e.dir.path());
@@ -325,31 +386,45 @@ fn write_creates_parents_and_verifies() {
 fn write_keeps_crlf_and_bom() {
     let e = env();
     e.put("win.txt", "one\r\ntwo\r\n");
-    let v = e.call("write_file", json!({"path": "win.txt", "content": "uno\ndos\ntres\n"}));
+    let v = e.call(
+        "write_file",
+        json!({"path": "win.txt", "content": "uno\ndos\ntres\n"}),
+    );
     assert_eq!(v["verified"], true);
     assert_eq!(v["bytes_written"], 16);
     assert_eq!(e.get("win.txt"), "uno\r\ndos\r\ntres\r\n");
     assert!(v["note"].as_str().unwrap().contains("CRLF"));
 
     e.put("bom.txt", "\u{feff}first\n");
-    e.call("write_file", json!({"path": "bom.txt", "content": "second\n"}));
+    e.call(
+        "write_file",
+        json!({"path": "bom.txt", "content": "second\n"}),
+    );
     assert_eq!(e.get("bom.txt"), "\u{feff}second\n");
 }
 
 #[test]
 fn write_refuses_numbered_display_and_dedup_stub() {
     let e = env();
-    let v = e.call("write_file", json!({"path": "n.txt", "content": "1|fn main() {\n2|    run();\n3|}\n"}));
+    let v = e.call(
+        "write_file",
+        json!({"path": "n.txt", "content": "1|fn main() {\n2|    run();\n3|}\n"}),
+    );
     assert!(error_of(&v).contains("`N|` line-number prefixes"), "{v}");
     assert!(!e.path("n.txt").exists());
 
-    let stub = json!({"status": "unchanged", "message": "m", "dedup": true, "content_returned": false}).to_string();
+    let stub =
+        json!({"status": "unchanged", "message": "m", "dedup": true, "content_returned": false})
+            .to_string();
     let v = e.call("write_file", json!({"path": "n.txt", "content": stub}));
     assert!(error_of(&v).contains("stub"), "{v}");
     assert!(!e.path("n.txt").exists());
 
     // Pipes that are not a gutter are fine.
-    let v = e.call("write_file", json!({"path": "t.md", "content": "| a | b |\n|---|---|\n| 1 | 2 |\n"}));
+    let v = e.call(
+        "write_file",
+        json!({"path": "t.md", "content": "| a | b |\n|---|---|\n| 1 | 2 |\n"}),
+    );
     assert_eq!(v["verified"], true);
 }
 
@@ -361,9 +436,18 @@ fn write_warns_when_file_changed_since_read() {
     e.put("s.txt", "someone else changed this\n");
     let v = e.call("write_file", json!({"path": "s.txt", "content": "mine\n"}));
     assert_eq!(v["verified"], true);
-    assert!(v["warning"].as_str().unwrap().contains("changed on disk since you last read it"), "{v}");
+    assert!(
+        v["warning"]
+            .as_str()
+            .unwrap()
+            .contains("changed on disk since you last read it"),
+        "{v}"
+    );
     // Our own write is not a foreign change.
-    let v = e.call("write_file", json!({"path": "s.txt", "content": "mine again\n"}));
+    let v = e.call(
+        "write_file",
+        json!({"path": "s.txt", "content": "mine again\n"}),
+    );
     assert!(v.get("warning").is_none(), "{v}");
 }
 
@@ -374,8 +458,15 @@ fn write_keeps_permissions() {
     let e = env();
     e.put("run.sh", "#!/bin/sh\n");
     std::fs::set_permissions(e.path("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    e.call("write_file", json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}));
-    let mode = std::fs::metadata(e.path("run.sh")).unwrap().permissions().mode() & 0o777;
+    e.call(
+        "write_file",
+        json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}),
+    );
+    let mode = std::fs::metadata(e.path("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o755);
 }
 
@@ -384,7 +475,10 @@ fn write_to_directory_or_missing_argument_is_an_error() {
     let e = env();
     std::fs::create_dir(e.path("adir")).unwrap();
     let v = e.call("write_file", json!({"path": "adir", "content": "x"}));
-    assert_eq!(error_of(&v), "adir is a directory; give a file path to write.");
+    assert_eq!(
+        error_of(&v),
+        "adir is a directory; give a file path to write."
+    );
     let v = e.call("write_file", json!({"path": "x.txt"}));
     assert!(error_of(&v).contains("`content`"), "{v}");
 }
@@ -395,7 +489,10 @@ fn write_to_directory_or_missing_argument_is_an_error() {
 fn patch_replaces_unique_string_with_diff() {
     let e = env();
     e.put("p.py", "def f():\n    return 1\n\ndef g():\n    return 2\n");
-    let v = e.call("patch", json!({"path": "p.py", "old_string": "return 1", "new_string": "return 42"}));
+    let v = e.call(
+        "patch",
+        json!({"path": "p.py", "old_string": "return 1", "new_string": "return 42"}),
+    );
     assert_eq!(v["success"], true);
     assert_eq!(v["files_modified"], json!(["p.py"]));
     assert_eq!(v["files_created"], json!([]));
@@ -404,21 +501,30 @@ fn patch_replaces_unique_string_with_diff() {
     assert!(diff.contains("--- a/p.py\n+++ b/p.py\n"), "{diff}");
     assert!(diff.contains("-    return 1\n+    return 42\n"), "{diff}");
     assert!(v.get("note").is_none());
-    assert_eq!(e.get("p.py"), "def f():\n    return 42\n\ndef g():\n    return 2\n");
+    assert_eq!(
+        e.get("p.py"),
+        "def f():\n    return 42\n\ndef g():\n    return 2\n"
+    );
 }
 
 #[test]
 fn patch_non_unique_fails_then_replace_all_works() {
     let e = env();
     e.put("dup.txt", "x = 1\ny = 1\nz = 1\n");
-    let v = e.call("patch", json!({"path": "dup.txt", "old_string": "= 1", "new_string": "= 2"}));
+    let v = e.call(
+        "patch",
+        json!({"path": "dup.txt", "old_string": "= 1", "new_string": "= 2"}),
+    );
     assert_eq!(v["success"], false);
     let err = error_of(&v);
     assert!(err.contains("matches 3 places"), "{err}");
     assert!(err.contains("replace_all"), "{err}");
     assert_eq!(e.get("dup.txt"), "x = 1\ny = 1\nz = 1\n");
 
-    let v = e.call("patch", json!({"path": "dup.txt", "old_string": "= 1", "new_string": "= 2", "replace_all": true}));
+    let v = e.call(
+        "patch",
+        json!({"path": "dup.txt", "old_string": "= 1", "new_string": "= 2", "replace_all": true}),
+    );
     assert_eq!(v["success"], true);
     assert_eq!(v["replacements"], 3);
     assert_eq!(e.get("dup.txt"), "x = 2\ny = 2\nz = 2\n");
@@ -432,16 +538,25 @@ fn patch_absent_string_shows_closest_region_and_escalates_hint() {
     let first = e.call("patch", args.clone());
     assert_eq!(first["success"], false);
     let err = error_of(&first);
-    assert!(err.starts_with("Could not find old_string in f.rs."), "{err}");
+    assert!(
+        err.starts_with("Could not find old_string in f.rs."),
+        "{err}"
+    );
     assert!(err.contains("line 2"), "{err}");
-    assert!(err.contains("2|fn compute_total(items: &[u32]) -> u32 {"), "{err}");
+    assert!(
+        err.contains("2|fn compute_total(items: &[u32]) -> u32 {"),
+        "{err}"
+    );
     assert!(!first["_hint"].as_str().unwrap().contains("STOP"));
     e.call("patch", args.clone());
     let third = e.call("patch", args.clone());
     let hint = third["_hint"].as_str().unwrap();
     assert!(hint.contains("number 3") && hint.contains("STOP"), "{hint}");
     // A success clears the streak.
-    let ok = e.call("patch", json!({"path": "f.rs", "old_string": "fn omega() {}", "new_string": "fn omega() { }"}));
+    let ok = e.call(
+        "patch",
+        json!({"path": "f.rs", "old_string": "fn omega() {}", "new_string": "fn omega() { }"}),
+    );
     assert_eq!(ok["success"], true);
     let after = e.call("patch", args);
     assert!(!after["_hint"].as_str().unwrap().contains("STOP"));
@@ -450,21 +565,33 @@ fn patch_absent_string_shows_closest_region_and_escalates_hint() {
 #[test]
 fn patch_whitespace_tolerant_match_reindents() {
     let e = env();
-    e.put("w.py", "class A:\n    def f(self):\n        x = 1   \n        return x\n");
+    e.put(
+        "w.py",
+        "class A:\n    def f(self):\n        x = 1   \n        return x\n",
+    );
     let v = e.call(
         "patch",
         json!({"path": "w.py", "old_string": "x = 1\nreturn x", "new_string": "x = 2\nreturn x * 2"}),
     );
     assert_eq!(v["success"], true, "{v}");
-    assert!(v["note"].as_str().unwrap().contains("ignoring indentation"), "{v}");
-    assert_eq!(e.get("w.py"), "class A:\n    def f(self):\n        x = 2\n        return x * 2\n");
+    assert!(
+        v["note"].as_str().unwrap().contains("ignoring indentation"),
+        "{v}"
+    );
+    assert_eq!(
+        e.get("w.py"),
+        "class A:\n    def f(self):\n        x = 2\n        return x * 2\n"
+    );
 
     let v = e.call(
         "patch",
         json!({"path": "w.py", "old_string": "        x = 2  \n        return x * 2", "new_string": "        pass"}),
     );
     assert_eq!(v["success"], true, "{v}");
-    assert!(v["note"].as_str().unwrap().contains("trailing whitespace"), "{v}");
+    assert!(
+        v["note"].as_str().unwrap().contains("trailing whitespace"),
+        "{v}"
+    );
     assert_eq!(e.get("w.py"), "class A:\n    def f(self):\n        pass\n");
 }
 
@@ -472,10 +599,16 @@ fn patch_whitespace_tolerant_match_reindents() {
 fn patch_empty_new_string_deletes_and_identical_is_no_change() {
     let e = env();
     e.put("d.txt", "keep\ndrop me\nkeep too\n");
-    let v = e.call("patch", json!({"path": "d.txt", "old_string": "drop me\n", "new_string": ""}));
+    let v = e.call(
+        "patch",
+        json!({"path": "d.txt", "old_string": "drop me\n", "new_string": ""}),
+    );
     assert_eq!(v["success"], true);
     assert_eq!(e.get("d.txt"), "keep\nkeep too\n");
-    let v = e.call("patch", json!({"path": "d.txt", "old_string": "keep", "new_string": "keep"}));
+    let v = e.call(
+        "patch",
+        json!({"path": "d.txt", "old_string": "keep", "new_string": "keep"}),
+    );
     assert_eq!(v["success"], true);
     assert_eq!(v["no_change"], true);
     assert_eq!(v["diff"], "");
@@ -485,9 +618,15 @@ fn patch_empty_new_string_deletes_and_identical_is_no_change() {
 fn patch_forgives_pasted_line_numbers() {
     let e = env();
     e.put("n.txt", "alpha\nbeta\ngamma\n");
-    let v = e.call("patch", json!({"path": "n.txt", "old_string": "2|beta\n3|gamma", "new_string": "2|BETA\n3|GAMMA"}));
+    let v = e.call(
+        "patch",
+        json!({"path": "n.txt", "old_string": "2|beta\n3|gamma", "new_string": "2|BETA\n3|GAMMA"}),
+    );
     assert_eq!(v["success"], true, "{v}");
-    assert!(v["note"].as_str().unwrap().contains("line-number prefixes"), "{v}");
+    assert!(
+        v["note"].as_str().unwrap().contains("line-number prefixes"),
+        "{v}"
+    );
     assert_eq!(e.get("n.txt"), "alpha\nBETA\nGAMMA\n");
 }
 
@@ -497,9 +636,15 @@ fn patch_warns_when_file_changed_since_read() {
     e.put("s.txt", "one\ntwo\n");
     e.call("read_file", json!({"path": "s.txt"}));
     e.put("s.txt", "one\ntwo\nthree\n");
-    let v = e.call("patch", json!({"path": "s.txt", "old_string": "two", "new_string": "2"}));
+    let v = e.call(
+        "patch",
+        json!({"path": "s.txt", "old_string": "two", "new_string": "2"}),
+    );
     assert_eq!(v["success"], true);
-    assert!(v["warning"].as_str().unwrap().contains("changed on disk"), "{v}");
+    assert!(
+        v["warning"].as_str().unwrap().contains("changed on disk"),
+        "{v}"
+    );
     assert_eq!(e.get("s.txt"), "one\n2\nthree\n");
 }
 
@@ -507,7 +652,10 @@ fn patch_warns_when_file_changed_since_read() {
 fn patch_keeps_crlf() {
     let e = env();
     e.put("c.txt", "a\r\nb\r\nc\r\n");
-    let v = e.call("patch", json!({"path": "c.txt", "old_string": "a\nb", "new_string": "A\nB"}));
+    let v = e.call(
+        "patch",
+        json!({"path": "c.txt", "old_string": "a\nb", "new_string": "A\nB"}),
+    );
     assert_eq!(v["success"], true, "{v}");
     assert_eq!(e.get("c.txt"), "A\r\nB\r\nc\r\n");
 }
@@ -516,7 +664,10 @@ fn patch_keeps_crlf() {
 fn patch_missing_file_and_missing_arguments() {
     let e = env();
     e.put("main.rs", "fn main() {}\n");
-    let v = e.call("patch", json!({"path": "mian.rs", "old_string": "a", "new_string": "b"}));
+    let v = e.call(
+        "patch",
+        json!({"path": "mian.rs", "old_string": "a", "new_string": "b"}),
+    );
     assert_eq!(error_of(&v), "File not found: mian.rs");
     assert_eq!(v["similar_files"], json!(["main.rs"]));
     let v = e.call("patch", json!({"path": "main.rs", "new_string": "b"}));
@@ -532,7 +683,10 @@ fn patch_missing_file_and_missing_arguments() {
 #[test]
 fn v4a_add_update_delete_move() {
     let e = env();
-    e.put("app.py", "import os\n\ndef main():\n    print('hi')\n    return 0\n");
+    e.put(
+        "app.py",
+        "import os\n\ndef main():\n    print('hi')\n    return 0\n",
+    );
     e.put("old.txt", "bye\n");
     e.put("lib/util.py", "def helper():\n    return 1\n");
     let patch = "\
@@ -559,19 +713,34 @@ fn v4a_add_update_delete_move() {
     assert_eq!(v["files_created"], json!(["docs/notes.md"]));
     assert_eq!(v["files_modified"], json!(["app.py", "lib/helpers.py"]));
     assert_eq!(v["files_deleted"], json!(["old.txt"]));
-    assert_eq!(v["files_moved"], json!([{"from": "lib/util.py", "to": "lib/helpers.py"}]));
+    assert_eq!(
+        v["files_moved"],
+        json!([{"from": "lib/util.py", "to": "lib/helpers.py"}])
+    );
 
     assert_eq!(e.get("docs/notes.md"), "# Notes\nfirst line\n");
-    assert_eq!(e.get("app.py"), "import os\n\ndef main():\n    print('hello')\n    return 0\n");
+    assert_eq!(
+        e.get("app.py"),
+        "import os\n\ndef main():\n    print('hello')\n    return 0\n"
+    );
     assert!(!e.path("old.txt").exists());
     assert!(!e.path("lib/util.py").exists());
     assert_eq!(e.get("lib/helpers.py"), "def helper():\n    return 2\n");
 
     let diff = v["diff"].as_str().unwrap();
-    assert!(diff.contains("--- /dev/null\n+++ b/docs/notes.md\n"), "{diff}");
-    assert!(diff.contains("-    print('hi')\n+    print('hello')\n"), "{diff}");
+    assert!(
+        diff.contains("--- /dev/null\n+++ b/docs/notes.md\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("-    print('hi')\n+    print('hello')\n"),
+        "{diff}"
+    );
     assert!(diff.contains("--- a/old.txt\n+++ /dev/null\n"), "{diff}");
-    assert!(diff.contains("--- a/lib/util.py\n+++ b/lib/helpers.py\n"), "{diff}");
+    assert!(
+        diff.contains("--- a/lib/util.py\n+++ b/lib/helpers.py\n"),
+        "{diff}"
+    );
     assert_no_temp_files(e.dir.path());
 }
 
@@ -596,7 +765,10 @@ fn v4a_with_one_bad_hunk_changes_nothing() {
     let v = e.call("patch", json!({"mode": "patch", "patch": patch}));
     assert_eq!(v["success"], false);
     let err = error_of(&v);
-    assert!(err.starts_with("Patch not applied, no file was changed: b.txt: hunk 1"), "{err}");
+    assert!(
+        err.starts_with("Patch not applied, no file was changed: b.txt: hunk 1"),
+        "{err}"
+    );
     assert_eq!(e.get("a.txt"), "one\ntwo\nthree\n");
     assert_eq!(e.get("b.txt"), "alpha\nbeta\n");
     assert!(!e.path("c.txt").exists());
@@ -610,14 +782,20 @@ fn v4a_refuses_adding_existing_file_and_bad_syntax() {
     let v = e.call("patch", json!({"mode": "patch", "patch": "*** Begin Patch\n*** Add File: x.txt\n+y\n*** End Patch"}));
     assert!(error_of(&v).contains("already exists"), "{v}");
     assert_eq!(e.get("x.txt"), "x\n");
-    let v = e.call("patch", json!({"mode": "patch", "patch": "*** Begin Patch\n*** Frobnicate: x.txt\n*** End Patch"}));
+    let v = e.call(
+        "patch",
+        json!({"mode": "patch", "patch": "*** Begin Patch\n*** Frobnicate: x.txt\n*** End Patch"}),
+    );
     assert!(error_of(&v).starts_with("Invalid V4A patch: line 2"), "{v}");
 }
 
 // ---------------------------------------------------------------- search_files
 
 fn search_tree(e: &Env) {
-    e.put("src/main.rs", "fn main() {\n    let total = compute();\n    println!(\"{total}\");\n}\n");
+    e.put(
+        "src/main.rs",
+        "fn main() {\n    let total = compute();\n    println!(\"{total}\");\n}\n",
+    );
     e.put("src/lib.rs", "pub fn compute() -> u32 {\n    41 + 1\n}\n");
     e.put("README.md", "compute things\n");
     e.put("target/debug/out.rs", "fn compute() {}\n");
@@ -629,22 +807,35 @@ fn search_tree(e: &Env) {
 fn search_content_with_context() {
     let e = env();
     search_tree(&e);
-    let v = e.call("search_files", json!({"pattern": "= compute\\(\\)", "context": 1}));
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "= compute\\(\\)", "context": 1}),
+    );
     assert_eq!(v["total_count"], 1, "{v}");
     let m = &v["matches"][0];
     assert_eq!(m["path"], "src/main.rs");
     assert_eq!(m["line"], 2);
     assert_eq!(m["content"], "    let total = compute();");
     assert_eq!(m["before"], json!([{"line": 1, "content": "fn main() {"}]));
-    assert_eq!(m["after"], json!([{"line": 3, "content": "    println!(\"{total}\");"}]));
+    assert_eq!(
+        m["after"],
+        json!([{"line": 3, "content": "    println!(\"{total}\");"}])
+    );
 }
 
 #[test]
 fn search_respects_gitignore_and_hidden() {
     let e = env();
     search_tree(&e);
-    let v = e.call("search_files", json!({"pattern": "compute", "output_mode": "files_only"}));
-    assert_eq!(v["files"], json!(["README.md", "src/lib.rs", "src/main.rs"]), "{v}");
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "compute", "output_mode": "files_only"}),
+    );
+    assert_eq!(
+        v["files"],
+        json!(["README.md", "src/lib.rs", "src/main.rs"]),
+        "{v}"
+    );
     assert_eq!(v["total_count"], 3);
 }
 
@@ -653,12 +844,23 @@ fn search_files_mode_with_glob_newest_first() {
     let e = env();
     search_tree(&e);
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    std::fs::File::options().write(true).open(e.path("src/main.rs")).unwrap().set_modified(old).unwrap();
-    let v = e.call("search_files", json!({"pattern": "*.rs", "target": "files"}));
+    std::fs::File::options()
+        .write(true)
+        .open(e.path("src/main.rs"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "*.rs", "target": "files"}),
+    );
     assert_eq!(v["files"], json!(["src/lib.rs", "src/main.rs"]), "{v}");
     assert_eq!(v["total_count"], 2);
     // The `find` alias, a subdirectory as the root, a name without glob characters.
-    let v = e.call("search_files", json!({"pattern": "lib", "target": "find", "path": "src"}));
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "lib", "target": "find", "path": "src"}),
+    );
     assert_eq!(v["files"], json!(["src/lib.rs"]), "{v}");
 }
 
@@ -666,9 +868,15 @@ fn search_files_mode_with_glob_newest_first() {
 fn search_file_glob_filters_content_search() {
     let e = env();
     search_tree(&e);
-    let v = e.call("search_files", json!({"pattern": "compute", "file_glob": "*.md", "target": "grep"}));
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "compute", "file_glob": "*.md", "target": "grep"}),
+    );
     assert_eq!(v["total_count"], 1);
-    assert_eq!(v["matches"], json!([{"path": "README.md", "line": 1, "content": "compute things"}]));
+    assert_eq!(
+        v["matches"],
+        json!([{"path": "README.md", "line": 1, "content": "compute things"}])
+    );
 }
 
 #[test]
@@ -677,17 +885,36 @@ fn search_pages_with_offset_limit_and_trailing_hint() {
     let text: String = (1..=7).map(|i| format!("hit {i}\n")).collect();
     e.put("many.txt", text);
     let raw = e.raw("search_files", json!({"pattern": "hit", "limit": 3}));
-    let (json_part, tail) = raw.split_once("\n\n").expect("a plain-text hint after a blank line");
-    assert_eq!(tail, "[Showing results 1-3 of 7. Use offset=3 to see more.]");
+    let (json_part, tail) = raw
+        .split_once("\n\n")
+        .expect("a plain-text hint after a blank line");
+    assert_eq!(
+        tail,
+        "[Showing results 1-3 of 7. Use offset=3 to see more.]"
+    );
     let v: Value = serde_json::from_str(json_part).unwrap();
     assert_eq!(v["total_count"], 7);
     assert_eq!(v["truncated"], true);
-    let lines: Vec<u64> = v["matches"].as_array().unwrap().iter().map(|m| m["line"].as_u64().unwrap()).collect();
+    let lines: Vec<u64> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["line"].as_u64().unwrap())
+        .collect();
     assert_eq!(lines, [1, 2, 3]);
 
-    let raw = e.raw("search_files", json!({"pattern": "hit", "limit": 3, "offset": 3}));
-    assert!(raw.ends_with("[Showing results 4-6 of 7. Use offset=6 to see more.]"), "{raw}");
-    let raw = e.raw("search_files", json!({"pattern": "hit", "limit": 3, "offset": 6}));
+    let raw = e.raw(
+        "search_files",
+        json!({"pattern": "hit", "limit": 3, "offset": 3}),
+    );
+    assert!(
+        raw.ends_with("[Showing results 4-6 of 7. Use offset=6 to see more.]"),
+        "{raw}"
+    );
+    let raw = e.raw(
+        "search_files",
+        json!({"pattern": "hit", "limit": 3, "offset": 6}),
+    );
     assert!(!raw.contains("\n\n"), "{raw}");
     let v: Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(v["matches"][0]["line"], 7);
@@ -698,9 +925,15 @@ fn search_pages_with_offset_limit_and_trailing_hint() {
 fn search_a_single_file() {
     let e = env();
     e.put("one/file.txt", "needle here\nnothing\nneedle again\n");
-    let v = e.call("search_files", json!({"pattern": "needle", "path": "one/file.txt"}));
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "needle", "path": "one/file.txt"}),
+    );
     assert_eq!(v["total_count"], 2);
-    assert_eq!(v["matches"][0], json!({"path": "one/file.txt", "line": 1, "content": "needle here"}));
+    assert_eq!(
+        v["matches"][0],
+        json!({"path": "one/file.txt", "line": 1, "content": "needle here"})
+    );
     assert_eq!(v["matches"][1]["line"], 3);
 }
 
@@ -710,7 +943,10 @@ fn search_count_mode() {
     e.put("a.txt", "x\nx\nx\n");
     e.put("b.txt", "x\n");
     e.put("c.txt", "y\n");
-    let v = e.call("search_files", json!({"pattern": "x", "output_mode": "count"}));
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "x", "output_mode": "count"}),
+    );
     assert_eq!(v["counts"], json!({"a.txt": 3, "b.txt": 1}));
     assert_eq!(v["total_count"], 4);
     assert_eq!(v["files_with_matches"], 2);
@@ -721,7 +957,10 @@ fn search_invalid_regex_and_missing_path() {
     let e = env();
     e.put("a.txt", "x\n");
     let v = e.call("search_files", json!({"pattern": "foo(bar"}));
-    assert!(error_of(&v).starts_with("Invalid regex pattern `foo(bar`"), "{v}");
+    assert!(
+        error_of(&v).starts_with("Invalid regex pattern `foo(bar`"),
+        "{v}"
+    );
     assert!(v["hint"].as_str().unwrap().contains("backslash"));
     let v = e.call("search_files", json!({"pattern": "x", "path": "nope"}));
     assert_eq!(error_of(&v), "Path not found: nope");
@@ -743,20 +982,37 @@ fn search_loop_guard_warns_third_blocks_fourth() {
     let e = env();
     e.put("a.txt", "x\n");
     let args = json!({"pattern": "x"});
-    assert!(e.call("search_files", args.clone()).get("_warning").is_none());
-    assert!(e.call("search_files", args.clone()).get("_warning").is_none());
+    assert!(e
+        .call("search_files", args.clone())
+        .get("_warning")
+        .is_none());
+    assert!(e
+        .call("search_files", args.clone())
+        .get("_warning")
+        .is_none());
     let third = e.call("search_files", args.clone());
     assert_eq!(third["total_count"], 1);
     assert!(third["_warning"].as_str().unwrap().contains("3 times"));
     let fourth = e.call("search_files", args.clone());
     assert!(error_of(&fourth).starts_with("BLOCKED"), "{fourth}");
     // A different search is fine, and resets the streak.
-    assert_eq!(e.call("search_files", json!({"pattern": "y"}))["total_count"], 0);
+    assert_eq!(
+        e.call("search_files", json!({"pattern": "y"}))["total_count"],
+        0
+    );
     assert_eq!(e.call("search_files", args)["total_count"], 1);
 }
 
 #[test]
 fn file_tools_are_in_the_file_toolset() {
-    let schemas = hermes_tools::CATALOG.tools.iter().filter(|t| t.toolset == "file").map(|t| t.name).collect::<Vec<_>>();
-    assert_eq!(schemas, ["patch", "read_file", "search_files", "write_file"]);
+    let schemas = hermes_tools::CATALOG
+        .tools
+        .iter()
+        .filter(|t| t.toolset == "file")
+        .map(|t| t.name)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        schemas,
+        ["patch", "read_file", "search_files", "write_file"]
+    );
 }

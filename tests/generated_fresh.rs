@@ -5,7 +5,14 @@
 fn generated_folder_matches_the_tools() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let generated = hermes_codegen::generate(root).unwrap_or_else(|errors| {
-        panic!("tools/ does not generate: {}", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))
+        panic!(
+            "tools/ does not generate: {}",
+            errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
     });
     for (name, expected) in generated.mirrored() {
         let path = root.join("generated").join(name);

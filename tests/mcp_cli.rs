@@ -27,12 +27,21 @@ fn run_client(home: &Path, cwd: &Path, server_args: &[&str], calls: Value) -> Va
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "client failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
 fn names(out: &Value) -> Vec<String> {
-    out["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -40,7 +49,11 @@ fn builtin_tools_over_mcp_stdio() {
     let home = tempfile::tempdir().unwrap();
     // The approval answer is what is tested here; inside the OS sandbox (on by default)
     // the command would run contained instead, and the victim lies in the workspace.
-    std::fs::write(home.path().join("config.yaml"), "terminal:\n  sandbox:\n    mode: \"off\"\n").unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  sandbox:\n    mode: \"off\"\n",
+    )
+    .unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
     let victim = work.path().join("keep");
@@ -58,10 +71,21 @@ fn builtin_tools_over_mcp_stdio() {
         ]),
     );
     let tools = names(&out);
-    assert!(tools.contains(&"read_file".to_string()) && tools.contains(&"terminal".to_string()), "{tools:?}");
-    assert!(!tools.contains(&"web_search".to_string()), "--toolsets ignored: {tools:?}");
+    assert!(
+        tools.contains(&"read_file".to_string()) && tools.contains(&"terminal".to_string()),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.contains(&"web_search".to_string()),
+        "--toolsets ignored: {tools:?}"
+    );
     // The generated schema is the inputSchema.
-    let read_file = out["tools"].as_array().unwrap().iter().find(|t| t["name"] == "read_file").unwrap();
+    let read_file = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "read_file")
+        .unwrap();
     assert_eq!(read_file["inputSchema"]["type"], "object");
     assert!(read_file["inputSchema"]["properties"]["path"].is_object());
     let calls = out["calls"].as_array().unwrap();
@@ -70,8 +94,14 @@ fn builtin_tools_over_mcp_stdio() {
     assert_eq!(calls[1]["isError"], true, "{}", calls[1]);
     // A dangerous command does not run: the runtime's approval answer comes back.
     let terminal = calls[2]["text"].as_str().unwrap().to_lowercase();
-    assert!(terminal.contains("approv") || terminal.contains("block"), "{terminal}");
-    assert!(victim.join("precious.txt").exists(), "the dangerous command ran");
+    assert!(
+        terminal.contains("approv") || terminal.contains("block"),
+        "{terminal}"
+    );
+    assert!(
+        victim.join("precious.txt").exists(),
+        "the dangerous command ran"
+    );
     assert_eq!(calls[3]["isError"], true);
 }
 
@@ -80,7 +110,11 @@ fn a_plugin_replaces_a_builtin_only_with_the_grant() {
     for granted in [false, true] {
         let home = tempfile::tempdir().unwrap();
         if granted {
-            std::fs::write(home.path().join("config.yaml"), "plugins:\n  entries:\n    mine: {allow_tool_override: true}\n").unwrap();
+            std::fs::write(
+                home.path().join("config.yaml"),
+                "plugins:\n  entries:\n    mine: {allow_tool_override: true}\n",
+            )
+            .unwrap();
         }
         let dir = home.path().join("plugins/mine");
         std::fs::create_dir_all(&dir).unwrap();
@@ -98,14 +132,22 @@ fn a_plugin_replaces_a_builtin_only_with_the_grant() {
         let replaced = out["calls"][0]["text"] == r#"{"replaced": true}"#;
         assert_eq!(replaced, granted, "{out}");
         // Without the grant the whole plugin is skipped, its other tool included.
-        assert_eq!(names(&out).contains(&"mine_hello".to_string()), granted, "{out}");
+        assert_eq!(
+            names(&out).contains(&"mine_hello".to_string()),
+            granted,
+            "{out}"
+        );
     }
 }
 
 #[test]
 fn http_transport_refuses_foreign_hosts() {
     let home = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
         .args(["mcp", "--toolsets", "file", "--http", &port.to_string()])
         .env("HERMES_HOME", home.path())
@@ -129,7 +171,9 @@ fn http_transport_refuses_foreign_hosts() {
         answer
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && std::time::Instant::now() < deadline {
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+        && std::time::Instant::now() < deadline
+    {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let good = post(&format!("localhost:{port}"));
@@ -137,5 +181,10 @@ fn http_transport_refuses_foreign_hosts() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(good.starts_with("HTTP/1.1 200"), "{good}");
-    assert!(evil.starts_with("HTTP/1.1 403") || evil.starts_with("HTTP/1.1 421") || evil.starts_with("HTTP/1.1 400"), "{evil}");
+    assert!(
+        evil.starts_with("HTTP/1.1 403")
+            || evil.starts_with("HTTP/1.1 421")
+            || evil.starts_with("HTTP/1.1 400"),
+        "{evil}"
+    );
 }

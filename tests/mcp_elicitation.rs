@@ -15,8 +15,16 @@ fn run(answer: &str, home: &Path, cwd: &Path, calls: Value, notifications: usize
     run_toolsets(answer, home, cwd, "terminal", calls, notifications)
 }
 
-fn run_toolsets(answer: &str, home: &Path, cwd: &Path, toolsets: &str, calls: Value, notifications: usize) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/fixtures/py_elicit_client.py");
+fn run_toolsets(
+    answer: &str,
+    home: &Path,
+    cwd: &Path,
+    toolsets: &str,
+    calls: Value,
+    notifications: usize,
+) -> Value {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/fixtures/py_elicit_client.py");
     let output = Command::new(python())
         .arg(script)
         .arg(answer)
@@ -32,7 +40,11 @@ fn run_toolsets(answer: &str, home: &Path, cwd: &Path, toolsets: &str, calls: Va
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "client failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
@@ -46,7 +58,11 @@ fn setup() -> (tempfile::TempDir, tempfile::TempDir) {
     std::fs::create_dir_all(work.path().join("victim/inner")).unwrap();
     // The approval channel is what is tested here; with the OS sandbox on (the default)
     // an unanswered command would run contained in the workspace instead of being refused.
-    std::fs::write(home.path().join("config.yaml"), "terminal:\n  sandbox:\n    mode: \"off\"\n").unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  sandbox:\n    mode: \"off\"\n",
+    )
+    .unwrap();
     (home, work)
 }
 
@@ -60,8 +76,14 @@ fn accept_runs_the_command_the_user_chose() {
     let out = run("accept:once", home.path(), work.path(), rm_victim(), 0);
     let asked = &out["elicitations"][0];
     let message = asked["message"].as_str().unwrap();
-    assert!(message.contains("rm -rf victim") && message.contains("recursive delete"), "{message}");
-    assert_eq!(asked["schema"]["properties"]["choice"]["enum"], json!(["once", "session", "always", "deny"]));
+    assert!(
+        message.contains("rm -rf victim") && message.contains("recursive delete"),
+        "{message}"
+    );
+    assert_eq!(
+        asked["schema"]["properties"]["choice"]["enum"],
+        json!(["once", "session", "always", "deny"])
+    );
     assert_eq!(asked["schema"]["required"], json!(["choice"]));
     let result = result(&out);
     assert_eq!(result["exit_code"], 0, "{result}");
@@ -99,7 +121,10 @@ fn a_client_without_elicitation_gets_the_unattended_policy_and_how_to_enable_it(
     let result = result(&out);
     assert_eq!(result["status"], "blocked");
     let error = result["error"].as_str().unwrap();
-    assert!(error.contains("elicitation") && error.contains("approvals.unattended_mode"), "{error}");
+    assert!(
+        error.contains("elicitation") && error.contains("approvals.unattended_mode"),
+        "{error}"
+    );
     assert!(!error.contains("has been asked"), "{error}");
     assert!(work.path().join("victim").exists());
 }
@@ -117,7 +142,13 @@ fn background_completion_is_a_logging_notification() {
     assert_eq!(note["event"], "completed", "{out}");
     assert_eq!(note["session_id"], started["session_id"]);
     assert_eq!(note["exit_code"], 4);
-    assert!(note["output_tail"].as_str().unwrap().contains("finished-here"), "{note}");
+    assert!(
+        note["output_tail"]
+            .as_str()
+            .unwrap()
+            .contains("finished-here"),
+        "{note}"
+    );
 }
 
 #[test]
@@ -125,15 +156,43 @@ fn clarify_is_elicited_too() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let ask = json!([{"name": "clarify", "arguments": {"question": "Which branch?", "choices": ["main", "dev"]}}]);
-    let out = run_toolsets("accept:dev", home.path(), work.path(), "clarify", ask.clone(), 0);
+    let out = run_toolsets(
+        "accept:dev",
+        home.path(),
+        work.path(),
+        "clarify",
+        ask.clone(),
+        0,
+    );
     assert_eq!(out["elicitations"][0]["message"], "Which branch?");
-    assert!(out["elicitations"][0]["schema"]["properties"]["answer"]["description"].as_str().unwrap().contains("main, dev"));
+    assert!(
+        out["elicitations"][0]["schema"]["properties"]["answer"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("main, dev")
+    );
     let answered = result(&out);
     assert_eq!(answered["user_response"], "dev", "{answered}");
 
-    let out = run_toolsets("decline", home.path(), work.path(), "clarify", ask.clone(), 0);
-    assert!(result(&out)["error"].as_str().unwrap().contains("declined"), "{out}");
+    let out = run_toolsets(
+        "decline",
+        home.path(),
+        work.path(),
+        "clarify",
+        ask.clone(),
+        0,
+    );
+    assert!(
+        result(&out)["error"].as_str().unwrap().contains("declined"),
+        "{out}"
+    );
 
     let out = run_toolsets("none", home.path(), work.path(), "clarify", ask, 0);
-    assert!(result(&out)["error"].as_str().unwrap().contains("elicitation"), "{out}");
+    assert!(
+        result(&out)["error"]
+            .as_str()
+            .unwrap()
+            .contains("elicitation"),
+        "{out}"
+    );
 }

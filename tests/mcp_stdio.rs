@@ -28,9 +28,17 @@ impl Client {
     }
 
     /// With `input`, the server reads the read end given and the client writes the other.
-    fn start_with_input(home: &Path, work: &Path, toolsets: &str, input: Option<(std::io::PipeReader, std::io::PipeWriter)>) -> Client {
+    fn start_with_input(
+        home: &Path,
+        work: &Path,
+        toolsets: &str,
+        input: Option<(std::io::PipeReader, std::io::PipeWriter)>,
+    ) -> Client {
         let (stdin, writer) = match input {
-            Some((reader, writer)) => (Stdio::from(reader), Some(Box::new(writer) as Box<dyn Write>)),
+            Some((reader, writer)) => (
+                Stdio::from(reader),
+                Some(Box::new(writer) as Box<dyn Write>),
+            ),
             None => (Stdio::piped(), None),
         };
         let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
@@ -46,14 +54,20 @@ impl Client {
         let (send, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in stdout.lines().map_while(Result::ok) {
-                let message = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                let message = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
                 if send.send(message).is_err() {
                     break;
                 }
             }
         });
         let stdin = writer.or_else(|| child.stdin.take().map(|s| Box::new(s) as Box<dyn Write>));
-        Client { stdin, child, lines, held: Vec::new() }
+        Client {
+            stdin,
+            child,
+            lines,
+            held: Vec::new(),
+        }
     }
 
     /// A client past the handshake.
@@ -67,7 +81,10 @@ impl Client {
         self.send(json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
         let answer = self.answer(json!("init"));
-        assert_eq!(answer["result"]["serverInfo"]["name"], "hermes-tools", "{answer}");
+        assert_eq!(
+            answer["result"]["serverInfo"]["name"], "hermes-tools",
+            "{answer}"
+        );
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
@@ -112,7 +129,9 @@ impl Client {
             match self.lines.recv_timeout(PATIENCE) {
                 Ok(message) => rest.push(message),
                 Err(RecvTimeoutError::Disconnected) => return rest,
-                Err(RecvTimeoutError::Timeout) => panic!("the server kept its output open after end of input"),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("the server kept its output open after end of input")
+                }
             }
         }
     }
@@ -133,14 +152,21 @@ impl Drop for Client {
 }
 
 fn text(answer: &Value) -> String {
-    answer["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {answer}")).to_string()
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {answer}"))
+        .to_string()
 }
 
 fn setup() -> (tempfile::TempDir, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     // What is tested is the protocol around a command; inside the OS sandbox (on by
     // default) the commands would run the same.
-    std::fs::write(home.path().join("config.yaml"), "terminal:\n  sandbox:\n    mode: \"off\"\n").unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  sandbox:\n    mode: \"off\"\n",
+    )
+    .unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("small.txt"), "one\ntwo\nthree\n").unwrap();
     (home, work)
@@ -163,7 +189,10 @@ fn calls_answer_results_and_errors() {
 
     client.call(json!(3), "terminal", json!({"command": "true"}), None);
     let outside = client.answer(json!(3));
-    assert_eq!(outside["result"]["isError"], true, "a tool outside --toolsets ran: {outside}");
+    assert_eq!(
+        outside["result"]["isError"], true,
+        "a tool outside --toolsets ran: {outside}"
+    );
 
     client.call(json!(4), "read_file", json!({"path": 5}), None);
     let wrong_type = client.answer(json!(4));
@@ -173,7 +202,9 @@ fn calls_answer_results_and_errors() {
     client.call(json!(5), "read_file", json!("not an object"), None);
     let not_an_object = client.answer(json!(5));
     assert_eq!(not_an_object["error"]["code"], -32601, "{not_an_object}");
-    client.send(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"arguments": {}}}));
+    client.send(
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"arguments": {}}}),
+    );
     assert_eq!(client.answer(json!(6))["error"]["code"], -32601);
 
     // Unparsable input is ignored; JSON that is no JSON-RPC message is an invalid request.
@@ -186,8 +217,16 @@ fn calls_answer_results_and_errors() {
 
     client.send(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}));
     let listed = client.answer(json!(8));
-    let names: Vec<&str> = listed["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"read_file") && !names.contains(&"terminal"), "{names:?}");
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"read_file") && !names.contains(&"terminal"),
+        "{names:?}"
+    );
     let (status, rest) = client.finish();
     assert!(status.success(), "{status}");
     assert!(rest.is_empty(), "answers nobody asked for: {rest:?}");
@@ -200,17 +239,34 @@ fn a_long_call_holds_up_neither_pings_nor_other_calls_and_is_cancelled() {
     let pid_file = work.path().join("sleeper.pid");
     // A task of its own: a task's foreground commands run one at a time, by design.
     let long_task = Some(json!({"task_id": "long"}));
-    client.call(json!(1), "terminal", json!({"command": format!("echo $$ > {}; exec sleep 600", pid_file.display())}), long_task);
+    client.call(
+        json!(1),
+        "terminal",
+        json!({"command": format!("echo $$ > {}; exec sleep 600", pid_file.display())}),
+        long_task,
+    );
     client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
     assert_eq!(client.answer(json!(2))["result"], json!({}));
     client.call(json!(3), "read_file", json!({"path": "small.txt"}), None);
     assert!(text(&client.answer(json!(3))).contains("three"));
-    client.call(json!(4), "terminal", json!({"command": "echo beside"}), None);
+    client.call(
+        json!(4),
+        "terminal",
+        json!({"command": "echo beside"}),
+        None,
+    );
     assert!(text(&client.answer(json!(4))).contains("beside"));
-    assert!(client.held.iter().all(|m| m.get("id") != Some(&json!(1))), "the long call answered early: {:?}", client.held);
+    assert!(
+        client.held.iter().all(|m| m.get("id") != Some(&json!(1))),
+        "the long call answered early: {:?}",
+        client.held
+    );
 
     let sleeper: u32 = loop {
-        if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse().ok()) {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
             break pid;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -220,26 +276,51 @@ fn a_long_call_holds_up_neither_pings_nor_other_calls_and_is_cancelled() {
         std::thread::sleep(Duration::from_millis(20));
         let stat = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
         // Gone, or a zombie waiting for its parent.
-        stat.is_empty() || stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        stat.is_empty()
+            || stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
     });
     assert!(gone, "the cancelled command {sleeper} still runs");
     client.call(json!(5), "terminal", json!({"command": "echo after"}), None);
     assert!(text(&client.answer(json!(5))).contains("after"));
     let (status, rest) = client.finish();
     assert!(status.success());
-    assert!(rest.iter().all(|m| m.get("id") != Some(&json!(1))), "a cancelled call was answered: {rest:?}");
+    assert!(
+        rest.iter().all(|m| m.get("id") != Some(&json!(1))),
+        "a cancelled call was answered: {rest:?}"
+    );
 }
 
 #[test]
 fn meta_task_id_names_the_task() {
     let (home, work) = setup();
     let mut client = Client::initialized(home.path(), work.path(), "terminal");
-    client.call(json!(1), "terminal", json!({"command": "export MARK=seen"}), Some(json!({"task_id": "shared"})));
+    client.call(
+        json!(1),
+        "terminal",
+        json!({"command": "export MARK=seen"}),
+        Some(json!({"task_id": "shared"})),
+    );
     client.answer(json!(1));
-    client.call(json!(2), "terminal", json!({"command": "echo \"[$MARK]\""}), Some(json!({"task_id": "shared"})));
+    client.call(
+        json!(2),
+        "terminal",
+        json!({"command": "echo \"[$MARK]\""}),
+        Some(json!({"task_id": "shared"})),
+    );
     assert!(text(&client.answer(json!(2))).contains("[seen]"));
-    client.call(json!(3), "terminal", json!({"command": "echo \"[$MARK]\""}), None);
-    assert!(text(&client.answer(json!(3))).contains("[]"), "the session's own task saw another task's shell");
+    client.call(
+        json!(3),
+        "terminal",
+        json!({"command": "echo \"[$MARK]\""}),
+        None,
+    );
+    assert!(
+        text(&client.answer(json!(3))).contains("[]"),
+        "the session's own task saw another task's shell"
+    );
 }
 
 #[test]
@@ -253,7 +334,13 @@ fn requests_before_initialize_get_rmcps_answers() {
     client.call(json!(2), "read_file", json!({"path": "small.txt"}), None);
     let refused = client.answer(json!(2));
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap().contains("protocolVersion"), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("protocolVersion"),
+        "{refused}"
+    );
     client.initialize();
     client.call(json!(3), "read_file", json!({"path": "small.txt"}), None);
     assert!(text(&client.answer(json!(3))).contains("one"));
@@ -263,10 +350,18 @@ fn requests_before_initialize_get_rmcps_answers() {
 fn a_call_running_at_end_of_input_still_answers() {
     let (home, work) = setup();
     let mut client = Client::initialized(home.path(), work.path(), "terminal");
-    client.call(json!(1), "terminal", json!({"command": "sleep 1; echo finished"}), None);
+    client.call(
+        json!(1),
+        "terminal",
+        json!({"command": "sleep 1; echo finished"}),
+        None,
+    );
     let (status, rest) = client.finish();
     assert!(status.success(), "{status}");
-    let answer = rest.iter().find(|m| m.get("id") == Some(&json!(1))).unwrap_or_else(|| panic!("no answer: {rest:?}"));
+    let answer = rest
+        .iter()
+        .find(|m| m.get("id") == Some(&json!(1)))
+        .unwrap_or_else(|| panic!("no answer: {rest:?}"));
     assert!(text(answer).contains("finished"), "{answer}");
 }
 
@@ -277,8 +372,15 @@ fn a_non_blocking_input_is_waited_on() {
     let (reader, writer) = std::io::pipe().unwrap();
     let fd = reader.as_raw_fd();
     // SAFETY: flags of a descriptor this test owns.
-    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
-    let mut client = Client::start_with_input(home.path(), work.path(), "file", Some((reader, writer)));
+    unsafe {
+        libc::fcntl(
+            fd,
+            libc::F_SETFL,
+            libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+        )
+    };
+    let mut client =
+        Client::start_with_input(home.path(), work.path(), "file", Some((reader, writer)));
     client.initialize();
     // The server has read everything sent so far and finds the pipe empty.
     std::thread::sleep(Duration::from_millis(200));

@@ -27,8 +27,13 @@ fn copy_tree(from: &Path, to: &Path) {
 /// Shares compiled dependencies between runs without touching the outer build's lock.
 fn scratch_target_dir() -> PathBuf {
     let test_binary = std::env::current_exe().unwrap();
-    let target = test_binary.ancestors().find(|p| p.file_name().is_some_and(|n| n == "target")).map(Path::to_path_buf);
-    target.unwrap_or_else(|| std::env::temp_dir().join("hermes-tools-target")).join("e2e-scratch")
+    let target = test_binary
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "target"))
+        .map(Path::to_path_buf);
+    target
+        .unwrap_or_else(|| std::env::temp_dir().join("hermes-tools-target"))
+        .join("e2e-scratch")
 }
 
 fn cargo_build(workspace: &Path) -> std::process::Output {
@@ -65,7 +70,11 @@ pub fn greet(
     .unwrap();
 
     let build = cargo_build(scratch.path());
-    assert!(build.status.success(), "build failed:\n{}", String::from_utf8_lossy(&build.stderr));
+    assert!(
+        build.status.success(),
+        "build failed:\n{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
     let binary = scratch_target_dir().join("debug/hermes-tools");
     let run = |args: &[&str]| {
         let output = Command::new(&binary).args(args).output().unwrap();
@@ -74,28 +83,57 @@ pub fn greet(
     };
 
     let list = run(&["list"]);
-    let line = list.lines().find(|l| l.contains(" greet ")).expect("greet is listed");
-    assert!(line.starts_with("👋") && line.contains("greeting") && line.contains("available"), "{line}");
+    let line = list
+        .lines()
+        .find(|l| l.contains(" greet "))
+        .expect("greet is listed");
+    assert!(
+        line.starts_with("👋") && line.contains("greeting") && line.contains("available"),
+        "{line}"
+    );
 
-    let schema: Vec<Value> = serde_json::from_str(&run(&["schema", "--toolsets", "greeting"])).unwrap();
+    let schema: Vec<Value> =
+        serde_json::from_str(&run(&["schema", "--toolsets", "greeting"])).unwrap();
     assert_eq!(schema.len(), 1);
     assert_eq!(schema[0]["function"]["name"], "greet");
-    assert_eq!(schema[0]["function"]["description"], "Greet someone by name, politely.");
-    assert_eq!(schema[0]["function"]["parameters"]["required"], serde_json::json!(["name"]));
-    assert_eq!(schema[0]["function"]["parameters"]["properties"]["excited"]["type"], "boolean");
+    assert_eq!(
+        schema[0]["function"]["description"],
+        "Greet someone by name, politely."
+    );
+    assert_eq!(
+        schema[0]["function"]["parameters"]["required"],
+        serde_json::json!(["name"])
+    );
+    assert_eq!(
+        schema[0]["function"]["parameters"]["properties"]["excited"]["type"],
+        "boolean"
+    );
 
     let toolsets: Value = serde_json::from_str(&run(&["toolsets", "--json"])).unwrap();
-    assert_eq!(toolsets["toolsets"]["greeting"]["tools"], serde_json::json!(["greet"]));
-    assert_eq!(toolsets["legacy_toolsets"]["greeting_tools"], serde_json::json!(["greet"]));
+    assert_eq!(
+        toolsets["toolsets"]["greeting"]["tools"],
+        serde_json::json!(["greet"])
+    );
+    assert_eq!(
+        toolsets["legacy_toolsets"]["greeting_tools"],
+        serde_json::json!(["greet"])
+    );
 
-    let legacy: Vec<Value> = serde_json::from_str(&run(&["schema", "--toolsets", "greeting_tools"])).unwrap();
+    let legacy: Vec<Value> =
+        serde_json::from_str(&run(&["schema", "--toolsets", "greeting_tools"])).unwrap();
     assert_eq!(legacy, schema);
 
-    let result: Value = serde_json::from_str(run(&["call", "greet", r#"{"name": "Ada", "excited": true}"#]).trim()).unwrap();
+    let result: Value =
+        serde_json::from_str(run(&["call", "greet", r#"{"name": "Ada", "excited": true}"#]).trim())
+            .unwrap();
     assert_eq!(result["greeting"], "Hello, Ada!");
 
-    let mirrored = std::fs::read_to_string(scratch.path().join("generated/tool_schemas.json")).unwrap();
-    assert!(mirrored.contains("\"name\": \"greet\""), "generated/ mirrors the new tool");
+    let mirrored =
+        std::fs::read_to_string(scratch.path().join("generated/tool_schemas.json")).unwrap();
+    assert!(
+        mirrored.contains("\"name\": \"greet\""),
+        "generated/ mirrors the new tool"
+    );
 
     std::fs::write(
         scratch.path().join("tools/zz_broken.rs"),
@@ -103,7 +141,13 @@ pub fn greet(
     )
     .unwrap();
     let build = cargo_build(scratch.path());
-    assert!(!build.status.success(), "a malformed tool file must fail the build");
+    assert!(
+        !build.status.success(),
+        "a malformed tool file must fail the build"
+    );
     let stderr = String::from_utf8_lossy(&build.stderr);
-    assert!(stderr.contains("tools/zz_broken.rs:4:30: unknown key `colour`"), "{stderr}");
+    assert!(
+        stderr.contains("tools/zz_broken.rs:4:30: unknown key `colour`"),
+        "{stderr}"
+    );
 }

@@ -12,7 +12,11 @@ fn scripts_skills_and_speech_over_mcp_stdio() {
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join("data.txt"), "over mcp\n").unwrap();
     // Nobody can approve a script over MCP; the operator allows them here.
-    std::fs::write(home.path().join("config.yaml"), "approvals:\n  unattended_mode: approve\n").unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "approvals:\n  unattended_mode: approve\n",
+    )
+    .unwrap();
     let skill = "---\nname: mcp-skill\ndescription: Made over MCP\n---\nSteps.\n";
     let calls = json!([
         {"name": "execute_code", "arguments": {"code": "from hermes_tools import read_file\nimport hermes_tools\nprint(read_file('data.txt')['content'], hasattr(hermes_tools, 'terminal'))"}},
@@ -31,17 +35,46 @@ fn scripts_skills_and_speech_over_mcp_stdio() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "client failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let out: Value = serde_json::from_str(stdout.trim()).unwrap();
-    let tools: Vec<&str> = out["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    for name in ["execute_code", "skill_manage", "skill_view", "skills_list", "text_to_speech", "read_file"] {
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "execute_code",
+        "skill_manage",
+        "skill_view",
+        "skills_list",
+        "text_to_speech",
+        "read_file",
+    ] {
         assert!(tools.contains(&name), "{name} missing from {tools:?}");
     }
-    assert!(!tools.contains(&"terminal") && !tools.contains(&"cronjob"), "{tools:?}");
-    let results: Vec<Value> = out["calls"].as_array().unwrap().iter().map(|c| serde_json::from_str(c["text"].as_str().unwrap()).unwrap()).collect();
+    assert!(
+        !tools.contains(&"terminal") && !tools.contains(&"cronjob"),
+        "{tools:?}"
+    );
+    let results: Vec<Value> = out["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| serde_json::from_str(c["text"].as_str().unwrap()).unwrap())
+        .collect();
     assert_eq!(results[0]["output"], "1|over mcp False\n", "{}", results[0]);
     assert_eq!(results[1]["success"], true, "{}", results[1]);
     assert_eq!(results[2]["skills"][0]["name"], "mcp-skill");
     assert_eq!(results[3]["success"], true, "{}", results[3]);
-    assert!(std::fs::metadata(home.path().join("hello.wav")).unwrap().len() > 44);
+    assert!(
+        std::fs::metadata(home.path().join("hello.wav"))
+            .unwrap()
+            .len()
+            > 44
+    );
 }

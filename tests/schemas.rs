@@ -55,7 +55,10 @@ fn every_schema_is_valid_json_schema() {
         }
         let strict = strict_parameters(&schema);
         if let Err(error) = jsonschema::meta::validate(&strict) {
-            panic!("{}: strict view is not a valid JSON Schema: {error}", entry.name);
+            panic!(
+                "{}: strict view is not a valid JSON Schema: {error}",
+                entry.name
+            );
         }
     }
 }
@@ -69,17 +72,32 @@ fn schemas_accept_good_and_reject_bad_arguments() {
         assert!(validator.is_valid(&good), "{}: rejects {good}", entry.name);
         for required in schema["required"].as_array().unwrap() {
             let mut missing = good.clone();
-            missing.as_object_mut().unwrap().remove(required.as_str().unwrap());
-            assert!(!validator.is_valid(&missing), "{}: accepts args without {required}", entry.name);
+            missing
+                .as_object_mut()
+                .unwrap()
+                .remove(required.as_str().unwrap());
+            assert!(
+                !validator.is_valid(&missing),
+                "{}: accepts args without {required}",
+                entry.name
+            );
         }
         for (name, property) in schema["properties"].as_object().unwrap() {
             if let Some(bad) = wrong_type(property) {
                 let mut broken = good.clone();
                 broken[name] = bad.clone();
-                assert!(!validator.is_valid(&broken), "{}: accepts {name} = {bad}", entry.name);
+                assert!(
+                    !validator.is_valid(&broken),
+                    "{}: accepts {name} = {bad}",
+                    entry.name
+                );
             }
         }
-        assert!(!validator.is_valid(&json!("not an object")), "{}", entry.name);
+        assert!(
+            !validator.is_valid(&json!("not an object")),
+            "{}",
+            entry.name
+        );
     }
 }
 
@@ -88,42 +106,92 @@ fn strict_view_requires_everything_and_allows_null_for_optional() {
     for entry in CATALOG.tools {
         let schema = parameters(entry.name);
         let strict = strict_parameters(&schema);
-        assert_eq!(strict["additionalProperties"], json!(false), "{}", entry.name);
+        assert_eq!(
+            strict["additionalProperties"],
+            json!(false),
+            "{}",
+            entry.name
+        );
         let properties = strict["properties"].as_object().unwrap();
-        let required: Vec<&str> = strict["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        let required: Vec<&str> = strict["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
         assert_eq!(required.len(), properties.len(), "{}", entry.name);
         let validator = jsonschema::validator_for(&strict).unwrap();
         let mut with_nulls = Map::new();
-        let originally_required: Vec<&Value> = schema["required"].as_array().unwrap().iter().collect();
+        let originally_required: Vec<&Value> =
+            schema["required"].as_array().unwrap().iter().collect();
         for (name, property) in schema["properties"].as_object().unwrap() {
-            let value = if originally_required.contains(&&json!(name)) { sample(property) } else { Value::Null };
+            let value = if originally_required.contains(&&json!(name)) {
+                sample(property)
+            } else {
+                Value::Null
+            };
             with_nulls.insert(name.clone(), value);
         }
         let instance = Value::Object(with_nulls);
-        assert!(validator.is_valid(&instance), "{}: strict view rejects {instance}", entry.name);
+        assert!(
+            validator.is_valid(&instance),
+            "{}: strict view rejects {instance}",
+            entry.name
+        );
     }
 }
 
 /// Keywords OpenAI's strict mode accepts in function parameters.
 const STRICT_KEYWORDS: &[&str] = &[
-    "type", "description", "enum", "items", "properties", "required", "additionalProperties",
-    "minimum", "maximum", "anyOf",
+    "type",
+    "description",
+    "enum",
+    "items",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minimum",
+    "maximum",
+    "anyOf",
 ];
 
 fn assert_strict_subset(tool: &str, schema: &Value, path: &str) {
-    let object = schema.as_object().unwrap_or_else(|| panic!("{tool}: {path} is not a schema object"));
+    let object = schema
+        .as_object()
+        .unwrap_or_else(|| panic!("{tool}: {path} is not a schema object"));
     for key in object.keys() {
-        assert!(STRICT_KEYWORDS.contains(&key.as_str()), "{tool}: {path} uses `{key}`, which strict mode rejects");
+        assert!(
+            STRICT_KEYWORDS.contains(&key.as_str()),
+            "{tool}: {path} uses `{key}`, which strict mode rejects"
+        );
     }
     assert!(
         object.contains_key("type") || object.contains_key("anyOf"),
         "{tool}: {path} has no type; strict mode needs one"
     );
-    if object.get("type") == Some(&json!("object")) || object.get("type").and_then(Value::as_array).is_some_and(|t| t.contains(&json!("object"))) {
-        assert_eq!(object.get("additionalProperties"), Some(&json!(false)), "{tool}: {path}");
+    if object.get("type") == Some(&json!("object"))
+        || object
+            .get("type")
+            .and_then(Value::as_array)
+            .is_some_and(|t| t.contains(&json!("object")))
+    {
+        assert_eq!(
+            object.get("additionalProperties"),
+            Some(&json!(false)),
+            "{tool}: {path}"
+        );
         let names: Vec<&String> = object["properties"].as_object().unwrap().keys().collect();
-        let required: Vec<&str> = object["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-        assert_eq!(names.len(), required.len(), "{tool}: {path} must require every property");
+        let required: Vec<&str> = object["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names.len(),
+            required.len(),
+            "{tool}: {path} must require every property"
+        );
         for (name, property) in object["properties"].as_object().unwrap() {
             assert_strict_subset(tool, property, &format!("{path}.{name}"));
         }
@@ -131,7 +199,12 @@ fn assert_strict_subset(tool: &str, schema: &Value, path: &str) {
     if let Some(items) = object.get("items") {
         assert_strict_subset(tool, items, &format!("{path}[]"));
     }
-    for branch in object.get("anyOf").and_then(Value::as_array).into_iter().flatten() {
+    for branch in object
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         assert_strict_subset(tool, branch, &format!("{path}|"));
     }
 }
@@ -139,7 +212,11 @@ fn assert_strict_subset(tool: &str, schema: &Value, path: &str) {
 #[test]
 fn strict_view_stays_within_openai_strict_mode() {
     for entry in CATALOG.tools {
-        assert_strict_subset(entry.name, &strict_parameters(&parameters(entry.name)), "parameters");
+        assert_strict_subset(
+            entry.name,
+            &strict_parameters(&parameters(entry.name)),
+            "parameters",
+        );
     }
 }
 

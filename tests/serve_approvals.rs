@@ -16,7 +16,11 @@ const SANDBOX_OFF: &str = "terminal:\n  sandbox:\n    mode: \"off\"\n";
 
 fn home_with_timeout(seconds: u32) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.yaml"), format!("approvals:\n  timeout: {seconds}\n{SANDBOX_OFF}")).unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!("approvals:\n  timeout: {seconds}\n{SANDBOX_OFF}"),
+    )
+    .unwrap();
     home
 }
 
@@ -29,7 +33,12 @@ fn workdir(dirs: &[&str]) -> tempfile::TempDir {
 }
 
 fn rm(id: &str, dir: &str, session: &str) -> Value {
-    terminal(id, json!({"command": format!("rm -rf {dir}")}), session, &format!("task-{session}"))
+    terminal(
+        id,
+        json!({"command": format!("rm -rf {dir}")}),
+        session,
+        &format!("task-{session}"),
+    )
 }
 
 fn answer(client: &mut Client, request: &Value, choice: &str) {
@@ -44,8 +53,14 @@ fn expect_request(client: &Client, command: &str, session: &str) -> Value {
     assert_eq!(request["task_id"], format!("task-{session}"));
     assert_eq!(request["tool"], "terminal");
     assert_eq!(request["description"], "recursive delete");
-    assert_eq!(request["choices"], json!(["once", "session", "always", "deny"]));
-    assert!(request["id"].as_str().unwrap().starts_with("approval_"), "{request}");
+    assert_eq!(
+        request["choices"],
+        json!(["once", "session", "always", "deny"])
+    );
+    assert!(
+        request["id"].as_str().unwrap().starts_with("approval_"),
+        "{request}"
+    );
     request
 }
 
@@ -54,7 +69,13 @@ fn expect_request(client: &Client, command: &str, session: &str) -> Value {
 fn answer_too_late(mut client: Client, request: &Value) {
     answer(&mut client, request, "once");
     let late = client.next();
-    assert!(late["error"].as_str().unwrap().contains("no approval request is waiting"), "{late}");
+    assert!(
+        late["error"]
+            .as_str()
+            .unwrap()
+            .contains("no approval request is waiting"),
+        "{late}"
+    );
     let rest = client.finish();
     assert!(rest.is_empty(), "{rest:?}");
 }
@@ -72,10 +93,18 @@ fn deny_once_and_session() {
     // deny: nothing runs, and other lines are answered while the request waits.
     client.send(&rm("1", "a", "s1"));
     let request = expect_request(&client, "rm -rf a", "s1");
-    client.send(&terminal("echo", json!({"command": "echo still-serving"}), "s1", "other-task"));
+    client.send(&terminal(
+        "echo",
+        json!({"command": "echo still-serving"}),
+        "s1",
+        "other-task",
+    ));
     let echoed = client.next();
     assert_eq!(echoed["tool_call_id"], "echo");
-    assert!(content(&echoed)["output"].as_str().unwrap().contains("still-serving"));
+    assert!(content(&echoed)["output"]
+        .as_str()
+        .unwrap()
+        .contains("still-serving"));
     answer(&mut client, &request, "deny");
     let denied = client.next();
     assert_eq!(denied["tool_call_id"], "1");
@@ -83,7 +112,13 @@ fn deny_once_and_session() {
     assert_eq!(result["status"], "blocked", "{result}");
     assert_eq!(result["outcome"], "denied");
     assert_eq!(result["user_consent"], false);
-    assert!(result["error"].as_str().unwrap().contains("the user denied"), "{result}");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap()
+            .contains("the user denied"),
+        "{result}"
+    );
     assert!(work.path().join("a").exists());
 
     // once: runs this time only.
@@ -102,7 +137,10 @@ fn deny_once_and_session() {
     assert_eq!(content(&client.next())["exit_code"], 0);
     client.send(&rm("4", "c", "s1"));
     let unasked = client.next();
-    assert_eq!(unasked["tool_call_id"], "4", "no second request in the same session: {unasked}");
+    assert_eq!(
+        unasked["tool_call_id"], "4",
+        "no second request in the same session: {unasked}"
+    );
     assert_eq!(content(&unasked)["exit_code"], 0);
     assert!(!work.path().join("b").exists() && !work.path().join("c").exists());
 
@@ -114,7 +152,10 @@ fn deny_once_and_session() {
     assert!(work.path().join("d").exists());
 
     answer_too_late(client, &request);
-    assert!(!allowlist(home.path()).contains("command_allowlist"), "session and once grants are not saved");
+    assert!(
+        !allowlist(home.path()).contains("command_allowlist"),
+        "session and once grants are not saved"
+    );
 }
 
 #[test]
@@ -125,11 +166,20 @@ fn silence_denies_after_the_timeout() {
     client.send(&rm("5", "d", "s2"));
     let request = expect_request(&client, "rm -rf d", "s2");
     let timeout = client.next();
-    assert_eq!(timeout, json!({"type": "approval_timeout", "id": request["id"]}));
+    assert_eq!(
+        timeout,
+        json!({"type": "approval_timeout", "id": request["id"]})
+    );
     let silent = content(&client.next());
     assert_eq!(silent["status"], "blocked");
     assert_eq!(silent["outcome"], "timeout");
-    assert!(silent["error"].as_str().unwrap().contains("Silence does not count as consent"), "{silent}");
+    assert!(
+        silent["error"]
+            .as_str()
+            .unwrap()
+            .contains("Silence does not count as consent"),
+        "{silent}"
+    );
     assert!(work.path().join("d").exists());
 
     answer_too_late(client, &request);
@@ -162,12 +212,21 @@ fn always_is_saved_and_another_process_honours_it() {
     let ran = content(&first.next());
     assert_eq!(ran["exit_code"], 0, "{ran}");
     let saved = allowlist(home.path());
-    assert!(saved.contains("command_allowlist:") && saved.contains("\"recursive delete\""), "{saved}");
-    assert!(saved.contains("approvals:\n  timeout: 300"), "the rest of the file is kept: {saved}");
+    assert!(
+        saved.contains("command_allowlist:") && saved.contains("\"recursive delete\""),
+        "{saved}"
+    );
+    assert!(
+        saved.contains("approvals:\n  timeout: 300"),
+        "the rest of the file is kept: {saved}"
+    );
 
     second.send(&rm("2", "b", "another-session"));
     let unasked = second.next();
-    assert_eq!(unasked["tool_call_id"], "2", "the saved grant applies without asking: {unasked}");
+    assert_eq!(
+        unasked["tool_call_id"], "2",
+        "the saved grant applies without asking: {unasked}"
+    );
     assert_eq!(content(&unasked)["exit_code"], 0);
     assert!(!work.path().join("b").exists());
 
@@ -184,7 +243,12 @@ fn always_is_saved_and_another_process_honours_it() {
 fn grants_saved_at_once_by_several_processes_are_all_kept() {
     let home = home_with_timeout(300);
     let work = tempfile::tempdir().unwrap();
-    let commands = ["chmod 777 f1", "rm -rf d2", "find . -name nothing-here -delete", "bash -c 'echo hi'"];
+    let commands = [
+        "chmod 777 f1",
+        "rm -rf d2",
+        "find . -name nothing-here -delete",
+        "bash -c 'echo hi'",
+    ];
     std::fs::write(work.path().join("f1"), "x").unwrap();
     let mut clients: Vec<Client> = commands
         .iter()
@@ -192,7 +256,12 @@ fn grants_saved_at_once_by_several_processes_are_all_kept() {
         .collect();
     let mut requests = Vec::new();
     for (n, (client, command)) in clients.iter_mut().zip(commands).enumerate() {
-        client.send(&terminal(&n.to_string(), json!({"command": command}), "s", "t"));
+        client.send(&terminal(
+            &n.to_string(),
+            json!({"command": command}),
+            "s",
+            "t",
+        ));
         let request = client.next();
         assert_eq!(request["type"], "approval_request", "{request}");
         requests.push(request);
@@ -201,11 +270,17 @@ fn grants_saved_at_once_by_several_processes_are_all_kept() {
     for (client, request) in clients.iter_mut().zip(&requests) {
         answer(client, request, "always");
     }
-    let results: Vec<serde_json::Value> = clients.iter().map(|client| content(&client.next())).collect();
+    let results: Vec<serde_json::Value> = clients
+        .iter()
+        .map(|client| content(&client.next()))
+        .collect();
     let saved = allowlist(home.path());
     for request in &requests {
         let key = request["description"].as_str().unwrap();
-        assert!(saved.contains(&format!("\"{key}\"")), "{key} missing from {saved}\nresults: {results:?}");
+        assert!(
+            saved.contains(&format!("\"{key}\"")),
+            "{key} missing from {saved}\nresults: {results:?}"
+        );
     }
     for client in clients {
         client.finish();
@@ -223,7 +298,10 @@ fn without_the_flag_nobody_is_asked() {
     let result = content(&answer);
     assert_eq!(result["status"], "blocked");
     let error = result["error"].as_str().unwrap();
-    assert!(error.contains("nobody can approve") && !error.contains("has been asked"), "{error}");
+    assert!(
+        error.contains("nobody can approve") && !error.contains("has been asked"),
+        "{error}"
+    );
     assert!(work.path().join("a").exists());
     client.finish();
 }
@@ -263,7 +341,10 @@ fn a_plugin_hook_that_answers_approve_asks_the_client() {
     assert_eq!(request["description"], "guarded write_file");
     answer(&mut client, &request, "deny");
     let refused = content(&client.next());
-    assert!(refused["error"].as_str().unwrap().contains("BLOCKED"), "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("BLOCKED"),
+        "{refused}"
+    );
     assert!(!work.path().join("refused.txt").exists());
 
     client.send(&write("2", "granted.txt"));
@@ -272,6 +353,9 @@ fn a_plugin_hook_that_answers_approve_asks_the_client() {
     answer(&mut client, &request, "once");
     let granted = content(&client.next());
     assert!(granted.get("error").is_none(), "{granted}");
-    assert_eq!(std::fs::read_to_string(work.path().join("granted.txt")).unwrap(), "hello");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("granted.txt")).unwrap(),
+        "hello"
+    );
     client.finish();
 }

@@ -11,21 +11,34 @@ fn every_line_gets_an_answer() {
     let work = tempfile::tempdir().unwrap();
     let mut server = Server::start(home.path(), work.path());
     let good = call("ok", "read_file", json!({"path": "missing.txt"}), json!({}));
-    let pair = json!([call("p1", "read_file", json!({"path": "a"}), json!({})), call("p2", "read_file", json!({"path": "b"}), json!({}))]);
+    let pair = json!([
+        call("p1", "read_file", json!({"path": "a"}), json!({})),
+        call("p2", "read_file", json!({"path": "b"}), json!({}))
+    ]);
     let lines: Vec<Vec<u8>> = vec![
         b"[]".to_vec(),
         b"".to_vec(),
         b"   ".to_vec(),
         b"{not json".to_vec(),
         vec![b'{', 0xff, 0xfe, b'}'],
-        call("n", "read_file", json!({}), json!({"task_id": 5})).to_string().into_bytes(),
-        call("n", "read_file", json!({}), json!({"session_id": ["s"]})).to_string().into_bytes(),
-        json!({"id": 7, "function": {"name": "read_file"}}).to_string().into_bytes(),
+        call("n", "read_file", json!({}), json!({"task_id": 5}))
+            .to_string()
+            .into_bytes(),
+        call("n", "read_file", json!({}), json!({"session_id": ["s"]}))
+            .to_string()
+            .into_bytes(),
+        json!({"id": 7, "function": {"name": "read_file"}})
+            .to_string()
+            .into_bytes(),
         json!({"id": "x"}).to_string().into_bytes(),
         b"42".to_vec(),
-        json!([{"function": {"name": "read_file"}}, "oops"]).to_string().into_bytes(),
+        json!([{"function": {"name": "read_file"}}, "oops"])
+            .to_string()
+            .into_bytes(),
         json!({"type": "no_such_message"}).to_string().into_bytes(),
-        json!({"type": "clarify_response", "id": "clarify_404", "answer": "x"}).to_string().into_bytes(),
+        json!({"type": "clarify_response", "id": "clarify_404", "answer": "x"})
+            .to_string()
+            .into_bytes(),
         good.to_string().into_bytes(),
         pair.to_string().into_bytes(),
     ];
@@ -35,19 +48,42 @@ fn every_line_gets_an_answer() {
     }
     let answers = server.finish();
     assert_eq!(answers.len(), lines.len() + 1, "{answers:#?}");
-    let mut error_lines: Vec<u64> = answers.iter().filter_map(|a| a.get("line").and_then(Value::as_u64)).collect();
+    let mut error_lines: Vec<u64> = answers
+        .iter()
+        .filter_map(|a| a.get("line").and_then(Value::as_u64))
+        .collect();
     error_lines.sort();
-    assert_eq!(error_lines, (1..=errors as u64).collect::<Vec<_>>(), "{answers:#?}");
+    assert_eq!(
+        error_lines,
+        (1..=errors as u64).collect::<Vec<_>>(),
+        "{answers:#?}"
+    );
     for answer in answers.iter().filter(|a| a.get("line").is_some()) {
-        assert!(answer["error"].as_str().is_some_and(|e| !e.is_empty()), "{answer}");
+        assert!(
+            answer["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{answer}"
+        );
     }
     let wrong_type = answers.iter().find(|a| a["line"] == 6).unwrap();
-    assert!(wrong_type["error"].as_str().unwrap().contains("`task_id` must be a string"), "{wrong_type}");
-    let ids: Vec<&str> = answers.iter().filter_map(|a| a["tool_call_id"].as_str()).collect();
+    assert!(
+        wrong_type["error"]
+            .as_str()
+            .unwrap()
+            .contains("`task_id` must be a string"),
+        "{wrong_type}"
+    );
+    let ids: Vec<&str> = answers
+        .iter()
+        .filter_map(|a| a["tool_call_id"].as_str())
+        .collect();
     assert_eq!(ids.len(), 3, "{answers:#?}");
     assert!(ids.contains(&"ok"));
     let p1 = ids.iter().position(|id| *id == "p1").unwrap();
-    assert_eq!(ids[p1 + 1], "p2", "an array's answers come together, in order");
+    assert_eq!(
+        ids[p1 + 1],
+        "p2",
+        "an array's answers come together, in order"
+    );
 }
 
 #[test]
@@ -56,16 +92,32 @@ fn a_200_mb_line_is_refused_without_taking_200_mb() {
     let work = tempfile::tempdir().unwrap();
     let mut server = Server::start(home.path(), work.path());
     let mut huge = Vec::with_capacity(200 * 1024 * 1024 + 64);
-    huge.extend_from_slice(b"{\"id\": \"huge\", \"function\": {\"name\": \"write_file\", \"arguments\": \"");
+    huge.extend_from_slice(
+        b"{\"id\": \"huge\", \"function\": {\"name\": \"write_file\", \"arguments\": \"",
+    );
     huge.resize(200 * 1024 * 1024, b'x');
     huge.extend_from_slice(b"\"}}\n");
     server.send_raw(&huge);
     drop(huge);
     let refused = server.next();
     assert_eq!(refused["line"], 1, "{refused}");
-    assert!(refused["error"].as_str().unwrap().contains("serve.max_line_bytes"), "{refused}");
-    let after = server.call("next", "read_file", json!({"path": "nothing-here"}), json!({}));
-    assert!(after.get("error").is_some(), "the next line is served: {after}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("serve.max_line_bytes"),
+        "{refused}"
+    );
+    let after = server.call(
+        "next",
+        "read_file",
+        json!({"path": "nothing-here"}),
+        json!({}),
+    );
+    assert!(
+        after.get("error").is_some(),
+        "the next line is served: {after}"
+    );
     let peak_mb = server.memory_kb("VmHWM:") / 1024;
     assert!(peak_mb < 256, "peak RSS {peak_mb} MB");
     server.finish();
@@ -102,8 +154,14 @@ fn memory_stays_flat_over_50000_calls() {
     let after_1k = server.memory_kb("VmRSS:");
     run(&mut server, 1_000, 50_000);
     let after_50k = server.memory_kb("VmRSS:");
-    assert!(after_50k < 40 * 1024, "RSS after 50,000 calls: {after_50k} kB (after 1,000: {after_1k} kB)");
-    assert!(after_50k < after_1k + 10 * 1024, "RSS grew from {after_1k} kB to {after_50k} kB");
+    assert!(
+        after_50k < 40 * 1024,
+        "RSS after 50,000 calls: {after_50k} kB (after 1,000: {after_1k} kB)"
+    );
+    assert!(
+        after_50k < after_1k + 10 * 1024,
+        "RSS grew from {after_1k} kB to {after_50k} kB"
+    );
     server.finish();
 }
 
@@ -111,12 +169,27 @@ fn memory_stays_flat_over_50000_calls() {
 fn a_spilled_result_is_still_a_json_answer() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.yaml"), "tool_budget:\n  per_tool:\n    terminal: 500\n").unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "tool_budget:\n  per_tool:\n    terminal: 500\n",
+    )
+    .unwrap();
     let mut server = Server::start(home.path(), work.path());
-    let spilled = server.call("big", "terminal", json!({"command": "seq 1 2000"}), json!({}));
+    let spilled = server.call(
+        "big",
+        "terminal",
+        json!({"command": "seq 1 2000"}),
+        json!({}),
+    );
     assert_eq!(spilled["persisted_output"], true, "{spilled}");
     let saved = std::fs::read_to_string(spilled["path"].as_str().unwrap()).unwrap();
-    assert!(saved.contains("1999"), "the whole result is saved: {saved:.200}");
-    assert!(spilled["hint"].as_str().unwrap().contains("read_file"), "{spilled}");
+    assert!(
+        saved.contains("1999"),
+        "the whole result is saved: {saved:.200}"
+    );
+    assert!(
+        spilled["hint"].as_str().unwrap().contains("read_file"),
+        "{spilled}"
+    );
     server.finish();
 }

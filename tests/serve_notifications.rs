@@ -20,7 +20,10 @@ fn completion_and_watch_match_are_pushed_to_the_client() {
         "t-complete",
     ));
     let started = content(&client.next());
-    let process = started["session_id"].as_str().expect("a process id").to_string();
+    let process = started["session_id"]
+        .as_str()
+        .expect("a process id")
+        .to_string();
     assert!(process.starts_with("proc_"), "{started}");
     let note = client.next();
     assert_eq!(note["type"], "process_notification", "{note}");
@@ -28,7 +31,13 @@ fn completion_and_watch_match_are_pushed_to_the_client() {
     assert_eq!(note["session_id"], process.as_str());
     assert_eq!(note["task_id"], "t-complete");
     assert_eq!(note["exit_code"], 3);
-    assert!(note["output_tail"].as_str().unwrap().contains("done-marker"), "{note}");
+    assert!(
+        note["output_tail"]
+            .as_str()
+            .unwrap()
+            .contains("done-marker"),
+        "{note}"
+    );
 
     // The pattern is printed only after the call has answered, so the notice comes later.
     client.send(&terminal(
@@ -62,5 +71,8 @@ fn completion_and_watch_match_are_pushed_to_the_client() {
     let waited = client.next();
     assert_eq!(waited["tool_call_id"], "wait", "{waited}");
     let rest = client.finish();
-    assert!(rest.is_empty(), "the rate limit drops the second match: {rest:?}");
+    assert!(
+        rest.is_empty(),
+        "the rate limit drops the second match: {rest:?}"
+    );
 }

@@ -46,16 +46,20 @@ impl Fixture {
 }
 
 fn output(result: &Value) -> &str {
-    result["output"].as_str().unwrap_or_else(|| panic!("no output in {result}"))
+    result["output"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no output in {result}"))
 }
 
 const SANDBOX_ON: &str = "terminal:\n  sandbox:\n    mode: workspace-write\n";
 // Without the sandbox, commands the detector flags need a yes; here nobody is asked.
-const SANDBOX_OFF: &str = "terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n";
+const SANDBOX_OFF: &str =
+    "terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n";
 
 /// Whether the shell running the call had the command's text on its own command line
 /// (started for it) or not (started ahead, the text sent to it afterwards).
-const STARTED_FOR_IT: &str = "case \"$BASH_EXECUTION_STRING\" in *STARTED_FOR_IT*) echo for-it;; *) echo ahead;; esac";
+const STARTED_FOR_IT: &str =
+    "case \"$BASH_EXECUTION_STRING\" in *STARTED_FOR_IT*) echo for-it;; *) echo ahead;; esac";
 
 fn state_carries_through_shells_started_ahead(config: &str) {
     let f = fixture(config);
@@ -73,28 +77,66 @@ fn state_carries_through_shells_started_ahead(config: &str) {
     assert_eq!(r["exit_code"], 0, "{r}");
     for round in 0..3 {
         let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo $AHEAD_VAR $(basename $PWD); ahead_alias; ahead_fn")}));
-        assert_eq!(output(&r), "ahead\nkept sub\nfrom-alias\nfrom-fn", "round {round}: {r}");
-        assert_eq!(r["cwd"], f.workspace.path().join("sub").canonicalize().unwrap().display().to_string(), "{r}");
+        assert_eq!(
+            output(&r),
+            "ahead\nkept sub\nfrom-alias\nfrom-fn",
+            "round {round}: {r}"
+        );
+        assert_eq!(
+            r["cwd"],
+            f.workspace
+                .path()
+                .join("sub")
+                .canonicalize()
+                .unwrap()
+                .display()
+                .to_string(),
+            "{r}"
+        );
     }
     // The status, a failed command's, and one that exits the shell itself.
     let r = server.call("terminal", json!({"command": "false"}));
     assert_eq!(r["exit_code"], 1, "{r}");
     let r = server.call("terminal", json!({"command": "echo bye; exit 7"}));
-    assert_eq!((output(&r), r["exit_code"].as_i64()), ("bye", Some(7)), "{r}");
+    assert_eq!(
+        (output(&r), r["exit_code"].as_i64()),
+        ("bye", Some(7)),
+        "{r}"
+    );
     // Nor are the descriptors the script and the signals came on.
     let r = server.call("terminal", json!({"command": "for fd in 3 4 5 6; do [ -e /proc/$BASHPID/fd/$fd ] && echo open-$fd; done; echo checked"}));
     assert_eq!(output(&r), "checked", "{r}");
     // The shell's own scratch variable is not left to the command.
-    let r = server.call("terminal", json!({"command": "echo \"[${__hermes_body-unset}]\"; unset AHEAD_VAR; cd .."}));
+    let r = server.call(
+        "terminal",
+        json!({"command": "echo \"[${__hermes_body-unset}]\"; unset AHEAD_VAR; cd .."}),
+    );
     assert_eq!(output(&r), "[unset]", "{r}");
-    let r = server.call("terminal", json!({"command": "echo \"[${AHEAD_VAR-gone}]\" $(basename $PWD)"}));
-    let workspace_name = f.workspace.path().file_name().unwrap().to_string_lossy().into_owned();
+    let r = server.call(
+        "terminal",
+        json!({"command": "echo \"[${AHEAD_VAR-gone}]\" $(basename $PWD)"}),
+    );
+    let workspace_name = f
+        .workspace
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     assert_eq!(output(&r), format!("[gone] {workspace_name}"), "{r}");
     // The snapshot is rewritten in place: after a long one, a short one is read alone.
-    let body = (0..400).map(|i| format!("echo line-{i};")).collect::<String>();
-    let r = server.call("terminal", json!({"command": format!("big_fn() {{ {body} }}; big_fn | tail -1")}));
+    let body = (0..400)
+        .map(|i| format!("echo line-{i};"))
+        .collect::<String>();
+    let r = server.call(
+        "terminal",
+        json!({"command": format!("big_fn() {{ {body} }}; big_fn | tail -1")}),
+    );
     assert_eq!(output(&r), "line-399", "{r}");
-    let r = server.call("terminal", json!({"command": "unset -f big_fn ahead_fn; unalias ahead_alias; export SHORT=1"}));
+    let r = server.call(
+        "terminal",
+        json!({"command": "unset -f big_fn ahead_fn; unalias ahead_alias; export SHORT=1"}),
+    );
     assert_eq!(r["exit_code"], 0, "{r}");
     let r = server.call("terminal", json!({"command": "type big_fn ahead_fn ahead_alias 2>&1 | grep -c 'not found'; echo $SHORT"}));
     assert_eq!(output(&r), "3\n1", "{r}");
@@ -125,16 +167,31 @@ fn exported_values_of_every_kind_carry_through_shells_started_ahead(config: &str
         json!({"command": "export Q1='a\"b$c`d\\e' Q2=$'line1\\nline2\\ttab\\001' Q3= HOME=/elsewhere; declare -rx RO=1"}),
     );
     assert_eq!(r["exit_code"], 0, "{r}");
-    let show = "printf '%q\\n' \"$Q1\" \"$Q2\" \"$Q3\" \"$HOME\"; declare -p RO; env | grep -c '^Q[123]='";
-    let expected = "a\\\"b\\$c\\`d\\\\e\n$'line1\\nline2\\ttab\\001'\n''\n/elsewhere\ndeclare -rx RO=\"1\"\n3";
+    let show =
+        "printf '%q\\n' \"$Q1\" \"$Q2\" \"$Q3\" \"$HOME\"; declare -p RO; env | grep -c '^Q[123]='";
+    let expected =
+        "a\\\"b\\$c\\`d\\\\e\n$'line1\\nline2\\ttab\\001'\n''\n/elsewhere\ndeclare -rx RO=\"1\"\n3";
     for round in 0..2 {
-        let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; {show}")}));
-        assert_eq!(output(&r), format!("ahead\n{expected}"), "round {round}: {r}");
+        let r = server.call(
+            "terminal",
+            json!({"command": format!("{STARTED_FOR_IT}; {show}")}),
+        );
+        assert_eq!(
+            output(&r),
+            format!("ahead\n{expected}"),
+            "round {round}: {r}"
+        );
     }
     // Set back to the value the environment has, and gone again.
-    let r = server.call("terminal", json!({"command": format!("export HOME={home}; unset Q1")}));
+    let r = server.call(
+        "terminal",
+        json!({"command": format!("export HOME={home}; unset Q1")}),
+    );
     assert_eq!(r["exit_code"], 0, "{r}");
-    let r = server.call("terminal", json!({"command": "echo \"$HOME [${Q1-unset}]\""}));
+    let r = server.call(
+        "terminal",
+        json!({"command": "echo \"$HOME [${Q1-unset}]\""}),
+    );
     assert_eq!(output(&r), format!("{home} [unset]"), "{r}");
 }
 
@@ -157,10 +214,15 @@ fn a_large_script_reaches_the_waiting_shell_whole(config: &str) {
     }
     // Far more than a pipe holds, with the command's last word at its very end.
     let padding = "x".repeat(100_000);
-    let big = format!("{STARTED_FOR_IT}; echo $BIG_VAR; export BIG_VAR=after; : {padding}; echo end-of-script");
+    let big = format!(
+        "{STARTED_FOR_IT}; echo $BIG_VAR; export BIG_VAR=after; : {padding}; echo end-of-script"
+    );
     let r = server.call("terminal", json!({"command": big}));
     assert_eq!(output(&r), "ahead\nbefore\nend-of-script", "{r}");
-    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo $BIG_VAR")}));
+    let r = server.call(
+        "terminal",
+        json!({"command": format!("{STARTED_FOR_IT}; echo $BIG_VAR")}),
+    );
     assert_eq!(output(&r), "ahead\nafter", "{r}");
 }
 
@@ -188,14 +250,23 @@ fn the_next_commands_shell_waits_in_the_tasks_other_sandbox_out_of_sight() {
         mapfile -d '' argv < $p/cmdline 2>/dev/null || continue; case \"${argv[*]}\" in *__hermes_body*) echo \"in sight: ${p#/proc/}\";; esac; done";
     let mut sandboxes = Vec::new();
     for round in 0..6 {
-        let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; {look}")}));
+        let r = server.call(
+            "terminal",
+            json!({"command": format!("{STARTED_FOR_IT}; {look}")}),
+        );
         let lines: Vec<&str> = output(&r).lines().collect();
-        assert!(matches!(lines.as_slice(), ["ahead", ns] if ns.starts_with("pid:[")), "round {round}: {r}");
+        assert!(
+            matches!(lines.as_slice(), ["ahead", ns] if ns.starts_with("pid:[")),
+            "round {round}: {r}"
+        );
         sandboxes.push(lines[1].to_string());
     }
     // Once the second sandbox is up (it starts in the background with the task's second
     // command), each shell is started beside the command before, so the two take turns.
-    assert!(sandboxes[2..].windows(2).all(|w| w[0] != w[1]), "{sandboxes:?}");
+    assert!(
+        sandboxes[2..].windows(2).all(|w| w[0] != w[1]),
+        "{sandboxes:?}"
+    );
     let mut distinct = sandboxes.clone();
     distinct.sort();
     distinct.dedup();
@@ -215,7 +286,10 @@ fn a_restored_tmout_does_not_end_the_shell_waiting_for_the_next_command() {
     let r = server.call("terminal", json!({"command": "export TMOUT=1"}));
     assert_eq!(r["exit_code"], 0, "{r}");
     std::thread::sleep(std::time::Duration::from_millis(2500));
-    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo $TMOUT")}));
+    let r = server.call(
+        "terminal",
+        json!({"command": format!("{STARTED_FOR_IT}; echo $TMOUT")}),
+    );
     assert_eq!(output(&r), "ahead\n1", "{r}");
 }
 
@@ -225,10 +299,20 @@ fn a_timeout_or_a_killed_launcher_leaves_the_next_command_a_working_shell() {
     let mut server = f.serve();
     let r = server.call("terminal", json!({"command": "true"}));
     assert_eq!(r["exit_code"], 0, "{r}");
-    let r = server.call("terminal", json!({"command": "export KEPT=1; sleep 30", "timeout": 1}));
+    let r = server.call(
+        "terminal",
+        json!({"command": "export KEPT=1; sleep 30", "timeout": 1}),
+    );
     assert_eq!(r["exit_code"], 124, "{r}");
-    let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; echo ${{KEPT-no}}")}));
-    assert_eq!(output(&r), "ahead\nno", "a timed-out command saves no state: {r}");
+    let r = server.call(
+        "terminal",
+        json!({"command": format!("{STARTED_FOR_IT}; echo ${{KEPT-no}}")}),
+    );
+    assert_eq!(
+        output(&r),
+        "ahead\nno",
+        "a timed-out command saves no state: {r}"
+    );
     let r = server.call("terminal", json!({"command": "kill -9 $PPID; sleep 5"}));
     assert_ne!(r["exit_code"], 0, "{r}");
     let r = server.call("terminal", json!({"command": "echo alive-$PPID"}));
@@ -236,7 +320,8 @@ fn a_timeout_or_a_killed_launcher_leaves_the_next_command_a_working_shell() {
 }
 
 /// The pid of the process the command's shell was forked from, and that process's name.
-const FORKED_FROM: &str = "b=$BASHPID; p=$(cut -d' ' -f4 /proc/$b/stat); echo from-$(cat /proc/$p/comm)-$p";
+const FORKED_FROM: &str =
+    "b=$BASHPID; p=$(cut -d' ' -f4 /proc/$b/stat); echo from-$(cat /proc/$p/comm)-$p";
 
 #[test]
 fn without_the_sandbox_commands_are_forked_from_one_waiting_bash_per_task() {
@@ -249,20 +334,44 @@ fn without_the_sandbox_commands_are_forked_from_one_waiting_bash_per_task() {
     let r = server.call("terminal", json!({"command": format!("{STARTED_FOR_IT}; {FORKED_FROM}; echo $STEP; export STEP=next")}));
     let text = output(&r).to_string();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!((lines.len(), lines[0], lines[2]), (3, "ahead", "set"), "{r}");
+    assert_eq!(
+        (lines.len(), lines[0], lines[2]),
+        (3, "ahead", "set"),
+        "{r}"
+    );
     let forked_from = lines[1].to_string();
     assert!(forked_from.starts_with("from-bash-"), "{r}");
     // The same bash for the next command, which sees the state this one left.
-    let r = server.call("terminal", json!({"command": format!("{FORKED_FROM}; echo $STEP")}));
+    let r = server.call(
+        "terminal",
+        json!({"command": format!("{FORKED_FROM}; echo $STEP")}),
+    );
     assert_eq!(output(&r), format!("{forked_from}\nnext"), "{r}");
     // A timed-out command's tree is stopped; the waiting bash stays and serves the next.
-    let r = server.call("terminal", json!({"command": "export STEP=lost; sleep 30", "timeout": 1}));
+    let r = server.call(
+        "terminal",
+        json!({"command": "export STEP=lost; sleep 30", "timeout": 1}),
+    );
     assert_eq!(r["exit_code"], 124, "{r}");
-    let r = server.call("terminal", json!({"command": format!("{FORKED_FROM}; echo $STEP")}));
-    assert_eq!(output(&r), format!("{forked_from}\nnext"), "a timed-out command saves no state: {r}");
+    let r = server.call(
+        "terminal",
+        json!({"command": format!("{FORKED_FROM}; echo $STEP")}),
+    );
+    assert_eq!(
+        output(&r),
+        format!("{forked_from}\nnext"),
+        "a timed-out command saves no state: {r}"
+    );
     // A command that kills the waiting bash ends with it gone; the next one still runs.
-    let r = server.call("terminal", json!({"command": "kill -9 $$; echo still-here"}));
-    assert_eq!((output(&r), r["exit_code"].as_i64()), ("still-here", Some(-1)), "its status is unknown: {r}");
+    let r = server.call(
+        "terminal",
+        json!({"command": "kill -9 $$; echo still-here"}),
+    );
+    assert_eq!(
+        (output(&r), r["exit_code"].as_i64()),
+        ("still-here", Some(-1)),
+        "its status is unknown: {r}"
+    );
     let r = server.call("terminal", json!({"command": "echo $STEP"}));
     assert_eq!(output(&r), "next", "{r}");
 }

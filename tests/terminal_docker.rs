@@ -69,7 +69,10 @@ fn docker_home(extra: &str) -> TempDir {
 fn client(task: &str, extra: &str) -> (ToolContext, Registry, TempDir, String) {
     let home = docker_home(extra);
     let task = format!("{task}-{}", std::process::id());
-    let ctx = ToolContext::builder().task_id(&task).hermes_home(home.path()).build();
+    let ctx = ToolContext::builder()
+        .task_id(&task)
+        .hermes_home(home.path())
+        .build();
     let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
     (ctx, registry, home, task)
 }
@@ -81,14 +84,27 @@ fn call(registry: &Registry, ctx: &ToolContext, tool: &str, args: Value) -> Valu
 
 fn containers_named(podman: &str, label: &str) -> Vec<String> {
     let out = Command::new(podman)
-        .args(["ps", "-a", "--filter", &format!("label={label}"), "--format", "{{.Names}}"])
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label={label}"),
+            "--format",
+            "{{.Names}}",
+        ])
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn inspect(podman: &str, name: &str, format: &str) -> String {
-    let out = Command::new(podman).args(["inspect", "-f", format, name]).output().unwrap();
+    let out = Command::new(podman)
+        .args(["inspect", "-f", format, name])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -105,8 +121,16 @@ fn docker_backend_through_podman() {
     let (ctx, registry, _home, task) = client("terminal-docker", &extra);
     let task_label = format!("hermes-task={task}");
 
-    let r = call(&registry, &ctx, "terminal", json!({"command": "echo in-container; cat /data/from-host.txt; echo $HERMES_DOCKER_TEST_FWD"}));
-    assert_eq!(r["output"], "in-container\nhello from the host\nforwarded-value", "{r}");
+    let r = call(
+        &registry,
+        &ctx,
+        "terminal",
+        json!({"command": "echo in-container; cat /data/from-host.txt; echo $HERMES_DOCKER_TEST_FWD"}),
+    );
+    assert_eq!(
+        r["output"], "in-container\nhello from the host\nforwarded-value",
+        "{r}"
+    );
     assert_eq!(r["exit_code"], 0);
     assert_eq!(r["cwd"], "/root");
 
@@ -115,24 +139,58 @@ fn docker_backend_through_podman() {
     assert_eq!(names.len(), 1, "{names:?}");
     let name = &names[0];
     assert!(name.starts_with("hermes-") && name.len() == 15, "{name}");
-    assert_eq!(inspect(podman, name, "{{index .Config.Labels \"hermes-agent\"}}"), "1");
+    assert_eq!(
+        inspect(podman, name, "{{index .Config.Labels \"hermes-agent\"}}"),
+        "1"
+    );
     assert_eq!(inspect(podman, name, "{{.HostConfig.PidsLimit}}"), "256");
-    assert_eq!(inspect(podman, name, "{{.HostConfig.Memory}}"), (512u64 * 1024 * 1024).to_string());
+    assert_eq!(
+        inspect(podman, name, "{{.HostConfig.Memory}}"),
+        (512u64 * 1024 * 1024).to_string()
+    );
     // --cap-drop ALL: nothing effective; no-new-privileges set.
     assert_eq!(inspect(podman, name, "{{.EffectiveCaps}}"), "[]");
     assert!(inspect(podman, name, "{{.HostConfig.CapDrop}}").contains("CAP_CHOWN"));
-    assert_eq!(inspect(podman, name, "{{.HostConfig.SecurityOpt}}"), "[no-new-privileges]");
-    let r = call(&registry, &ctx, "terminal", json!({"command": "cd /tmp && export INSIDE=7; exit 4"}));
+    assert_eq!(
+        inspect(podman, name, "{{.HostConfig.SecurityOpt}}"),
+        "[no-new-privileges]"
+    );
+    let r = call(
+        &registry,
+        &ctx,
+        "terminal",
+        json!({"command": "cd /tmp && export INSIDE=7; exit 4"}),
+    );
     assert_eq!(r["exit_code"], 4);
-    let r = call(&registry, &ctx, "terminal", json!({"command": "cd /tmp && export INSIDE=7"}));
+    let r = call(
+        &registry,
+        &ctx,
+        "terminal",
+        json!({"command": "cd /tmp && export INSIDE=7"}),
+    );
     assert_eq!(r["cwd"], "/tmp");
-    let r = call(&registry, &ctx, "terminal", json!({"command": "pwd; echo $INSIDE"}));
+    let r = call(
+        &registry,
+        &ctx,
+        "terminal",
+        json!({"command": "pwd; echo $INSIDE"}),
+    );
     assert_eq!(r["output"], "/tmp\n7");
 
     // Timeout inside the container kills the process there.
-    let r = call(&registry, &ctx, "terminal", json!({"command": "sleep 4721", "timeout": 2}));
+    let r = call(
+        &registry,
+        &ctx,
+        "terminal",
+        json!({"command": "sleep 4721", "timeout": 2}),
+    );
     assert_eq!(r["exit_code"], 124, "{r}");
-    let r = call(&registry, &ctx, "terminal", json!({"command": "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; echo; done"}));
+    let r = call(
+        &registry,
+        &ctx,
+        "terminal",
+        json!({"command": "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; echo; done"}),
+    );
     assert!(!r["output"].as_str().unwrap().contains("sleep4721"), "{r}");
 
     // Cleanup removes the container.
@@ -151,19 +209,34 @@ fn file_tools_work_inside_the_container() {
     session.finish();
     assert!(!Path::new(&dir).exists(), "{dir} appeared on this machine");
     let (_, podman) = podman_setup();
-    assert!(containers_named(podman, &format!("hermes-task={task}")).is_empty(), "the container outlived the server");
+    assert!(
+        containers_named(podman, &format!("hermes-task={task}")).is_empty(),
+        "the container outlived the server"
+    );
 }
 
 #[test]
 fn lost_container_is_recreated() {
     let (_, podman) = podman_setup();
     let (ctx, registry, _home, task) = client("terminal-docker-lost", "");
-    let r = call(&registry, &ctx, "terminal", json!({"command": "echo first"}));
+    let r = call(
+        &registry,
+        &ctx,
+        "terminal",
+        json!({"command": "echo first"}),
+    );
     assert_eq!(r["output"], "first", "{r}");
-    let name = containers_named(podman, &format!("hermes-task={task}")).pop().unwrap();
+    let name = containers_named(podman, &format!("hermes-task={task}"))
+        .pop()
+        .unwrap();
     let _ = Command::new(podman).args(["kill", &name]).output();
     let _ = Command::new(podman).args(["rm", "-f", &name]).output();
-    let r = call(&registry, &ctx, "terminal", json!({"command": "echo second"}));
+    let r = call(
+        &registry,
+        &ctx,
+        "terminal",
+        json!({"command": "echo second"}),
+    );
     assert_eq!(r["output"], "second", "{r}");
     assert_eq!(r["environment_recreated"], true);
     terminal::cleanup_task(&task);
@@ -173,7 +246,11 @@ fn lost_container_is_recreated() {
 #[test]
 fn bad_volume_json_names_the_variable() {
     let home = TempDir::new().unwrap();
-    std::fs::write(home.path().join("config.yaml"), "terminal:\n  backend: docker\n  docker_volumes: 3\n").unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  backend: docker\n  docker_volumes: 3\n",
+    )
+    .unwrap();
     let problem = terminal::availability_problem(home.path()).unwrap();
     assert!(problem.contains("docker_volumes"), "{problem}");
 }
@@ -181,7 +258,15 @@ fn bad_volume_json_names_the_variable() {
 #[test]
 fn command_construction() {
     use hermes_tools::tools::terminal::env::docker::{exec_args, run_args};
-    let args = run_args("hermes-abcd1234", "img:1", 1.5, 2048, &["/h:/c:ro".to_string()], "t1", &["--ulimit".into(), "host".into()]);
+    let args = run_args(
+        "hermes-abcd1234",
+        "img:1",
+        1.5,
+        2048,
+        &["/h:/c:ro".to_string()],
+        "t1",
+        &["--ulimit".into(), "host".into()],
+    );
     assert_eq!(
         args.join(" "),
         "run -d --name hermes-abcd1234 --label hermes-agent=1 --label hermes-task=t1 --cap-drop ALL \
@@ -189,7 +274,23 @@ fn command_construction() {
          img:1 sleep infinity"
     );
     std::env::set_var("HERMES_FWD_PRESENT", "secret-value");
-    let args = exec_args("cid", &["HERMES_FWD_PRESENT".into(), "HERMES_FWD_ABSENT".into()], false, "echo hi");
-    assert_eq!(args, ["exec", "-e", "HERMES_FWD_PRESENT", "cid", "bash", "-c", "echo hi"]);
+    let args = exec_args(
+        "cid",
+        &["HERMES_FWD_PRESENT".into(), "HERMES_FWD_ABSENT".into()],
+        false,
+        "echo hi",
+    );
+    assert_eq!(
+        args,
+        [
+            "exec",
+            "-e",
+            "HERMES_FWD_PRESENT",
+            "cid",
+            "bash",
+            "-c",
+            "echo hi"
+        ]
+    );
     assert!(!args.iter().any(|a| a.contains("secret-value")));
 }

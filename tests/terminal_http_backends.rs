@@ -51,13 +51,17 @@ fn exercise(serve: &mut Serve) {
     let r = serve.terminal(json!({"command": "echo hello; echo oops >&2; exit 5"}));
     assert_eq!(r["output"], "hello\noops", "{r}");
     assert_eq!(r["exit_code"], 5);
-    let r = serve.terminal(json!({"command": "mkdir -p /tmp/work && cd /tmp/work && export VIA_API=yes"}));
+    let r = serve
+        .terminal(json!({"command": "mkdir -p /tmp/work && cd /tmp/work && export VIA_API=yes"}));
     assert_eq!(r["cwd"], "/tmp/work", "{r}");
     let r = serve.terminal(json!({"command": "pwd; echo $VIA_API"}));
     assert_eq!(r["output"], "/tmp/work\nyes", "{r}");
     let r = serve.terminal(json!({"command": "sleep 1", "background": true}));
     assert_eq!(r["status"], "error");
-    assert!(r["error"].as_str().unwrap().contains("not supported"), "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("not supported"),
+        "{r}"
+    );
     sandbox_fakes::assert_timeout_kills_the_remote_command(serve);
 }
 
@@ -80,26 +84,50 @@ fn daytona_runs_commands_in_a_sandbox_and_deletes_it() {
     assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
     let create = &sandboxes[0]["create"];
     assert_eq!(create["buildInfo"]["dockerfileContent"], "FROM img:9\n");
-    assert!(create.get("image").is_none() && create.get("snapshot").is_none(), "{create}");
+    assert!(
+        create.get("image").is_none() && create.get("snapshot").is_none(),
+        "{create}"
+    );
     // The default disk setting (50 GB) is clamped to the default per-sandbox limit.
     assert_eq!(create["disk"], 10);
     assert_eq!(create["cpu"], 1);
-    assert!(create["labels"]["hermes-task"].as_str().unwrap().starts_with("hermes-"));
-    let executes: Vec<Value> =
-        fake.requests().into_iter().filter(|r| r["path"].as_str().unwrap().ends_with("/process/execute")).collect();
+    assert!(create["labels"]["hermes-task"]
+        .as_str()
+        .unwrap()
+        .starts_with("hermes-"));
+    let executes: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r["path"].as_str().unwrap().ends_with("/process/execute"))
+        .collect();
     let first: Value = serde_json::from_str(executes[0]["body"].as_str().unwrap()).unwrap();
-    assert!(first["timeout"].as_u64().unwrap() > 0, "a real server-side timeout: {first}");
-    assert!(executes.iter().all(|r| r["path"].as_str().unwrap().starts_with("/toolbox/")), "{executes:?}");
+    assert!(
+        first["timeout"].as_u64().unwrap() > 0,
+        "a real server-side timeout: {first}"
+    );
+    assert!(
+        executes
+            .iter()
+            .all(|r| r["path"].as_str().unwrap().starts_with("/toolbox/")),
+        "{executes:?}"
+    );
 
     serve.finish();
     let sandboxes = fake.sandboxes();
-    assert_eq!(sandboxes[0]["state"], "destroyed", "the sandbox is deleted at exit: {sandboxes:?}");
+    assert_eq!(
+        sandboxes[0]["state"], "destroyed",
+        "the sandbox is deleted at exit: {sandboxes:?}"
+    );
 }
 
 #[test]
 fn daytona_from_a_snapshot_sends_no_resources() {
     let fake = Fake::start("daytona_api.py", &["dtn-key-2"]);
-    let mut serve = Serve::start(&daytona_config(&fake, "dtn-key-2", "  daytona_snapshot: daytona-small\n"));
+    let mut serve = Serve::start(&daytona_config(
+        &fake,
+        "dtn-key-2",
+        "  daytona_snapshot: daytona-small\n",
+    ));
     let r = serve.terminal(json!({"command": "echo from-snapshot"}));
     assert_eq!(r["output"], "from-snapshot", "{r}");
     serve.finish();
@@ -107,7 +135,10 @@ fn daytona_from_a_snapshot_sends_no_resources() {
     let create = &sandboxes[0]["create"];
     assert_eq!(create["snapshot"], "daytona-small");
     for field in ["cpu", "memory", "disk", "buildInfo"] {
-        assert!(create.get(field).is_none(), "{field} sent with a snapshot: {create}");
+        assert!(
+            create.get(field).is_none(),
+            "{field} sent with a snapshot: {create}"
+        );
     }
     assert_eq!(sandboxes[0]["state"], "destroyed");
 }
@@ -133,7 +164,11 @@ fn the_official_daytona_sdk_passes_the_fake() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("sdk ok"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("sdk ok"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -156,8 +191,14 @@ fn modal_serve(state: &TempDir) -> Serve {
     let python = hermes_test_peers::python_with(&[]);
     let standin = sandbox_fakes::fakes_dir().join("modal_standin");
     Serve::start_with_env(
-        &modal_config(python.to_str().unwrap(), "  modal_token_id: ak-1\n  modal_token_secret: as-2\n"),
-        &[("PYTHONPATH", standin.to_str().unwrap()), ("MODAL_STANDIN_STATE", state.path().to_str().unwrap())],
+        &modal_config(
+            python.to_str().unwrap(),
+            "  modal_token_id: ak-1\n  modal_token_secret: as-2\n",
+        ),
+        &[
+            ("PYTHONPATH", standin.to_str().unwrap()),
+            ("MODAL_STANDIN_STATE", state.path().to_str().unwrap()),
+        ],
     )
 }
 
@@ -174,12 +215,20 @@ fn modal_runs_commands_through_the_sdk_bridge() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let names: Vec<&str> = calls.iter().map(|c| c["call"].as_str().unwrap()).collect();
-    assert_eq!(&names[..3], ["App.lookup", "Image.from_registry", "Sandbox.create"], "{names:?}");
+    assert_eq!(
+        &names[..3],
+        ["App.lookup", "Image.from_registry", "Sandbox.create"],
+        "{names:?}"
+    );
     assert_eq!(calls[0]["name"], "hermes-agent");
     assert_eq!(calls[0]["create_if_missing"], true);
     assert_eq!(calls[1]["tag"], "python:3.11-slim");
     assert_eq!(calls[2]["timeout"], 3600);
-    assert_eq!(names.last(), Some(&"Sandbox.terminate"), "the sandbox is terminated at exit: {names:?}");
+    assert_eq!(
+        names.last(),
+        Some(&"Sandbox.terminate"),
+        "the sandbox is terminated at exit: {names:?}"
+    );
     let exec = calls.iter().find(|c| c["call"] == "Sandbox.exec").unwrap();
     assert_eq!(exec["argv"][0], "bash");
     assert!(exec["timeout"].as_u64().unwrap() > 0, "{exec}");
@@ -189,19 +238,32 @@ fn modal_runs_commands_through_the_sdk_bridge() {
 fn modal_availability_names_what_is_missing() {
     let empty_home = TempDir::new().unwrap();
     let home = empty_home.path().to_str().unwrap();
-    let mut serve =
-        Serve::start_with_env(&modal_config("/nonexistent/python3", ""), &[("HOME", home), ("MODAL_TOKEN_ID", "")]);
+    let mut serve = Serve::start_with_env(
+        &modal_config("/nonexistent/python3", ""),
+        &[("HOME", home), ("MODAL_TOKEN_ID", "")],
+    );
     let r = serve.terminal(json!({"command": "true"}));
     assert_eq!(r["status"], "disabled", "{r}");
     let error = r["error"].as_str().unwrap();
-    assert!(error.contains("TERMINAL_MODAL_PYTHON /nonexistent/python3 does not exist"), "{error}");
-    assert!(error.contains("MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"), "{error}");
+    assert!(
+        error.contains("TERMINAL_MODAL_PYTHON /nonexistent/python3 does not exist"),
+        "{error}"
+    );
+    assert!(
+        error.contains("MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"),
+        "{error}"
+    );
     assert!(error.contains(&format!("{home}/.modal.toml")), "{error}");
     serve.finish();
 
     // A ~/.modal.toml is enough for the credentials.
-    std::fs::write(empty_home.path().join(".modal.toml"), "[default]\ntoken_id = \"ak\"\ntoken_secret = \"as\"\n").unwrap();
-    let mut serve = Serve::start_with_env(&modal_config("/nonexistent/python3", ""), &[("HOME", home)]);
+    std::fs::write(
+        empty_home.path().join(".modal.toml"),
+        "[default]\ntoken_id = \"ak\"\ntoken_secret = \"as\"\n",
+    )
+    .unwrap();
+    let mut serve =
+        Serve::start_with_env(&modal_config("/nonexistent/python3", ""), &[("HOME", home)]);
     let r = serve.terminal(json!({"command": "true"}));
     let error = r["error"].as_str().unwrap();
     assert!(!error.contains("MODAL_TOKEN_ID"), "{error}");
@@ -237,7 +299,11 @@ with zipfile.ZipFile(os.path.join(out, "modal-1.0.0-py3-none-any.whl"), "w") as 
         .arg(dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "building the stand-in wheel failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "building the stand-in wheel failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// pip with no index but `links` (a directory of wheels), no cache and no user config,
@@ -270,7 +336,10 @@ fn modal_installs_its_package_into_a_venv_on_first_use() {
     )
     .unwrap();
     let mut env = offline_pip(&links, scratch.path());
-    env.push(("MODAL_STANDIN_STATE".into(), state.path().display().to_string()));
+    env.push((
+        "MODAL_STANDIN_STATE".into(),
+        state.path().display().to_string(),
+    ));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut serve = Serve::start_in(home.path(), &env);
     let r = serve.terminal(json!({"command": "echo through-the-installed-sdk"}));
@@ -287,7 +356,13 @@ fn modal_installs_its_package_into_a_venv_on_first_use() {
     assert!(calls.contains("\"Sandbox.create\""), "{calls}");
 
     // Installed once: the next server uses the venv as it is, with no index at all.
-    let mut serve = Serve::start_in(home.path(), &[("MODAL_STANDIN_STATE", state.path().to_str().unwrap()), ("PIP_NO_INDEX", "1")]);
+    let mut serve = Serve::start_in(
+        home.path(),
+        &[
+            ("MODAL_STANDIN_STATE", state.path().to_str().unwrap()),
+            ("PIP_NO_INDEX", "1"),
+        ],
+    );
     let r = serve.terminal(json!({"command": "echo again"}));
     assert_eq!(r["output"], "again", "{r}");
     serve.finish();
@@ -298,7 +373,8 @@ fn modal_says_what_is_missing_when_it_cannot_install() {
     let scratch = TempDir::new().unwrap();
     let links = scratch.path().join("no-wheels");
     std::fs::create_dir(&links).unwrap();
-    let config = "terminal:\n  backend: modal\n  modal_token_id: ak-1\n  modal_token_secret: as-2\n";
+    let config =
+        "terminal:\n  backend: modal\n  modal_token_id: ak-1\n  modal_token_secret: as-2\n";
 
     // No package to be had: pip's own reason, the venv it was for, what to do.
     let home = TempDir::new().unwrap();
@@ -310,9 +386,21 @@ fn modal_says_what_is_missing_when_it_cannot_install() {
     assert_eq!(r["status"], "degraded", "{r}");
     let venv = home.path().join("modal/venv");
     let reason = r["reason"].as_str().unwrap();
-    assert!(reason.starts_with(&format!("pip install 'modal>=1,<2' into {} failed: ", venv.display())), "{reason}");
-    assert!(reason.contains("No matching distribution found for modal"), "{reason}");
-    assert_eq!(r["retry_hint"], "install the package by hand into that venv, or set TERMINAL_MODAL_PYTHON", "{r}");
+    assert!(
+        reason.starts_with(&format!(
+            "pip install 'modal>=1,<2' into {} failed: ",
+            venv.display()
+        )),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("No matching distribution found for modal"),
+        "{reason}"
+    );
+    assert_eq!(
+        r["retry_hint"], "install the package by hand into that venv, or set TERMINAL_MODAL_PYTHON",
+        "{r}"
+    );
     serve.finish();
 
     // No python3 to make the venv with: the availability check says so before anything runs.
@@ -342,7 +430,10 @@ fn modal_refused_credentials_come_back_with_a_hint() {
     let python = hermes_test_peers::python_with(&[]);
     let standin = sandbox_fakes::fakes_dir().join("modal_standin");
     let mut serve = Serve::start_with_env(
-        &modal_config(python.to_str().unwrap(), "  modal_token_id: ak-wrong\n  modal_token_secret: as-2\n"),
+        &modal_config(
+            python.to_str().unwrap(),
+            "  modal_token_id: ak-wrong\n  modal_token_secret: as-2\n",
+        ),
         &[
             ("PYTHONPATH", standin.to_str().unwrap()),
             ("MODAL_STANDIN_STATE", state.path().to_str().unwrap()),
@@ -358,7 +449,9 @@ fn modal_refused_credentials_come_back_with_a_hint() {
 #[ignore = "talks to the real Modal service (and installs the modal package into the Hermes home): set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET and run with --ignored"]
 fn live_modal() {
     std::env::var("MODAL_TOKEN_ID").expect("MODAL_TOKEN_ID");
-    sandbox_fakes::live_round(Serve::start("terminal:\n  backend: modal\n  modal_image: python:3.11-slim\n"));
+    sandbox_fakes::live_round(Serve::start(
+        "terminal:\n  backend: modal\n  modal_image: python:3.11-slim\n",
+    ));
 }
 
 // ------------------------------------------------------------------ vercel_sandbox
@@ -381,23 +474,39 @@ fn vercel_sandbox_runs_commands_and_stops_the_sandbox() {
     serve.finish();
     let sandboxes = fake.sandboxes();
     assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
-    assert_eq!(sandboxes[0]["status"], "stopped", "stopped at exit: {sandboxes:?}");
+    assert_eq!(
+        sandboxes[0]["status"], "stopped",
+        "stopped at exit: {sandboxes:?}"
+    );
     let create = &sandboxes[0]["create"];
     assert_eq!(create["projectId"], "prj_1");
     assert_eq!(create["runtime"], "python3.13");
     assert_eq!(create["resources"]["vcpus"], 1);
     let requests = fake.requests();
-    let api: Vec<&Value> = requests.iter().filter(|r| r["path"].as_str().unwrap().starts_with("/api/")).collect();
-    assert!(api.iter().all(|r| r["query"]["teamId"] == "team_7"), "{api:?}");
-    let commands: Vec<&&Value> = api.iter().filter(|r| r["path"].as_str().unwrap().ends_with("/cmd")).collect();
+    let api: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r["path"].as_str().unwrap().starts_with("/api/"))
+        .collect();
+    assert!(
+        api.iter().all(|r| r["query"]["teamId"] == "team_7"),
+        "{api:?}"
+    );
+    let commands: Vec<&&Value> = api
+        .iter()
+        .filter(|r| r["path"].as_str().unwrap().ends_with("/cmd"))
+        .collect();
     assert!(!commands.is_empty());
     for command in &commands {
-        assert_eq!(command["headers"]["accept"], "application/x-ndjson", "{command}");
+        assert_eq!(
+            command["headers"]["accept"], "application/x-ndjson",
+            "{command}"
+        );
         let body: Value = serde_json::from_str(command["body"].as_str().unwrap()).unwrap();
         assert!(body["timeout"].as_u64().unwrap() > 0, "{body}");
     }
     assert!(
-        api.iter().any(|r| r["path"].as_str().unwrap().ends_with("/kill")),
+        api.iter()
+            .any(|r| r["path"].as_str().unwrap().ends_with("/kill")),
         "the timed-out command was killed through the API too"
     );
 }
@@ -417,7 +526,8 @@ fn oidc_token(owner: &str, project: &str) -> String {
 fn vercel_team_and_project_come_from_the_oidc_token() {
     let token = oidc_token("team_oidc", "prj_oidc");
     let fake = Fake::start("vercel_api.py", &[&token, "team_oidc"]);
-    let mut serve = Serve::start_with_env(&vercel_config(&fake, ""), &[("VERCEL_OIDC_TOKEN", &token)]);
+    let mut serve =
+        Serve::start_with_env(&vercel_config(&fake, ""), &[("VERCEL_OIDC_TOKEN", &token)]);
     let r = serve.terminal(json!({"command": "echo via-oidc"}));
     assert_eq!(r["output"], "via-oidc", "{r}");
     serve.finish();
@@ -427,14 +537,32 @@ fn vercel_team_and_project_come_from_the_oidc_token() {
 #[test]
 fn vercel_availability_names_what_is_missing() {
     let fake = Fake::start("vercel_api.py", &["vt", "team_7"]);
-    let mut serve = Serve::start(&vercel_config(&fake, "  vercel_token: vt\n  vercel_project_id: prj_1\n"));
+    let mut serve = Serve::start(&vercel_config(
+        &fake,
+        "  vercel_token: vt\n  vercel_project_id: prj_1\n",
+    ));
     let r = serve.terminal(json!({"command": "true"}));
     assert_eq!(r["status"], "disabled", "{r}");
-    assert!(r["error"].as_str().unwrap().contains("VERCEL_TEAM_ID is not set"), "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("VERCEL_TEAM_ID is not set"),
+        "{r}"
+    );
     serve.finish();
-    let mut serve = Serve::start_with_env(&vercel_config(&fake, ""), &[("VERCEL_OIDC_TOKEN", "not-a-jwt")]);
+    let mut serve = Serve::start_with_env(
+        &vercel_config(&fake, ""),
+        &[("VERCEL_OIDC_TOKEN", "not-a-jwt")],
+    );
     let r = serve.terminal(json!({"command": "true"}));
-    assert!(r["error"].as_str().unwrap().contains("VERCEL_OIDC_TOKEN cannot be read"), "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("VERCEL_OIDC_TOKEN cannot be read"),
+        "{r}"
+    );
     serve.finish();
     let mut serve = Serve::start(&vercel_config(
         &fake,
@@ -450,16 +578,27 @@ fn the_official_vercel_sdk_passes_the_fake() {
     let fake = Fake::start("vercel_api.py", &["sdk-token", "team_sdk"]);
     let dir = sandbox_fakes::fakes_dir().join("node");
     assert!(
-        dir.join("node_modules/@vercel/sandbox/package.json").is_file(),
+        dir.join("node_modules/@vercel/sandbox/package.json")
+            .is_file(),
         "@vercel/sandbox is missing: run `bash .ci/setup.d/40-sandbox-sdks.sh`"
     );
     let out = std::process::Command::new(sandbox_fakes::node())
         .current_dir(&dir)
-        .args(["vercel_sdk_check.mjs", &fake.url, "sdk-token", "team_sdk", "prj_sdk"])
+        .args([
+            "vercel_sdk_check.mjs",
+            &fake.url,
+            "sdk-token",
+            "team_sdk",
+            "prj_sdk",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("sdk ok"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("sdk ok"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -480,14 +619,23 @@ fn fetch_round_trip(config: &str) {
     std::fs::write(home.path().join("config.yaml"), config).unwrap();
     let config = TerminalConfig::load(home.path()).unwrap();
     let env = create(&config, "fetch-test", home.path()).unwrap();
-    let mut run = env.run_bash("printf 'line one\\nline two' > /tmp/fetched.txt", false, None).unwrap();
+    let mut run = env
+        .run_bash(
+            "printf 'line one\\nline two' > /tmp/fetched.txt",
+            false,
+            None,
+        )
+        .unwrap();
     while run.try_wait().is_none() {
         if let ReadEvent::Eof = run.read(std::time::Duration::from_millis(50)) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
     assert_eq!(run.try_wait(), Some(0));
-    assert_eq!(env.fetch_file("/tmp/fetched.txt", 1 << 20).unwrap(), b"line one\nline two");
+    assert_eq!(
+        env.fetch_file("/tmp/fetched.txt", 1 << 20).unwrap(),
+        b"line one\nline two"
+    );
     assert_eq!(env.fetch_file("/tmp/fetched.txt", 4).unwrap(), b"line");
     let missing = env.fetch_file("/tmp/no-such-file", 100).unwrap_err();
     assert!(missing.reason.contains("no-such-file"), "{missing}");
@@ -501,9 +649,15 @@ fn daytona_file_tools_work_in_the_sandbox() {
     exercise_file_tools(&mut serve);
     // A file larger than one upload chunk (the command line carries it there).
     let big: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
-    let r = serve.call("write_file", json!({"path": "/tmp/files-work/big.txt", "content": big}));
+    let r = serve.call(
+        "write_file",
+        json!({"path": "/tmp/files-work/big.txt", "content": big}),
+    );
     assert_eq!(r["verified"], true, "{r}");
-    let r = serve.call("read_file", json!({"path": "/tmp/files-work/big.txt", "offset": 19_999, "limit": 5}));
+    let r = serve.call(
+        "read_file",
+        json!({"path": "/tmp/files-work/big.txt", "offset": 19_999, "limit": 5}),
+    );
     assert_eq!(r["content"], "19999|line 19998\n20000|line 19999", "{r}");
     serve.finish();
     assert_eq!(fake.sandboxes()[0]["state"], "destroyed");
@@ -512,8 +666,10 @@ fn daytona_file_tools_work_in_the_sandbox() {
 #[test]
 fn vercel_file_tools_work_in_the_sandbox() {
     let fake = Fake::start("vercel_api.py", &["vt-files", "team_files"]);
-    let mut serve =
-        Serve::start(&vercel_config(&fake, "  vercel_token: vt-files\n  vercel_team_id: team_files\n  vercel_project_id: prj_files\n"));
+    let mut serve = Serve::start(&vercel_config(
+        &fake,
+        "  vercel_token: vt-files\n  vercel_team_id: team_files\n  vercel_project_id: prj_files\n",
+    ));
     exercise_file_tools(&mut serve);
     serve.finish();
     assert_eq!(fake.sandboxes()[0]["status"], "stopped");
@@ -537,6 +693,9 @@ fn daytona_fetches_files_through_the_toolbox() {
 #[test]
 fn vercel_fetches_files_through_fs_read() {
     let fake = Fake::start("vercel_api.py", &["vt-f", "team_f"]);
-    fetch_round_trip(&vercel_config(&fake, "  vercel_token: vt-f\n  vercel_team_id: team_f\n  vercel_project_id: prj_f\n"));
+    fetch_round_trip(&vercel_config(
+        &fake,
+        "  vercel_token: vt-f\n  vercel_team_id: team_f\n  vercel_project_id: prj_f\n",
+    ));
     assert_eq!(fake.sandboxes()[0]["status"], "stopped");
 }

@@ -21,18 +21,35 @@ struct T {
 fn t() -> T {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     // Foreground commands run in the task's long-lived sandbox, through the binary's launcher.
-    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools")).expect("the launcher program opens");
+    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools"))
+        .expect("the launcher program opens");
     let dir = TempDir::new().unwrap();
     let home = TempDir::new().unwrap();
-    let task = format!("terminal-local-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-    let ctx = ToolContext::builder().cwd(dir.path()).task_id(&task).hermes_home(home.path()).build();
+    let task = format!(
+        "terminal-local-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let ctx = ToolContext::builder()
+        .cwd(dir.path())
+        .task_id(&task)
+        .hermes_home(home.path())
+        .build();
     let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
-    T { dir, home, ctx, registry, task }
+    T {
+        dir,
+        home,
+        ctx,
+        registry,
+        task,
+    }
 }
 
 impl T {
     fn call(&self, tool: &str, args: Value) -> Value {
-        let raw = self.registry.handle_function_call(&ToolCall::new(tool, args), &self.ctx);
+        let raw = self
+            .registry
+            .handle_function_call(&ToolCall::new(tool, args), &self.ctx);
         serde_json::from_str(&raw).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"))
     }
     fn sh(&self, command: &str) -> Value {
@@ -45,7 +62,10 @@ impl T {
         self.dir.path().join(rel)
     }
     fn real(&self) -> String {
-        std::fs::canonicalize(self.dir.path()).unwrap().to_string_lossy().into_owned()
+        std::fs::canonicalize(self.dir.path())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
     }
     fn process(&self, args: Value) -> Value {
         self.call("process", args)
@@ -62,7 +82,11 @@ impl Drop for T {
 /// with `$$` / `$!` inside the sandbox's PID namespace are not host pids, and the
 /// unattended refusal only applies where no sandbox contains the command.
 fn unsandboxed(t: &T, extra_yaml: &str) {
-    std::fs::write(t.home.path().join("config.yaml"), format!("terminal:\n  sandbox:\n    mode: off\n{extra_yaml}")).unwrap();
+    std::fs::write(
+        t.home.path().join("config.yaml"),
+        format!("terminal:\n  sandbox:\n    mode: off\n{extra_yaml}"),
+    )
+    .unwrap();
 }
 
 /// The operator's settings as a (re)start reads them: permission settings changed
@@ -96,7 +120,11 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
 }
 
 fn read_pid(path: &Path) -> u32 {
-    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// A script that starts a child `sleep` and waits for it, recording both pids.
@@ -132,7 +160,13 @@ fn echo_exit_codes_and_result_shape() {
 
     let r = t.sh("grep needle /dev/null");
     assert_eq!(r["exit_code"], 1);
-    assert!(r["exit_code_meaning"].as_str().unwrap().contains("no matches"), "{r}");
+    assert!(
+        r["exit_code_meaning"]
+            .as_str()
+            .unwrap()
+            .contains("no matches"),
+        "{r}"
+    );
 
     let r = t.sh("printf 'caf\\303\\251 ✓ 日本\\n'");
     assert_eq!(r["output"], "café ✓ 日本");
@@ -177,7 +211,10 @@ fn timeout_reports_124_and_kills_the_tree() {
     restart_with(&t, "");
     let script = tree_script(&t);
     let start = Instant::now();
-    let r = t.call("terminal", json!({"command": format!("bash {}", script.display()), "timeout": 2}));
+    let r = t.call(
+        "terminal",
+        json!({"command": format!("bash {}", script.display()), "timeout": 2}),
+    );
     assert!(start.elapsed() < Duration::from_secs(30), "the call hung");
     assert_eq!(r["exit_code"], 124, "{r}");
     let out = r["output"].as_str().unwrap();
@@ -185,17 +222,29 @@ fn timeout_reports_124_and_kills_the_tree() {
     assert!(out.ends_with("[Command timed out after 2s]"), "{out}");
     let parent = read_pid(&t.path("parent.pid"));
     let child = read_pid(&t.path("child.pid"));
-    wait_for("the tree to die", Duration::from_secs(5), || !alive(parent) && !alive(child));
+    wait_for("the tree to die", Duration::from_secs(5), || {
+        !alive(parent) && !alive(child)
+    });
 }
 
 #[test]
 fn backgrounded_grandchild_does_not_hang_the_call() {
     let t = t();
     let script = t.path("bg.sh");
-    std::fs::write(&script, format!("sleep 30 &\necho $! > {}/sleeper.pid\n( sleep 30 ) &\ndisown\n", t.dir.path().display())).unwrap();
+    std::fs::write(
+        &script,
+        format!(
+            "sleep 30 &\necho $! > {}/sleeper.pid\n( sleep 30 ) &\ndisown\n",
+            t.dir.path().display()
+        ),
+    )
+    .unwrap();
     let start = Instant::now();
     let r = t.sh(&format!("bash {}; echo finished", script.display()));
-    assert!(start.elapsed() < Duration::from_secs(15), "the call hung on the inherited pipe");
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "the call hung on the inherited pipe"
+    );
     assert_eq!(r["output"], "finished");
     assert_eq!(r["exit_code"], 0);
     let pid = read_pid(&t.path("sleeper.pid"));
@@ -205,7 +254,9 @@ fn backgrounded_grandchild_does_not_hang_the_call() {
 }
 
 unsafe fn libc_kill(pid: u32) {
-    let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+    let _ = std::process::Command::new("kill")
+        .arg(pid.to_string())
+        .status();
 }
 
 // ---------------------------------------------------------------- big output
@@ -216,21 +267,50 @@ fn ten_megabytes_stay_bounded_and_spill_to_a_private_file() {
     let r = t.sh("yes abcdefghi | head -c 10000000");
     assert_eq!(r["exit_code"], 0);
     let out = r["output"].as_str().unwrap();
-    assert!(out.chars().count() < 51_000, "output not bounded: {}", out.len());
+    assert!(
+        out.chars().count() < 51_000,
+        "output not bounded: {}",
+        out.len()
+    );
     assert!(out.starts_with("abcdefghi\nabcdefghi\n"));
-    assert!(out.contains("characters omitted of 10000000 total"), "{}", &out[19_900..20_400]);
+    assert!(
+        out.contains("characters omitted of 10000000 total"),
+        "{}",
+        &out[19_900..20_400]
+    );
     assert_eq!(r["output_total_chars"], 10_000_000);
     let path = PathBuf::from(r["full_output_path"].as_str().unwrap());
-    assert!(path.starts_with(t.home.path().join("cache/terminal-output")), "{}", path.display());
-    assert!(r["truncation_note"].as_str().unwrap().contains(&path.display().to_string()));
+    assert!(
+        path.starts_with(t.home.path().join("cache/terminal-output")),
+        "{}",
+        path.display()
+    );
+    assert!(r["truncation_note"]
+        .as_str()
+        .unwrap()
+        .contains(&path.display().to_string()));
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     // The spill file keeps the first 5 000 000 characters (the reference's cap).
     let saved = std::fs::read_to_string(&path).unwrap();
     assert_eq!(saved.len(), 5_000_000);
     assert_eq!(saved, "abcdefghi\n".repeat(500_000));
     let keys = keys(&r);
-    assert_eq!(keys, ["output", "exit_code", "error", "cwd", "output_total_chars", "full_output_path", "truncation_note"]);
+    assert_eq!(
+        keys,
+        [
+            "output",
+            "exit_code",
+            "error",
+            "cwd",
+            "output_total_chars",
+            "full_output_path",
+            "truncation_note"
+        ]
+    );
 }
 
 #[test]
@@ -263,7 +343,10 @@ fn cd_and_export_persist_within_a_task() {
     let r = t.sh("pwd");
     assert_eq!(r["output"], format!("{}/sub", t.real()));
     // A missing working directory is exit 126 with a hint.
-    let r = t.call("terminal", json!({"command": "pwd", "workdir": "/no/such/dir"}));
+    let r = t.call(
+        "terminal",
+        json!({"command": "pwd", "workdir": "/no/such/dir"}),
+    );
     assert_eq!(r["exit_code"], 126);
     assert!(r["hint"].as_str().unwrap().contains("/no/such/dir"));
 }
@@ -276,7 +359,11 @@ fn a_new_task_starts_from_the_login_shell_not_from_another_task() {
     let r = a.sh("cd sub && export HERMES_LEAK_CHECK=from-a && alias leaked='echo leaked'");
     assert_eq!(r["exit_code"], 0, "{r}");
     let other = format!("{}-other", a.task);
-    let ctx = ToolContext::builder().cwd(a.dir.path()).task_id(&other).hermes_home(a.home.path()).build();
+    let ctx = ToolContext::builder()
+        .cwd(a.dir.path())
+        .task_id(&other)
+        .hermes_home(a.home.path())
+        .build();
     let raw = a.registry.handle_function_call(
         &ToolCall::new("terminal", json!({"command": "echo ${HERMES_LEAK_CHECK:-unset}; pwd; type leaked 2>&1 | head -c 0; alias | grep -c leaked"})),
         &ctx,
@@ -323,7 +410,10 @@ fn start_bg(t: &T, args: Value) -> String {
 #[test]
 fn background_poll_log_wait_list() {
     let t = t();
-    let id = start_bg(&t, json!({"command": "for i in 1 2 3; do echo tick $i; sleep 0.2; done", "background": true}));
+    let id = start_bg(
+        &t,
+        json!({"command": "for i in 1 2 3; do echo tick $i; sleep 0.2; done", "background": true}),
+    );
     let r = t.process(json!({"action": "wait", "session_id": id, "timeout": 30}));
     assert_eq!(r["status"], "exited", "{r}");
     assert_eq!(r["exit_code"], 0);
@@ -342,7 +432,13 @@ fn background_poll_log_wait_list() {
     let r = t.process(json!({"action": "poll", "session_id": &id[5..11]}));
     assert_eq!(r["session_id"], id);
     let r = t.process(json!({"action": "list"}));
-    let row = r["processes"].as_array().unwrap().iter().find(|p| p["session_id"] == id).unwrap().clone();
+    let row = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["session_id"] == id)
+        .unwrap()
+        .clone();
     assert_eq!(row["status"], "exited");
     assert_eq!(row["owner_task_id"], t.task);
     // Errors.
@@ -359,8 +455,13 @@ fn wait_times_out_without_error_and_kill_stops_the_tree() {
     let t = t();
     restart_with(&t, "");
     let script = tree_script(&t);
-    let id = start_bg(&t, json!({"command": format!("bash {}", script.display()), "background": true}));
-    wait_for("the child pid", Duration::from_secs(10), || t.path("child.pid").exists() && t.path("parent.pid").exists());
+    let id = start_bg(
+        &t,
+        json!({"command": format!("bash {}", script.display()), "background": true}),
+    );
+    wait_for("the child pid", Duration::from_secs(10), || {
+        t.path("child.pid").exists() && t.path("parent.pid").exists()
+    });
     std::thread::sleep(Duration::from_millis(100));
     let parent = read_pid(&t.path("parent.pid"));
     let child = read_pid(&t.path("child.pid"));
@@ -371,8 +472,15 @@ fn wait_times_out_without_error_and_kill_stops_the_tree() {
     let start = Instant::now();
     let r = t.process(json!({"action": "kill", "session_id": id}));
     // A liveness bound (the kill escalates and confirms), not a speed check.
-    assert!(start.elapsed() < Duration::from_secs(120), "kill took {:?}", start.elapsed());
-    assert_eq!(r, json!({"status": "killed", "session_id": id, "completion_reason": "killed", "termination_source": "process.kill"}));
+    assert!(
+        start.elapsed() < Duration::from_secs(120),
+        "kill took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        r,
+        json!({"status": "killed", "session_id": id, "completion_reason": "killed", "termination_source": "process.kill"})
+    );
     assert!(!alive(parent), "parent {parent} survived");
     assert!(!alive(child), "child {child} survived");
     let r = t.process(json!({"action": "poll", "session_id": id}));
@@ -394,34 +502,54 @@ fn write_needs_a_pty() {
 #[test]
 fn pty_mode_write_submit_close() {
     let t = t();
-    let id = start_bg(&t, json!({"command": "tty; read -r line; echo \"got:$line\"; cat", "background": true, "pty": true}));
+    let id = start_bg(
+        &t,
+        json!({"command": "tty; read -r line; echo \"got:$line\"; cat", "background": true, "pty": true}),
+    );
     // Input typed before the program reads is echoed early by the terminal: wait for it.
     wait_for("the tty line", Duration::from_secs(10), || {
-        t.process(json!({"action": "log", "session_id": id}))["output"].as_str().unwrap().contains("/dev/pts/")
+        t.process(json!({"action": "log", "session_id": id}))["output"]
+            .as_str()
+            .unwrap()
+            .contains("/dev/pts/")
     });
     let r = t.process(json!({"action": "submit", "session_id": id, "data": "hello"}));
     assert_eq!(r, json!({"status": "ok", "bytes_written": 6}));
     wait_for("the echo", Duration::from_secs(10), || {
-        t.process(json!({"action": "log", "session_id": id}))["output"].as_str().unwrap().contains("got:hello")
+        t.process(json!({"action": "log", "session_id": id}))["output"]
+            .as_str()
+            .unwrap()
+            .contains("got:hello")
     });
     let r = t.process(json!({"action": "write", "session_id": id, "data": "abc\n"}));
     assert_eq!(r["bytes_written"], 4);
     wait_for("cat's copy", Duration::from_secs(10), || {
-        t.process(json!({"action": "log", "session_id": id}))["output"].as_str().unwrap().matches("abc").count() >= 2
+        t.process(json!({"action": "log", "session_id": id}))["output"]
+            .as_str()
+            .unwrap()
+            .matches("abc")
+            .count()
+            >= 2
     });
     let r = t.process(json!({"action": "close", "session_id": id}));
     assert_eq!(r["status"], "ok");
     let r = t.process(json!({"action": "wait", "session_id": id, "timeout": 20}));
     assert_eq!(r["status"], "exited", "{r}");
     assert_eq!(r["exit_code"], 0);
-    let log = t.process(json!({"action": "log", "session_id": id}))["output"].as_str().unwrap().to_string();
+    let log = t.process(json!({"action": "log", "session_id": id}))["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(log.starts_with("/dev/pts/"), "stdin is a terminal: {log}");
 }
 
 #[test]
 fn notify_on_complete_queues_one_event() {
     let t = t();
-    let id = start_bg(&t, json!({"command": "echo done-now", "background": true, "notify_on_complete": true, "watch_patterns": ["x"]}));
+    let id = start_bg(
+        &t,
+        json!({"command": "echo done-now", "background": true, "notify_on_complete": true, "watch_patterns": ["x"]}),
+    );
     let mut events = Vec::new();
     wait_for("the completion event", Duration::from_secs(10), || {
         events.extend(terminal::drain_events(&t.task));
@@ -461,7 +589,10 @@ fn watch_patterns_queue_matches() {
 fn workdir_rejections() {
     let t = t();
     for bad in ["/tmp; rm -rf /", "/tmp$(whoami)", "/tmp\nx", "/tmp/`id`"] {
-        let r = t.call("terminal", json!({"command": "touch workdir-marker", "workdir": bad}));
+        let r = t.call(
+            "terminal",
+            json!({"command": "touch workdir-marker", "workdir": bad}),
+        );
         assert_eq!(r["status"], "blocked", "{bad}: {r}");
         assert!(r["error"].as_str().unwrap().starts_with("Blocked:"), "{r}");
         assert_eq!(r["exit_code"], -1);
@@ -474,15 +605,29 @@ fn workdir_rejections() {
 #[test]
 fn foreground_guidance_vectors() {
     let t = t();
-    for cmd in ["sleep 5 &", "python3 server.py &", "cmd1 & cmd2", "cat <<EOF\nhi\nEOF\nsleep 5 &"] {
+    for cmd in [
+        "sleep 5 &",
+        "python3 server.py &",
+        "cmd1 & cmd2",
+        "cat <<EOF\nhi\nEOF\nsleep 5 &",
+    ] {
         let r = t.sh(cmd);
         assert_eq!(r["status"], "error", "{cmd}: {r}");
-        assert!(r["error"].as_str().unwrap().contains("background=true"), "{cmd}: {r}");
+        assert!(
+            r["error"].as_str().unwrap().contains("background=true"),
+            "{cmd}: {r}"
+        );
     }
     for cmd in ["nohup make test", "nohup ./worker.sh > /dev/null 2>&1"] {
         let r = t.sh(cmd);
         assert_eq!(r["status"], "error", "{cmd}");
-        assert!(r["error"].as_str().unwrap().contains("notify_on_complete=true"), "{r}");
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains("notify_on_complete=true"),
+            "{r}"
+        );
     }
     let r = t.sh("npm run dev");
     assert_eq!(r["status"], "error");
@@ -500,7 +645,13 @@ fn hardline_is_refused_even_with_force() {
     let cmd = format!("touch {} && rm -rf /", marker.display());
     let r = t.sh(&cmd);
     assert_eq!(r["status"], "blocked", "{r}");
-    assert!(r["error"].as_str().unwrap().starts_with("BLOCKED (hardline):"), "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("BLOCKED (hardline):"),
+        "{r}"
+    );
     let r = t.forced(&cmd);
     assert_eq!(r["status"], "blocked");
     assert!(!marker.exists(), "the command ran");
@@ -512,12 +663,22 @@ fn dangerous_needs_approval_unless_forced() {
     std::fs::create_dir(t.path("victim")).unwrap();
     let marker = t.path("dangerous-ran");
     restart_with(&t, "");
-    let cmd = format!("touch {} && rm -rf {}", marker.display(), t.path("victim").display());
+    let cmd = format!(
+        "touch {} && rm -rf {}",
+        marker.display(),
+        t.path("victim").display()
+    );
     // Nobody can be asked here (no terminal, gateway or ask session): refused, and the
     // message names the setting that would allow it.
     let r = t.sh(&cmd);
     assert_eq!(r["status"], "blocked", "{r}");
-    assert!(r["error"].as_str().unwrap().contains("approvals.unattended_mode"), "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("approvals.unattended_mode"),
+        "{r}"
+    );
     assert_eq!(r["exit_code"], -1);
     assert!(r["pattern_key"].as_str().is_some_and(|k| !k.is_empty()));
     assert_eq!(keys(&r)[..4], ["output", "exit_code", "error", "status"]);
@@ -525,7 +686,10 @@ fn dangerous_needs_approval_unless_forced() {
     // Permission settings changed while running (by anyone: a model with a shell could
     // have done it) are held back until a restart.
     unsandboxed(&t, "approvals:\n  unattended_mode: approve\n");
-    let r = t.sh(&format!("rm -rf {}", t.path("victim").join("missing").display()));
+    let r = t.sh(&format!(
+        "rm -rf {}",
+        t.path("victim").join("missing").display()
+    ));
     assert_eq!(r["status"], "blocked", "{r}");
     unsandboxed(&t, "");
     let r = t.forced(&cmd);
@@ -540,23 +704,40 @@ fn bad_arguments_and_unknown_backend() {
     assert_eq!(r["status"], "error");
     let r = t.sh("   ");
     assert_eq!(r["status"], "error");
-    std::fs::write(t.home.path().join("config.yaml"), "terminal:\n  backend: nope\n").unwrap();
+    std::fs::write(
+        t.home.path().join("config.yaml"),
+        "terminal:\n  backend: nope\n",
+    )
+    .unwrap();
     let r = t.sh("echo x");
     let err = r["error"].as_str().unwrap();
     assert!(err.contains("unknown terminal backend 'nope'"), "{err}");
-    assert!(err.contains("local, ssh, docker, singularity, modal, daytona, vercel_sandbox"), "{err}");
+    assert!(
+        err.contains("local, ssh, docker, singularity, modal, daytona, vercel_sandbox"),
+        "{err}"
+    );
     assert_eq!(terminal::availability_problem(t.home.path()).unwrap(), err);
 }
 
 #[test]
 fn availability_says_what_is_missing() {
     let t = t();
-    std::fs::write(t.home.path().join("config.yaml"), "terminal:\n  backend: ssh\n").unwrap();
+    std::fs::write(
+        t.home.path().join("config.yaml"),
+        "terminal:\n  backend: ssh\n",
+    )
+    .unwrap();
     let missing = terminal::availability_problem(t.home.path()).unwrap();
     assert!(missing.contains("TERMINAL_SSH_HOST"), "{missing}");
-    std::fs::write(t.home.path().join("config.yaml"), "terminal:\n  backend: daytona\n").unwrap();
+    std::fs::write(
+        t.home.path().join("config.yaml"),
+        "terminal:\n  backend: daytona\n",
+    )
+    .unwrap();
     if std::env::var_os("DAYTONA_API_KEY").is_none() {
-        assert!(terminal::availability_problem(t.home.path()).unwrap().contains("DAYTONA_API_KEY"));
+        assert!(terminal::availability_problem(t.home.path())
+            .unwrap()
+            .contains("DAYTONA_API_KEY"));
     }
     std::fs::write(
         t.home.path().join("config.yaml"),
@@ -564,7 +745,10 @@ fn availability_says_what_is_missing() {
     )
     .unwrap();
     let missing = terminal::availability_problem(t.home.path()).unwrap();
-    assert_eq!(missing, "/nonexistent/apptainer (TERMINAL_SINGULARITY_BINARY) does not exist");
+    assert_eq!(
+        missing,
+        "/nonexistent/apptainer (TERMINAL_SINGULARITY_BINARY) does not exist"
+    );
     let r = t.sh("echo x");
     assert_eq!(r["status"], "disabled", "{r}");
     assert!(r["error"].as_str().unwrap().contains(&missing));

@@ -35,7 +35,11 @@ fn fixture() -> Fixture {
     std::fs::create_dir_all(f.victim()).unwrap();
     std::fs::write(f.victim().join("precious.txt"), "keep me").unwrap();
     std::fs::create_dir_all(f.home.path().join(".ssh")).unwrap();
-    std::fs::write(f.home.path().join(".ssh/authorized_keys"), "ssh-ed25519 AAAA owner\n").unwrap();
+    std::fs::write(
+        f.home.path().join(".ssh/authorized_keys"),
+        "ssh-ed25519 AAAA owner\n",
+    )
+    .unwrap();
     f
 }
 
@@ -46,7 +50,11 @@ impl Fixture {
 
     fn assert_victim_intact(&self) {
         let text = std::fs::read_to_string(self.victim().join("precious.txt"));
-        assert_eq!(text.ok().as_deref(), Some("keep me"), "the victim outside the workspace was changed");
+        assert_eq!(
+            text.ok().as_deref(),
+            Some("keep me"),
+            "the victim outside the workspace was changed"
+        );
     }
 
     fn config(&self, yaml: &str) {
@@ -54,7 +62,10 @@ impl Fixture {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        self.command_of(std::path::Path::new(env!("CARGO_BIN_EXE_hermes-tools")), args)
+        self.command_of(
+            std::path::Path::new(env!("CARGO_BIN_EXE_hermes-tools")),
+            args,
+        )
     }
 
     /// `program` (a copy of the binary) run as [`Fixture::command`] runs the binary.
@@ -93,18 +104,40 @@ impl Fixture {
 }
 
 fn output(result: &Value) -> &str {
-    result["output"].as_str().unwrap_or_else(|| panic!("no output in {result}"))
+    result["output"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no output in {result}"))
 }
 
 fn base64_encode(text: &str) -> String {
-    let mut child = Command::new("base64").arg("-w0").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let mut child = Command::new("base64")
+        .arg("-w0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
 }
 
 fn base64_decode(text: &str) -> Vec<u8> {
-    let mut child = Command::new("base64").arg("-d").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(text.trim().as_bytes()).unwrap();
+    let mut child = Command::new("base64")
+        .arg("-d")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.trim().as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap().stdout
 }
 
@@ -114,7 +147,13 @@ fn indirection_eval_and_tar_leave_the_victim_intact() {
     let victim = f.victim().display().to_string();
     let r = f.terminal(&format!("a=rm; $a -rf {victim}"));
     assert!(output(&r).contains("Read-only file system"), "{r}");
-    assert!(r["sandbox"].as_str().unwrap().contains("terminal.sandbox.mode"), "{r}");
+    assert!(
+        r["sandbox"]
+            .as_str()
+            .unwrap()
+            .contains("terminal.sandbox.mode"),
+        "{r}"
+    );
     f.assert_victim_intact();
 
     let payload = base64_encode(&format!("rm -rf {victim}"));
@@ -122,9 +161,15 @@ fn indirection_eval_and_tar_leave_the_victim_intact() {
     assert_ne!(r["exit_code"], 0, "{r}");
     f.assert_victim_intact();
 
-    let r = f.terminal(&format!("tar --remove-files -cf ./out.tar -C {} victim", f.outside.path().display()));
+    let r = f.terminal(&format!(
+        "tar --remove-files -cf ./out.tar -C {} victim",
+        f.outside.path().display()
+    ));
     assert!(output(&r).contains("Read-only file system"), "{r}");
-    assert!(f.workspace.path().join("out.tar").exists(), "tar could write into the workspace");
+    assert!(
+        f.workspace.path().join("out.tar").exists(),
+        "tar could write into the workspace"
+    );
     f.assert_victim_intact();
 }
 
@@ -133,7 +178,10 @@ fn a_script_written_with_write_file_cannot_reach_outside() {
     let f = fixture();
     let mut server = f.serve();
     let script = format!("rm -rf {}\n", f.victim().display());
-    let w = server.call("write_file", json!({"path": "script.sh", "content": script}));
+    let w = server.call(
+        "write_file",
+        json!({"path": "script.sh", "content": script}),
+    );
     assert!(w.get("error").is_none_or(Value::is_null), "{w}");
     let r = server.call("terminal", json!({"command": "bash script.sh"}));
     assert!(output(&r).contains("Read-only file system"), "{r}");
@@ -144,16 +192,28 @@ fn a_script_written_with_write_file_cannot_reach_outside() {
 fn a_pty_shell_fed_by_process_submit_stays_contained() {
     let f = fixture();
     let mut server = f.serve();
-    let started = server.call("terminal", json!({"command": "bash", "background": true, "pty": true}));
-    let id = started["session_id"].as_str().unwrap_or_else(|| panic!("no session: {started}")).to_string();
+    let started = server.call(
+        "terminal",
+        json!({"command": "bash", "background": true, "pty": true}),
+    );
+    let id = started["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session: {started}"))
+        .to_string();
     let line = format!("rm -rf {}; echo finished-$((40+2))", f.victim().display());
-    let submitted = server.call("process", json!({"action": "submit", "session_id": id, "data": line}));
+    let submitted = server.call(
+        "process",
+        json!({"action": "submit", "session_id": id, "data": line}),
+    );
     if submitted["status"] == "ok" {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut log = String::new();
         while !log.contains("finished-42") && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
-            log = server.call("process", json!({"action": "log", "session_id": id}))["output"].as_str().unwrap_or("").to_string();
+            log = server.call("process", json!({"action": "log", "session_id": id}))["output"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
         }
         assert!(log.contains("Read-only file system"), "{log}");
     } else {
@@ -175,13 +235,29 @@ fn protected_places_stay_read_only_inside_writable_roots() {
         config.display(),
         keys.display()
     ));
-    assert_eq!(output(&r).matches("Read-only file system").count(), 2, "{r}");
+    assert_eq!(
+        output(&r).matches("Read-only file system").count(),
+        2,
+        "{r}"
+    );
     assert!(!config.exists(), "config.yaml was created");
-    assert_eq!(std::fs::read_to_string(&keys).unwrap(), "ssh-ed25519 AAAA owner\n");
+    assert_eq!(
+        std::fs::read_to_string(&keys).unwrap(),
+        "ssh-ed25519 AAAA owner\n"
+    );
     // The home itself is writable here (it is under /tmp), credential places are not.
-    let r = f.terminal(&format!("echo ok > {0}/notes.txt && echo k > {0}/.netrc; cat {0}/notes.txt", f.home.path().display()));
-    assert!(output(&r).contains("ok") && output(&r).contains("Read-only file system"), "{r}");
-    assert_eq!(std::fs::read_to_string(f.home.path().join(".netrc")).unwrap_or_default(), "");
+    let r = f.terminal(&format!(
+        "echo ok > {0}/notes.txt && echo k > {0}/.netrc; cat {0}/notes.txt",
+        f.home.path().display()
+    ));
+    assert!(
+        output(&r).contains("ok") && output(&r).contains("Read-only file system"),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.home.path().join(".netrc")).unwrap_or_default(),
+        ""
+    );
 }
 
 #[test]
@@ -212,7 +288,10 @@ fn protected_places_reached_through_symlinks_stay_read_only() {
     std::os::unix::fs::symlink(work.join("aws"), home.path().join(".aws")).unwrap();
     let r = server.call("terminal", json!({"command": attempt}));
     assert_eq!(output(&r), "done", "{r}");
-    assert_eq!(std::fs::read_to_string(work.join("keys/authorized_keys")).unwrap(), "owner\n");
+    assert_eq!(
+        std::fs::read_to_string(work.join("keys/authorized_keys")).unwrap(),
+        "owner\n"
+    );
     assert!(!work.join("cfg/gh/hosts.yml").exists() && !work.join("aws/credentials").exists());
     assert!(!work.join("gpg/pubring.kbx").exists());
 }
@@ -235,13 +314,21 @@ fn protected_places_replaced_on_the_host_between_commands_stay_read_only() {
     );
     for round in 0..6 {
         let r = server.call("terminal", json!({"command": attempt}));
-        assert_eq!(output(&r).matches("Read-only file system").count(), 2, "round {round}: {r}");
+        assert_eq!(
+            output(&r).matches("Read-only file system").count(),
+            2,
+            "round {round}: {r}"
+        );
         assert!(!output(&r).contains("connected"), "round {round}: {r}");
         // Between two commands of the task's long-lived sandboxes.
         if round == 2 {
             std::fs::remove_dir_all(home.join(".ssh")).unwrap();
             std::fs::create_dir(home.join(".ssh")).unwrap();
-            std::fs::write(home.join(".ssh/authorized_keys"), "ssh-ed25519 AAAA owner\n").unwrap();
+            std::fs::write(
+                home.join(".ssh/authorized_keys"),
+                "ssh-ed25519 AAAA owner\n",
+            )
+            .unwrap();
             std::fs::write(home.join(".netrc.new"), "machine b login owner\n").unwrap();
             std::fs::rename(home.join(".netrc.new"), home.join(".netrc")).unwrap();
         }
@@ -251,8 +338,14 @@ fn protected_places_replaced_on_the_host_between_commands_stay_read_only() {
             listening.push(std::os::unix::net::UnixListener::bind(&socket).unwrap());
         }
     }
-    assert_eq!(std::fs::read_to_string(home.join(".ssh/authorized_keys")).unwrap(), "ssh-ed25519 AAAA owner\n");
-    assert_eq!(std::fs::read_to_string(home.join(".netrc")).unwrap(), "machine b login owner\n");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".ssh/authorized_keys")).unwrap(),
+        "ssh-ed25519 AAAA owner\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".netrc")).unwrap(),
+        "machine b login owner\n"
+    );
 }
 
 #[test]
@@ -276,11 +369,20 @@ fn server_secrets_are_not_readable_back_in_any_encoding() {
         "tr '\\0' '\\n' < /proc/$PPID/environ | base64 -w0",
         "for p in /proc/[0-9]*; do cat $p/environ 2>/dev/null; done | base64 -w0",
     ] {
-        let r = f.terminal_with(json!({"command": command}), &[("HERMES_SANDBOX_PASSED", "visible-by-choice")]);
+        let r = f.terminal_with(
+            json!({"command": command}),
+            &[("HERMES_SANDBOX_PASSED", "visible-by-choice")],
+        );
         let decoded = String::from_utf8_lossy(&base64_decode(output(&r))).into_owned();
-        assert!(!decoded.contains(SECRET), "{command} leaked the secret: {decoded}");
+        assert!(
+            !decoded.contains(SECRET),
+            "{command} leaked the secret: {decoded}"
+        );
         if command.starts_with("env") {
-            assert!(decoded.contains("HERMES_SANDBOX_PASSED=visible-by-choice"), "{decoded}");
+            assert!(
+                decoded.contains("HERMES_SANDBOX_PASSED=visible-by-choice"),
+                "{decoded}"
+            );
             assert!(decoded.contains("PATH="), "{decoded}");
         }
     }
@@ -299,11 +401,26 @@ fn nothing_started_by_a_foreground_call_survives_it() {
     )
     .unwrap();
     let r = f.terminal("bash spawn.sh");
-    assert!(output(&r).contains("running:2"), "the script did not start both: {r}");
-    assert_eq!(common::survivors("sleep 3001.25"), Vec::<u32>::new(), "the setsid child outlived the call");
-    assert_eq!(common::survivors("sleep 3002.25"), Vec::<u32>::new(), "the coprocess outlived the call");
+    assert!(
+        output(&r).contains("running:2"),
+        "the script did not start both: {r}"
+    );
+    assert_eq!(
+        common::survivors("sleep 3001.25"),
+        Vec::<u32>::new(),
+        "the setsid child outlived the call"
+    );
+    assert_eq!(
+        common::survivors("sleep 3002.25"),
+        Vec::<u32>::new(),
+        "the coprocess outlived the call"
+    );
 
-    std::fs::write(f.workspace.path().join("hang.sh"), "(setsid sleep 3003.25 &)\nsleep 3004.25\n").unwrap();
+    std::fs::write(
+        f.workspace.path().join("hang.sh"),
+        "(setsid sleep 3003.25 &)\nsleep 3004.25\n",
+    )
+    .unwrap();
     let r = f.terminal_with(json!({"command": "bash hang.sh", "timeout": 2}), &[]);
     assert_eq!(r["exit_code"], 124, "{r}");
     assert_eq!(common::survivors("sleep 3003.25"), Vec::<u32>::new());
@@ -342,7 +459,11 @@ fn a_command_starts_as_a_fresh_child_would() {
         assert_eq!(lines[0], "SigBlk:\t0000000000000000", "round {round}: {r}");
         let ignored = u64::from_str_radix(lines[1].trim_start_matches("SigIgn:\t"), 16).unwrap();
         assert_eq!(ignored & 0x7fff_ffff, 0, "round {round}: {r}");
-        assert_eq!(&lines[2..], ["own-session", "/dev/null", "0 1 2 3 ", "y"], "round {round}: {r}");
+        assert_eq!(
+            &lines[2..],
+            ["own-session", "/dev/null", "0 1 2 3 ", "y"],
+            "round {round}: {r}"
+        );
         assert_eq!(r["exit_code"], 0, "round {round}: {r}");
     }
 }
@@ -353,9 +474,15 @@ fn shell_state_persists_inside_the_sandbox_in_read_only_mode() {
     f.config("terminal:\n  sandbox:\n    mode: read-only\n");
     std::fs::create_dir(f.workspace.path().join("sub")).unwrap();
     let mut server = f.serve();
-    let r = server.call("terminal", json!({"command": "cd sub && export GREETING=hello && touch made-here"}));
+    let r = server.call(
+        "terminal",
+        json!({"command": "cd sub && export GREETING=hello && touch made-here"}),
+    );
     assert!(output(&r).contains("Read-only file system"), "{r}");
-    let r = server.call("terminal", json!({"command": "echo $GREETING in $(basename $PWD)"}));
+    let r = server.call(
+        "terminal",
+        json!({"command": "echo $GREETING in $(basename $PWD)"}),
+    );
     assert_eq!(output(&r), "hello in sub", "{r}");
     assert!(!f.workspace.path().join("sub/made-here").exists());
 }
@@ -363,10 +490,15 @@ fn shell_state_persists_inside_the_sandbox_in_read_only_mode() {
 #[test]
 fn root_inside_the_sandbox_has_no_capabilities() {
     let f = fixture();
-    let r = f.terminal("grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status; grep NoNewPrivs /proc/self/status");
+    let r = f.terminal(
+        "grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status; grep NoNewPrivs /proc/self/status",
+    );
     let text = output(&r);
     for cap in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
-        assert!(text.contains(&format!("{cap}:\t0000000000000000")), "{cap} not empty: {text}");
+        assert!(
+            text.contains(&format!("{cap}:\t0000000000000000")),
+            "{cap} not empty: {text}"
+        );
     }
     assert!(text.contains("NoNewPrivs:\t1"), "{text}");
     // Writing the value back unchanged: harmless if it were allowed, refused inside.
@@ -376,7 +508,11 @@ fn root_inside_the_sandbox_has_no_capabilities() {
     assert_ne!(r["exit_code"], 0, "{r}");
     // No new namespaces either (seccomp), while ordinary threads still start.
     let r = f.terminal("grep Seccomp_filters /proc/self/status; unshare -U true");
-    assert!(output(&r).contains("Seccomp_filters:\t2") && output(&r).contains("Operation not permitted"), "{r}");
+    assert!(
+        output(&r).contains("Seccomp_filters:\t2")
+            && output(&r).contains("Operation not permitted"),
+        "{r}"
+    );
     let r = f.terminal("python3 -c 'import threading; t = threading.Thread(target=print, args=(\"in a thread\",)); t.start(); t.join()'");
     assert_eq!(output(&r), "in a thread", "{r}");
 }
@@ -403,7 +539,13 @@ fn hardline_never_runs_and_off_keeps_the_unattended_refusal() {
     f.assert_victim_intact();
     f.config("terminal:\n  sandbox:\n    mode: sideways\n");
     let r = f.terminal("true");
-    assert!(r["error"].as_str().unwrap().contains("terminal.sandbox.mode 'sideways'"), "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("terminal.sandbox.mode 'sideways'"),
+        "{r}"
+    );
 }
 
 #[test]
@@ -419,25 +561,53 @@ fn a_standing_grant_escalates_only_where_a_person_is_present() {
     // With a person at the terminal, the standing grant takes it out of the sandbox.
     let r = f.terminal_with(json!({"command": command}), &[("HERMES_INTERACTIVE", "1")]);
     assert_eq!(r["exit_code"], 0, "{r}");
-    assert!(r["approval"].as_str().unwrap_or("").contains("outside the sandbox"), "{r}");
-    assert!(!target.exists(), "the granted command did not run outside the sandbox");
+    assert!(
+        r["approval"]
+            .as_str()
+            .unwrap_or("")
+            .contains("outside the sandbox"),
+        "{r}"
+    );
+    assert!(
+        !target.exists(),
+        "the granted command did not run outside the sandbox"
+    );
 }
 
 #[test]
 fn killing_a_background_process_ends_everything_it_started() {
     let f = fixture();
     let mut server = f.serve();
-    std::fs::write(f.workspace.path().join("daemon.sh"), "(setsid sleep 3005.25 &)\nsleep 3006.25\n").unwrap();
-    let started = server.call("terminal", json!({"command": "bash daemon.sh", "background": true}));
-    let id = started["session_id"].as_str().unwrap_or_else(|| panic!("{started}")).to_string();
+    std::fs::write(
+        f.workspace.path().join("daemon.sh"),
+        "(setsid sleep 3005.25 &)\nsleep 3006.25\n",
+    )
+    .unwrap();
+    let started = server.call(
+        "terminal",
+        json!({"command": "bash daemon.sh", "background": true}),
+    );
+    let id = started["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_string();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while common::host_pids_running("sleep 3005.25").is_empty() || common::host_pids_running("sleep 3006.25").is_empty() {
-        assert!(Instant::now() < deadline, "the background script did not start its children");
+    while common::host_pids_running("sleep 3005.25").is_empty()
+        || common::host_pids_running("sleep 3006.25").is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the background script did not start its children"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let r = server.call("process", json!({"action": "kill", "session_id": id}));
     assert_eq!(r["status"], "killed", "{r}");
-    assert_eq!(common::survivors("sleep 3005.25"), Vec::<u32>::new(), "the detached child survived the kill");
+    assert_eq!(
+        common::survivors("sleep 3005.25"),
+        Vec::<u32>::new(),
+        "the detached child survived the kill"
+    );
     assert_eq!(common::survivors("sleep 3006.25"), Vec::<u32>::new());
     let r = server.call("process", json!({"action": "poll", "session_id": id}));
     assert_eq!(r["status"], "exited", "{r}");
@@ -454,7 +624,9 @@ fn host_services_on_socket_files_are_out_of_reach() {
         socket.display()
     );
     let r = f.terminal(&connect);
-    let refused = ["Connection refused", "Permission denied"].iter().any(|e| output(&r).contains(e));
+    let refused = ["Connection refused", "Permission denied"]
+        .iter()
+        .any(|e| output(&r).contains(e));
     assert!(!output(&r).contains("connected") && refused, "{r}");
     // The same command outside the sandbox reaches the service: the refusal is the sandbox's.
     f.config("terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n");
@@ -469,16 +641,34 @@ fn a_sandbox_that_cannot_start_fails_closed() {
     let marker = f.workspace.path().join("ran-unsandboxed");
     let command = json!({"command": format!("touch {}", marker.display())});
     // No launcher at all.
-    let r = f.terminal_with(command.clone(), &[("TERMINAL_SANDBOX_BWRAP", "/nonexistent/bwrap")]);
+    let r = f.terminal_with(
+        command.clone(),
+        &[("TERMINAL_SANDBOX_BWRAP", "/nonexistent/bwrap")],
+    );
     let error = r["error"].as_str().unwrap_or_else(|| panic!("{r}"));
-    assert!(error.contains("bubblewrap (bwrap) was not found") && error.contains("terminal.sandbox.mode: off"), "{r}");
+    assert!(
+        error.contains("bubblewrap (bwrap) was not found")
+            && error.contains("terminal.sandbox.mode: off"),
+        "{r}"
+    );
     // A launcher that cannot set up namespaces (as on a kernel without user namespaces).
     let broken = f.outside.path().join("bwrap");
-    std::fs::write(&broken, "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n").unwrap();
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let r = f.terminal_with(command, &[("TERMINAL_SANDBOX_BWRAP", broken.to_str().unwrap())]);
+    let r = f.terminal_with(
+        command,
+        &[("TERMINAL_SANDBOX_BWRAP", broken.to_str().unwrap())],
+    );
     let error = r["error"].as_str().unwrap_or_else(|| panic!("{r}"));
-    assert!(error.contains("No permissions to create new namespace") && error.contains("terminal.sandbox.mode: off"), "{r}");
+    assert!(
+        error.contains("No permissions to create new namespace")
+            && error.contains("terminal.sandbox.mode: off"),
+        "{r}"
+    );
     assert!(!marker.exists(), "the command ran without its sandbox");
 }
 
@@ -493,7 +683,10 @@ fn host_abstract_sockets_are_out_of_reach_while_the_network_is_shared() {
         "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"\\0{name}\"); print(\"connected\")'"
     );
     let r = f.terminal(&connect);
-    assert!(!output(&r).contains("connected") && output(&r).contains("Operation not permitted"), "{r}");
+    assert!(
+        !output(&r).contains("connected") && output(&r).contains("Operation not permitted"),
+        "{r}"
+    );
     f.config("terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n");
     let r = f.terminal(&connect);
     assert_eq!(output(&r), "connected", "{r}");
@@ -512,10 +705,25 @@ fn nothing_one_command_starts_is_alive_when_the_next_begins() {
     )
     .unwrap();
     let r = server.call("terminal", json!({"command": "bash leave.sh"}));
-    assert!(output(&r).contains("running:2"), "the script did not start both: {r}");
-    assert_eq!(host_pids_running("sleep 3011.25"), Vec::<u32>::new(), "the setsid child outlived its call");
-    assert_eq!(host_pids_running("sleep 3012.25"), Vec::<u32>::new(), "the coprocess outlived its call");
-    std::fs::write(f.workspace.path().join("hang.sh"), "(setsid sleep 3013.25 &)\nsleep 3014.25\n").unwrap();
+    assert!(
+        output(&r).contains("running:2"),
+        "the script did not start both: {r}"
+    );
+    assert_eq!(
+        host_pids_running("sleep 3011.25"),
+        Vec::<u32>::new(),
+        "the setsid child outlived its call"
+    );
+    assert_eq!(
+        host_pids_running("sleep 3012.25"),
+        Vec::<u32>::new(),
+        "the coprocess outlived its call"
+    );
+    std::fs::write(
+        f.workspace.path().join("hang.sh"),
+        "(setsid sleep 3013.25 &)\nsleep 3014.25\n",
+    )
+    .unwrap();
     let r = server.call("terminal", json!({"command": "bash hang.sh", "timeout": 2}));
     assert_eq!(r["exit_code"], 124, "{r}");
     assert_eq!(host_pids_running("sleep 3013.25"), Vec::<u32>::new());
@@ -537,13 +745,22 @@ fn the_launcher_between_commands_cannot_be_traced_or_read() {
     let text = output(&r);
     assert!(text.contains("environ: Permission denied"), "{r}");
     assert!(text.contains("attach -1 Operation not permitted"), "{r}");
-    assert!(text.lines().any(|l| l.trim() == "0"), "descriptors of the launcher are listed: {r}");
+    assert!(
+        text.lines().any(|l| l.trim() == "0"),
+        "descriptors of the launcher are listed: {r}"
+    );
     // A command that kills the launcher ends its own sandbox; the next one gets a new one.
     let r = server.call("terminal", json!({"command": "kill -9 $PPID; sleep 5"}));
     assert_ne!(r["exit_code"], 0, "{r}");
     let victim = f.victim().display().to_string();
-    let r = server.call("terminal", json!({"command": format!("rm -rf {victim}; echo after")}));
-    assert!(output(&r).contains("Read-only file system") && output(&r).contains("after"), "{r}");
+    let r = server.call(
+        "terminal",
+        json!({"command": format!("rm -rf {victim}; echo after")}),
+    );
+    assert!(
+        output(&r).contains("Read-only file system") && output(&r).contains("after"),
+        "{r}"
+    );
     f.assert_victim_intact();
 }
 
@@ -561,7 +778,9 @@ fn a_socket_file_that_appears_between_commands_is_covered_too() {
         socket.display()
     );
     let r = server.call("terminal", json!({"command": connect}));
-    let refused = ["Connection refused", "Permission denied"].iter().any(|e| output(&r).contains(e));
+    let refused = ["Connection refused", "Permission denied"]
+        .iter()
+        .any(|e| output(&r).contains(e));
     assert!(!output(&r).contains("connected") && refused, "{r}");
     drop(listener);
 }
@@ -574,7 +793,8 @@ fn a_command_that_replaces_the_server_binary_changes_nothing_a_later_sandbox_run
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
     std::fs::copy(env!("CARGO_BIN_EXE_hermes-tools"), &copy).unwrap();
     let marker = f.workspace.path().join("impostor-ran");
-    let mut server = common::ServeSession::spawn(f.command_of(&copy, &["serve"]), json!({"task_id": "t1"}));
+    let mut server =
+        common::ServeSession::spawn(f.command_of(&copy, &["serve"]), json!({"task_id": "t1"}));
     let r = server.call("terminal", json!({"command": "true"}));
     assert_eq!(r["exit_code"], 0, "{r}");
     // The command renames a program of its own over the server's file.
@@ -584,16 +804,26 @@ fn a_command_that_replaces_the_server_binary_changes_nothing_a_later_sandbox_run
     );
     let r = server.call("terminal", json!({"command": swap}));
     assert!(output(&r).contains("swapped"), "{r}");
-    assert!(std::fs::read(&copy).unwrap().starts_with(b"#!/bin/sh"), "the copy was not replaced");
+    assert!(
+        std::fs::read(&copy).unwrap().starts_with(b"#!/bin/sh"),
+        "the copy was not replaced"
+    );
     // A fresh task gets a new sandbox, and so does the first task once its launcher is gone.
     // (Its shell's parent is the launcher, pid 2, not a sandbox of the command's own.)
-    let r = server.call_in(&json!({"task_id": "t2"}), "terminal", json!({"command": "echo fresh-$PPID"}));
+    let r = server.call_in(
+        &json!({"task_id": "t2"}),
+        "terminal",
+        json!({"command": "echo fresh-$PPID"}),
+    );
     assert_eq!(output(&r), "fresh-2", "{r}");
     let r = server.call("terminal", json!({"command": "kill -9 $PPID; sleep 5"}));
     assert_ne!(r["exit_code"], 0, "{r}");
     let r = server.call("terminal", json!({"command": "echo again-$PPID"}));
     assert_eq!(output(&r), "again-2", "{r}");
-    assert!(!marker.exists(), "a sandbox started the program a command put in place of the server's");
+    assert!(
+        !marker.exists(),
+        "a sandbox started the program a command put in place of the server's"
+    );
 }
 
 #[test]
@@ -612,8 +842,17 @@ fn what_a_command_run_outside_the_sandbox_changes_reaches_the_next_command() {
         assert_eq!(r["exit_code"], 0, "{r}");
     }
     let r = server.call("terminal", json!({"command": command}));
-    assert!(r["approval"].as_str().unwrap_or("").contains("outside the sandbox"), "{r}");
-    assert!(!target.exists(), "the granted command did not run outside the sandbox");
+    assert!(
+        r["approval"]
+            .as_str()
+            .unwrap_or("")
+            .contains("outside the sandbox"),
+        "{r}"
+    );
+    assert!(
+        !target.exists(),
+        "the granted command did not run outside the sandbox"
+    );
     let r = server.call("terminal", json!({"command": "echo ${ESCALATED-lost}"}));
     assert_eq!(output(&r), "yes", "{r}");
 }

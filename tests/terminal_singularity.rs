@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 mod common;
 mod sandbox_fakes;
 use common::{build_rootfs, which};
-use hermes_tools::tools::terminal::env::singularity::{allowed_env, exec_args, start_args, stop_args, CONTAINER_PATH};
+use hermes_tools::tools::terminal::env::singularity::{
+    allowed_env, exec_args, start_args, stop_args, CONTAINER_PATH,
+};
 use sandbox_fakes::{fakes_dir, Serve};
 mod file_tools_env;
 
@@ -30,15 +32,35 @@ fn command_lines_clean_the_environment_and_overlay_a_tmpfs() {
     assert_eq!(
         start_args("/cache/img.sif", "hermes-0badc0de", 2.0, 4096),
         [
-            "instance", "start", "--containall", "--no-home", "--cleanenv", "--writable-tmpfs", "--cpus", "2", "--memory",
-            "4096M", "/cache/img.sif", "hermes-0badc0de"
+            "instance",
+            "start",
+            "--containall",
+            "--no-home",
+            "--cleanenv",
+            "--writable-tmpfs",
+            "--cpus",
+            "2",
+            "--memory",
+            "4096M",
+            "/cache/img.sif",
+            "hermes-0badc0de"
         ]
     );
     assert_eq!(
         exec_args("hermes-0badc0de", "echo hi"),
-        ["exec", "--cleanenv", "instance://hermes-0badc0de", "bash", "-c", "echo hi"]
+        [
+            "exec",
+            "--cleanenv",
+            "instance://hermes-0badc0de",
+            "bash",
+            "-c",
+            "echo hi"
+        ]
     );
-    assert_eq!(stop_args("hermes-0badc0de"), ["instance", "stop", "hermes-0badc0de"]);
+    assert_eq!(
+        stop_args("hermes-0badc0de"),
+        ["instance", "stop", "hermes-0badc0de"]
+    );
 }
 
 #[test]
@@ -51,11 +73,22 @@ fn only_the_allow_list_reaches_the_container() {
         "KEEP_ME" => Some("yes".to_string()),
         _ => None,
     };
-    let env = allowed_env(&host, &["KEEP_ME".to_string(), "NOT_SET".to_string(), "BAD NAME".to_string()]);
+    let env = allowed_env(
+        &host,
+        &[
+            "KEEP_ME".to_string(),
+            "NOT_SET".to_string(),
+            "BAD NAME".to_string(),
+        ],
+    );
     assert_eq!(
         env,
-        [("PATH", CONTAINER_PATH), ("LANG", "C.UTF-8"), ("KEEP_ME", "yes")]
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+        [
+            ("PATH", CONTAINER_PATH),
+            ("LANG", "C.UTF-8"),
+            ("KEEP_ME", "yes")
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
     );
 }
 
@@ -73,22 +106,38 @@ fn singularity_through_a_standin_cli() {
     )
     .unwrap();
     let state_dir = state.path().to_str().unwrap();
-    let env = [("APPTAINER_STANDIN_STATE", state_dir), ("HERMES_STANDIN_SECRET", "s3cret"), ("KEEP_ME", "kept")];
+    let env = [
+        ("APPTAINER_STANDIN_STATE", state_dir),
+        ("HERMES_STANDIN_SECRET", "s3cret"),
+        ("KEEP_ME", "kept"),
+    ];
     for _ in 0..2 {
         let mut serve = Serve::start_in(home.path(), &env);
-        let r = serve.terminal(json!({"command": "echo ${HERMES_STANDIN_SECRET:-unset} $KEEP_ME; echo $PATH"}));
+        let r = serve.terminal(
+            json!({"command": "echo ${HERMES_STANDIN_SECRET:-unset} $KEEP_ME; echo $PATH"}),
+        );
         assert_eq!(r["output"], format!("unset kept\n{CONTAINER_PATH}"), "{r}");
-        let r = serve.terminal(json!({"command": "cd /tmp && mkdir -p w && cd w && export MARK=1"}));
+        let r =
+            serve.terminal(json!({"command": "cd /tmp && mkdir -p w && cd w && export MARK=1"}));
         assert_eq!(r["exit_code"], 0, "{r}");
         let r = serve.terminal(json!({"command": "pwd; echo $MARK"}));
         assert_eq!(r["output"], "/tmp/w\n1", "{r}");
         serve.finish();
     }
     let calls = std::fs::read_to_string(state.path().join("calls.log")).unwrap();
-    let sif = home.path().join("cache/singularity/docker___debian_12-slim.sif");
-    assert_eq!(calls.lines().filter(|l| l.starts_with("build ")).count(), 1, "converted once:\n{calls}");
+    let sif = home
+        .path()
+        .join("cache/singularity/docker___debian_12-slim.sif");
+    assert_eq!(
+        calls.lines().filter(|l| l.starts_with("build ")).count(),
+        1,
+        "converted once:\n{calls}"
+    );
     assert!(sif.is_file());
-    let starts: Vec<&str> = calls.lines().filter(|l| l.starts_with("instance start")).collect();
+    let starts: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.starts_with("instance start"))
+        .collect();
     assert_eq!(starts.len(), 2, "{calls}");
     for start in starts {
         assert!(
@@ -97,8 +146,18 @@ fn singularity_through_a_standin_cli() {
         );
         assert!(start.contains(&sif.display().to_string()), "{start}");
     }
-    assert!(calls.lines().filter(|l| l.starts_with("exec ")).all(|l| l.starts_with("exec --cleanenv instance://")));
-    assert_eq!(calls.lines().filter(|l| l.starts_with("instance stop")).count(), 2, "{calls}");
+    assert!(calls
+        .lines()
+        .filter(|l| l.starts_with("exec "))
+        .all(|l| l.starts_with("exec --cleanenv instance://")));
+    assert_eq!(
+        calls
+            .lines()
+            .filter(|l| l.starts_with("instance stop"))
+            .count(),
+        2,
+        "{calls}"
+    );
 }
 
 #[test]
@@ -113,29 +172,47 @@ fn file_tools_work_in_the_container_of_the_standin_cli() {
         ),
     )
     .unwrap();
-    let mut serve = Serve::start_in(home.path(), &[("APPTAINER_STANDIN_STATE", state.path().to_str().unwrap())]);
+    let mut serve = Serve::start_in(
+        home.path(),
+        &[("APPTAINER_STANDIN_STATE", state.path().to_str().unwrap())],
+    );
     // The server runs in this crate's directory, where none of the files may appear.
-    file_tools_env::exercise(&mut serve, "/tmp/files-work", &std::env::current_dir().unwrap());
+    file_tools_env::exercise(
+        &mut serve,
+        "/tmp/files-work",
+        &std::env::current_dir().unwrap(),
+    );
     // `--cleanenv` leaves no HOME there: `~` is the account's home directory.
     let r = serve.terminal(json!({"command": "echo ${HOME-unset}"}));
     assert_eq!(r["output"], "unset", "{r}");
-    let r = serve.call("write_file", json!({"path": "~/in-home.txt", "content": "home\n"}));
+    let r = serve.call(
+        "write_file",
+        json!({"path": "~/in-home.txt", "content": "home\n"}),
+    );
     assert_eq!(r["verified"], true, "{r}");
     let r = serve.terminal(json!({"command": "cat /root/in-home.txt"}));
     assert_eq!(r["output"], "home", "{r}");
     serve.finish();
     let calls = std::fs::read_to_string(state.path().join("calls.log")).unwrap();
-    assert!(calls.lines().filter(|l| l.starts_with("exec ")).all(|l| l.starts_with("exec --cleanenv instance://")));
+    assert!(calls
+        .lines()
+        .filter(|l| l.starts_with("exec "))
+        .all(|l| l.starts_with("exec --cleanenv instance://")));
 }
 
 #[test]
 #[ignore = "needs apptainer or singularity; run with --ignored where one is installed"]
 fn singularity_runs_commands_in_a_sandbox_image() {
-    let binary = which("apptainer").or_else(|| which("singularity")).expect("apptainer or singularity on PATH");
+    let binary = which("apptainer")
+        .or_else(|| which("singularity"))
+        .expect("apptainer or singularity on PATH");
     let dir = tempfile::tempdir().unwrap();
     let rootfs = dir.path().join("rootfs");
     // A directory image ("sandbox") made of the host's bash and coreutils.
-    build_rootfs(&rootfs, &["bash", "sleep", "cat", "rm", "ls", "mkdir", "env", "pwd"]);
+    build_rootfs(
+        &rootfs,
+        &["bash", "sleep", "cat", "rm", "ls", "mkdir", "env", "pwd"],
+    );
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.yaml"),
@@ -143,9 +220,15 @@ fn singularity_runs_commands_in_a_sandbox_image() {
     )
     .unwrap();
     let registry = Registry::with_home(&hermes_tools::CATALOG, home.path().to_path_buf());
-    let ctx = ToolContext::builder().task_id("singularity-real").hermes_home(home.path()).build();
+    let ctx = ToolContext::builder()
+        .task_id("singularity-real")
+        .hermes_home(home.path())
+        .build();
     let run = |command: &str| -> Value {
-        let text = registry.handle_function_call(&ToolCall::new("terminal", json!({ "command": command })), &ctx);
+        let text = registry.handle_function_call(
+            &ToolCall::new("terminal", json!({ "command": command })),
+            &ctx,
+        );
         serde_json::from_str(&text).unwrap()
     };
     let first = run("echo inside && mkdir -p /tmp/work && cd /tmp/work && export MARK=kept");

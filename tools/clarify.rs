@@ -17,10 +17,14 @@ pub fn clarify(
     ctx: &ToolContext,
 ) -> ToolResult {
     let Some(session) = ctx.agent_session_as::<AgentSession>() else {
-        return Ok(ToolOutput::error("clarify is not available: no agent session is attached, so there is no user to ask"));
+        return Ok(ToolOutput::error(
+            "clarify is not available: no agent session is attached, so there is no user to ask",
+        ));
     };
     if question.trim().is_empty() {
-        return Ok(ToolOutput::error("question is empty: write the question to ask the user"));
+        return Ok(ToolOutput::error(
+            "question is empty: write the question to ask the user",
+        ));
     }
     let mut choices: Vec<String> = choices
         .unwrap_or_default()
@@ -30,9 +34,16 @@ pub fn clarify(
         .collect();
     let dropped = choices.len().saturating_sub(MAX_CHOICES);
     choices.truncate(MAX_CHOICES);
-    let mut result = session.ask_user(question.trim(), choices, multi_select.unwrap_or(false), ctx.cancellation());
+    let mut result = session.ask_user(
+        question.trim(),
+        choices,
+        multi_select.unwrap_or(false),
+        ctx.cancellation(),
+    );
     if dropped > 0 && result.get("error").is_none() {
-        result["_warning"] = json!(format!("only the first {MAX_CHOICES} choices were shown; {dropped} more were dropped"));
+        result["_warning"] = json!(format!(
+            "only the first {MAX_CHOICES} choices were shown; {dropped} more were dropped"
+        ));
     }
     Ok(result.into())
 }

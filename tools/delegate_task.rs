@@ -35,12 +35,26 @@ pub fn delegate_task(
     ctx: &ToolContext,
 ) -> ToolResult {
     let Some(session) = ctx.agent_session_as::<AgentSession>() else {
-        return Ok(ToolOutput::error("delegate_task needs the agent session of hermes-agent"));
+        return Ok(ToolOutput::error(
+            "delegate_task needs the agent session of hermes-agent",
+        ));
     };
     let specs: Vec<DelegateSpec> = match (goal, tasks) {
-        (Some(_), Some(_)) => return Ok(ToolOutput::error("give either `goal` (one task) or `tasks` (a batch), not both")),
-        (None, None) => return Ok(ToolOutput::error("nothing to delegate: give `goal`, or `tasks` with at least one goal")),
-        (Some(goal), None) => vec![DelegateSpec { goal, context, toolsets }],
+        (Some(_), Some(_)) => {
+            return Ok(ToolOutput::error(
+                "give either `goal` (one task) or `tasks` (a batch), not both",
+            ))
+        }
+        (None, None) => {
+            return Ok(ToolOutput::error(
+                "nothing to delegate: give `goal`, or `tasks` with at least one goal",
+            ))
+        }
+        (Some(goal), None) => vec![DelegateSpec {
+            goal,
+            context,
+            toolsets,
+        }],
         (None, Some(tasks)) => {
             if tasks.len() > MAX_TASKS {
                 return Ok(ToolOutput::error(format!(
@@ -50,7 +64,11 @@ pub fn delegate_task(
             }
             tasks
                 .into_iter()
-                .map(|t| DelegateSpec { goal: t.goal, context: t.context, toolsets: t.toolsets })
+                .map(|t| DelegateSpec {
+                    goal: t.goal,
+                    context: t.context,
+                    toolsets: t.toolsets,
+                })
                 .collect()
         }
     };

@@ -38,7 +38,9 @@ pub fn todo(
     ctx: &ToolContext,
 ) -> ToolResult {
     let Some(session) = ctx.agent_session_as::<AgentSession>() else {
-        return Ok(ToolOutput::error("the todo store is not initialised: todo needs the agent session of hermes-agent"));
+        return Ok(ToolOutput::error(
+            "the todo store is not initialised: todo needs the agent session of hermes-agent",
+        ));
     };
     let inputs = todos.map(|items| {
         items

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 pub const MAX_CHOICES: usize = 4;
 /// What the tool answers when nobody replied in time.
-pub const NO_ANSWER_TEXT: &str = "The user did not answer in time. Use your best judgement and go on with the task.";
+pub const NO_ANSWER_TEXT: &str =
+    "The user did not answer in time. Use your best judgement and go on with the task.";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClarifyRequest {
@@ -30,7 +31,12 @@ pub enum ClarifyReply {
 /// A way to reach the user. `ask` blocks until the answer, the timeout or the
 /// cancellation; `Err` means the question could not be asked at all.
 pub trait ClarifyChannel: Send + Sync {
-    fn ask(&self, request: &ClarifyRequest, timeout: Duration, cancel: &Cancellation) -> Result<ClarifyReply, String>;
+    fn ask(
+        &self,
+        request: &ClarifyRequest,
+        timeout: Duration,
+        cancel: &Cancellation,
+    ) -> Result<ClarifyReply, String>;
 }
 
 /// No user to ask: headless runs and delegated sub-agents.
@@ -40,12 +46,19 @@ pub struct NoClarify {
 
 impl NoClarify {
     pub fn new(reason: impl Into<String>) -> NoClarify {
-        NoClarify { reason: reason.into() }
+        NoClarify {
+            reason: reason.into(),
+        }
     }
 }
 
 impl ClarifyChannel for NoClarify {
-    fn ask(&self, _request: &ClarifyRequest, _timeout: Duration, _cancel: &Cancellation) -> Result<ClarifyReply, String> {
+    fn ask(
+        &self,
+        _request: &ClarifyRequest,
+        _timeout: Duration,
+        _cancel: &Cancellation,
+    ) -> Result<ClarifyReply, String> {
         Err(self.reason.clone())
     }
 }
@@ -58,12 +71,22 @@ pub struct TerminalClarify;
 impl TerminalClarify {
     /// `Some` when this process has a terminal to ask on.
     pub fn open() -> Option<TerminalClarify> {
-        std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok().map(|_| TerminalClarify)
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .ok()
+            .map(|_| TerminalClarify)
     }
 }
 
 impl ClarifyChannel for TerminalClarify {
-    fn ask(&self, request: &ClarifyRequest, timeout: Duration, cancel: &Cancellation) -> Result<ClarifyReply, String> {
+    fn ask(
+        &self,
+        request: &ClarifyRequest,
+        timeout: Duration,
+        cancel: &Cancellation,
+    ) -> Result<ClarifyReply, String> {
         let mut tty = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -74,13 +97,18 @@ impl ClarifyChannel for TerminalClarify {
             prompt.push_str(&format!("  {}. {choice}\n", n + 1));
         }
         if !request.choices.is_empty() {
-            prompt.push_str(&format!("  {}. Other (type your answer)\n", request.choices.len() + 1));
+            prompt.push_str(&format!(
+                "  {}. Other (type your answer)\n",
+                request.choices.len() + 1
+            ));
             if request.multi_select {
                 prompt.push_str("  (several numbers, comma-separated, are fine)\n");
             }
         }
         prompt.push_str("> ");
-        tty.write_all(prompt.as_bytes()).and_then(|_| tty.flush()).map_err(|e| format!("cannot write to the terminal: {e}"))?;
+        tty.write_all(prompt.as_bytes())
+            .and_then(|_| tty.flush())
+            .map_err(|e| format!("cannot write to the terminal: {e}"))?;
         let (sender, receiver) = mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
@@ -100,7 +128,9 @@ impl ClarifyChannel for TerminalClarify {
                 Ok(Ok(line)) => return Ok(ClarifyReply::Answer(interpret(line.trim(), request))),
                 Ok(Err(e)) => return Err(format!("cannot read the terminal: {e}")),
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err("the terminal closed".into()),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("the terminal closed".into())
+                }
             }
         }
     }

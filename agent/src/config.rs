@@ -48,7 +48,9 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// The key from the environment, if the variable is set and not empty.
     pub fn api_key(&self) -> Option<String> {
-        std::env::var(&self.api_key_env).ok().filter(|k| !k.trim().is_empty())
+        std::env::var(&self.api_key_env)
+            .ok()
+            .filter(|k| !k.trim().is_empty())
     }
 }
 
@@ -86,8 +88,20 @@ impl AgentConfig {
     /// The defaults with whatever `config` sets on top; wrong types are ignored.
     pub fn from_config(config: &Config) -> AgentConfig {
         let mut out = AgentConfig::default();
-        let text = |key: &str| config.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-        let number = |key: &str| config.get(key).and_then(Value::as_f64).filter(|n| n.is_finite() && *n >= 0.0);
+        let text = |key: &str| {
+            config
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let number = |key: &str| {
+            config
+                .get(key)
+                .and_then(Value::as_f64)
+                .filter(|n| n.is_finite() && *n >= 0.0)
+        };
         if let Some(url) = text("model.base_url") {
             out.model.base_url = url;
         }

@@ -23,6 +23,9 @@ pub mod todo;
 pub use clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest, NoClarify, TerminalClarify};
 pub use config::{AgentConfig, ModelConfig};
 pub use memory::{MemoryAction, MemoryOp, MemoryStore, MemoryTarget};
-pub use session::{AgentSession, DelegateSpec, LoopOutcome, LoopStatus, NotificationSource, ProgressFn, SessionOptions};
+pub use session::{
+    AgentSession, DelegateSpec, LoopOutcome, LoopStatus, NotificationSource, ProgressFn,
+    SessionOptions,
+};
 pub use store::{NewMessage, SearchRequest, SessionStore};
 pub use todo::{TodoInput, TodoStore};

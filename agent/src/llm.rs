@@ -11,7 +11,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChatError {
     /// The endpoint answered with a non-success status.
-    Http { status: u16, body: String },
+    Http {
+        status: u16,
+        body: String,
+    },
     TimedOut(String),
     /// No answer: connection refused, reset, DNS.
     Transport(String),
@@ -33,10 +36,18 @@ impl ChatError {
 impl std::fmt::Display for ChatError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ChatError::Http { status, body } => write!(f, "the model endpoint answered HTTP {status}: {}", clip(body, 500)),
-            ChatError::TimedOut(what) => write!(f, "the model endpoint did not answer in time: {what}"),
+            ChatError::Http { status, body } => write!(
+                f,
+                "the model endpoint answered HTTP {status}: {}",
+                clip(body, 500)
+            ),
+            ChatError::TimedOut(what) => {
+                write!(f, "the model endpoint did not answer in time: {what}")
+            }
             ChatError::Transport(what) => write!(f, "cannot reach the model endpoint: {what}"),
-            ChatError::Malformed(what) => write!(f, "the model endpoint sent a malformed reply: {what}"),
+            ChatError::Malformed(what) => {
+                write!(f, "the model endpoint sent a malformed reply: {what}")
+            }
             ChatError::Interrupted => write!(f, "interrupted"),
         }
     }
@@ -90,16 +101,28 @@ impl ChatClient {
             .http_status_as_error(false)
             .build()
             .into();
-        ChatClient { config, agent, retry_backoff: Duration::from_millis(250) }
+        ChatClient {
+            config,
+            agent,
+            retry_backoff: Duration::from_millis(250),
+        }
     }
 
     pub fn url(&self) -> String {
-        format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'))
+        format!(
+            "{}/chat/completions",
+            self.config.base_url.trim_end_matches('/')
+        )
     }
 
     /// Sends the conversation and tool definitions; retries transient failures up to
     /// `max_retries` times.
-    pub fn complete(&self, messages: &[Value], tools: &[Value], cancel: &Cancellation) -> Result<AssistantTurn, ChatError> {
+    pub fn complete(
+        &self,
+        messages: &[Value],
+        tools: &[Value],
+        cancel: &Cancellation,
+    ) -> Result<AssistantTurn, ChatError> {
         let mut body = json!({"model": self.config.model, "messages": messages});
         if !tools.is_empty() {
             body["tools"] = json!(tools);
@@ -111,7 +134,10 @@ impl ChatClient {
             let outcome = self.send_once(&body, cancel);
             match outcome {
                 Err(error) if error.is_retryable() && attempt < self.config.max_retries => {
-                    let wait = self.retry_backoff.saturating_mul(1 << attempt.min(5)).min(Duration::from_secs(8));
+                    let wait = self
+                        .retry_backoff
+                        .saturating_mul(1 << attempt.min(5))
+                        .min(Duration::from_secs(8));
                     eprintln!("warning: {error}; retrying in {:.1} s", wait.as_secs_f64());
                     if sleep_unless_cancelled(wait, cancel) {
                         return Err(ChatError::Interrupted);
@@ -127,7 +153,10 @@ impl ChatClient {
         if cancel.is_cancelled() {
             return Err(ChatError::Interrupted);
         }
-        let mut request = self.agent.post(&self.url()).header("Content-Type", "application/json");
+        let mut request = self
+            .agent
+            .post(&self.url())
+            .header("Content-Type", "application/json");
         if let Some(key) = self.config.api_key() {
             request = request.header("Authorization", format!("Bearer {key}"));
         }
@@ -151,9 +180,13 @@ impl ChatClient {
         let text = loop {
             match receiver.recv_timeout(Duration::from_millis(50)) {
                 Ok(result) => break result?,
-                Err(mpsc::RecvTimeoutError::Timeout) if cancel.is_cancelled() => return Err(ChatError::Interrupted),
+                Err(mpsc::RecvTimeoutError::Timeout) if cancel.is_cancelled() => {
+                    return Err(ChatError::Interrupted)
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(ChatError::Transport("the request thread died".into())),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(ChatError::Transport("the request thread died".into()))
+                }
             }
         };
         parse_completion(&text)
@@ -174,10 +207,18 @@ fn sleep_unless_cancelled(wait: Duration, cancel: &Cancellation) -> bool {
 fn classify_error(error: ureq::Error) -> ChatError {
     match error {
         ureq::Error::Timeout(what) => ChatError::TimedOut(format!("timed out ({what})")),
-        ureq::Error::Io(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+        ureq::Error::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ) =>
+        {
             ChatError::TimedOut(e.to_string())
         }
-        ureq::Error::StatusCode(status) => ChatError::Http { status, body: String::new() },
+        ureq::Error::StatusCode(status) => ChatError::Http {
+            status,
+            body: String::new(),
+        },
         other => ChatError::Transport(other.to_string()),
     }
 }
@@ -187,8 +228,15 @@ pub fn parse_completion(text: &str) -> Result<AssistantTurn, ChatError> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| ChatError::Malformed(format!("not JSON ({e}): {}", clip(text, 200))))?;
     if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
-        let message = error.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| error.to_string());
-        return Err(ChatError::Malformed(format!("the endpoint reported an error: {}", clip(&message, 500))));
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| error.to_string());
+        return Err(ChatError::Malformed(format!(
+            "the endpoint reported an error: {}",
+            clip(&message, 500)
+        )));
     }
     let choice = value
         .get("choices")
@@ -198,7 +246,12 @@ pub fn parse_completion(text: &str) -> Result<AssistantTurn, ChatError> {
     let message = choice
         .get("message")
         .filter(|m| m.is_object())
-        .ok_or_else(|| ChatError::Malformed(format!("the first choice has no `message`: {}", clip(text, 200))))?;
+        .ok_or_else(|| {
+            ChatError::Malformed(format!(
+                "the first choice has no `message`: {}",
+                clip(text, 200)
+            ))
+        })?;
     let content = match message.get("content") {
         Some(Value::String(text)) => Some(text.clone()),
         // Some servers send content as a list of parts.
@@ -212,7 +265,13 @@ pub fn parse_completion(text: &str) -> Result<AssistantTurn, ChatError> {
         _ => None,
     };
     let mut tool_calls = Vec::new();
-    for (n, call) in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
+    for (n, call) in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let function = call
             .get("function")
             .ok_or_else(|| ChatError::Malformed(format!("tool call {n} has no `function`")))?;
@@ -232,12 +291,19 @@ pub fn parse_completion(text: &str) -> Result<AssistantTurn, ChatError> {
             .filter(|i| !i.is_empty())
             .map(str::to_owned)
             .unwrap_or_else(|| format!("call_{n}"));
-        tool_calls.push(ModelToolCall { id, name: name.to_string(), arguments });
+        tool_calls.push(ModelToolCall {
+            id,
+            name: name.to_string(),
+            arguments,
+        });
     }
     Ok(AssistantTurn {
         content,
         tool_calls,
-        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     })
 }
 

@@ -99,7 +99,10 @@ impl MemorySnapshot {
             return None;
         }
         let mut out = String::new();
-        for (target, entries) in [(MemoryTarget::Memory, &self.memory), (MemoryTarget::User, &self.user)] {
+        for (target, entries) in [
+            (MemoryTarget::Memory, &self.memory),
+            (MemoryTarget::User, &self.user),
+        ] {
             if entries.is_empty() {
                 continue;
             }
@@ -107,10 +110,14 @@ impl MemorySnapshot {
                 MemoryTarget::Memory => "MEMORY (your notes from earlier sessions)",
                 MemoryTarget::User => "USER PROFILE (what you know about the user)",
             };
-            out.push_str(&format!("{title} [{}]\n", usage_text(joined_len(entries), target.limit())));
+            out.push_str(&format!(
+                "{title} [{}]\n",
+                usage_text(joined_len(entries), target.limit())
+            ));
             for entry in entries {
                 let shown = if looks_injected(entry) {
-                    "[BLOCKED: this entry looks like an injected instruction and is not shown]".to_string()
+                    "[BLOCKED: this entry looks like an injected instruction and is not shown]"
+                        .to_string()
                 } else {
                     entry.clone()
                 };
@@ -118,7 +125,12 @@ impl MemorySnapshot {
                 out.push_str(&format!("\n{SEPARATOR}\n"));
             }
         }
-        Some(out.trim_end().trim_end_matches(SEPARATOR).trim_end().to_string())
+        Some(
+            out.trim_end()
+                .trim_end_matches(SEPARATOR)
+                .trim_end()
+                .to_string(),
+        )
     }
 }
 
@@ -140,7 +152,12 @@ impl MemoryStore {
             memory: read_entries(&dir.join(MemoryTarget::Memory.file_name())).unwrap_or_default(),
             user: read_entries(&dir.join(MemoryTarget::User.file_name())).unwrap_or_default(),
         };
-        MemoryStore { dir, snapshot, read_only: false, budget_failures: AtomicU32::new(0) }
+        MemoryStore {
+            dir,
+            snapshot,
+            read_only: false,
+            budget_failures: AtomicU32::new(0),
+        }
     }
 
     /// A store that refuses writes (for child agents).
@@ -172,7 +189,9 @@ impl MemoryStore {
         }
         match self.apply_locked(target, ops) {
             Ok(result) => result,
-            Err(e) => json!({"success": false, "error": format!("memory could not be written: {e}")}),
+            Err(e) => {
+                json!({"success": false, "error": format!("memory could not be written: {e}")})
+            }
         }
     }
 
@@ -184,11 +203,23 @@ impl MemoryStore {
         let mut entries = before.clone();
         let mut messages = Vec::new();
         for (index, op) in ops.iter().enumerate() {
-            let prefix = if ops.len() > 1 { format!("operation {index}: ") } else { String::new() };
+            let prefix = if ops.len() > 1 {
+                format!("operation {index}: ")
+            } else {
+                String::new()
+            };
             match apply_one(&mut entries, op) {
                 Ok(message) => messages.push(message),
                 Err(mut failure) => {
-                    failure.error = format!("{prefix}{}{}", failure.error, if ops.len() > 1 { " Nothing was changed." } else { "" });
+                    failure.error = format!(
+                        "{prefix}{}{}",
+                        failure.error,
+                        if ops.len() > 1 {
+                            " Nothing was changed."
+                        } else {
+                            ""
+                        }
+                    );
                     return Ok(failure.into_value(&before, target));
                 }
             }
@@ -235,7 +266,10 @@ struct Failure {
 
 impl Failure {
     fn new(error: impl Into<String>) -> Failure {
-        Failure { error: error.into(), matches: None }
+        Failure {
+            error: error.into(),
+            matches: None,
+        }
     }
 
     fn into_value(self, entries: &[String], target: MemoryTarget) -> Value {
@@ -253,8 +287,16 @@ impl Failure {
 }
 
 fn apply_one(entries: &mut Vec<String>, op: &MemoryOp) -> Result<String, Failure> {
-    let content = op.content.as_deref().map(str::trim).filter(|c| !c.is_empty());
-    let old_text = op.old_text.as_deref().map(str::trim).filter(|c| !c.is_empty());
+    let content = op
+        .content
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
+    let old_text = op
+        .old_text
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
     if let Some(content) = content {
         if content.lines().any(|line| line.trim() == SEPARATOR) {
             return Err(Failure::new(format!("content must not contain a line holding only {SEPARATOR}: that line separates entries")));
@@ -265,7 +307,8 @@ fn apply_one(entries: &mut Vec<String>, op: &MemoryOp) -> Result<String, Failure
     }
     match op.action {
         MemoryAction::Add => {
-            let content = content.ok_or_else(|| Failure::new("add needs `content`: the entry to save"))?;
+            let content =
+                content.ok_or_else(|| Failure::new("add needs `content`: the entry to save"))?;
             if entries.iter().any(|e| e == content) {
                 return Ok("That entry was already saved; nothing added.".into());
             }
@@ -273,9 +316,18 @@ fn apply_one(entries: &mut Vec<String>, op: &MemoryOp) -> Result<String, Failure
             Ok("Entry added.".into())
         }
         MemoryAction::Replace | MemoryAction::Remove => {
-            let verb = if op.action == MemoryAction::Replace { "replace" } else { "remove" };
+            let verb = if op.action == MemoryAction::Replace {
+                "replace"
+            } else {
+                "remove"
+            };
             let old_text = old_text.ok_or_else(|| Failure::new(format!("{verb} needs `old_text`: a short piece of the entry that appears in no other entry")))?;
-            let matches: Vec<usize> = entries.iter().enumerate().filter(|(_, e)| e.contains(old_text)).map(|(n, _)| n).collect();
+            let matches: Vec<usize> = entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.contains(old_text))
+                .map(|(n, _)| n)
+                .collect();
             let index = match matches.as_slice() {
                 [] => return Err(Failure::new(format!("no entry contains {old_text:?}; check current_entries for the exact text"))),
                 [one] => *one,
@@ -291,7 +343,9 @@ fn apply_one(entries: &mut Vec<String>, op: &MemoryOp) -> Result<String, Failure
                 entries.remove(index);
                 return Ok("Entry removed.".into());
             }
-            let content = content.ok_or_else(|| Failure::new("replace needs `content`: the new text of the entry"))?;
+            let content = content.ok_or_else(|| {
+                Failure::new("replace needs `content`: the new text of the entry")
+            })?;
             entries[index] = content.to_string();
             Ok("Entry replaced.".into())
         }
@@ -321,7 +375,11 @@ pub fn parse_entries(text: &str) -> Vec<String> {
         }
     }
     entries.push(current.join("\n"));
-    entries.into_iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect()
+    entries
+        .into_iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
+        .collect()
 }
 
 pub fn render_entries(entries: &[String]) -> String {
@@ -342,8 +400,18 @@ fn read_entries(path: &Path) -> std::io::Result<Vec<String>> {
 /// Temp file beside the target, fsync, rename over it, fsync the folder.
 pub fn write_entries_atomically(path: &Path, entries: &[String]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("memory");
-    let temp = dir.join(format!(".{name}.{}.{:?}.tmp", std::process::id(), std::thread::current().id()).replace(['(', ')'], ""));
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("memory");
+    let temp = dir.join(
+        format!(
+            ".{name}.{}.{:?}.tmp",
+            std::process::id(),
+            std::thread::current().id()
+        )
+        .replace(['(', ')'], ""),
+    );
     let result = (|| {
         let mut file = File::create(&temp)?;
         file.write_all(render_entries(entries).as_bytes())?;
@@ -367,7 +435,12 @@ pub struct FileLock {
 
 impl FileLock {
     pub fn exclusive(path: &Path) -> std::io::Result<FileLock> {
-        let file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)?;
         lock_exclusive(&file)?;
         Ok(FileLock { _file: file })
     }

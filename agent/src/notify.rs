@@ -19,8 +19,14 @@ pub fn notification_text(event: &Value) -> String {
                 text(event, "pattern"),
                 text(event, "output")
             );
-            if let Some(n) = event.get("suppressed").and_then(Value::as_u64).filter(|n| *n > 0) {
-                out.push_str(&format!("\n({n} earlier matches were suppressed by the rate limit)"));
+            if let Some(n) = event
+                .get("suppressed")
+                .and_then(Value::as_u64)
+                .filter(|n| *n > 0)
+            {
+                out.push_str(&format!(
+                    "\n({n} earlier matches were suppressed by the rate limit)"
+                ));
             }
             if event.get("watch_disabled").and_then(Value::as_bool) == Some(true) {
                 out.push_str(&format!("\n{}", text(event, "message")));
@@ -29,7 +35,10 @@ pub fn notification_text(event: &Value) -> String {
             out
         }
         "completion" => {
-            let code = event.get("exit_code").map(Value::to_string).unwrap_or_else(|| "?".into());
+            let code = event
+                .get("exit_code")
+                .map(Value::to_string)
+                .unwrap_or_else(|| "?".into());
             let status = if text(event, "status") == "killed" {
                 "was killed".to_string()
             } else if code == "0" {

@@ -134,10 +134,14 @@ pub struct DelegateSpec {
 
 fn new_session_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     format!(
         "{}_{:06x}{:04x}",
-        crate::store::iso8601(now.as_secs_f64()).replace([':', '-'], "").trim_end_matches('Z'),
+        crate::store::iso8601(now.as_secs_f64())
+            .replace([':', '-'], "")
+            .trim_end_matches('Z'),
         (now.subsec_nanos() ^ std::process::id()) & 0xff_ffff,
         COUNTER.fetch_add(1, Ordering::Relaxed) & 0xffff
     )
@@ -146,7 +150,9 @@ fn new_session_id() -> String {
 impl AgentSession {
     pub fn new(registry: Arc<Registry>, options: SessionOptions) -> Arc<AgentSession> {
         let hermes_home = registry.hermes_home().to_path_buf();
-        let config = options.config.unwrap_or_else(|| AgentConfig::from_config(&registry.config()));
+        let config = options
+            .config
+            .unwrap_or_else(|| AgentConfig::from_config(&registry.config()));
         let store = match options.store {
             Some(store) => Ok(store),
             None => SessionStore::open_in(&hermes_home).map(Arc::new),
@@ -155,14 +161,18 @@ impl AgentSession {
         if options.memory_read_only {
             memory = memory.read_only();
         }
-        let id = options.id.filter(|i| !i.trim().is_empty()).unwrap_or_else(new_session_id);
+        let id = options
+            .id
+            .filter(|i| !i.trim().is_empty())
+            .unwrap_or_else(new_session_id);
         let source = options.source.unwrap_or_else(|| "cli".into());
         let max_iterations = options.max_iterations.unwrap_or(if options.depth == 0 {
             config.max_iterations
         } else {
             config.child_max_iterations
         });
-        let session = Arc::new_cyclic(|me| AgentSession {
+        let session = Arc::new_cyclic(|me| {
+            AgentSession {
             me: me.clone(),
             clarify: options
                 .clarify
@@ -186,6 +196,7 @@ impl AgentSession {
             notifications: options.notifications,
             store_warned: AtomicBool::new(false),
             title: Mutex::new(options.title.clone()),
+        }
         });
         if let Ok(store) = &session.store {
             let result = store.ensure_session(&NewSession {
@@ -204,7 +215,9 @@ impl AgentSession {
 
     /// This session as an `Arc` (it is only ever created inside one).
     pub fn arc(&self) -> Arc<AgentSession> {
-        self.me.upgrade().expect("an AgentSession lives in the Arc that AgentSession::new made")
+        self.me
+            .upgrade()
+            .expect("an AgentSession lives in the Arc that AgentSession::new made")
     }
 
     pub fn id(&self) -> &str {
@@ -256,7 +269,10 @@ impl AgentSession {
 
     fn warn_store(&self, error: &str) {
         if !self.store_warned.swap(true, Ordering::SeqCst) {
-            eprintln!("warning: session {} is not being recorded: {error}", self.id);
+            eprintln!(
+                "warning: session {} is not being recorded: {error}",
+                self.id
+            );
         }
     }
 
@@ -267,9 +283,23 @@ impl AgentSession {
     }
 
     /// Asks the user through the session's channel and shapes the tool's result.
-    pub fn ask_user(&self, question: &str, choices: Vec<String>, multi_select: bool, cancel: &Cancellation) -> Value {
-        let request = ClarifyRequest { session_id: self.id.clone(), question: question.to_string(), choices, multi_select };
-        match self.clarify.ask(&request, self.config.clarify_timeout, cancel) {
+    pub fn ask_user(
+        &self,
+        question: &str,
+        choices: Vec<String>,
+        multi_select: bool,
+        cancel: &Cancellation,
+    ) -> Value {
+        let request = ClarifyRequest {
+            session_id: self.id.clone(),
+            question: question.to_string(),
+            choices,
+            multi_select,
+        };
+        match self
+            .clarify
+            .ask(&request, self.config.clarify_timeout, cancel)
+        {
             Ok(ClarifyReply::Answer(answer)) => json!({
                 "question": request.question,
                 "choices_offered": request.choices,
@@ -311,7 +341,9 @@ impl AgentSession {
         if !self.can_delegate() {
             disabled.push("delegation".into());
         }
-        self.registry.definitions(self.toolsets.as_deref(), Some(&disabled)).tools
+        self.registry
+            .definitions(self.toolsets.as_deref(), Some(&disabled))
+            .tools
     }
 
     pub fn system_prompt(&self) -> String {
@@ -357,8 +389,11 @@ impl AgentSession {
         self.record(&NewMessage::new("user", task));
         let mut messages = vec![system, user];
         let tools = self.definitions();
-        let offered: BTreeSet<String> =
-            tools.iter().filter_map(|t| t["function"]["name"].as_str()).map(str::to_owned).collect();
+        let offered: BTreeSet<String> = tools
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .map(str::to_owned)
+            .collect();
         let client = ChatClient::new(self.config.model.clone());
         let ctx = self.tool_context();
         let mut tool_call_count = 0usize;
@@ -372,7 +407,14 @@ impl AgentSession {
         };
         for iteration in 1..=self.max_iterations {
             if self.cancel.is_cancelled() {
-                return finish(LoopStatus::Interrupted, None, Some("interrupted".into()), iteration - 1, tool_call_count, messages);
+                return finish(
+                    LoopStatus::Interrupted,
+                    None,
+                    Some("interrupted".into()),
+                    iteration - 1,
+                    tool_call_count,
+                    messages,
+                );
             }
             for note in self.take_notifications(ctx.task_id()) {
                 self.progress(&format!("🔔 {}", clip_line(&note, 160)));
@@ -382,10 +424,24 @@ impl AgentSession {
             let turn = match client.complete(&messages, &tools, &self.cancel) {
                 Ok(turn) => turn,
                 Err(ChatError::Interrupted) => {
-                    return finish(LoopStatus::Interrupted, None, Some("interrupted".into()), iteration, tool_call_count, messages)
+                    return finish(
+                        LoopStatus::Interrupted,
+                        None,
+                        Some("interrupted".into()),
+                        iteration,
+                        tool_call_count,
+                        messages,
+                    )
                 }
                 Err(error) => {
-                    return finish(LoopStatus::Failed, None, Some(error.to_string()), iteration, tool_call_count, messages)
+                    return finish(
+                        LoopStatus::Failed,
+                        None,
+                        Some(error.to_string()),
+                        iteration,
+                        tool_call_count,
+                        messages,
+                    )
                 }
             };
             let assistant = turn.to_message();
@@ -398,11 +454,22 @@ impl AgentSession {
             messages.push(assistant);
             if turn.tool_calls.is_empty() {
                 let answer = turn.content.unwrap_or_default();
-                return finish(LoopStatus::Completed, Some(answer), None, iteration, tool_call_count, messages);
+                return finish(
+                    LoopStatus::Completed,
+                    Some(answer),
+                    None,
+                    iteration,
+                    tool_call_count,
+                    messages,
+                );
             }
             tool_call_count += turn.tool_calls.len();
             for call in &turn.tool_calls {
-                self.progress(&format!("→ {} {}", call.name, clip_line(&call.arguments, 160)));
+                self.progress(&format!(
+                    "→ {} {}",
+                    call.name,
+                    clip_line(&call.arguments, 160)
+                ));
             }
             let results = self.run_tool_calls(&turn.tool_calls, &offered, &ctx);
             for (call, result) in turn.tool_calls.iter().zip(results) {
@@ -417,24 +484,49 @@ impl AgentSession {
                 messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
             }
         }
-        let error = format!("the iteration budget of {} model requests ran out before a final answer", self.max_iterations);
+        let error = format!(
+            "the iteration budget of {} model requests ran out before a final answer",
+            self.max_iterations
+        );
         let last_text = messages
             .iter()
             .rev()
             .filter(|m| m["role"] == "assistant")
-            .find_map(|m| m["content"].as_str().filter(|t| !t.trim().is_empty()).map(str::to_owned));
-        finish(LoopStatus::BudgetExhausted, last_text, Some(error), self.max_iterations, tool_call_count, messages)
+            .find_map(|m| {
+                m["content"]
+                    .as_str()
+                    .filter(|t| !t.trim().is_empty())
+                    .map(str::to_owned)
+            });
+        finish(
+            LoopStatus::BudgetExhausted,
+            last_text,
+            Some(error),
+            self.max_iterations,
+            tool_call_count,
+            messages,
+        )
     }
 
     /// The task's background-process notifications, as text for the model.
     fn take_notifications(&self, task_id: &str) -> Vec<String> {
-        let Some(source) = &self.notifications else { return Vec::new() };
-        source(task_id).iter().map(crate::notify::notification_text).collect()
+        let Some(source) = &self.notifications else {
+            return Vec::new();
+        };
+        source(task_id)
+            .iter()
+            .map(crate::notify::notification_text)
+            .collect()
     }
 
     /// Runs one turn's calls through the registry (in parallel where the tools allow);
     /// a tool this session did not offer is refused.
-    fn run_tool_calls(&self, calls: &[crate::llm::ModelToolCall], offered: &BTreeSet<String>, ctx: &ToolContext) -> Vec<String> {
+    fn run_tool_calls(
+        &self,
+        calls: &[crate::llm::ModelToolCall],
+        offered: &BTreeSet<String>,
+        ctx: &ToolContext,
+    ) -> Vec<String> {
         let mut results: Vec<Option<String>> = vec![None; calls.len()];
         let mut allowed = Vec::new();
         let mut positions = Vec::new();
@@ -456,7 +548,10 @@ impl AgentSession {
                 )));
             }
         }
-        for (n, result) in positions.into_iter().zip(self.registry.handle_batch(&allowed, ctx)) {
+        for (n, result) in positions
+            .into_iter()
+            .zip(self.registry.handle_batch(&allowed, ctx))
+        {
             results[n] = Some(result);
         }
         results.into_iter().map(Option::unwrap_or_default).collect()
@@ -492,7 +587,12 @@ impl AgentSession {
                 });
             }
         });
-        let results: Vec<Value> = results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().flatten().collect();
+        let results: Vec<Value> = results
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .into_iter()
+            .flatten()
+            .collect();
         json!({
             "results": results,
             "total_duration_seconds": round2(started.elapsed().as_secs_f64()),
@@ -531,9 +631,15 @@ impl AgentSession {
         );
         let mut task = format!("Goal: {}", spec.goal.trim());
         if let Some(context) = spec.context.as_deref().filter(|c| !c.trim().is_empty()) {
-            task.push_str(&format!("\n\nContext from the parent agent:\n{}", context.trim()));
+            task.push_str(&format!(
+                "\n\nContext from the parent agent:\n{}",
+                context.trim()
+            ));
         }
-        self.progress(&format!("⇢ sub-agent {index}: {}", clip_line(&spec.goal, 120)));
+        self.progress(&format!(
+            "⇢ sub-agent {index}: {}",
+            clip_line(&spec.goal, 120)
+        ));
         let outcome = child.run(&task);
         let mut result = json!({
             "task_index": index,
@@ -557,7 +663,10 @@ fn round2(x: f64) -> f64 {
 }
 
 fn clip_line(text: &str, max: usize) -> String {
-    let flat: String = text.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    let flat: String = text
+        .chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .collect();
     if flat.chars().count() <= max {
         flat
     } else {

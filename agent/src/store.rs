@@ -74,7 +74,11 @@ pub struct NewMessage {
 
 impl NewMessage {
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> NewMessage {
-        NewMessage { role: role.into(), content: content.into(), ..Default::default() }
+        NewMessage {
+            role: role.into(),
+            content: content.into(),
+            ..Default::default()
+        }
     }
 }
 
@@ -122,7 +126,10 @@ pub struct SessionStore {
 }
 
 pub fn now_seconds() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 impl SessionStore {
@@ -133,16 +140,23 @@ impl SessionStore {
 
     pub fn open(path: &Path) -> Result<SessionStore, String> {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
-        let conn = Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| e.to_string())?;
+        let conn =
+            Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| e.to_string())?;
         // WAL lets readers and one writer share the file; a failure (e.g. a read-only
         // folder) leaves the default journal, which still works.
         let _ = conn.pragma_update(None, "journal_mode", "WAL");
         let _ = conn.pragma_update(None, "synchronous", "NORMAL");
-        conn.execute_batch(SCHEMA).map_err(|e| format!("cannot create the tables of {}: {e}", path.display()))?;
-        Ok(SessionStore { path: path.to_path_buf(), conn: Mutex::new(conn) })
+        conn.execute_batch(SCHEMA)
+            .map_err(|e| format!("cannot create the tables of {}: {e}", path.display()))?;
+        Ok(SessionStore {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -196,13 +210,18 @@ impl SessionStore {
             params![session_id, at],
         )
         .map_err(|e| e.to_string())?;
-        tx.commit().map_err(|e| format!("cannot record a message of {session_id}: {e}"))?;
+        tx.commit()
+            .map_err(|e| format!("cannot record a message of {session_id}: {e}"))?;
         Ok(id)
     }
 
     pub fn message_count(&self, session_id: &str) -> usize {
         self.conn()
-            .query_row("SELECT COUNT(*) FROM messages WHERE session_id = ?1", [session_id], |r| r.get::<_, i64>(0))
+            .query_row(
+                "SELECT COUNT(*) FROM messages WHERE session_id = ?1",
+                [session_id],
+                |r| r.get::<_, i64>(0),
+            )
             .map(|n| n as usize)
             .unwrap_or(0)
     }
@@ -212,7 +231,9 @@ impl SessionStore {
     pub fn search(&self, request: &SearchRequest, current: &str) -> Value {
         let roles = parse_roles(request.role_filter.as_deref());
         let result = match (&request.query, &request.session_id) {
-            (Some(query), _) if !query.trim().is_empty() => self.discover(query.trim(), request, &roles, current),
+            (Some(query), _) if !query.trim().is_empty() => {
+                self.discover(query.trim(), request, &roles, current)
+            }
             (_, Some(session)) if !session.trim().is_empty() => match request.around_message_id {
                 Some(anchor) => self.scroll(session.trim(), anchor, request.window, &roles),
                 None => self.read(session.trim(), &roles),
@@ -227,14 +248,25 @@ impl SessionStore {
         result.unwrap_or_else(|e| json!({"success": false, "error": format!("the session store could not be searched: {e}")}))
     }
 
-    fn discover(&self, query: &str, request: &SearchRequest, roles: &[String], current: &str) -> Result<Value, String> {
-        let limit = request.limit.unwrap_or(DEFAULT_SEARCH_LIMIT).clamp(1, MAX_SEARCH_LIMIT);
+    fn discover(
+        &self,
+        query: &str,
+        request: &SearchRequest,
+        roles: &[String],
+        current: &str,
+    ) -> Result<Value, String> {
+        let limit = request
+            .limit
+            .unwrap_or(DEFAULT_SEARCH_LIMIT)
+            .clamp(1, MAX_SEARCH_LIMIT);
         let (hits, note) = match self.match_messages(query, roles, current) {
             Ok(hits) => (hits, None),
             Err(error) if is_query_error(&error) => {
                 let quoted = quote_terms(query);
                 if quoted.is_empty() {
-                    return Ok(json!({"success": false, "error": format!("the query {query:?} has no words to search for"), "hint": FTS_HINT}));
+                    return Ok(
+                        json!({"success": false, "error": format!("the query {query:?} has no words to search for"), "hint": FTS_HINT}),
+                    );
                 }
                 match self.match_messages(&quoted, roles, current) {
                     Ok(hits) => (
@@ -274,13 +306,24 @@ impl SessionStore {
             SortOrder::Oldest => rows.sort_by(|a, b| a.0.started_at.total_cmp(&b.0.started_at)),
         }
         let total_sessions = rows.len();
-        let clip = if request.detail == Detail::Full { 2000 } else { 300 };
+        let clip = if request.detail == Detail::Full {
+            2000
+        } else {
+            300
+        };
         let mut results = Vec::new();
         for (meta, hits) in rows.into_iter().take(limit) {
             let best = &hits[0];
             let messages = self.filtered_messages(&meta.id, roles)?;
-            let bookend_start: Vec<Value> = messages.iter().take(3).map(|m| m.to_json(clip)).collect();
-            let bookend_end: Vec<Value> = messages.iter().rev().take(3).rev().map(|m| m.to_json(clip)).collect();
+            let bookend_start: Vec<Value> =
+                messages.iter().take(3).map(|m| m.to_json(clip)).collect();
+            let bookend_end: Vec<Value> = messages
+                .iter()
+                .rev()
+                .take(3)
+                .rev()
+                .map(|m| m.to_json(clip))
+                .collect();
             let mut item = meta.to_json();
             item["match_message_id"] = json!(best.message_id);
             item["match_role"] = json!(best.role);
@@ -309,7 +352,12 @@ impl SessionStore {
         Ok(out)
     }
 
-    fn match_messages(&self, query: &str, roles: &[String], current: &str) -> Result<Vec<Hit>, String> {
+    fn match_messages(
+        &self,
+        query: &str,
+        roles: &[String],
+        current: &str,
+    ) -> Result<Vec<Hit>, String> {
         let conn = self.conn();
         let role_marks = placeholders(3, roles.len());
         let hidden_marks = placeholders(3 + roles.len(), HIDDEN_SOURCES.len());
@@ -325,10 +373,16 @@ impl SessionStore {
         values.extend(HIDDEN_SOURCES.iter().map(|s| s.to_string()));
         let rows = statement
             .query_map(params_from_iter(values.iter()), |r| {
-                Ok(Hit { message_id: r.get(0)?, session_id: r.get(1)?, role: r.get(2)?, snippet: r.get(3)? })
+                Ok(Hit {
+                    message_id: r.get(0)?,
+                    session_id: r.get(1)?,
+                    role: r.get(2)?,
+                    snippet: r.get(3)?,
+                })
             })
             .map_err(|e| e.to_string())?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())
     }
 
     fn session_meta(&self, id: &str) -> Result<SessionMeta, String> {
@@ -342,7 +396,9 @@ impl SessionStore {
     }
 
     fn browse(&self, limit: Option<usize>, current: &str) -> Result<Value, String> {
-        let limit = limit.unwrap_or(DEFAULT_BROWSE_LIMIT).clamp(1, MAX_SEARCH_LIMIT);
+        let limit = limit
+            .unwrap_or(DEFAULT_BROWSE_LIMIT)
+            .clamp(1, MAX_SEARCH_LIMIT);
         let metas: Vec<SessionMeta> = {
             let conn = self.conn();
             let hidden_marks = placeholders(3, HIDDEN_SOURCES.len());
@@ -352,12 +408,21 @@ impl SessionStore {
                  ORDER BY updated_at DESC LIMIT ?2"
             );
             let mut statement = conn.prepare(&sql).map_err(|e| e.to_string())?;
-            let mut params: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(current.to_string()), Box::new(limit as i64)];
-            params.extend(HIDDEN_SOURCES.iter().map(|s| Box::new(s.to_string()) as Box<dyn rusqlite::ToSql>));
+            let mut params: Vec<Box<dyn rusqlite::ToSql>> =
+                vec![Box::new(current.to_string()), Box::new(limit as i64)];
+            params.extend(
+                HIDDEN_SOURCES
+                    .iter()
+                    .map(|s| Box::new(s.to_string()) as Box<dyn rusqlite::ToSql>),
+            );
             let rows = statement
-                .query_map(rusqlite::params_from_iter(params.iter()), SessionMeta::from_row)
+                .query_map(
+                    rusqlite::params_from_iter(params.iter()),
+                    SessionMeta::from_row,
+                )
                 .map_err(|e| e.to_string())?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?
+            rows.collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?
         };
         let mut sessions = Vec::new();
         for meta in metas {
@@ -390,8 +455,14 @@ impl SessionStore {
         out["mode"] = json!("read");
         out["total_messages"] = json!(total);
         if total > READ_HEAD + READ_TAIL {
-            let head: Vec<Value> = messages[..READ_HEAD].iter().map(|m| m.to_json(4000)).collect();
-            let tail: Vec<Value> = messages[total - READ_TAIL..].iter().map(|m| m.to_json(4000)).collect();
+            let head: Vec<Value> = messages[..READ_HEAD]
+                .iter()
+                .map(|m| m.to_json(4000))
+                .collect();
+            let tail: Vec<Value> = messages[total - READ_TAIL..]
+                .iter()
+                .map(|m| m.to_json(4000))
+                .collect();
             out["messages"] = json!(head);
             out["messages_omitted"] = json!(total - READ_HEAD - READ_TAIL);
             out["messages_end"] = json!(tail);
@@ -405,7 +476,13 @@ impl SessionStore {
         Ok(out)
     }
 
-    fn scroll(&self, session: &str, anchor: i64, window: Option<usize>, roles: &[String]) -> Result<Value, String> {
+    fn scroll(
+        &self,
+        session: &str,
+        anchor: i64,
+        window: Option<usize>,
+        roles: &[String],
+    ) -> Result<Value, String> {
         let window = window.unwrap_or(DEFAULT_WINDOW).clamp(1, MAX_WINDOW);
         let Some(meta) = self.find_session(session)? else {
             return Ok(unknown_session(session));
@@ -418,8 +495,20 @@ impl SessionStore {
             }));
         };
         let keep = |m: &&StoredMessage| roles.contains(&m.role);
-        let before: Vec<&StoredMessage> = all[..position].iter().rev().filter(keep).take(window).collect::<Vec<_>>().into_iter().rev().collect();
-        let after: Vec<&StoredMessage> = all[position + 1..].iter().filter(keep).take(window).collect();
+        let before: Vec<&StoredMessage> = all[..position]
+            .iter()
+            .rev()
+            .filter(keep)
+            .take(window)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let after: Vec<&StoredMessage> = all[position + 1..]
+            .iter()
+            .filter(keep)
+            .take(window)
+            .collect();
         let mut out = meta.to_json();
         out["success"] = json!(true);
         out["mode"] = json!("scroll");
@@ -429,7 +518,8 @@ impl SessionStore {
         out["message"] = all[position].to_json(4000);
         out["messages_after"] = json!(after.iter().map(|m| m.to_json(4000)).collect::<Vec<_>>());
         out["has_more_before"] = json!(all[..position].iter().filter(keep).count() > before.len());
-        out["has_more_after"] = json!(all[position + 1..].iter().filter(keep).count() > after.len());
+        out["has_more_after"] =
+            json!(all[position + 1..].iter().filter(keep).count() > after.len());
         Ok(out)
     }
 
@@ -449,12 +539,23 @@ impl SessionStore {
         let mut statement = conn
             .prepare("SELECT id, role, content, tool_call_id, tool_name, timestamp FROM messages WHERE session_id = ?1 ORDER BY id")
             .map_err(|e| e.to_string())?;
-        let rows = statement.query_map([session], StoredMessage::from_row).map_err(|e| e.to_string())?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())
+        let rows = statement
+            .query_map([session], StoredMessage::from_row)
+            .map_err(|e| e.to_string())?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())
     }
 
-    fn filtered_messages(&self, session: &str, roles: &[String]) -> Result<Vec<StoredMessage>, String> {
-        Ok(self.all_messages(session)?.into_iter().filter(|m| roles.contains(&m.role)).collect())
+    fn filtered_messages(
+        &self,
+        session: &str,
+        roles: &[String],
+    ) -> Result<Vec<StoredMessage>, String> {
+        Ok(self
+            .all_messages(session)?
+            .into_iter()
+            .filter(|m| roles.contains(&m.role))
+            .collect())
     }
 }
 
@@ -468,7 +569,10 @@ fn placeholders(first: usize, count: usize) -> String {
     if count == 0 {
         return "NULL".into();
     }
-    (first..first + count).map(|n| format!("?{n}")).collect::<Vec<_>>().join(", ")
+    (first..first + count)
+        .map(|n| format!("?{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn parse_roles(filter: Option<&str>) -> Vec<String> {
@@ -487,7 +591,11 @@ fn parse_roles(filter: Option<&str>) -> Vec<String> {
 
 fn is_query_error(error: &str) -> bool {
     let e = error.to_ascii_lowercase();
-    e.contains("fts5") || e.contains("syntax error") || e.contains("no such column") || e.contains("unterminated") || e.contains("unknown special query")
+    e.contains("fts5")
+        || e.contains("syntax error")
+        || e.contains("no such column")
+        || e.contains("unterminated")
+        || e.contains("unknown special query")
 }
 
 fn clean_fts_error(error: &str) -> String {
@@ -612,7 +720,12 @@ pub fn iso8601(seconds: f64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
 }
 
 #[cfg(test)]
@@ -627,7 +740,10 @@ mod tests {
 
     #[test]
     fn quoting_keeps_words_and_drops_syntax() {
-        assert_eq!(quote_terms("foo AND (bar \"baz"), "\"foo\" \"AND\" \"(bar\" \"baz\"");
+        assert_eq!(
+            quote_terms("foo AND (bar \"baz"),
+            "\"foo\" \"AND\" \"(bar\" \"baz\""
+        );
         assert_eq!(quote_terms("(( ))"), "");
     }
 }

@@ -18,7 +18,12 @@ pub enum TodoStatus {
 
 impl TodoStatus {
     pub fn parse(text: &str) -> Option<TodoStatus> {
-        match text.trim().to_ascii_lowercase().replace(['-', ' '], "_").as_str() {
+        match text
+            .trim()
+            .to_ascii_lowercase()
+            .replace(['-', ' '], "_")
+            .as_str()
+        {
             "pending" => Some(TodoStatus::Pending),
             "in_progress" => Some(TodoStatus::InProgress),
             "completed" => Some(TodoStatus::Completed),
@@ -112,18 +117,30 @@ impl TodoStore {
     }
 }
 
-fn build(current: &[TodoItem], inputs: Vec<TodoInput>, merge: bool, warnings: &mut Vec<String>) -> Result<Vec<TodoItem>, String> {
+fn build(
+    current: &[TodoItem],
+    inputs: Vec<TodoInput>,
+    merge: bool,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<TodoItem>, String> {
     // Duplicate ids in one write: the last one wins, at the first one's position.
     let mut deduped: Vec<TodoInput> = Vec::with_capacity(inputs.len());
     for (position, input) in inputs.into_iter().enumerate() {
         let id = input.id.trim().to_string();
         if id.is_empty() {
-            return Err(format!("item {position} has no id: every item needs a non-empty `id`"));
+            return Err(format!(
+                "item {position} has no id: every item needs a non-empty `id`"
+            ));
         }
-        let input = TodoInput { id: id.clone(), ..input };
+        let input = TodoInput {
+            id: id.clone(),
+            ..input
+        };
         match deduped.iter_mut().find(|d| d.id == id) {
             Some(existing) => {
-                warnings.push(format!("id {id:?} was given more than once; the last one was kept"));
+                warnings.push(format!(
+                    "id {id:?} was given more than once; the last one was kept"
+                ));
                 *existing = input;
             }
             None => deduped.push(input),
@@ -142,10 +159,16 @@ fn build(current: &[TodoItem], inputs: Vec<TodoInput>, merge: bool, warnings: &m
         };
         let content = match input.content {
             Some(content) if content.trim().is_empty() => {
-                return Err(format!("item {:?} has empty content: say what the step is", input.id));
+                return Err(format!(
+                    "item {:?} has empty content: say what the step is",
+                    input.id
+                ));
             }
             Some(content) if content.chars().count() > MAX_CONTENT_CHARS => {
-                warnings.push(format!("item {:?} was cut to {MAX_CONTENT_CHARS} characters", input.id));
+                warnings.push(format!(
+                    "item {:?} was cut to {MAX_CONTENT_CHARS} characters",
+                    input.id
+                ));
                 Some(content.chars().take(MAX_CONTENT_CHARS).collect::<String>())
             }
             other => other,
@@ -161,9 +184,16 @@ fn build(current: &[TodoItem], inputs: Vec<TodoInput>, merge: bool, warnings: &m
             }
             None => {
                 let content = content.ok_or_else(|| {
-                    format!("item {:?} is new and has no content: new items need `content`", input.id)
+                    format!(
+                        "item {:?} is new and has no content: new items need `content`",
+                        input.id
+                    )
                 })?;
-                items.push(TodoItem { id: input.id, content, status: status.unwrap_or(TodoStatus::Pending) });
+                items.push(TodoItem {
+                    id: input.id,
+                    content,
+                    status: status.unwrap_or(TodoStatus::Pending),
+                });
             }
         }
     }
@@ -174,8 +204,12 @@ fn build(current: &[TodoItem], inputs: Vec<TodoInput>, merge: bool, warnings: &m
         ));
     }
     // One item in progress at a time: the first keeps it, later ones go back to pending.
-    let in_progress: Vec<usize> =
-        items.iter().enumerate().filter(|(_, i)| i.status == TodoStatus::InProgress).map(|(n, _)| n).collect();
+    let in_progress: Vec<usize> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.status == TodoStatus::InProgress)
+        .map(|(n, _)| n)
+        .collect();
     if let [keep, rest @ ..] = in_progress.as_slice() {
         if !rest.is_empty() {
             let demoted: Vec<String> = rest.iter().map(|&n| items[n].id.clone()).collect();
@@ -185,12 +219,19 @@ fn build(current: &[TodoItem], inputs: Vec<TodoInput>, merge: bool, warnings: &m
             warnings.push(format!(
                 "only one item may be in progress: kept {:?}, set {} back to pending",
                 items[*keep].id,
-                demoted.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(", ")
+                demoted
+                    .iter()
+                    .map(|d| format!("{d:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         // The item in progress goes ahead of pending items listed before it.
         let keep = *keep;
-        if let Some(first_pending) = items[..keep].iter().position(|i| i.status == TodoStatus::Pending) {
+        if let Some(first_pending) = items[..keep]
+            .iter()
+            .position(|i| i.status == TodoStatus::Pending)
+        {
             let item = items.remove(keep);
             items.insert(first_pending, item);
         }
@@ -222,17 +263,30 @@ mod tests {
     use super::*;
 
     fn input(id: &str, content: &str, status: &str) -> TodoInput {
-        TodoInput { id: id.into(), content: Some(content.into()), status: Some(status.into()) }
+        TodoInput {
+            id: id.into(),
+            content: Some(content.into()),
+            status: Some(status.into()),
+        }
     }
 
     #[test]
     fn in_progress_item_moves_ahead_of_earlier_pending_ones() {
         let store = TodoStore::new();
         let out = store.apply(
-            Some(vec![input("1", "a", "completed"), input("2", "b", "pending"), input("3", "c", "in_progress")]),
+            Some(vec![
+                input("1", "a", "completed"),
+                input("2", "b", "pending"),
+                input("3", "c", "in_progress"),
+            ]),
             false,
         );
-        let ids: Vec<&str> = out["todos"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+        let ids: Vec<&str> = out["todos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap())
+            .collect();
         assert_eq!(ids, ["1", "3", "2"]);
     }
 }

@@ -40,16 +40,28 @@ fn fixture() -> Fixture {
     let registry = Registry::with_home(&EMPTY, home.path().to_path_buf());
     let echo_calls = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&echo_calls);
-    let handler = DynamicHandler::Sync(Arc::new(move |args: Value, _ctx: &hermes_runtime::ToolContext| {
-        counter.fetch_add(1, Ordering::SeqCst);
-        Ok(Value::String(json!({"echo": args["text"]}).to_string()))
-    }));
+    let handler = DynamicHandler::Sync(Arc::new(
+        move |args: Value, _ctx: &hermes_runtime::ToolContext| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(Value::String(json!({"echo": args["text"]}).to_string()))
+        },
+    ));
     let schema = json!({
         "description": "Echo the text back.",
         "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     });
-    registry.register(DynamicTool::new("echo", "testing", schema, handler), &Caller::Host, false).unwrap();
-    Fixture { _home: home, registry: Arc::new(registry), echo_calls }
+    registry
+        .register(
+            DynamicTool::new("echo", "testing", schema, handler),
+            &Caller::Host,
+            false,
+        )
+        .unwrap();
+    Fixture {
+        _home: home,
+        registry: Arc::new(registry),
+        echo_calls,
+    }
 }
 
 fn config(model: &ScriptedModel, timeout: Duration, retries: u32) -> AgentConfig {
@@ -64,20 +76,32 @@ fn config(model: &ScriptedModel, timeout: Duration, retries: u32) -> AgentConfig
 }
 
 fn session(f: &Fixture, config: AgentConfig) -> Arc<AgentSession> {
-    AgentSession::new(Arc::clone(&f.registry), SessionOptions { config: Some(config), ..Default::default() })
+    AgentSession::new(
+        Arc::clone(&f.registry),
+        SessionOptions {
+            config: Some(config),
+            ..Default::default()
+        },
+    )
 }
 
 #[test]
 fn tool_calls_then_a_final_answer() {
     let f = fixture();
     let model = ScriptedModel::script(vec![
-        Reply::Json(tool_calls(&[("c1", "echo", json!({"text": "one"})), ("c2", "echo", json!({"text": "two"}))])),
+        Reply::Json(tool_calls(&[
+            ("c1", "echo", json!({"text": "one"})),
+            ("c2", "echo", json!({"text": "two"})),
+        ])),
         Reply::Json(final_answer("Both echoes came back.")),
     ]);
     let s = session(&f, config(&model, Duration::from_secs(10), 0));
     let outcome = s.run("Echo one and two.");
     assert_eq!(outcome.status, LoopStatus::Completed, "{outcome:?}");
-    assert_eq!(outcome.final_answer.as_deref(), Some("Both echoes came back."));
+    assert_eq!(
+        outcome.final_answer.as_deref(),
+        Some("Both echoes came back.")
+    );
     assert_eq!(outcome.iterations, 2);
     assert_eq!(outcome.tool_calls, 2);
     assert_eq!(f.echo_calls.load(Ordering::SeqCst), 2);
@@ -85,7 +109,10 @@ fn tool_calls_then_a_final_answer() {
     // The first request carried the task, the model name and the tool definitions.
     let first = model.request(0);
     assert_eq!(first["model"], "stand-in");
-    assert_eq!(support::last_message(&first, "user").as_deref(), Some("Echo one and two."));
+    assert_eq!(
+        support::last_message(&first, "user").as_deref(),
+        Some("Echo one and two.")
+    );
     assert!(support::offered_tools(&first).contains(&"echo".to_string()));
     // The second carried both results, in the calls' order, after the assistant turn.
     let second = model.request(1);
@@ -94,9 +121,15 @@ fn tool_calls_then_a_final_answer() {
     assert_eq!(messages[n - 3]["role"], "assistant");
     assert_eq!(messages[n - 3]["tool_calls"][0]["function"]["name"], "echo");
     assert_eq!(messages[n - 2]["tool_call_id"], "c1");
-    assert_eq!(messages[n - 2]["content"], json!({"echo": "one"}).to_string());
+    assert_eq!(
+        messages[n - 2]["content"],
+        json!({"echo": "one"}).to_string()
+    );
     assert_eq!(messages[n - 1]["tool_call_id"], "c2");
-    assert_eq!(messages[n - 1]["content"], json!({"echo": "two"}).to_string());
+    assert_eq!(
+        messages[n - 1]["content"],
+        json!({"echo": "two"}).to_string()
+    );
 
     // The whole exchange is in the session store.
     assert_eq!(s.store().unwrap().message_count(s.id()), 5);
@@ -107,9 +140,11 @@ fn unknown_tools_and_bad_arguments_become_results_the_model_reads() {
     let f = fixture();
     let model = ScriptedModel::script(vec![
         Reply::Json(tool_calls(&[("c1", "ecko", json!({"text": "x"}))])),
-        Reply::Json(json!({"choices": [{"message": {"role": "assistant", "tool_calls": [
-            {"id": "c2", "type": "function", "function": {"name": "echo", "arguments": "{not json"}}
-        ]}}]})),
+        Reply::Json(
+            json!({"choices": [{"message": {"role": "assistant", "tool_calls": [
+                {"id": "c2", "type": "function", "function": {"name": "echo", "arguments": "{not json"}}
+            ]}}]}),
+        ),
         Reply::Json(final_answer("done")),
     ]);
     let s = session(&f, config(&model, Duration::from_secs(10), 0));
@@ -117,7 +152,10 @@ fn unknown_tools_and_bad_arguments_become_results_the_model_reads() {
     assert_eq!(outcome.status, LoopStatus::Completed);
     let unknown = support::last_message(&model.request(1), "tool").unwrap();
     assert!(unknown.contains("Unknown tool: ecko"), "{unknown}");
-    assert!(unknown.contains("echo"), "suggests the close name: {unknown}");
+    assert!(
+        unknown.contains("echo"),
+        "suggests the close name: {unknown}"
+    );
     let bad = support::last_message(&model.request(2), "tool").unwrap();
     assert!(bad.contains("not valid JSON"), "{bad}");
     assert_eq!(f.echo_calls.load(Ordering::SeqCst), 0);
@@ -126,11 +164,16 @@ fn unknown_tools_and_bad_arguments_become_results_the_model_reads() {
 #[test]
 fn a_malformed_reply_stops_the_loop_with_a_clear_error() {
     let f = fixture();
-    let model = ScriptedModel::script(vec![Reply::Raw("<html>this is not a completion</html>".into())]);
+    let model = ScriptedModel::script(vec![Reply::Raw(
+        "<html>this is not a completion</html>".into(),
+    )]);
     let outcome = session(&f, config(&model, Duration::from_secs(10), 2)).run("anything");
     assert_eq!(outcome.status, LoopStatus::Failed);
     let error = outcome.error.unwrap();
-    assert!(error.contains("malformed reply") && error.contains("not JSON"), "{error}");
+    assert!(
+        error.contains("malformed reply") && error.contains("not JSON"),
+        "{error}"
+    );
     // Malformed replies are not retried.
     assert_eq!(model.request_count(), 1);
 
@@ -145,7 +188,10 @@ fn a_500_is_retried_and_then_reported() {
     let f = fixture();
     // One 500, then a good reply: the retry recovers.
     let model = ScriptedModel::script(vec![
-        Reply::Status(500, r#"{"error": {"message": "upstream overloaded"}}"#.into()),
+        Reply::Status(
+            500,
+            r#"{"error": {"message": "upstream overloaded"}}"#.into(),
+        ),
         Reply::Json(final_answer("recovered")),
     ]);
     let outcome = session(&f, config(&model, Duration::from_secs(10), 2)).run("x");
@@ -158,7 +204,10 @@ fn a_500_is_retried_and_then_reported() {
     let outcome = session(&f, config(&model, Duration::from_secs(10), 1)).run("x");
     assert_eq!(outcome.status, LoopStatus::Failed);
     let error = outcome.error.unwrap();
-    assert!(error.contains("HTTP 500") && error.contains("internal error"), "{error}");
+    assert!(
+        error.contains("HTTP 500") && error.contains("internal error"),
+        "{error}"
+    );
     assert_eq!(model.request_count(), 2);
 
     // A 400 is the caller's fault: no retry.
@@ -171,18 +220,40 @@ fn a_500_is_retried_and_then_reported() {
 #[test]
 fn a_reply_slower_than_the_timeout_fails_in_time() {
     let f = fixture();
-    let model = ScriptedModel::respond(|_, _| Reply::Delayed(Duration::from_secs(5), Box::new(Reply::Json(final_answer("late")))));
+    let model = ScriptedModel::respond(|_, _| {
+        Reply::Delayed(
+            Duration::from_secs(5),
+            Box::new(Reply::Json(final_answer("late"))),
+        )
+    });
     let started = Instant::now();
     let outcome = session(&f, config(&model, Duration::from_millis(500), 0)).run("x");
     assert_eq!(outcome.status, LoopStatus::Failed);
-    assert!(outcome.error.as_deref().unwrap().contains("did not answer in time"), "{outcome:?}");
-    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
+    assert!(
+        outcome
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("did not answer in time"),
+        "{outcome:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
 fn the_iteration_budget_ends_a_loop_that_never_answers() {
     let f = fixture();
-    let model = ScriptedModel::respond(|_, n| Reply::Json(tool_calls(&[(&format!("c{n}"), "echo", json!({"text": "again"}))])));
+    let model = ScriptedModel::respond(|_, n| {
+        Reply::Json(tool_calls(&[(
+            &format!("c{n}"),
+            "echo",
+            json!({"text": "again"}),
+        )]))
+    });
     let outcome = session(&f, config(&model, Duration::from_secs(10), 0)).run("loop forever");
     assert_eq!(outcome.status, LoopStatus::BudgetExhausted);
     assert_eq!(outcome.iterations, 5);
@@ -193,11 +264,20 @@ fn the_iteration_budget_ends_a_loop_that_never_answers() {
 #[test]
 fn an_interrupt_stops_the_loop_during_a_slow_request() {
     let f = fixture();
-    let model = ScriptedModel::respond(|_, _| Reply::Delayed(Duration::from_secs(5), Box::new(Reply::Json(final_answer("late")))));
+    let model = ScriptedModel::respond(|_, _| {
+        Reply::Delayed(
+            Duration::from_secs(5),
+            Box::new(Reply::Json(final_answer("late"))),
+        )
+    });
     let cancel = Cancellation::default();
     let s = AgentSession::new(
         Arc::clone(&f.registry),
-        SessionOptions { config: Some(config(&model, Duration::from_secs(30), 0)), cancel: Some(cancel.clone()), ..Default::default() },
+        SessionOptions {
+            config: Some(config(&model, Duration::from_secs(30), 0)),
+            cancel: Some(cancel.clone()),
+            ..Default::default()
+        },
     );
     let canceller = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
@@ -207,7 +287,11 @@ fn an_interrupt_stops_the_loop_during_a_slow_request() {
     let outcome = s.run("x");
     canceller.join().unwrap();
     assert_eq!(outcome.status, LoopStatus::Interrupted);
-    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

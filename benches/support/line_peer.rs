@@ -14,10 +14,20 @@ pub struct Peer {
 
 impl Peer {
     pub fn start(command: &mut Command) -> Peer {
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("the peer starts");
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the peer starts");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        Peer { child, stdin, stdout, line: String::new() }
+        Peer {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        }
     }
 
     /// Sends one line and waits for one line back.
@@ -42,7 +52,13 @@ impl Peer {
 
 /// Median time of one round trip: `lines` taken in turn (cycling when there are fewer),
 /// the first `warm_up` untimed, the next `runs` timed; each answer goes to `check`.
-pub fn median_round_trip(peer: &mut Peer, lines: &[String], warm_up: usize, runs: usize, mut check: impl FnMut(&str)) -> Duration {
+pub fn median_round_trip(
+    peer: &mut Peer,
+    lines: &[String],
+    warm_up: usize,
+    runs: usize,
+    mut check: impl FnMut(&str),
+) -> Duration {
     for line in lines.iter().cycle().take(warm_up) {
         check(peer.round_trip(line));
     }
@@ -66,12 +82,23 @@ pub fn median_round_trip(peer: &mut Peer, lines: &[String], warm_up: usize, runs
 /// The peer's resident memory, in kB.
 pub fn rss_kb(peer: &Peer) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", peer.pid())).unwrap();
-    status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// An MCP JSON-RPC request line.
 pub fn mcp_line(id: u64, method: &str, params: serde_json::Value) -> String {
-    format!("{}\n", serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    format!(
+        "{}\n",
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    )
 }
 
 /// The MCP handshake: `initialize`, then the `initialized` notification.
@@ -82,5 +109,7 @@ pub fn mcp_initialize(peer: &mut Peer) {
         serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
     );
     peer.round_trip(&init);
-    peer.stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").unwrap();
+    peer.stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .unwrap();
 }

@@ -123,7 +123,11 @@ pub const TOOLSET_NAME_RULE: &str =
     "a toolset name uses ASCII letters, digits, `_` and `-`; `all` and `*` are reserved (they mean every toolset)";
 
 pub fn is_valid_toolset_name(name: &str) -> bool {
-    !name.is_empty() && name != "all" && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    !name.is_empty()
+        && name != "all"
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 fn unknown_key_message(key: &str) -> String {
@@ -158,18 +162,28 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 
 fn expect_str(key: &str, value: &Expr) -> syn::Result<LitStr> {
     match value {
-        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(s.clone()),
-        other => Err(syn::Error::new_spanned(other, format!("`{key}` takes a string, e.g. {key} = \"...\""))),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Ok(s.clone()),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`{key}` takes a string, e.g. {key} = \"...\""),
+        )),
     }
 }
 
 fn expect_int(key: &str, value: &Expr) -> syn::Result<LitInt> {
     match value {
-        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => {
             i.base10_parse::<usize>()?;
             Ok(i.clone())
         }
-        other => Err(syn::Error::new_spanned(other, format!("`{key}` takes a whole number, e.g. {key} = 100_000"))),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`{key}` takes a whole number, e.g. {key} = 100_000"),
+        )),
     }
 }
 
@@ -185,7 +199,10 @@ fn expect_path(key: &str, value: &Expr) -> syn::Result<Path> {
 
 fn expect_str_list(key: &str, value: &Expr) -> syn::Result<Vec<LitStr>> {
     let Expr::Array(ExprArray { elems, .. }) = value else {
-        return Err(syn::Error::new_spanned(value, format!("`{key}` takes a list of strings, e.g. {key} = [\"A\", \"B\"]")));
+        return Err(syn::Error::new_spanned(
+            value,
+            format!("`{key}` takes a list of strings, e.g. {key} = [\"A\", \"B\"]"),
+        ));
     };
     elems.iter().map(|e| expect_str(key, e)).collect()
 }

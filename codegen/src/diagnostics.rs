@@ -16,21 +16,39 @@ pub struct Diagnostic {
 impl Diagnostic {
     pub fn at(file: &str, span: proc_macro2::Span, message: impl Into<String>) -> Self {
         let start = span.start();
-        Diagnostic { file: file.to_string(), line: start.line.max(1), column: start.column + 1, message: message.into() }
+        Diagnostic {
+            file: file.to_string(),
+            line: start.line.max(1),
+            column: start.column + 1,
+            message: message.into(),
+        }
     }
 
     pub fn from_syn(file: &str, error: &syn::Error) -> Vec<Self> {
-        error.clone().into_iter().map(|e| Diagnostic::at(file, e.span(), e.to_string())).collect()
+        error
+            .clone()
+            .into_iter()
+            .map(|e| Diagnostic::at(file, e.span(), e.to_string()))
+            .collect()
     }
 
     /// For problems of a whole file (unreadable, missing).
     pub fn file_level(file: &str, message: impl Into<String>) -> Self {
-        Diagnostic { file: file.to_string(), line: 1, column: 1, message: message.into() }
+        Diagnostic {
+            file: file.to_string(),
+            line: 1,
+            column: 1,
+            message: message.into(),
+        }
     }
 }
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.column, self.message
+        )
     }
 }

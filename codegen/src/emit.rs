@@ -170,14 +170,25 @@ fn shim(tool: &ToolModel) -> TokenStream {
     let shim = format_ident!("{}", shim_name(tool));
     let name = &tool.name;
     let target = path_tokens(&format!("crate::tools::{}::{}", tool.module, tool.fn_ident));
-    let context = if tool.is_async { quote!(&context) } else { quote!(context) };
+    let context = if tool.is_async {
+        quote!(&context)
+    } else {
+        quote!(context)
+    };
     let arguments = tool.shim_args.iter().map(|arg| match arg {
         ShimArg::Context => context.clone(),
         ShimArg::Required(param) => quote!(arguments.required(#param)?),
         ShimArg::Optional(param) => quote!(arguments.optional(#param)?),
     });
-    let reads_arguments = tool.shim_args.iter().any(|a| !matches!(a, ShimArg::Context));
-    let binding = if reads_arguments { quote!(mut arguments) } else { quote!(arguments) };
+    let reads_arguments = tool
+        .shim_args
+        .iter()
+        .any(|a| !matches!(a, ShimArg::Context));
+    let binding = if reads_arguments {
+        quote!(mut arguments)
+    } else {
+        quote!(arguments)
+    };
     if tool.is_async {
         quote! {
             pub(super) fn #shim(
@@ -249,7 +260,11 @@ pub fn toolsets_json(model: &Model) -> String {
             }),
         );
     }
-    let legacy: Map<String, Value> = model.legacy.iter().map(|(n, tools)| (n.clone(), json!(tools))).collect();
+    let legacy: Map<String, Value> = model
+        .legacy
+        .iter()
+        .map(|(n, tools)| (n.clone(), json!(tools)))
+        .collect();
     let mut aliases = Map::new();
     for tool in &model.tools {
         for alias in &tool.aliases {

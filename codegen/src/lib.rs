@@ -91,7 +91,9 @@ pub fn write_if_changed(path: &Path, contents: &str) -> std::io::Result<bool> {
 /// to the crate root) when given. Problems become `cargo::error` lines, which fail the
 /// build with the file, line and column of each.
 pub fn run_build_script(mirror_dir: Option<&str>) {
-    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo::rerun-if-changed=tools");
     let generated = match generate(&root) {

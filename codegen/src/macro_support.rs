@@ -11,7 +11,10 @@ use quote::ToTokens;
 /// doc comments removed (they are descriptions for the schema, not valid Rust).
 pub fn expand_tool(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let mut function: syn::ItemFn = syn::parse2(item).map_err(|e| {
-        syn::Error::new(e.span(), "#[tool] goes on a function (`pub fn name(...) -> ToolResult`)")
+        syn::Error::new(
+            e.span(),
+            "#[tool] goes on a function (`pub fn name(...) -> ToolResult`)",
+        )
     })?;
     let parsed = parse_tool_attr(attr, Span::call_site())?;
     analyze_tool_fn(&function, parsed)?;

@@ -90,7 +90,11 @@ pub fn build(
         let here = at(tool.name_span);
         let place = format!("{}:{}:{}", here.file, here.line, here.column);
         if let Some((owner, first)) = names.get(&tool.name) {
-            let what = if *owner == tool.name { "a tool" } else { "an alias" };
+            let what = if *owner == tool.name {
+                "a tool"
+            } else {
+                "an alias"
+            };
             diagnostics.push(Diagnostic::at(
                 &file.rel_path,
                 tool.name_span,
@@ -110,7 +114,16 @@ pub fn build(
                 continue;
             }
             let alias_place = at(alias.span());
-            names.insert(alias_name, (tool.name.clone(), format!("{}:{}:{}", alias_place.file, alias_place.line, alias_place.column)));
+            names.insert(
+                alias_name,
+                (
+                    tool.name.clone(),
+                    format!(
+                        "{}:{}:{}",
+                        alias_place.file, alias_place.line, alias_place.column
+                    ),
+                ),
+            );
         }
 
         let args: Vec<&ArgParam> = tool
@@ -170,11 +183,21 @@ pub fn build(
 
     let toolsets_path = tools_dir.join(TOOLSETS_FILE);
     let declarations = if toolsets_path.is_file() {
-        parse_toolsets_file(&relative(crate_root, &toolsets_path), &toolsets_path, diagnostics)
+        parse_toolsets_file(
+            &relative(crate_root, &toolsets_path),
+            &toolsets_path,
+            diagnostics,
+        )
     } else {
         None
     };
-    let (toolsets, legacy, core) = build_toolsets(&tools, &names, declarations, &relative(crate_root, &toolsets_path), diagnostics);
+    let (toolsets, legacy, core) = build_toolsets(
+        &tools,
+        &names,
+        declarations,
+        &relative(crate_root, &toolsets_path),
+        diagnostics,
+    );
     if !diagnostics.is_empty() {
         return None;
     }
@@ -188,11 +211,18 @@ pub fn build(
     })
 }
 
-fn parse_toolsets_file(rel_path: &str, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<ToolsetsFile> {
+fn parse_toolsets_file(
+    rel_path: &str,
+    path: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<ToolsetsFile> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) => {
-            diagnostics.push(Diagnostic::file_level(rel_path, format!("cannot read the file: {e}")));
+            diagnostics.push(Diagnostic::file_level(
+                rel_path,
+                format!("cannot read the file: {e}"),
+            ));
             return None;
         }
     };
@@ -207,7 +237,15 @@ fn parse_toolsets_file(rel_path: &str, path: &Path, diagnostics: &mut Vec<Diagno
         .items
         .iter()
         .filter_map(|item| match item {
-            syn::Item::Macro(m) if m.mac.path.segments.last().is_some_and(|s| s.ident == "toolsets") => Some(m),
+            syn::Item::Macro(m)
+                if m.mac
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "toolsets") =>
+            {
+                Some(m)
+            }
             _ => None,
         })
         .collect();
@@ -220,11 +258,18 @@ fn parse_toolsets_file(rel_path: &str, path: &Path, diagnostics: &mut Vec<Diagno
             }
         },
         [] => {
-            diagnostics.push(Diagnostic::file_level(rel_path, "this file declares toolsets in one `toolsets! { ... }` block, and none was found"));
+            diagnostics.push(Diagnostic::file_level(
+                rel_path,
+                "this file declares toolsets in one `toolsets! { ... }` block, and none was found",
+            ));
             None
         }
         [_, second, ..] => {
-            diagnostics.push(Diagnostic::at(rel_path, second.mac.path.segments[0].ident.span(), "declare every toolset in one `toolsets! { ... }` block"));
+            diagnostics.push(Diagnostic::at(
+                rel_path,
+                second.mac.path.segments[0].ident.span(),
+                "declare every toolset in one `toolsets! { ... }` block",
+            ));
             None
         }
     }
@@ -264,13 +309,19 @@ fn build_toolsets(
         diagnostics.push(Diagnostic::at(
             rel_path,
             name.span,
-            format!("`{}` is not a tool in tools/ and not listed in `planned [...]`{hint}", name.name),
+            format!(
+                "`{}` is not a tool in tools/ and not listed in `planned [...]`{hint}",
+                name.name
+            ),
         ));
         None
     };
 
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let evaluate = |expr: &ListExpr, groups: &BTreeMap<String, Vec<String>>, diagnostics: &mut Vec<Diagnostic>| -> Vec<String> {
+    let evaluate = |expr: &ListExpr,
+                    groups: &BTreeMap<String, Vec<String>>,
+                    diagnostics: &mut Vec<Diagnostic>|
+     -> Vec<String> {
         let term_names = |term: &Term, diagnostics: &mut Vec<Diagnostic>| -> Vec<String> {
             match term {
                 Term::Group(ident) => match groups.get(&ident.to_string()) {
@@ -280,7 +331,10 @@ fn build_toolsets(
                         Vec::new()
                     }
                 },
-                Term::List(list) => list.iter().filter_map(|n| resolve_name(n, diagnostics)).collect(),
+                Term::List(list) => list
+                    .iter()
+                    .filter_map(|n| resolve_name(n, diagnostics))
+                    .collect(),
             }
         };
         let mut result = term_names(&expr.first, diagnostics);
@@ -308,22 +362,43 @@ fn build_toolsets(
             Statement::Group { name, expr } => {
                 let list = evaluate(expr, &groups, diagnostics);
                 if groups.insert(name.to_string(), list).is_some() {
-                    diagnostics.push(Diagnostic::at(rel_path, name.span(), format!("the group `{name}` is declared twice")));
+                    diagnostics.push(Diagnostic::at(
+                        rel_path,
+                        name.span(),
+                        format!("the group `{name}` is declared twice"),
+                    ));
                 }
             }
             Statement::Planned { .. } => {}
             Statement::Toolset(decl) => {
                 let name = decl.name.value();
                 if !crate::attr::is_valid_toolset_name(&name) {
-                    diagnostics.push(Diagnostic::at(rel_path, decl.name.span(), format!("`{name}` cannot be a toolset name: {}", crate::attr::TOOLSET_NAME_RULE)));
+                    diagnostics.push(Diagnostic::at(
+                        rel_path,
+                        decl.name.span(),
+                        format!(
+                            "`{name}` cannot be a toolset name: {}",
+                            crate::attr::TOOLSET_NAME_RULE
+                        ),
+                    ));
                     continue;
                 }
                 if declared_at.insert(name.clone(), decl.name.span()).is_some() {
-                    diagnostics.push(Diagnostic::at(rel_path, decl.name.span(), format!("the toolset \"{name}\" is declared twice")));
+                    diagnostics.push(Diagnostic::at(
+                        rel_path,
+                        decl.name.span(),
+                        format!("the toolset \"{name}\" is declared twice"),
+                    ));
                     continue;
                 }
-                let listed = decl.tools.as_ref().map(|e| evaluate(e, &groups, diagnostics)).unwrap_or_default();
-                let (present, missing): (Vec<String>, Vec<String>) = listed.into_iter().partition(|n| existing.contains(n.as_str()));
+                let listed = decl
+                    .tools
+                    .as_ref()
+                    .map(|e| evaluate(e, &groups, diagnostics))
+                    .unwrap_or_default();
+                let (present, missing): (Vec<String>, Vec<String>) = listed
+                    .into_iter()
+                    .partition(|n| existing.contains(n.as_str()));
                 toolsets.insert(
                     name.clone(),
                     ToolsetModel {
@@ -345,15 +420,17 @@ fn build_toolsets(
     }
 
     for tool in tools {
-        let toolset = toolsets.entry(tool.toolset.clone()).or_insert_with(|| ToolsetModel {
-            name: tool.toolset.clone(),
-            description: format!("{} tools", tool.toolset),
-            tools: Vec::new(),
-            includes: Vec::new(),
-            posture: false,
-            planned: Vec::new(),
-            resolved: Vec::new(),
-        });
+        let toolset = toolsets
+            .entry(tool.toolset.clone())
+            .or_insert_with(|| ToolsetModel {
+                name: tool.toolset.clone(),
+                description: format!("{} tools", tool.toolset),
+                tools: Vec::new(),
+                includes: Vec::new(),
+                posture: false,
+                planned: Vec::new(),
+                resolved: Vec::new(),
+            });
         if !toolset.tools.contains(&tool.name) {
             toolset.tools.push(tool.name.clone());
         }
@@ -394,15 +471,27 @@ fn build_toolsets(
             diagnostics.push(Diagnostic::at(rel_path, name.span(), format!("\"{}\" is a real toolset, and a real toolset name always wins over a legacy one; remove this line", name.value())));
             continue;
         }
-        let mut present: Vec<String> = list.into_iter().filter(|n| existing.contains(n.as_str())).collect();
+        let mut present: Vec<String> = list
+            .into_iter()
+            .filter(|n| existing.contains(n.as_str()))
+            .collect();
         present.sort();
         legacy.insert(name.value(), present);
     }
     let core = groups
         .get("CORE")
-        .map(|list| list.iter().filter(|n| existing.contains(n.as_str())).cloned().collect())
+        .map(|list| {
+            list.iter()
+                .filter(|n| existing.contains(n.as_str()))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
-    (toolsets.into_values().collect(), legacy.into_iter().collect(), core)
+    (
+        toolsets.into_values().collect(),
+        legacy.into_iter().collect(),
+        core,
+    )
 }
 
 /// Direct tools plus those of every include, each toolset expanded once.

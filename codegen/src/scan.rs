@@ -46,7 +46,10 @@ pub fn list_tool_files(tools_dir: &Path) -> std::io::Result<Vec<(Vec<String>, Pa
 }
 
 pub fn is_tool_attr(attr: &Attribute) -> bool {
-    attr.path().segments.last().is_some_and(|s| s.ident == "tool")
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "tool")
 }
 
 /// Parses every tool file and collects the top-level tools. A `#[tool]` anywhere else
@@ -61,7 +64,10 @@ pub fn scan(
     let listed = match list_tool_files(tools_dir) {
         Ok(listed) => listed,
         Err(e) => {
-            diagnostics.push(Diagnostic::file_level(&relative(crate_root, tools_dir), format!("cannot read the tools folder: {e}")));
+            diagnostics.push(Diagnostic::file_level(
+                &relative(crate_root, tools_dir),
+                format!("cannot read the tools folder: {e}"),
+            ));
             return (sources, tools);
         }
     };
@@ -79,7 +85,9 @@ pub fn scan(
         if let Some((_, other)) = modules_seen.iter().find(|(m, _)| *m == module) {
             diagnostics.push(Diagnostic::file_level(
                 &rel_path,
-                format!("both {other} and {rel_path} would be the module `{module}`: keep one of them"),
+                format!(
+                    "both {other} and {rel_path} would be the module `{module}`: keep one of them"
+                ),
             ));
             continue;
         }
@@ -87,7 +95,10 @@ pub fn scan(
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) => {
-                diagnostics.push(Diagnostic::file_level(&rel_path, format!("cannot read the file: {e}")));
+                diagnostics.push(Diagnostic::file_level(
+                    &rel_path,
+                    format!("cannot read the file: {e}"),
+                ));
                 continue;
             }
         };
@@ -110,11 +121,20 @@ pub fn scan(
         for item in &ast.items {
             collect_top_level(item, &rel_path, file_index, &mut tools, diagnostics);
         }
-        let mut nested = NestedToolFinder { rel_path: &rel_path, diagnostics, places: Vec::new() };
+        let mut nested = NestedToolFinder {
+            rel_path: &rel_path,
+            diagnostics,
+            places: Vec::new(),
+        };
         for item in &ast.items {
             nested.visit_item(item);
         }
-        sources.push(SourceFile { rel_path, abs_path: path, module, ast });
+        sources.push(SourceFile {
+            rel_path,
+            abs_path: path,
+            module,
+            ast,
+        });
     }
     (sources, tools)
 }
@@ -136,16 +156,26 @@ fn collect_top_level(
         }
         return;
     };
-    let Some(attr) = function.attrs.iter().find(|a| is_tool_attr(a)) else { return };
+    let Some(attr) = function.attrs.iter().find(|a| is_tool_attr(a)) else {
+        return;
+    };
     if function.attrs.iter().filter(|a| is_tool_attr(a)).count() > 1 {
-        diagnostics.push(Diagnostic::at(rel_path, attr.pound_token.span, "#[tool] is given twice on one function"));
+        diagnostics.push(Diagnostic::at(
+            rel_path,
+            attr.pound_token.span,
+            "#[tool] is given twice on one function",
+        ));
         return;
     }
     let tokens = match &attr.meta {
         syn::Meta::Path(_) => proc_macro2::TokenStream::new(),
         syn::Meta::List(list) => list.tokens.clone(),
         syn::Meta::NameValue(nv) => {
-            diagnostics.push(Diagnostic::at(rel_path, nv.eq_token.span, "write the keys in parentheses: #[tool(toolset = \"...\")]"));
+            diagnostics.push(Diagnostic::at(
+                rel_path,
+                nv.eq_token.span,
+                "write the keys in parentheses: #[tool(toolset = \"...\")]",
+            ));
             return;
         }
     };
@@ -210,10 +240,14 @@ impl<'ast> Visit<'ast> for NestedToolFinder<'_> {
             self.report(item_attrs(item), place);
         }
         match item {
-            Item::Fn(function) => self.inside("inside a function body", |v| v.visit_block(&function.block)),
+            Item::Fn(function) => {
+                self.inside("inside a function body", |v| v.visit_block(&function.block))
+            }
             Item::Mod(module) => {
                 if let Some((_, items)) = &module.content {
-                    self.inside("inside an inline module", |v| items.iter().for_each(|i| v.visit_item(i)));
+                    self.inside("inside an inline module", |v| {
+                        items.iter().for_each(|i| v.visit_item(i))
+                    });
                 }
             }
             Item::Impl(implementation) => {
@@ -237,11 +271,16 @@ impl<'ast> Visit<'ast> for NestedToolFinder<'_> {
 }
 
 pub fn relative(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root).unwrap_or(path).to_string_lossy().replace('\\', "/")
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .replace('\\', "/")
 }
 
 fn is_rust_identifier(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }

@@ -17,7 +17,12 @@ impl<'a> TypeIndex<'a> {
     }
 
     /// A type named `name`: the using file first, then a single match elsewhere.
-    fn find(&self, name: &str, from_file: usize, span: proc_macro2::Span) -> syn::Result<(usize, &'a Item)> {
+    fn find(
+        &self,
+        name: &str,
+        from_file: usize,
+        span: proc_macro2::Span,
+    ) -> syn::Result<(usize, &'a Item)> {
         let defined_in = |file: &'a SourceFile| {
             file.ast.items.iter().find(|item| match item {
                 Item::Struct(s) => s.ident == name,
@@ -56,11 +61,21 @@ fn unsupported_type_message(name: &str) -> String {
 }
 
 /// The `parameters` object of a tool.
-pub fn parameters_schema(params: &[&ArgParam], index: &TypeIndex<'_>, file: usize) -> syn::Result<Value> {
+pub fn parameters_schema(
+    params: &[&ArgParam],
+    index: &TypeIndex<'_>,
+    file: usize,
+) -> syn::Result<Value> {
     let mut properties = Map::new();
     let mut required = Vec::new();
     for param in params {
-        let schema = type_schema(&param.ty, Some(&param.description), index, file, &mut Vec::new())?;
+        let schema = type_schema(
+            &param.ty,
+            Some(&param.description),
+            index,
+            file,
+            &mut Vec::new(),
+        )?;
         properties.insert(param.name.clone(), schema);
         if !param.optional {
             required.push(Value::String(param.name.clone()));
@@ -85,7 +100,10 @@ fn with_description(mut schema: Map<String, Value>, description: Option<&str>) -
 }
 
 fn object(pairs: &[(&str, Value)]) -> Map<String, Value> {
-    pairs.iter().map(|(k, v)| ((*k).to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect()
 }
 
 fn generic_args(segment: &syn::PathSegment) -> Vec<&Type> {
@@ -114,10 +132,19 @@ fn type_schema(
         let shown = quote::quote!(#ty).to_string();
         return Err(syn::Error::new(span, unsupported_type_message(&shown)));
     };
-    let segment = path.path.segments.last().expect("a type path has a segment");
+    let segment = path
+        .path
+        .segments
+        .last()
+        .expect("a type path has a segment");
     let ident = segment.ident.to_string();
     let args = generic_args(segment);
-    let simple = |t: &str| Ok(with_description(object(&[("type", Value::from(t))]), description));
+    let simple = |t: &str| {
+        Ok(with_description(
+            object(&[("type", Value::from(t))]),
+            description,
+        ))
+    };
     match ident.as_str() {
         "String" | "PathBuf" => simple("string"),
         "bool" => simple("boolean"),
@@ -163,7 +190,12 @@ fn named_type_schema(
 ) -> syn::Result<Value> {
     let (defining_file, item) = index.find(name, file, span)?;
     if visiting.iter().any(|v| v == name) {
-        return Err(syn::Error::new(span, format!("the type `{name}` contains itself; recursive parameter types are not supported")));
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "the type `{name}` contains itself; recursive parameter types are not supported"
+            ),
+        ));
     }
     let attrs = match item {
         Item::Struct(s) => &s.attrs,
@@ -192,14 +224,29 @@ fn named_type_schema(
                 if variant_attrs.skip {
                     continue;
                 }
-                let wire = variant_attrs.rename.unwrap_or_else(|| apply_rename_all(&variant.ident.to_string(), container.rename_all.as_deref(), true));
+                let wire = variant_attrs.rename.unwrap_or_else(|| {
+                    apply_rename_all(
+                        &variant.ident.to_string(),
+                        container.rename_all.as_deref(),
+                        true,
+                    )
+                });
                 values.push(Value::String(wire));
             }
-            with_description(object(&[("type", Value::from("string")), ("enum", Value::Array(values))]), description)
+            with_description(
+                object(&[
+                    ("type", Value::from("string")),
+                    ("enum", Value::Array(values)),
+                ]),
+                description,
+            )
         }
         Item::Struct(s) => {
             let Fields::Named(fields) = &s.fields else {
-                return Err(syn::Error::new(s.ident.span(), format!("`{name}` must have named fields to be a parameter object")));
+                return Err(syn::Error::new(
+                    s.ident.span(),
+                    format!("`{name}` must have named fields to be a parameter object"),
+                ));
             };
             let mut properties = Map::new();
             let mut required = Vec::new();
@@ -208,11 +255,18 @@ fn named_type_schema(
                 if field_attrs.skip {
                     continue;
                 }
-                let field_ident = field.ident.as_ref().expect("named fields have names").to_string();
-                let wire = field_attrs
-                    .rename
-                    .clone()
-                    .unwrap_or_else(|| apply_rename_all(field_ident.trim_start_matches("r#"), container.rename_all.as_deref(), false));
+                let field_ident = field
+                    .ident
+                    .as_ref()
+                    .expect("named fields have names")
+                    .to_string();
+                let wire = field_attrs.rename.clone().unwrap_or_else(|| {
+                    apply_rename_all(
+                        field_ident.trim_start_matches("r#"),
+                        container.rename_all.as_deref(),
+                        false,
+                    )
+                });
                 let field_description = doc_text(&field.attrs);
                 if field_description.is_empty() {
                     return Err(syn::Error::new(
@@ -224,7 +278,13 @@ fn named_type_schema(
                     Some(inner) => (inner, true),
                     None => (&field.ty, field_attrs.default),
                 };
-                let schema = type_schema(field_type, Some(&field_description), index, defining_file, visiting)?;
+                let schema = type_schema(
+                    field_type,
+                    Some(&field_description),
+                    index,
+                    defining_file,
+                    visiting,
+                )?;
                 properties.insert(wire.clone(), schema);
                 if !optional {
                     required.push(Value::String(wire));
@@ -247,16 +307,24 @@ fn named_type_schema(
 }
 
 fn derives_deserialize(attrs: &[Attribute]) -> bool {
-    attrs.iter().filter(|a| a.path().is_ident("derive")).any(|a| {
-        let mut found = false;
-        let _ = a.parse_nested_meta(|meta| {
-            if meta.path.segments.last().is_some_and(|s| s.ident == "Deserialize") {
-                found = true;
-            }
-            Ok(())
-        });
-        found
-    })
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("derive"))
+        .any(|a| {
+            let mut found = false;
+            let _ = a.parse_nested_meta(|meta| {
+                if meta
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "Deserialize")
+                {
+                    found = true;
+                }
+                Ok(())
+            });
+            found
+        })
 }
 
 /// The serde attributes that change what JSON a type accepts.
@@ -269,7 +337,16 @@ struct SerdeAttrs {
     deny_unknown_fields: bool,
 }
 
-const RENAME_RULES: &[&str] = &["lowercase", "UPPERCASE", "PascalCase", "camelCase", "snake_case", "SCREAMING_SNAKE_CASE", "kebab-case", "SCREAMING-KEBAB-CASE"];
+const RENAME_RULES: &[&str] = &[
+    "lowercase",
+    "UPPERCASE",
+    "PascalCase",
+    "camelCase",
+    "snake_case",
+    "SCREAMING_SNAKE_CASE",
+    "kebab-case",
+    "SCREAMING-KEBAB-CASE",
+];
 
 impl SerdeAttrs {
     fn parse(attrs: &[Attribute]) -> syn::Result<SerdeAttrs> {
@@ -313,7 +390,9 @@ impl SerdeAttrs {
 
 /// serde's `rename_all` rules. Variant names start PascalCase, field names snake_case.
 fn apply_rename_all(name: &str, rule: Option<&str>, is_variant: bool) -> String {
-    let Some(rule) = rule else { return name.to_string() };
+    let Some(rule) = rule else {
+        return name.to_string();
+    };
     let words: Vec<String> = if is_variant {
         let mut words = Vec::new();
         let mut current = String::new();
@@ -328,11 +407,17 @@ fn apply_rename_all(name: &str, rule: Option<&str>, is_variant: bool) -> String 
         }
         words.into_iter().map(|w| w.to_lowercase()).collect()
     } else {
-        name.split('_').filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+        name.split('_')
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
     };
     let capitalise = |w: &String| {
         let mut chars = w.chars();
-        chars.next().map(|c| c.to_uppercase().chain(chars).collect::<String>()).unwrap_or_default()
+        chars
+            .next()
+            .map(|c| c.to_uppercase().chain(chars).collect::<String>())
+            .unwrap_or_default()
     };
     match rule {
         "lowercase" => words.concat(),
@@ -357,10 +442,22 @@ mod tests {
 
     #[test]
     fn rename_rules_follow_serde() {
-        assert_eq!(apply_rename_all("FilesOnly", Some("snake_case"), true), "files_only");
-        assert_eq!(apply_rename_all("FilesOnly", Some("kebab-case"), true), "files-only");
-        assert_eq!(apply_rename_all("FilesOnly", Some("lowercase"), true), "filesonly");
-        assert_eq!(apply_rename_all("old_string", Some("camelCase"), false), "oldString");
+        assert_eq!(
+            apply_rename_all("FilesOnly", Some("snake_case"), true),
+            "files_only"
+        );
+        assert_eq!(
+            apply_rename_all("FilesOnly", Some("kebab-case"), true),
+            "files-only"
+        );
+        assert_eq!(
+            apply_rename_all("FilesOnly", Some("lowercase"), true),
+            "filesonly"
+        );
+        assert_eq!(
+            apply_rename_all("old_string", Some("camelCase"), false),
+            "oldString"
+        );
         assert_eq!(apply_rename_all("old_string", None, false), "old_string");
     }
 }

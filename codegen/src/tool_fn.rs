@@ -38,14 +38,26 @@ pub fn doc_lines(attrs: &[Attribute]) -> Vec<String> {
         .filter(|a| a.path().is_ident("doc"))
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) => match &nv.value {
-                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => Some(s.value()),
                 _ => None,
             },
             _ => None,
         })
         // `///` alone yields an empty doc string: that is a paragraph break, so it must
         // survive as one empty line (`"".lines()` would drop it).
-        .flat_map(|text| text.split('\n').map(|l| l.strip_prefix(' ').unwrap_or(l).trim_end_matches('\r').to_string()).collect::<Vec<_>>())
+        .flat_map(|text| {
+            text.split('\n')
+                .map(|l| {
+                    l.strip_prefix(' ')
+                        .unwrap_or(l)
+                        .trim_end_matches('\r')
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -77,7 +89,9 @@ pub fn doc_text(attrs: &[Attribute]) -> String {
 
 pub fn is_valid_tool_name(name: &str) -> bool {
     let mut chars = name.chars();
-    let Some(first) = chars.next() else { return false };
+    let Some(first) = chars.next() else {
+        return false;
+    };
     (first.is_ascii_alphabetic() || first == '_')
         && name.len() <= 64
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
@@ -90,7 +104,9 @@ pub fn option_inner(ty: &Type) -> Option<&Type> {
     if last.ident != "Option" {
         return None;
     }
-    let PathArguments::AngleBracketed(args) = &last.arguments else { return None };
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
     match args.args.first() {
         Some(GenericArgument::Type(inner)) if args.args.len() == 1 => Some(inner),
         _ => None,
@@ -99,7 +115,10 @@ pub fn option_inner(ty: &Type) -> Option<&Type> {
 
 fn is_context_type(ty: &Type) -> bool {
     let Type::Path(path) = ty else { return false };
-    path.path.segments.last().is_some_and(|s| s.ident == "ToolContext")
+    path.path
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "ToolContext")
 }
 
 /// Checks the function's shape and reads its description and parameters.
@@ -126,7 +145,10 @@ pub fn analyze_tool_fn(item: &ItemFn, attr: ToolAttr) -> syn::Result<ToolFn> {
         }
     }
     if !item.sig.generics.params.is_empty() {
-        return Err(syn::Error::new_spanned(&item.sig.generics, "a tool function cannot be generic: the runtime calls it with concrete argument types"));
+        return Err(syn::Error::new_spanned(
+            &item.sig.generics,
+            "a tool function cannot be generic: the runtime calls it with concrete argument types",
+        ));
     }
     if let ReturnType::Default = item.sig.output {
         return Err(syn::Error::new(
@@ -134,7 +156,10 @@ pub fn analyze_tool_fn(item: &ItemFn, attr: ToolAttr) -> syn::Result<ToolFn> {
             format!("tool `{name}` must return ToolResult, e.g. `-> ToolResult`"),
         ));
     }
-    let description = doc_paragraphs(&item.attrs).into_iter().next().unwrap_or_default();
+    let description = doc_paragraphs(&item.attrs)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     if description.is_empty() {
         return Err(syn::Error::new(
             item.sig.ident.span(),
@@ -146,14 +171,20 @@ pub fn analyze_tool_fn(item: &ItemFn, attr: ToolAttr) -> syn::Result<ToolFn> {
     for input in &item.sig.inputs {
         let typed = match input {
             FnArg::Receiver(receiver) => {
-                return Err(syn::Error::new_spanned(receiver, "a tool is a free function, not a method: remove `self`"));
+                return Err(syn::Error::new_spanned(
+                    receiver,
+                    "a tool is a free function, not a method: remove `self`",
+                ));
             }
             FnArg::Typed(typed) => typed,
         };
         if let Type::Reference(reference) = &*typed.ty {
             if is_context_type(&reference.elem) {
                 if seen_context {
-                    return Err(syn::Error::new_spanned(typed, "a tool takes the context once"));
+                    return Err(syn::Error::new_spanned(
+                        typed,
+                        "a tool takes the context once",
+                    ));
                 }
                 seen_context = true;
                 params.push(Param::Context);
@@ -161,7 +192,10 @@ pub fn analyze_tool_fn(item: &ItemFn, attr: ToolAttr) -> syn::Result<ToolFn> {
             }
         }
         if is_context_type(&typed.ty) {
-            return Err(syn::Error::new_spanned(&typed.ty, "take the context by reference: `ctx: &ToolContext`"));
+            return Err(syn::Error::new_spanned(
+                &typed.ty,
+                "take the context by reference: `ctx: &ToolContext`",
+            ));
         }
         let Pat::Ident(pat) = &*typed.pat else {
             return Err(syn::Error::new_spanned(&typed.pat, "write the parameter as a plain name, e.g. `path: String`; its name is the argument's name in the schema"));
@@ -182,7 +216,13 @@ pub fn analyze_tool_fn(item: &ItemFn, attr: ToolAttr) -> syn::Result<ToolFn> {
         if let Type::Reference(_) = ty {
             return Err(syn::Error::new_spanned(&typed.ty, format!("parameter `{arg_name}` must own its value (e.g. `String`, not `&str`): arguments are read from JSON")));
         }
-        params.push(Param::Arg(ArgParam { name: arg_name, span: typed.span(), ty, optional, description }));
+        params.push(Param::Arg(ArgParam {
+            name: arg_name,
+            span: typed.span(),
+            ty,
+            optional,
+            description,
+        }));
     }
     Ok(ToolFn {
         attr,

@@ -90,12 +90,21 @@ impl Parse for ToolsetsFile {
                 if description.is_empty() {
                     return Err(syn::Error::new(
                         keyword.span,
-                        format!("toolset \"{}\" has no description: write a `///` doc comment above it", name.value()),
+                        format!(
+                            "toolset \"{}\" has no description: write a `///` doc comment above it",
+                            name.value()
+                        ),
                     ));
                 }
                 let body;
                 braced!(body in input);
-                let mut decl = ToolsetDecl { name, description, tools: None, includes: Vec::new(), posture: false };
+                let mut decl = ToolsetDecl {
+                    name,
+                    description,
+                    tools: None,
+                    includes: Vec::new(),
+                    posture: false,
+                };
                 let mut seen: Vec<String> = Vec::new();
                 while !body.is_empty() {
                     let field = body.lookahead1();
@@ -121,7 +130,8 @@ impl Parse for ToolsetsFile {
                         "includes" => {
                             let list;
                             bracketed!(list in body);
-                            let names: Punctuated<LitStr, Token![,]> = Punctuated::parse_terminated(&list)?;
+                            let names: Punctuated<LitStr, Token![,]> =
+                                Punctuated::parse_terminated(&list)?;
                             decl.includes = names.into_iter().collect();
                         }
                         _ => decl.posture = body.parse::<LitBool>()?.value,
@@ -149,9 +159,10 @@ impl Parse for ToolsetsFile {
 
 fn reject_docs(attrs: &[Attribute], what: &str) -> syn::Result<()> {
     match attrs.first() {
-        Some(attr) if !attr.path().is_ident("doc") => {
-            Err(syn::Error::new_spanned(attr, format!("attributes are not allowed on {what}")))
-        }
+        Some(attr) if !attr.path().is_ident("doc") => Err(syn::Error::new_spanned(
+            attr,
+            format!("attributes are not allowed on {what}"),
+        )),
         _ => Ok(()),
     }
 }
@@ -192,10 +203,16 @@ fn parse_name_list(input: ParseStream) -> syn::Result<Vec<NameRef>> {
     while !list.is_empty() {
         if list.peek(LitStr) {
             let lit: LitStr = list.parse()?;
-            names.push(NameRef { name: lit.value(), span: lit.span() });
+            names.push(NameRef {
+                name: lit.value(),
+                span: lit.span(),
+            });
         } else {
             let ident: Ident = list.parse()?;
-            names.push(NameRef { name: ident.to_string(), span: ident.span() });
+            names.push(NameRef {
+                name: ident.to_string(),
+                span: ident.span(),
+            });
         }
         if !list.is_empty() {
             list.parse::<Token![,]>()?;

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn errors_of(name: &str) -> String {
@@ -47,7 +49,8 @@ failure_cases!(
 
 #[test]
 fn every_failure_names_file_line_and_column() {
-    let cases = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")).unwrap();
+    let cases =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")).unwrap();
     for case in cases {
         let name = case.unwrap().file_name().to_string_lossy().into_owned();
         if name == "valid" {
@@ -57,9 +60,20 @@ fn every_failure_names_file_line_and_column() {
         for line in errors.lines() {
             let mut parts = line.splitn(4, ':');
             let file = parts.next().unwrap();
-            assert!(file.starts_with("tools/") && file.ends_with(".rs"), "{name}: {line}");
-            let row: usize = parts.next().unwrap().parse().unwrap_or_else(|_| panic!("{name}: no line in {line}"));
-            let column: usize = parts.next().unwrap().parse().unwrap_or_else(|_| panic!("{name}: no column in {line}"));
+            assert!(
+                file.starts_with("tools/") && file.ends_with(".rs"),
+                "{name}: {line}"
+            );
+            let row: usize = parts
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: no line in {line}"));
+            let column: usize = parts
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: no column in {line}"));
             assert!(row >= 1 && column >= 1, "{name}: {line}");
         }
     }
@@ -67,13 +81,20 @@ fn every_failure_names_file_line_and_column() {
 
 #[test]
 fn valid_fixture_generates_schemas_and_toolsets() {
-    let generated = hermes_codegen::generate(&fixture("valid")).expect("the valid fixture generates");
+    let generated =
+        hermes_codegen::generate(&fixture("valid")).expect("the valid fixture generates");
     insta::assert_snapshot!("valid_tool_schemas", generated.tool_schemas_json);
     insta::assert_snapshot!("valid_toolsets", generated.toolsets_json);
     assert!(generated.registry_rs.starts_with("// @generated"));
-    assert!(generated.registry_rs.contains("Handler::Async(shims::slow_fetch)"));
-    assert!(generated.registry_rs.contains("\"kitchen_sink_old\" => Some(0usize)"));
-    assert!(generated.registry_rs.contains("crate::tools::a::demo_ready"));
+    assert!(generated
+        .registry_rs
+        .contains("Handler::Async(shims::slow_fetch)"));
+    assert!(generated
+        .registry_rs
+        .contains("\"kitchen_sink_old\" => Some(0usize)"));
+    assert!(generated
+        .registry_rs
+        .contains("crate::tools::a::demo_ready"));
     syn::parse_file(&generated.registry_rs).expect("the registry is valid Rust");
 }
 
@@ -92,7 +113,10 @@ fn unchanged_output_is_not_rewritten() {
     let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert!(!hermes_codegen::write_if_changed(&path, "one").unwrap());
-    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), modified);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().modified().unwrap(),
+        modified
+    );
     assert!(hermes_codegen::write_if_changed(&path, "two").unwrap());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
     std::fs::remove_dir_all(dir).unwrap();

@@ -187,7 +187,8 @@ print(times[len(times) // 2] * 1e6)
 
 fn original_median(corpus: &[String]) -> Option<Result<f64, String>> {
     let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON")?;
-    let scratch = std::env::temp_dir().join(format!("hermes-classify-bench-{}", std::process::id()));
+    let scratch =
+        std::env::temp_dir().join(format!("hermes-classify-bench-{}", std::process::id()));
     let home = scratch.join("home");
     std::fs::create_dir_all(&home).ok()?;
     let corpus_file = scratch.join("corpus");
@@ -275,6 +276,8 @@ fn main() {
     let huge = "a".repeat(1024 * 1024);
     let started = std::time::Instant::now();
     black_box(classify(&huge, &ctx));
-    println!("  1 MB without separators (refused by the parser limit): {:.1} us", micros(started.elapsed()));
+    println!(
+        "  1 MB without separators (refused by the parser limit): {:.1} us",
+        micros(started.elapsed())
+    );
 }
-

@@ -83,9 +83,15 @@ fn main() {
     let started = Instant::now();
     for case in &cases {
         let got = classify(&case.command, &ctx).verdict;
-        by_category.entry(case.category.clone()).or_default().add(case.expected, got);
+        by_category
+            .entry(case.category.clone())
+            .or_default()
+            .add(case.expected, got);
         if got != case.expected {
-            misses.push(format!("  {} expected {} got {}: {:?}", case.origin, case.expected, got, case.command));
+            misses.push(format!(
+                "  {} expected {} got {}: {:?}",
+                case.origin, case.expected, got, case.command
+            ));
         }
     }
     let per_command = started.elapsed() / cases.len().max(1) as u32;
@@ -102,7 +108,16 @@ fn main() {
             rate(t.exact, t.cases),
         ]
     };
-    row("category", "cases".into(), ["flagged".into(), "hardline".into(), "safe kept".into(), "exact".into()]);
+    row(
+        "category",
+        "cases".into(),
+        [
+            "flagged".into(),
+            "hardline".into(),
+            "safe kept".into(),
+            "exact".into(),
+        ],
+    );
     let mut total = Tally::default();
     for (category, tally) in &by_category {
         total.merge(tally);

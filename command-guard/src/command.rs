@@ -175,23 +175,49 @@ fn wrapper_spec(name: &str) -> Option<WrapperSpec> {
         ),
         "taskset" => spec("", &[], &["-p", "--pid"], 1, false),
         "chroot" => spec("", &["--userspec", "--groups"], &[], 1, false),
-        "runuser" | "sg" => spec("ugGl", &["--user", "--group", "--supp-group"], &[], 0, false),
+        "runuser" | "sg" => spec(
+            "ugGl",
+            &["--user", "--group", "--supp-group"],
+            &[],
+            0,
+            false,
+        ),
         "unshare" | "nsenter" | "setpriv" | "strace" | "ltrace" | "caffeinate" | "proxychains"
         | "proxychains4" | "torsocks" | "xvfb-run" | "catchsegv" => spec(
             "tSeopEaIOuUgG",
-            &["--target", "--setuid", "--setgid", "--output", "--user", "--group", "--regid", "--reuid"],
+            &[
+                "--target", "--setuid", "--setgid", "--output", "--user", "--group", "--regid",
+                "--reuid",
+            ],
             &[],
             0,
             false,
         ),
         "systemd-run" => spec(
             "pEMuH",
-            &["--property", "--setenv", "--machine", "--unit", "--uid", "--gid", "--working-directory", "--description", "--slice", "--host"],
+            &[
+                "--property",
+                "--setenv",
+                "--machine",
+                "--unit",
+                "--uid",
+                "--gid",
+                "--working-directory",
+                "--description",
+                "--slice",
+                "--host",
+            ],
             &[],
             0,
             false,
         ),
-        "flock" => spec("wEcno", &["--timeout", "--conflict-exit-code", "--command"], &[], 1, false),
+        "flock" => spec(
+            "wEcno",
+            &["--timeout", "--conflict-exit-code", "--command"],
+            &[],
+            1,
+            false,
+        ),
         "faketime" => spec("f", &[], &[], 1, false),
         _ => return None,
     })
@@ -204,8 +230,11 @@ fn is_dynamic_name(name: &str, word: &Word) -> bool {
     // A substitution "spelled out" by deobfuscation still is not a name if its output is
     // processed further (`$(echo cm0= | base64 -d)`).
     let substituted = word.raw.contains("$(") || word.raw.contains('`');
-    let not_a_name = substituted && name.contains(|c: char| c.is_whitespace() || "|;&<>()".contains(c));
-    name.contains(['$', '`']) || not_a_name || (globbed && word.value.contains(['*', '?', '[', '{']))
+    let not_a_name =
+        substituted && name.contains(|c: char| c.is_whitespace() || "|;&<>()".contains(c));
+    name.contains(['$', '`'])
+        || not_a_name
+        || (globbed && word.value.contains(['*', '?', '[', '{']))
 }
 
 /// Apply R1: walk past keywords, assignments and wrappers to the executable.

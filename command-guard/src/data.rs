@@ -16,10 +16,19 @@ pub(crate) struct DataSpans {
     pub words: HashSet<usize>,
 }
 
-const GREPS: &[&str] = &["grep", "egrep", "fgrep", "rg", "ag", "ack", "zgrep", "git-grep"];
+const GREPS: &[&str] = &[
+    "grep", "egrep", "fgrep", "rg", "ag", "ack", "zgrep", "git-grep",
+];
 const MESSAGE_TOOLS: &[&str] = &["git", "hg", "jj", "svn", "gh", "glab"];
 const MESSAGE_OPTIONS: &[&str] = &[
-    "-m", "--message", "--title", "--body", "--notes", "--subject", "--description", "--grep",
+    "-m",
+    "--message",
+    "--title",
+    "--body",
+    "--notes",
+    "--subject",
+    "--description",
+    "--grep",
 ];
 const FORGE_SHORT_OPTIONS: &[&str] = &["-t", "-b", "-n"];
 
@@ -35,7 +44,8 @@ fn grep_pattern_words(args: &[Word]) -> Vec<&Word> {
                 out.extend(args.get(i + 1));
                 i += 2;
             }
-            "-f" | "-m" | "-A" | "-B" | "-C" | "-d" | "-D" | "--file" | "-g" | "--glob" | "-t" | "--type" => i += 2,
+            "-f" | "-m" | "-A" | "-B" | "-C" | "-d" | "-D" | "--file" | "-g" | "--glob" | "-t"
+            | "--type" => i += 2,
             "--" => {
                 if !explicit {
                     out.extend(args.get(i + 1));
@@ -60,10 +70,17 @@ fn message_words<'a>(tool: &str, args: &'a [Word]) -> Vec<&'a Word> {
         let v = word.value.as_str();
         let takes_next = MESSAGE_OPTIONS.contains(&v)
             || (matches!(tool, "gh" | "glab") && FORGE_SHORT_OPTIONS.contains(&v))
-            || (v.starts_with('-') && !v.starts_with("--") && v.len() > 2 && v.ends_with('m') && tool == "git");
+            || (v.starts_with('-')
+                && !v.starts_with("--")
+                && v.len() > 2
+                && v.ends_with('m')
+                && tool == "git");
         if takes_next {
             out.extend(args.get(i + 1));
-        } else if MESSAGE_OPTIONS.iter().any(|o| o.starts_with("--") && v.starts_with(&format!("{o}="))) {
+        } else if MESSAGE_OPTIONS
+            .iter()
+            .any(|o| o.starts_with("--") && v.starts_with(&format!("{o}=")))
+        {
             out.push(word);
         }
     }
@@ -76,7 +93,9 @@ pub(crate) fn data_spans(commands: &[SimpleCommand]) -> DataSpans {
         if command.exec.is_none() {
             continue;
         }
-        let output_is_piped = commands.get(i + 1).is_some_and(|next| next.piped_from_previous);
+        let output_is_piped = commands
+            .get(i + 1)
+            .is_some_and(|next| next.piped_from_previous);
         let name = command.exec_name.as_str();
         let args = command.args();
         let words: Vec<&Word> = match name {
@@ -89,7 +108,8 @@ pub(crate) fn data_spans(commands: &[SimpleCommand]) -> DataSpans {
             spans.text.push((word.start, word.end));
             spans.words.insert(word.start);
         }
-        let prose_heredoc = !output_is_piped && matches!(name, "cat" | "tee" | "git" | "gh" | "glab");
+        let prose_heredoc =
+            !output_is_piped && matches!(name, "cat" | "tee" | "git" | "gh" | "glab");
         if prose_heredoc {
             spans
                 .text

@@ -16,20 +16,60 @@ pub(crate) enum DiskUse {
 fn has_any(args: &[&str], options: &[&str]) -> bool {
     args.iter().any(|a| {
         options.iter().any(|o| {
-            a == o || (o.starts_with("--") && a.strip_prefix(o).is_some_and(|rest| rest.starts_with('=')))
+            a == o
+                || (o.starts_with("--")
+                    && a.strip_prefix(o).is_some_and(|rest| rest.starts_with('=')))
         })
     })
 }
 
 const LISTING_OPTIONS: &[&str] = &[
-    "-l", "--list", "-s", "--show-size", "-d", "--dump", "-J", "--json", "-V", "--verify", "-v",
-    "--version", "-h", "--help", "-g", "--show-geometry", "-p", "--print", "-i", "--info", "-O",
-    "--print-mbr", "--list-types", "-T", "--list-free", "-F",
+    "-l",
+    "--list",
+    "-s",
+    "--show-size",
+    "-d",
+    "--dump",
+    "-J",
+    "--json",
+    "-V",
+    "--verify",
+    "-v",
+    "--version",
+    "-h",
+    "--help",
+    "-g",
+    "--show-geometry",
+    "-p",
+    "--print",
+    "-i",
+    "--info",
+    "-O",
+    "--print-mbr",
+    "--list-types",
+    "-T",
+    "--list-free",
+    "-F",
 ];
 
 const PARTED_WRITE_VERBS: &[&str] = &[
-    "mklabel", "mktable", "mkpart", "mkpartfs", "rm", "resizepart", "resize", "rescue", "name", "set",
-    "toggle", "disk_set", "disk_toggle", "mkfs", "cp", "move", "type",
+    "mklabel",
+    "mktable",
+    "mkpart",
+    "mkpartfs",
+    "rm",
+    "resizepart",
+    "resize",
+    "rescue",
+    "name",
+    "set",
+    "toggle",
+    "disk_set",
+    "disk_toggle",
+    "mkfs",
+    "cp",
+    "move",
+    "type",
 ];
 
 /// Whether the tool, as invoked, rewrites a partition table, a filesystem header or the
@@ -42,12 +82,30 @@ fn rewrites(command: &SimpleCommand) -> bool {
         .map(str::to_lowercase)
         .collect();
     match command.exec_name.as_str() {
-        "fdisk" | "cfdisk" | "gdisk" | "sfdisk" | "cgdisk" | "fixparts" => !has_any(&args, LISTING_OPTIONS),
-        "sgdisk" => args.iter().any(|a| a.starts_with('-') && !has_any(&[a], LISTING_OPTIONS)),
-        "parted" | "partx" if has_any(&args, &["-l", "--list", "-v", "--version", "-h", "--help", "--show"]) => false,
-        "parted" => verbs.is_empty() || verbs.iter().any(|v| PARTED_WRITE_VERBS.contains(&v.as_str())),
+        "fdisk" | "cfdisk" | "gdisk" | "sfdisk" | "cgdisk" | "fixparts" => {
+            !has_any(&args, LISTING_OPTIONS)
+        }
+        "sgdisk" => args
+            .iter()
+            .any(|a| a.starts_with('-') && !has_any(&[a], LISTING_OPTIONS)),
+        "parted" | "partx"
+            if has_any(
+                &args,
+                &["-l", "--list", "-v", "--version", "-h", "--help", "--show"],
+            ) =>
+        {
+            false
+        }
+        "parted" => {
+            verbs.is_empty()
+                || verbs
+                    .iter()
+                    .any(|v| PARTED_WRITE_VERBS.contains(&v.as_str()))
+        }
         "wipefs" => {
-            let dry_run = args.iter().any(|a| *a == "--no-act" || (a.starts_with('-') && !a.starts_with("--") && a.contains('n')));
+            let dry_run = args.iter().any(|a| {
+                *a == "--no-act" || (a.starts_with('-') && !a.starts_with("--") && a.contains('n'))
+            });
             !dry_run
                 && args.iter().any(|a| {
                     matches!(*a, "--all" | "--offset" | "-o")
@@ -56,10 +114,22 @@ fn rewrites(command: &SimpleCommand) -> bool {
                 })
         }
         "blkdiscard" => true,
-        "cryptsetup" => verbs.iter().any(|v| {
-            matches!(v.as_str(), "luksformat" | "erase" | "lukserase" | "reencrypt" | "lukskillslot" | "luksremovekey")
-        }) || has_any(&args, &["luksFormat"]),
-        "badblocks" => args.iter().any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('w')),
+        "cryptsetup" => {
+            verbs.iter().any(|v| {
+                matches!(
+                    v.as_str(),
+                    "luksformat"
+                        | "erase"
+                        | "lukserase"
+                        | "reencrypt"
+                        | "lukskillslot"
+                        | "luksremovekey"
+                )
+            }) || has_any(&args, &["luksFormat"])
+        }
+        "badblocks" => args
+            .iter()
+            .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('w')),
         "hdparm" => has_any(
             &args,
             &[
@@ -73,9 +143,12 @@ fn rewrites(command: &SimpleCommand) -> bool {
                 "--fwdownload",
             ],
         ),
-        "nvme" => verbs
-            .first()
-            .is_some_and(|v| matches!(v.as_str(), "format" | "sanitize" | "write-zeroes" | "delete-ns" | "fw-download")),
+        "nvme" => verbs.first().is_some_and(|v| {
+            matches!(
+                v.as_str(),
+                "format" | "sanitize" | "write-zeroes" | "delete-ns" | "fw-download"
+            )
+        }),
         "mdadm" => has_any(&args, &["--zero-superblock", "--create", "-C"]),
         _ => false,
     }

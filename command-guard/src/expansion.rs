@@ -8,7 +8,9 @@ const DECLARERS: &[&str] = &["export", "readonly", "declare", "typeset", "local"
 
 fn is_name(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -94,7 +96,13 @@ mod tests {
 
     #[test]
     fn substitutes_plain_and_braced_names() {
-        let known = vec![("a".to_string(), "rm".to_string()), ("m".to_string(), "mkfs".to_string())];
-        assert_eq!(substitute("$a -rf x; ${m}.ext4 $HOME $ab", &known), "rm -rf x; mkfs.ext4 $HOME $ab");
+        let known = vec![
+            ("a".to_string(), "rm".to_string()),
+            ("m".to_string(), "mkfs".to_string()),
+        ];
+        assert_eq!(
+            substitute("$a -rf x; ${m}.ext4 $HOME $ab", &known),
+            "rm -rf x; mkfs.ext4 $HOME $ab"
+        );
     }
 }

@@ -5,8 +5,26 @@ use crate::command::SimpleCommand;
 use crate::structural::{program_of, Program, SHELLS};
 
 const FETCHERS: &[&str] = &[
-    "curl", "wget", "fetch", "aria2c", "nc", "ncat", "netcat", "socat", "http", "https", "xh", "lwp-request",
-    "get", "iwr", "invoke-webrequest", "scp", "ssh", "rsync", "ftp", "tftp",
+    "curl",
+    "wget",
+    "fetch",
+    "aria2c",
+    "nc",
+    "ncat",
+    "netcat",
+    "socat",
+    "http",
+    "https",
+    "xh",
+    "lwp-request",
+    "get",
+    "iwr",
+    "invoke-webrequest",
+    "scp",
+    "ssh",
+    "rsync",
+    "ftp",
+    "tftp",
 ];
 
 /// Consumers reading their program from standard input, each with the commands earlier in its
@@ -29,9 +47,11 @@ fn stdin_consumers(commands: &[SimpleCommand]) -> Vec<(&SimpleCommand, &[SimpleC
 /// The text a literal producer writes: `echo` words, a here-doc or here-string body.
 fn literal_output(producer: &SimpleCommand) -> Option<String> {
     let body = producer.redirects.iter().find_map(|r| {
-        r.heredoc_body
-            .clone()
-            .or_else(|| (r.op == "<<<").then(|| r.target.as_ref().map(|t| t.value.clone())).flatten())
+        r.heredoc_body.clone().or_else(|| {
+            (r.op == "<<<")
+                .then(|| r.target.as_ref().map(|t| t.value.clone()))
+                .flatten()
+        })
     });
     match producer.exec_name.as_str() {
         "cat" if producer.args().is_empty() => body,
@@ -68,13 +88,18 @@ pub(crate) const PIPE_TO_PROGRAM: &str = "pipe into shell or interpreter (progra
 
 /// A pipe into a program reading its code from stdin; remote producers get their own key.
 pub(crate) fn stdin_program_finding(commands: &[SimpleCommand]) -> Option<&'static str> {
-    stdin_consumers(commands).into_iter().map(|(consumer, before)| {
-        let remote = before.iter().any(|c| FETCHERS.contains(&c.exec_name.as_str()));
-        let shell = SHELLS.contains(&consumer.exec_name.as_str());
-        match (remote, shell) {
-            (true, true) => REMOTE_TO_SHELL,
-            (true, false) => REMOTE_TO_INTERPRETER,
-            (false, _) => PIPE_TO_PROGRAM,
-        }
-    }).min_by_key(|key| usize::from(*key == PIPE_TO_PROGRAM))
+    stdin_consumers(commands)
+        .into_iter()
+        .map(|(consumer, before)| {
+            let remote = before
+                .iter()
+                .any(|c| FETCHERS.contains(&c.exec_name.as_str()));
+            let shell = SHELLS.contains(&consumer.exec_name.as_str());
+            match (remote, shell) {
+                (true, true) => REMOTE_TO_SHELL,
+                (true, false) => REMOTE_TO_INTERPRETER,
+                (false, _) => PIPE_TO_PROGRAM,
+            }
+        })
+        .min_by_key(|key| usize::from(*key == PIPE_TO_PROGRAM))
 }

@@ -33,8 +33,15 @@ pub struct ScriptRun {
 
 fn script_of(command: &SimpleCommand) -> Option<(String, ScriptKind)> {
     let exec = command.exec?;
-    let shell_like = matches!(command.exec_name.as_str(), "bash" | "sh" | "zsh" | "ksh" | "dash" | "source" | ".");
-    let kind = if shell_like { ScriptKind::Shell } else { ScriptKind::Interpreter };
+    let shell_like = matches!(
+        command.exec_name.as_str(),
+        "bash" | "sh" | "zsh" | "ksh" | "dash" | "source" | "."
+    );
+    let kind = if shell_like {
+        ScriptKind::Shell
+    } else {
+        ScriptKind::Interpreter
+    };
     match program_of(command) {
         Some(Program::Script(i)) => command.args().get(i).map(|w| (w.value.clone(), kind)),
         Some(Program::Stdin) if !command.piped_from_previous => command
@@ -46,14 +53,17 @@ fn script_of(command: &SimpleCommand) -> Option<(String, ScriptKind)> {
         Some(_) => None,
         None => {
             let word = &command.words[exec].value;
-            word.contains('/').then(|| (word.clone(), ScriptKind::Executable))
+            word.contains('/')
+                .then(|| (word.clone(), ScriptKind::Executable))
         }
     }
 }
 
 fn join(dir: Option<&str>, path: &str) -> String {
     match dir {
-        Some(dir) if !path.starts_with(['/', '~']) => format!("{}/{path}", dir.trim_end_matches('/')),
+        Some(dir) if !path.starts_with(['/', '~']) => {
+            format!("{}/{path}", dir.trim_end_matches('/'))
+        }
         _ => path.to_string(),
     }
 }
@@ -64,7 +74,11 @@ pub fn scripts_run_by_path(cmd: &str, ctx: &GuardContext) -> Vec<ScriptRun> {
         return Vec::new();
     }
     let analysis = analyze(cmd, ctx);
-    let written: Vec<String> = analysis.commands().flat_map(written_paths).chain(fetched_paths(&analysis)).collect();
+    let written: Vec<String> = analysis
+        .commands()
+        .flat_map(written_paths)
+        .chain(fetched_paths(&analysis))
+        .collect();
     let mut runs = Vec::new();
     for source in &analysis.sources {
         let mut cwd: Option<String> = None;
@@ -72,16 +86,25 @@ pub fn scripts_run_by_path(cmd: &str, ctx: &GuardContext) -> Vec<ScriptRun> {
         for command in &source.commands {
             if matches!(command.exec_name.as_str(), "cd" | "pushd") {
                 match command.arg_values().find(|v| !v.starts_with('-')) {
-                    Some(dir) if !dir.contains(['$', '`', '*', '?']) => cwd = Some(join(cwd.as_deref(), dir)),
+                    Some(dir) if !dir.contains(['$', '`', '*', '?']) => {
+                        cwd = Some(join(cwd.as_deref(), dir))
+                    }
                     _ => cwd_known = false,
                 }
                 continue;
             }
-            let Some((path, kind)) = script_of(command) else { continue };
+            let Some((path, kind)) = script_of(command) else {
+                continue;
+            };
             let dynamic = !cwd_known || path.contains(['$', '`', '*', '?', '[', '{']);
             let path = join(cwd.as_deref(), &path);
             let written_by_command = written.iter().any(|w| same_file(w, &path));
-            runs.push(ScriptRun { path, kind, dynamic, written_by_command });
+            runs.push(ScriptRun {
+                path,
+                kind,
+                dynamic,
+                written_by_command,
+            });
         }
     }
     runs
@@ -96,7 +119,12 @@ fn fetched_paths(analysis: &crate::variants::Analysis) -> Vec<String> {
             let values: Vec<String> = c.arg_values().map(String::from).collect();
             values
                 .windows(2)
-                .filter(|w| matches!(w[0].as_str(), "-o" | "--output" | "-O" | "--output-document"))
+                .filter(|w| {
+                    matches!(
+                        w[0].as_str(),
+                        "-o" | "--output" | "-O" | "--output-document"
+                    )
+                })
                 .map(|w| w[1].clone())
                 .collect::<Vec<_>>()
         })
@@ -113,20 +141,41 @@ mod tests {
     use super::*;
 
     fn paths(cmd: &str) -> Vec<(String, ScriptKind)> {
-        scripts_run_by_path(cmd, &GuardContext::default()).into_iter().map(|r| (r.path, r.kind)).collect()
+        scripts_run_by_path(cmd, &GuardContext::default())
+            .into_iter()
+            .map(|r| (r.path, r.kind))
+            .collect()
     }
 
     #[test]
     fn finds_each_way_of_running_a_file() {
-        assert_eq!(paths("bash x.sh"), [("x.sh".to_string(), ScriptKind::Shell)]);
-        assert_eq!(paths("sudo sh -x ./x.sh arg"), [("./x.sh".to_string(), ScriptKind::Shell)]);
-        assert_eq!(paths("python3 -u tool.py --flag"), [("tool.py".to_string(), ScriptKind::Interpreter)]);
-        assert_eq!(paths(". ./env.sh && source lib.sh"), [
-            ("./env.sh".to_string(), ScriptKind::Shell),
-            ("lib.sh".to_string(), ScriptKind::Shell)
-        ]);
-        assert_eq!(paths("cd sub && ./run"), [("sub/./run".to_string(), ScriptKind::Executable)]);
-        assert_eq!(paths("sh < setup.sh"), [("setup.sh".to_string(), ScriptKind::Shell)]);
+        assert_eq!(
+            paths("bash x.sh"),
+            [("x.sh".to_string(), ScriptKind::Shell)]
+        );
+        assert_eq!(
+            paths("sudo sh -x ./x.sh arg"),
+            [("./x.sh".to_string(), ScriptKind::Shell)]
+        );
+        assert_eq!(
+            paths("python3 -u tool.py --flag"),
+            [("tool.py".to_string(), ScriptKind::Interpreter)]
+        );
+        assert_eq!(
+            paths(". ./env.sh && source lib.sh"),
+            [
+                ("./env.sh".to_string(), ScriptKind::Shell),
+                ("lib.sh".to_string(), ScriptKind::Shell)
+            ]
+        );
+        assert_eq!(
+            paths("cd sub && ./run"),
+            [("sub/./run".to_string(), ScriptKind::Executable)]
+        );
+        assert_eq!(
+            paths("sh < setup.sh"),
+            [("setup.sh".to_string(), ScriptKind::Shell)]
+        );
         assert!(paths("python3 -m pytest").is_empty());
         assert!(paths("bash -c 'ls'").is_empty());
         assert!(paths("ls -la").is_empty());
@@ -134,7 +183,10 @@ mod tests {
 
     #[test]
     fn marks_what_cannot_be_known_ahead() {
-        let runs = scripts_run_by_path("echo 'rm -rf ~' > a.sh; bash a.sh; bash \"$f\"", &GuardContext::default());
+        let runs = scripts_run_by_path(
+            "echo 'rm -rf ~' > a.sh; bash a.sh; bash \"$f\"",
+            &GuardContext::default(),
+        );
         assert!(runs[0].written_by_command && !runs[0].dynamic);
         assert!(runs[1].dynamic);
     }

@@ -110,7 +110,9 @@ fn interpreter_spec(name: &str) -> Option<InterpreterSpec> {
             "",
         ),
         "deno" => spec("e", &["--eval"], "L", "", &["--log-level"], ""),
-        "lua" | "luajit" | "lua5.1" | "lua5.2" | "lua5.3" | "lua5.4" => spec("e", &[], "l", "", &[], ""),
+        "lua" | "luajit" | "lua5.1" | "lua5.2" | "lua5.3" | "lua5.4" => {
+            spec("e", &[], "l", "", &[], "")
+        }
         _ => return None,
     })
 }
@@ -140,7 +142,11 @@ fn interpreter_program(name: &str, spec: &InterpreterSpec, args: &[Word]) -> Pro
     while i < args.len() {
         let value = args[i].value.as_str();
         if value == "--" {
-            return if i + 1 < args.len() { Program::Script(i + 1) } else { Program::Stdin };
+            return if i + 1 < args.len() {
+                Program::Script(i + 1)
+            } else {
+                Program::Stdin
+            };
         }
         if value == "-" {
             return Program::Stdin;
@@ -179,7 +185,11 @@ fn interpreter_program(name: &str, spec: &InterpreterSpec, args: &[Word]) -> Pro
             continue;
         }
         if name == "deno" && matches!(value, "eval" | "run" | "repl" | "task") {
-            return if value == "eval" { Program::Inline } else { Program::Other };
+            return if value == "eval" {
+                Program::Inline
+            } else {
+                Program::Other
+            };
         }
         return Program::Script(i);
     }
@@ -200,7 +210,9 @@ pub(crate) fn program_of(command: &SimpleCommand) -> Option<Program> {
         let reads_stdin_flag = args
             .iter()
             .take(shell.first_operand.unwrap_or(args.len()))
-            .any(|w| w.value.starts_with('-') && !w.value.starts_with("--") && w.value.contains('s'));
+            .any(|w| {
+                w.value.starts_with('-') && !w.value.starts_with("--") && w.value.contains('s')
+            });
         return Some(if shell.has_dash_c {
             Program::Inline
         } else if reads_stdin_flag {
@@ -210,7 +222,11 @@ pub(crate) fn program_of(command: &SimpleCommand) -> Option<Program> {
         });
     }
     if matches!(name, "source" | ".") {
-        return Some(if args.is_empty() { Program::Other } else { Program::Script(0) });
+        return Some(if args.is_empty() {
+            Program::Other
+        } else {
+            Program::Script(0)
+        });
     }
     let spec = interpreter_spec(name)?;
     Some(interpreter_program(name, &spec, args))

@@ -48,7 +48,16 @@ fn target_directory(command: &SimpleCommand) -> Option<&str> {
 }
 
 const COPY_VALUE_OPTIONS: &[&str] = &[
-    "-S", "--suffix", "-m", "--mode", "-o", "--owner", "-g", "--group", "-t", "--target-directory",
+    "-S",
+    "--suffix",
+    "-m",
+    "--mode",
+    "-o",
+    "--owner",
+    "-g",
+    "--group",
+    "-t",
+    "--target-directory",
 ];
 
 /// Paths the command writes over or creates.
@@ -76,11 +85,11 @@ pub(crate) fn written_paths(command: &SimpleCommand) -> Vec<String> {
                 .map(String::from),
         ),
         "tee" => out.extend(operands(command, &[]).into_iter().map(String::from)),
-        "dd" => out.extend(
-            command
-                .arg_values()
-                .filter_map(|v| v.get(..3).filter(|p| p.eq_ignore_ascii_case("of=")).map(|_| v[3..].to_string())),
-        ),
+        "dd" => out.extend(command.arg_values().filter_map(|v| {
+            v.get(..3)
+                .filter(|p| p.eq_ignore_ascii_case("of="))
+                .map(|_| v[3..].to_string())
+        })),
         _ => {}
     }
     out
@@ -100,7 +109,17 @@ pub(crate) fn moved_away_paths(command: &SimpleCommand) -> Vec<String> {
 
 /// Top directories whose files belong to the operating system; `/usr/local` is the admin's own.
 const SYSTEM_TREES: &[&str] = &[
-    "/etc", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/proc/sys", "/sys",
+    "/etc",
+    "/boot",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/usr",
+    "/proc/sys",
+    "/sys",
 ];
 
 /// Lexically normalised absolute path (`.`/`..`/duplicate slashes resolved), lower-cased.

@@ -10,7 +10,11 @@ use hermes_command_guard::classify;
 fn every_corpus_line_gets_its_expected_verdict() {
     let ctx = corpus::context();
     let cases = corpus::load();
-    assert!(cases.len() > 200, "the corpus is loaded ({} cases)", cases.len());
+    assert!(
+        cases.len() > 200,
+        "the corpus is loaded ({} cases)",
+        cases.len()
+    );
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|case| {
@@ -23,5 +27,11 @@ fn every_corpus_line_gets_its_expected_verdict() {
             })
         })
         .collect();
-    assert!(failures.is_empty(), "{} of {} corpus lines regressed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} corpus lines regressed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }

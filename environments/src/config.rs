@@ -93,13 +93,25 @@ impl Source<'_> {
                     return serde_json::from_str::<Vec<String>>(v)
                         .map_err(|e| format!("{env} must be a JSON list of strings: {e}"));
                 }
-                return Ok(v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
+                return Ok(v
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect());
             }
         }
         match self.config.get(&format!("terminal.{key}")) {
             None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => Ok(items.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
-            Some(Value::String(s)) => Ok(s.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()),
+            Some(Value::Array(items)) => Ok(items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()),
+            Some(Value::String(s)) => Ok(s
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()),
             Some(_) => Err(format!("terminal.{key} must be a list of strings")),
         }
     }
@@ -110,7 +122,11 @@ impl Source<'_> {
             return v.split_whitespace().map(str::to_owned).collect();
         }
         match self.config.get(&format!("terminal.{key}")) {
-            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
             Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
             _ => Vec::new(),
         }
@@ -120,7 +136,9 @@ impl Source<'_> {
 fn number<T: std::str::FromStr>(raw: Option<String>, env: &str, default: T) -> Result<T, String> {
     match raw {
         None => Ok(default),
-        Some(v) => v.parse().map_err(|_| format!("{env} (or terminal config) has an invalid value '{v}': expected a number")),
+        Some(v) => v.parse().map_err(|_| {
+            format!("{env} (or terminal config) has an invalid value '{v}': expected a number")
+        }),
     }
 }
 
@@ -128,8 +146,15 @@ impl TerminalConfig {
     pub fn load(hermes_home: &Path) -> Result<TerminalConfig, String> {
         let config = Config::load(hermes_home);
         let src = Source { config: &config };
-        let backend = src.string("TERMINAL_ENV", "backend").unwrap_or_else(|| "local".into()).to_lowercase();
-        let backend = if backend == "vercel" { "vercel_sandbox".to_string() } else { backend };
+        let backend = src
+            .string("TERMINAL_ENV", "backend")
+            .unwrap_or_else(|| "local".into())
+            .to_lowercase();
+        let backend = if backend == "vercel" {
+            "vercel_sandbox".to_string()
+        } else {
+            backend
+        };
         let max_output_chars = config
             .get("tool_output.max_bytes")
             .and_then(Value::as_u64)
@@ -143,7 +168,10 @@ impl TerminalConfig {
             .unwrap_or(2.0);
         let image = src.string("TERMINAL_DOCKER_IMAGE", "docker_image");
         let docker_mount_cwd = src
-            .string("TERMINAL_DOCKER_MOUNT_CWD_TO_WORKSPACE", "docker_mount_cwd_to_workspace")
+            .string(
+                "TERMINAL_DOCKER_MOUNT_CWD_TO_WORKSPACE",
+                "docker_mount_cwd_to_workspace",
+            )
             .is_some_and(|v| matches!(v.to_lowercase().as_str(), "1" | "true" | "yes"));
         let sandbox = sandbox_settings(&src)?;
         let env_passthrough = src.list("TERMINAL_ENV_PASSTHROUGH", "env_passthrough")?;
@@ -151,7 +179,11 @@ impl TerminalConfig {
             sandbox,
             env_passthrough,
             cwd: src.string("TERMINAL_CWD", "cwd"),
-            timeout: number(src.string("TERMINAL_TIMEOUT", "timeout"), "TERMINAL_TIMEOUT", 180)?,
+            timeout: number(
+                src.string("TERMINAL_TIMEOUT", "timeout"),
+                "TERMINAL_TIMEOUT",
+                180,
+            )?,
             max_foreground_timeout: number(
                 src.string("TERMINAL_MAX_FOREGROUND_TIMEOUT", "max_foreground_timeout"),
                 "TERMINAL_MAX_FOREGROUND_TIMEOUT",
@@ -161,7 +193,11 @@ impl TerminalConfig {
             term_grace_seconds,
             ssh_host: src.string("TERMINAL_SSH_HOST", "ssh_host"),
             ssh_user: src.string("TERMINAL_SSH_USER", "ssh_user"),
-            ssh_port: number(src.string("TERMINAL_SSH_PORT", "ssh_port"), "TERMINAL_SSH_PORT", 22)?,
+            ssh_port: number(
+                src.string("TERMINAL_SSH_PORT", "ssh_port"),
+                "TERMINAL_SSH_PORT",
+                22,
+            )?,
             ssh_key: src.string("TERMINAL_SSH_KEY", "ssh_key"),
             ssh_known_hosts: src.string("TERMINAL_SSH_KNOWN_HOSTS", "ssh_known_hosts"),
             docker_binary: src.string("TERMINAL_DOCKER_BINARY", "docker_binary"),
@@ -169,27 +205,48 @@ impl TerminalConfig {
             docker_run_args: src.words("TERMINAL_DOCKER_RUN_ARGS", "docker_run_args"),
             docker_image: image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
             docker_volumes: src.list("TERMINAL_DOCKER_VOLUMES", "docker_volumes"),
-            docker_forward_env: src.list("TERMINAL_DOCKER_FORWARD_ENV", "docker_forward_env").unwrap_or_default(),
+            docker_forward_env: src
+                .list("TERMINAL_DOCKER_FORWARD_ENV", "docker_forward_env")
+                .unwrap_or_default(),
             docker_mount_cwd,
-            container_cpu: number(src.string("TERMINAL_CONTAINER_CPU", "container_cpu"), "TERMINAL_CONTAINER_CPU", 1.0)?,
+            container_cpu: number(
+                src.string("TERMINAL_CONTAINER_CPU", "container_cpu"),
+                "TERMINAL_CONTAINER_CPU",
+                1.0,
+            )?,
             container_memory_mb: number(
                 src.string("TERMINAL_CONTAINER_MEMORY", "container_memory"),
                 "TERMINAL_CONTAINER_MEMORY",
                 5120,
             )?,
-            container_disk_mb: number(src.string("TERMINAL_CONTAINER_DISK", "container_disk"), "TERMINAL_CONTAINER_DISK", 51200)?,
+            container_disk_mb: number(
+                src.string("TERMINAL_CONTAINER_DISK", "container_disk"),
+                "TERMINAL_CONTAINER_DISK",
+                51200,
+            )?,
             singularity_binary: src.string("TERMINAL_SINGULARITY_BINARY", "singularity_binary"),
             singularity_image: src
                 .string("TERMINAL_SINGULARITY_IMAGE", "singularity_image")
-                .unwrap_or_else(|| format!("docker://{}", image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()))),
-            modal_image: src.string("TERMINAL_MODAL_IMAGE", "modal_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
+                .unwrap_or_else(|| {
+                    format!(
+                        "docker://{}",
+                        image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into())
+                    )
+                }),
+            modal_image: src
+                .string("TERMINAL_MODAL_IMAGE", "modal_image")
+                .unwrap_or_else(|| DEFAULT_IMAGE.into()),
             modal_python: src.string("TERMINAL_MODAL_PYTHON", "modal_python"),
-            daytona_image: src.string("TERMINAL_DAYTONA_IMAGE", "daytona_image").unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            daytona_image: src
+                .string("TERMINAL_DAYTONA_IMAGE", "daytona_image")
+                .unwrap_or_else(|| DEFAULT_IMAGE.into()),
             daytona_snapshot: src.string("TERMINAL_DAYTONA_SNAPSHOT", "daytona_snapshot"),
             daytona_api_url: src
                 .string("DAYTONA_API_URL", "daytona_api_url")
                 .unwrap_or_else(|| "https://app.daytona.io/api".into()),
-            vercel_runtime: src.string("TERMINAL_VERCEL_RUNTIME", "vercel_runtime").unwrap_or_else(|| "node22".into()),
+            vercel_runtime: src
+                .string("TERMINAL_VERCEL_RUNTIME", "vercel_runtime")
+                .unwrap_or_else(|| "node22".into()),
             vercel_api_url: src
                 .string("VERCEL_API_URL", "vercel_api_url")
                 .unwrap_or_else(|| "https://vercel.com/api".into()),
@@ -226,15 +283,25 @@ fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
         Some(v) => match v.to_ascii_lowercase().as_str() {
             "true" | "yes" | "on" | "1" => true,
             "false" | "no" | "off" | "0" => false,
-            other => return Err(format!("terminal.sandbox.network must be true or false, got '{other}'")),
+            other => {
+                return Err(format!(
+                    "terminal.sandbox.network must be true or false, got '{other}'"
+                ))
+            }
         },
     };
     let writable_roots = src.list("TERMINAL_SANDBOX_WRITABLE_ROOTS", "sandbox.writable_roots")?;
-    Ok(SandboxSettings { mode, writable_roots, network })
+    Ok(SandboxSettings {
+        mode,
+        writable_roots,
+        network,
+    })
 }
 
 /// `TERMINAL_LIFETIME_SECONDS` (300): idle environments are reaped after this.
 pub fn lifetime_seconds() -> u64 {
-    std::env::var("TERMINAL_LIFETIME_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
+    std::env::var("TERMINAL_LIFETIME_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
 }
-

@@ -44,10 +44,17 @@ fn connect(ctx: &ToolContext) -> Result<Remote, String> {
         return Err(env::unknown_backend(&config.backend).reason);
     }
     if let Some(missing) = env::availability(&config) {
-        return Err(format!("the {} terminal backend is not available: {missing}", config.backend));
+        return Err(format!(
+            "the {} terminal backend is not available: {missing}",
+            config.backend
+        ));
     }
-    let slot = env::get_or_create(&config, ctx.task_id(), ctx.cwd())
-        .map_err(|e| format!("the {} environment could not be reached: {}", config.backend, e.reason))?;
+    let slot = env::get_or_create(&config, ctx.task_id(), ctx.cwd()).map_err(|e| {
+        format!(
+            "the {} environment could not be reached: {}",
+            config.backend, e.reason
+        )
+    })?;
     Ok(Remote { slot })
 }
 
@@ -70,7 +77,9 @@ fn configured_backend(hermes_home: &Path) -> String {
         }
     }
     // A configuration that cannot be read is not the local backend: `connect` reports it.
-    let backend = TerminalConfig::load(hermes_home).map(|c| c.backend).unwrap_or_else(|_| "unreadable".into());
+    let backend = TerminalConfig::load(hermes_home)
+        .map(|c| c.backend)
+        .unwrap_or_else(|_| "unreadable".into());
     *cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, backend.clone()));
     backend
 }
@@ -170,7 +179,12 @@ impl Remote {
         );
         let out = self.run(&script, None)?;
         let mut fields = out.split(|b| *b == 0);
-        let mut next = || fields.next().map(|f| String::from_utf8_lossy(f).into_owned()).unwrap_or_default();
+        let mut next = || {
+            fields
+                .next()
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .unwrap_or_default()
+        };
         let (home, base, real, kind, stat) = (next(), next(), next(), next(), next());
         let missing_dirs = next().parse().unwrap_or(0);
         let kind = match kind.as_str() {
@@ -178,7 +192,12 @@ impl Remote {
             "dir" => Kind::Dir,
             "special" => Kind::Special,
             "missing" => Kind::Missing,
-            other => return Err(format!("the {} environment gave an unexpected answer about {shown}: {other:?}", self.backend())),
+            other => {
+                return Err(format!(
+                    "the {} environment gave an unexpected answer about {shown}: {other:?}",
+                    self.backend()
+                ))
+            }
         };
         let (len, mtime) = parse_stat(&stat);
         let mut siblings = Vec::new();
@@ -193,11 +212,26 @@ impl Remote {
             "content" => Some(
                 base64::engine::general_purpose::STANDARD
                     .decode(next().trim())
-                    .map_err(|e| format!("the content of {shown} arrived damaged from the {} environment: {e}", self.backend()))?,
+                    .map_err(|e| {
+                        format!(
+                            "the content of {shown} arrived damaged from the {} environment: {e}",
+                            self.backend()
+                        )
+                    })?,
             ),
             _ => None,
         };
-        Ok(Probe { home, base, real, kind, len, mtime, content, siblings, missing_dirs })
+        Ok(Probe {
+            home,
+            base,
+            real,
+            kind,
+            len,
+            mtime,
+            content,
+            siblings,
+            missing_dirs,
+        })
     }
 
     /// Writes every change or none: each file must still hold its base (checked under
@@ -234,7 +268,11 @@ impl Remote {
                 Some(data) => {
                     let encoded = base64::engine::general_purpose::STANDARD.encode(data);
                     let parts: Vec<&str> = if chunked {
-                        encoded.as_bytes().chunks(UPLOAD_CHUNK).map(|c| std::str::from_utf8(c).unwrap_or("")).collect()
+                        encoded
+                            .as_bytes()
+                            .chunks(UPLOAD_CHUNK)
+                            .map(|c| std::str::from_utf8(c).unwrap_or(""))
+                            .collect()
                     } else {
                         vec![encoded.as_str()]
                     };
@@ -244,7 +282,10 @@ impl Remote {
                         _ => (None, parts.as_slice()),
                     };
                     for part in separate {
-                        self.run(&format!("umask 077; cat >> {upload} && printf '\\n%s\\n' {MARK}"), Some(part.as_bytes().to_vec()))?;
+                        self.run(
+                            &format!("umask 077; cat >> {upload} && printf '\\n%s\\n' {MARK}"),
+                            Some(part.as_bytes().to_vec()),
+                        )?;
                     }
                     if let Some(last) = carried {
                         stdin = Some(last.as_bytes().to_vec());
@@ -263,7 +304,9 @@ impl Remote {
                     ));
                 }
                 None => {
-                    writes.push_str(&format!("rm -f -- \"$__t{i}\" || __fail \"cannot delete $__t{i}\"\n"));
+                    writes.push_str(&format!(
+                        "rm -f -- \"$__t{i}\" || __fail \"cannot delete $__t{i}\"\n"
+                    ));
                     report.push_str("printf '0 deleted 0 0\\0'\n");
                 }
             }
@@ -293,7 +336,11 @@ impl Remote {
                 Some(data) => hash == sha256_hex(data),
                 None => hash == "deleted",
             };
-            done.push(Written { verified, len, mtime });
+            done.push(Written {
+                verified,
+                len,
+                mtime,
+            });
         }
         Ok(Committed::Done(done))
     }
@@ -302,7 +349,13 @@ impl Remote {
     /// rows (ripgrep's and grep's `--null` format), at most `max_rows`. grep runs inside
     /// the root (its paths are then relative to it), because its exclusion of hidden
     /// directories would also match a hidden directory above the root.
-    pub fn grep(&self, root: &str, pattern: &str, context: usize, max_rows: usize) -> Result<Vec<u8>, String> {
+    pub fn grep(
+        &self,
+        root: &str,
+        pattern: &str,
+        context: usize,
+        max_rows: usize,
+    ) -> Result<Vec<u8>, String> {
         let script = format!(
             "printf '\\n%s\\n' {MARK}\n\
              set -f\n\
@@ -350,12 +403,18 @@ impl Remote {
     /// Runs `script` in the environment and returns what it printed after [`MARK`], or
     /// why it failed.
     fn run(&self, script: &str, stdin: Option<Vec<u8>>) -> Result<Vec<u8>, String> {
-        *self.slot.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        let mut run = self
+        *self
             .slot
-            .env
-            .run_bash(script, false, stdin)
-            .map_err(|e| format!("the {} environment could not run the file operation: {}", self.backend(), e.reason))?;
+            .last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        let mut run = self.slot.env.run_bash(script, false, stdin).map_err(|e| {
+            format!(
+                "the {} environment could not run the file operation: {}",
+                self.backend(),
+                e.reason
+            )
+        })?;
         let deadline = Instant::now() + SCRIPT_TIMEOUT;
         let mut out = Vec::new();
         let mut eof = false;
@@ -394,7 +453,11 @@ impl Remote {
                 Err(format!(
                     "the file operation failed in the {} environment (exit {code}){}",
                     self.backend(),
-                    if text.is_empty() { String::new() } else { format!(": {text}") }
+                    if text.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {text}")
+                    }
                 ))
             }
         }
@@ -428,7 +491,10 @@ pub fn parse_listing(rows: &[u8]) -> Vec<(String, SystemTime)> {
 
 fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Devices and kernel files, by where they are inside the environment (the same places
@@ -452,7 +518,10 @@ fn lock_table() -> &'static (Mutex<std::collections::HashSet<String>>, Condvar) 
 /// Takes the in-process edit lock of every path (real paths inside the environment).
 pub fn lock_paths(remote: &Remote, paths: &[String]) -> PathLock {
     let (held, wake) = lock_table();
-    let mut keys: Vec<String> = paths.iter().map(|p| remote.state_key(p).to_string_lossy().into_owned()).collect();
+    let mut keys: Vec<String> = paths
+        .iter()
+        .map(|p| remote.state_key(p).to_string_lossy().into_owned())
+        .collect();
     keys.sort();
     keys.dedup();
     let mut set = held.lock().unwrap_or_else(|p| p.into_inner());

@@ -159,7 +159,9 @@ impl BoundedCapture {
     }
 
     fn open_spill(&mut self) {
-        let Some(dir) = self.spill_dir.clone() else { return };
+        let Some(dir) = self.spill_dir.clone() else {
+            return;
+        };
         match create_spill_file(&dir) {
             Ok(pair) => self.spill = Some(pair),
             Err(_) => self.spill_failed = true,
@@ -167,7 +169,9 @@ impl BoundedCapture {
     }
 
     fn write_spill(&mut self, text: &str) {
-        let Some((_, file)) = self.spill.as_mut() else { return };
+        let Some((_, file)) = self.spill.as_mut() else {
+            return;
+        };
         if self.spilled_chars >= SPILL_MAX_CHARS {
             return;
         }
@@ -226,7 +230,8 @@ impl BoundedCapture {
                 spill_capped: false,
             };
         }
-        let spill_capped = self.spilled_chars >= SPILL_MAX_CHARS && self.total_chars > SPILL_MAX_CHARS;
+        let spill_capped =
+            self.spilled_chars >= SPILL_MAX_CHARS && self.total_chars > SPILL_MAX_CHARS;
         let path = self.spill.take().map(|(path, file)| {
             drop(file);
             path
@@ -262,19 +267,32 @@ impl BoundedCapture {
 /// pruning week-old ones.
 fn create_spill_file(dir: &Path) -> std::io::Result<(PathBuf, File)> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     prune_old_spills(dir);
     let epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let path = dir.join(format!("out-{epoch}-{}-{}.log", std::process::id(), random_hex(8)));
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+    let path = dir.join(format!(
+        "out-{epoch}-{}-{}.log",
+        std::process::id(),
+        random_hex(8)
+    ));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
     Ok((path, file))
 }
 
 fn prune_old_spills(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let now = std::time::SystemTime::now();
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -296,7 +314,9 @@ fn prune_old_spills(dir: &Path) {
 
 /// Rewrites a finished spill file with ANSI stripped and secrets redacted.
 pub fn clean_spill_file(path: &Path, command: &str) {
-    let Ok(text) = std::fs::read_to_string(path) else { return };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
     let cleaned = redact(&hermes_command_guard::strip_ansi(&text), command);
     if cleaned != text {
         let _ = std::fs::write(path, cleaned);
@@ -354,12 +374,15 @@ static AUTH_HEADER: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static PRIVATE_KEY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)")
-        .expect("valid regex")
+    Regex::new(
+        r"(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+    )
+    .expect("valid regex")
 });
 
 static ENV_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^((?:export |declare -x |setenv )?[A-Za-z_][A-Za-z0-9_]*)=(.*)$").expect("valid regex")
+    Regex::new(r"(?m)^((?:export |declare -x |setenv )?[A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+        .expect("valid regex")
 });
 
 static SECRET_NAME: LazyLock<Regex> = LazyLock::new(|| {
@@ -378,11 +401,16 @@ static DUMPS_ENV: LazyLock<Regex> = LazyLock::new(|| {
 /// values of `NAME=value` lines whose name looks secret.
 pub fn redact(output: &str, command: &str) -> String {
     let mut text = PRIVATE_KEY
-        .replace_all(output, "-----BEGIN ${1}PRIVATE KEY----- [REDACTED] -----END ${1}PRIVATE KEY-----")
+        .replace_all(
+            output,
+            "-----BEGIN ${1}PRIVATE KEY----- [REDACTED] -----END ${1}PRIVATE KEY-----",
+        )
         .into_owned();
     text = AUTH_HEADER.replace_all(&text, "${1}***").into_owned();
     for re in VENDOR_KEYS.iter() {
-        text = re.replace_all(&text, |caps: &regex::Captures| mask(&caps[0])).into_owned();
+        text = re
+            .replace_all(&text, |caps: &regex::Captures| mask(&caps[0]))
+            .into_owned();
     }
     if DUMPS_ENV.is_match(command) {
         text = ENV_LINE
@@ -468,14 +496,20 @@ fn last_command_word(command: &str) -> Option<String> {
         if word.contains('=') && !word.starts_with('-') && !word.starts_with('=') {
             continue;
         }
-        if matches!(word, "sudo" | "env" | "time" | "nice" | "command" | "exec" | "nohup" | "!") {
+        if matches!(
+            word,
+            "sudo" | "env" | "time" | "nice" | "command" | "exec" | "nohup" | "!"
+        ) {
             continue;
         }
         if word.starts_with('-') {
             continue;
         }
         let base = word.rsplit('/').next().unwrap_or(word);
-        return Some(base.trim_matches(|c| c == '(' || c == ')' || c == '{').to_string());
+        return Some(
+            base.trim_matches(|c| c == '(' || c == ')' || c == '{')
+                .to_string(),
+        );
     }
     None
 }
@@ -520,7 +554,10 @@ mod tests {
 
     #[test]
     fn redaction() {
-        let r = redact("key sk-abcdefghijklmnopqrstuvwx and AKIAABCDEFGHIJKLMNOP", "echo");
+        let r = redact(
+            "key sk-abcdefghijklmnopqrstuvwx and AKIAABCDEFGHIJKLMNOP",
+            "echo",
+        );
         assert!(!r.contains("abcdefghijklmnop"), "{r}");
         assert!(!r.contains("ABCDEFGHIJKLMNOP"), "{r}");
         let r = redact("API_KEY=hunter2\nHOME=/root\n", "env");
@@ -533,10 +570,18 @@ mod tests {
 
     #[test]
     fn meanings() {
-        assert!(exit_code_meaning("grep foo bar.txt", 1).unwrap().contains("no matches"));
-        assert!(exit_code_meaning("cat x | grep -q foo", 1).unwrap().contains("no matches"));
-        assert!(exit_code_meaning("sleep 1", 137).unwrap().contains("SIGKILL"));
-        assert!(exit_code_meaning("curl http://x", 7).unwrap().contains("connect"));
+        assert!(exit_code_meaning("grep foo bar.txt", 1)
+            .unwrap()
+            .contains("no matches"));
+        assert!(exit_code_meaning("cat x | grep -q foo", 1)
+            .unwrap()
+            .contains("no matches"));
+        assert!(exit_code_meaning("sleep 1", 137)
+            .unwrap()
+            .contains("SIGKILL"));
+        assert!(exit_code_meaning("curl http://x", 7)
+            .unwrap()
+            .contains("connect"));
         assert_eq!(exit_code_meaning("false", 1), None);
         assert_eq!(exit_code_meaning("x", 130), None);
     }

@@ -111,7 +111,10 @@ fn push_event(task_id: &str, event: Value) {
     let deliver = sink().read().unwrap_or_else(|p| p.into_inner()).clone();
     match deliver {
         Some(deliver) => deliver(task_id, &event),
-        None => lock(events()).entry(task_id.to_string()).or_default().push(event),
+        None => lock(events())
+            .entry(task_id.to_string())
+            .or_default()
+            .push(event),
     }
 }
 
@@ -147,16 +150,25 @@ pub fn spawn(env: &dyn Environment, req: SpawnRequest<'_>) -> Result<Arc<Process
         let bash = local::find_bash().ok_or("bash was not found")?;
         let argv = vec![bash.into(), "-c".into(), req.script.clone().into()];
         let command_for = |tty: Option<std::path::PathBuf>| {
-            let launch = local::Launch { escalate: req.escalate, pty: true, tty };
+            let launch = local::Launch {
+                escalate: req.escalate,
+                pty: true,
+                tty,
+            };
             env.local_command(argv, Path::new(&req.cwd), launch)
                 .ok_or_else(|| "pty=true is only supported on the local backend".to_string())?
                 .map_err(|e| e.reason)
         };
-        Box::new(PtyRun::spawn(command_for).map_err(|e| format!("cannot start the process in a pseudo-terminal: {e}"))?)
+        Box::new(
+            PtyRun::spawn(command_for)
+                .map_err(|e| format!("cannot start the process in a pseudo-terminal: {e}"))?,
+        )
     } else if req.escalate {
-        env.run_bash_escalated(&req.script, false, None).map_err(|e| e.reason)?
+        env.run_bash_escalated(&req.script, false, None)
+            .map_err(|e| e.reason)?
     } else {
-        env.run_bash(&req.script, false, None).map_err(|e| e.reason)?
+        env.run_bash(&req.script, false, None)
+            .map_err(|e| e.reason)?
     };
     let entry = Arc::new(ProcessEntry {
         id: format!("proc_{}", random_hex(12)),
@@ -170,7 +182,10 @@ pub fn spawn(env: &dyn Environment, req: SpawnRequest<'_>) -> Result<Arc<Process
         notify_on_complete: req.notify_on_complete,
         watch_patterns: req.watch_patterns,
         backend: env.backend().to_string(),
-        contained: !req.escalate && env.sandbox_mode().is_some_and(|m| m != hermes_sandbox::Mode::Off),
+        contained: !req.escalate
+            && env
+                .sandbox_mode()
+                .is_some_and(|m| m != hermes_sandbox::Mode::Off),
         state: Mutex::new(State::default()),
         changed: Condvar::new(),
         run: Mutex::new(run),
@@ -238,7 +253,12 @@ impl ProcessEntry {
         st.buffer_chars += text.chars().count();
         if st.buffer_chars > BUFFER_CHARS + BUFFER_CHARS / 10 {
             let drop_chars = st.buffer_chars - BUFFER_CHARS;
-            let cut = st.buffer.char_indices().nth(drop_chars).map(|(i, _)| i).unwrap_or(st.buffer.len());
+            let cut = st
+                .buffer
+                .char_indices()
+                .nth(drop_chars)
+                .map(|(i, _)| i)
+                .unwrap_or(st.buffer.len());
             st.buffer.drain(..cut);
             st.buffer_chars -= drop_chars;
         }
@@ -258,15 +278,23 @@ impl ProcessEntry {
         let mut pattern = None;
         let lines: Vec<&str> = text
             .lines()
-            .filter(|line| match self.watch_patterns.iter().find(|p| line.contains(p.as_str())) {
-                Some(p) => {
-                    pattern.get_or_insert(p.clone());
-                    true
+            .filter(|line| {
+                match self
+                    .watch_patterns
+                    .iter()
+                    .find(|p| line.contains(p.as_str()))
+                {
+                    Some(p) => {
+                        pattern.get_or_insert(p.clone());
+                        true
+                    }
+                    None => false,
                 }
-                None => false,
             })
             .collect();
-        let Some(pattern) = pattern else { return Vec::new() };
+        let Some(pattern) = pattern else {
+            return Vec::new();
+        };
         let now = Instant::now();
         let (suppressed, last) = match st.watch.admit(lines.len(), now) {
             WatchDecision::Drop => return Vec::new(),
@@ -291,7 +319,12 @@ impl ProcessEntry {
         if !admitted {
             return out;
         }
-        let mut excerpt = lines.iter().take(WATCH_MAX_LINES).copied().collect::<Vec<_>>().join("\n");
+        let mut excerpt = lines
+            .iter()
+            .take(WATCH_MAX_LINES)
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n");
         if excerpt.chars().count() > TAIL_CHARS {
             excerpt = excerpt.chars().take(TAIL_CHARS).collect();
         }
@@ -380,7 +413,10 @@ impl ProcessEntry {
     }
 
     fn started_at_epoch(&self) -> f64 {
-        self.started_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+        self.started_at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
     }
 
     /// Kills the process tree. `Err(survivors)` when something outlived SIGKILL.
@@ -414,7 +450,11 @@ impl ProcessEntry {
                 // Let the reader take the last output (bounded by its 300 ms drain).
                 let drain_until = Instant::now() + Duration::from_millis(500);
                 while !st.reader_done && Instant::now() < drain_until {
-                    st = self.changed.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
+                    st = self
+                        .changed
+                        .wait_timeout(st, Duration::from_millis(20))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
                 }
                 st.consumed = true;
                 return Some(exit);
@@ -424,7 +464,11 @@ impl ProcessEntry {
                 return None;
             }
             let step = (deadline - now).min(Duration::from_millis(100));
-            st = self.changed.wait_timeout(st, step).unwrap_or_else(|p| p.into_inner()).0;
+            st = self
+                .changed
+                .wait_timeout(st, step)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -519,20 +563,31 @@ pub fn find(task_id: &str, session_id: &str) -> Result<Arc<ProcessEntry>, String
         return Ok(Arc::clone(e));
     }
     if bare.len() >= 4 && bare.chars().all(|c| c.is_ascii_hexdigit()) {
-        let hits: Vec<&Arc<ProcessEntry>> = mine().filter(|e| e.id[5..].starts_with(bare)).collect();
+        let hits: Vec<&Arc<ProcessEntry>> =
+            mine().filter(|e| e.id[5..].starts_with(bare)).collect();
         match hits.len() {
             1 => return Ok(Arc::clone(hits[0])),
-            n if n > 1 => return Err(format!("session_id '{wanted}' matches {n} processes; give more of the id")),
+            n if n > 1 => {
+                return Err(format!(
+                    "session_id '{wanted}' matches {n} processes; give more of the id"
+                ))
+            }
             _ => {}
         }
     }
-    Err(format!("no background process of this task with session_id '{wanted}' (see action=list)"))
+    Err(format!(
+        "no background process of this task with session_id '{wanted}' (see action=list)"
+    ))
 }
 
 /// The processes `task_id` started.
 pub fn list(task_id: &str) -> Vec<Arc<ProcessEntry>> {
     prune();
-    lock(registry()).iter().filter(|e| e.owner_task_id == task_id).cloned().collect()
+    lock(registry())
+        .iter()
+        .filter(|e| e.owner_task_id == task_id)
+        .cloned()
+        .collect()
 }
 
 /// Drops finished processes started more than 30 minutes ago.
@@ -542,13 +597,18 @@ fn prune() {
 }
 
 pub fn task_has_running(task_id: &str) -> bool {
-    lock(registry()).iter().any(|e| e.owner_task_id == task_id && e.exit().is_none())
+    lock(registry())
+        .iter()
+        .any(|e| e.owner_task_id == task_id && e.exit().is_none())
 }
 
 /// Kills the running processes of a task.
 pub fn kill_task_processes(task_id: &str) {
-    let entries: Vec<Arc<ProcessEntry>> =
-        lock(registry()).iter().filter(|e| e.owner_task_id == task_id && e.exit().is_none()).cloned().collect();
+    let entries: Vec<Arc<ProcessEntry>> = lock(registry())
+        .iter()
+        .filter(|e| e.owner_task_id == task_id && e.exit().is_none())
+        .cloned()
+        .collect();
     for e in entries {
         let _ = e.kill(Duration::from_secs(1), "kill_all");
     }
@@ -556,7 +616,11 @@ pub fn kill_task_processes(task_id: &str) {
 
 /// Kills every running process (exit cleanup).
 pub fn kill_all_processes() {
-    let entries: Vec<Arc<ProcessEntry>> = lock(registry()).iter().filter(|e| e.exit().is_none()).cloned().collect();
+    let entries: Vec<Arc<ProcessEntry>> = lock(registry())
+        .iter()
+        .filter(|e| e.exit().is_none())
+        .cloned()
+        .collect();
     for e in entries {
         let _ = e.kill(Duration::from_millis(500), "kill_all");
     }
@@ -582,7 +646,12 @@ impl PtyRun {
         use portable_pty::{CommandBuilder, PtySize};
         let system = portable_pty::native_pty_system();
         let pair = system
-            .openpty(PtySize { rows: 30, cols: 120, pixel_width: 0, pixel_height: 0 })
+            .openpty(PtySize {
+                rows: 30,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
             .map_err(|e| e.to_string())?;
         let command = command_for(pair.master.tty_name())?;
         let mut cmd = CommandBuilder::from_argv(command.argv.clone());
@@ -593,7 +662,11 @@ impl PtyRun {
         }
         let slave = pair.slave;
         let child = command
-            .launch(move || slave.spawn_command(cmd).map_err(|e| std::io::Error::other(e.to_string())))
+            .launch(move || {
+                slave
+                    .spawn_command(cmd)
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            })
             .map_err(|e| e.to_string())?;
         let mut reader = pair.master.try_clone_reader().map_err(|e| e.to_string())?;
         let writer = pair.master.take_writer().map_err(|e| e.to_string())?;
@@ -611,7 +684,14 @@ impl PtyRun {
                 }
             }
         });
-        Ok(PtyRun { child, _master: pair.master, writer: Some(writer), rx, exit: None, eof: false })
+        Ok(PtyRun {
+            child,
+            _master: pair.master,
+            writer: Some(writer),
+            rx,
+            exit: None,
+            eof: false,
+        })
     }
 }
 
@@ -666,7 +746,9 @@ impl Running for PtyRun {
     }
 
     fn kill(&mut self, grace: Duration) -> Vec<u32> {
-        let Some(pid) = self.child.process_id() else { return Vec::new() };
+        let Some(pid) = self.child.process_id() else {
+            return Vec::new();
+        };
         let child = &mut self.child;
         let exit = &mut self.exit;
         local::kill_tree(pid, grace, &mut || {
@@ -679,7 +761,10 @@ impl Running for PtyRun {
     }
 
     fn write_stdin(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let writer = self.writer.as_mut().ok_or_else(|| std::io::Error::other("stdin was closed"))?;
+        let writer = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("stdin was closed"))?;
         writer.write_all(data)?;
         writer.flush()?;
         Ok(data.len())
@@ -687,7 +772,10 @@ impl Running for PtyRun {
 
     fn close_stdin(&mut self) -> std::io::Result<()> {
         // End of input on a terminal is Ctrl-D at the start of a line.
-        let writer = self.writer.as_mut().ok_or_else(|| std::io::Error::other("stdin was already closed"))?;
+        let writer = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("stdin was already closed"))?;
         writer.write_all(b"\x04")?;
         writer.flush()
     }

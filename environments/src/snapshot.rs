@@ -25,7 +25,12 @@ impl ShellSession {
     pub fn new(temp_dir: String, cwd: String) -> Self {
         let sid = random_hex(12);
         let snapshot_path = format!("{temp_dir}/hermes-snap-{sid}.sh");
-        Self { sid, snapshot_path, cwd: Mutex::new(cwd), snapshot_ready: Mutex::new(false) }
+        Self {
+            sid,
+            snapshot_path,
+            cwd: Mutex::new(cwd),
+            snapshot_ready: Mutex::new(false),
+        }
     }
 
     pub fn cwd(&self) -> String {
@@ -37,7 +42,10 @@ impl ShellSession {
     }
 
     pub fn snapshot_ready(&self) -> bool {
-        *self.snapshot_ready.lock().unwrap_or_else(|p| p.into_inner())
+        *self
+            .snapshot_ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn marker(&self) -> String {
@@ -50,12 +58,17 @@ impl ShellSession {
     /// process: the first task's fresh snapshot, taken before any command of it ran, is
     /// copied for the others.
     pub fn init(&self, env: &dyn Environment, shared_as: Option<String>) {
-        let Some(key) = shared_as else { return self.take_login_snapshot(env) };
+        let Some(key) = shared_as else {
+            return self.take_login_snapshot(env);
+        };
         let cell = {
             let mut taken = first_snapshots().lock().unwrap_or_else(|p| p.into_inner());
             let entry = taken.entry(key).or_default();
             // Start-up files may change while the server runs: an old one is taken again.
-            if entry.get().is_some_and(|(at, _)| at.elapsed() > FIRST_SNAPSHOT_REUSE) {
+            if entry
+                .get()
+                .is_some_and(|(at, _)| at.elapsed() > FIRST_SNAPSHOT_REUSE)
+            {
                 *entry = Default::default();
             }
             std::sync::Arc::clone(entry)
@@ -64,7 +77,12 @@ impl ShellSession {
         let (_, first) = cell.get_or_init(|| {
             mine = true;
             self.take_login_snapshot(env);
-            (Instant::now(), self.snapshot_ready().then(|| std::fs::read(&self.snapshot_path).ok()).flatten())
+            (
+                Instant::now(),
+                self.snapshot_ready()
+                    .then(|| std::fs::read(&self.snapshot_path).ok())
+                    .flatten(),
+            )
         });
         if mine {
             return;
@@ -72,11 +90,18 @@ impl ShellSession {
         let copied = first.as_ref().is_some_and(|bytes| {
             use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;
-            let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&self.snapshot_path);
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&self.snapshot_path);
             file.and_then(|mut f| f.write_all(bytes)).is_ok()
         });
         if copied {
-            *self.snapshot_ready.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            *self
+                .snapshot_ready
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = true;
         } else {
             self.take_login_snapshot(env);
         }
@@ -87,7 +112,9 @@ impl ShellSession {
             "umask 077; for __v in $(compgen -v HERMES_SESSION_); do unset \"$__v\"; done; unset __v; {}",
             dump_snapshot(&self.snapshot_path)
         );
-        let Ok(mut run) = env.run_foreground(&script, true) else { return };
+        let Ok(mut run) = env.run_foreground(&script, true) else {
+            return;
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         let code = loop {
             if let Some(code) = run.try_wait() {
@@ -102,7 +129,10 @@ impl ShellSession {
             }
         };
         if code == Some(0) {
-            *self.snapshot_ready.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            *self
+                .snapshot_ready
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = true;
         }
     }
 
@@ -119,12 +149,17 @@ impl ShellSession {
         if !self.snapshot_ready() {
             return String::new();
         }
-        format!("if [ -r {snap} ]; then builtin source {snap} >/dev/null 2>&1; fi\n", snap = sh_quote(&self.snapshot_path))
+        format!(
+            "if [ -r {snap} ]; then builtin source {snap} >/dev/null 2>&1; fi\n",
+            snap = sh_quote(&self.snapshot_path)
+        )
     }
 
     /// The rest of [`ShellSession::wrap`], after the state is restored.
     pub fn wrap_body(&self, command: &str, cwd_override: Option<&str>) -> String {
-        let cwd = cwd_override.map(str::to_owned).unwrap_or_else(|| self.cwd());
+        let cwd = cwd_override
+            .map(str::to_owned)
+            .unwrap_or_else(|| self.cwd());
         let ready = self.snapshot_ready();
         let mut s = String::new();
         s.push_str(
@@ -150,7 +185,9 @@ impl ShellSession {
     /// The script a background process runs: restore state, cd, run (state is not saved
     /// back, so a long-running process never overwrites later changes).
     pub fn wrap_background(&self, command: &str, cwd_override: Option<&str>) -> String {
-        let cwd = cwd_override.map(str::to_owned).unwrap_or_else(|| self.cwd());
+        let cwd = cwd_override
+            .map(str::to_owned)
+            .unwrap_or_else(|| self.cwd());
         let mut s = self.restore();
         s.push_str("export PYTHONUNBUFFERED=1 AI_AGENT=\"${AI_AGENT:-hermes-agent}\" HERMES_AGENT=\"${HERMES_AGENT:-true}\"\n");
         s.push_str(&format!("builtin cd -- {} || exit 126\n", cd_target(&cwd)));
@@ -161,9 +198,13 @@ impl ShellSession {
     /// Removes the marker line from the output and returns what it said.
     pub fn strip_marker(&self, output: &mut String) -> MarkerInfo {
         let marker = self.marker();
-        let Some(end_marker) = output.rfind(&marker) else { return MarkerInfo::default() };
+        let Some(end_marker) = output.rfind(&marker) else {
+            return MarkerInfo::default();
+        };
         let before = &output[..end_marker];
-        let Some(start_marker) = before.rfind(&marker) else { return MarkerInfo::default() };
+        let Some(start_marker) = before.rfind(&marker) else {
+            return MarkerInfo::default();
+        };
         let cwd = output[start_marker + marker.len()..end_marker].to_string();
         let mut cut_from = start_marker;
         if output[..cut_from].ends_with('\n') {
@@ -184,7 +225,13 @@ impl ShellSession {
             return;
         }
         // Best effort on the far side, 5 s at most.
-        let Ok(mut run) = env.run_bash(&format!("rm -f {}", sh_quote(&self.snapshot_path)), false, None) else { return };
+        let Ok(mut run) = env.run_bash(
+            &format!("rm -f {}", sh_quote(&self.snapshot_path)),
+            false,
+            None,
+        ) else {
+            return;
+        };
         let deadline = Instant::now() + Duration::from_secs(5);
         while run.try_wait().is_none() {
             if Instant::now() >= deadline {
@@ -203,7 +250,8 @@ const FIRST_SNAPSHOT_REUSE: Duration = Duration::from_secs(60);
 type FirstSnapshot = std::sync::Arc<std::sync::OnceLock<(Instant, Option<Vec<u8>>)>>;
 
 fn first_snapshots() -> &'static Mutex<std::collections::HashMap<String, FirstSnapshot>> {
-    static TAKEN: std::sync::OnceLock<Mutex<std::collections::HashMap<String, FirstSnapshot>>> = std::sync::OnceLock::new();
+    static TAKEN: std::sync::OnceLock<Mutex<std::collections::HashMap<String, FirstSnapshot>>> =
+        std::sync::OnceLock::new();
     TAKEN.get_or_init(Default::default)
 }
 
@@ -239,12 +287,42 @@ fn dump_snapshot(path: &str) -> String {
 /// environment says: their exports are always restored.
 fn set_by_the_shell(name: &[u8]) -> bool {
     const NAMES: &[&[u8]] = &[
-        b"_", b"PWD", b"OLDPWD", b"SHLVL", b"IFS", b"SHELL", b"SHELLOPTS", b"POSIXLY_CORRECT", b"PS4", b"OPTIND", b"OPTERR",
-        b"PPID", b"UID", b"EUID", b"GROUPS", b"HOSTNAME", b"HOSTTYPE", b"MACHTYPE", b"OSTYPE", b"RANDOM", b"SRANDOM",
-        b"SECONDS", b"LINENO", b"EPOCHSECONDS", b"EPOCHREALTIME", b"COLUMNS", b"LINES", b"DIRSTACK", b"FUNCNAME",
-        b"PIPESTATUS", b"MAILCHECK",
+        b"_",
+        b"PWD",
+        b"OLDPWD",
+        b"SHLVL",
+        b"IFS",
+        b"SHELL",
+        b"SHELLOPTS",
+        b"POSIXLY_CORRECT",
+        b"PS4",
+        b"OPTIND",
+        b"OPTERR",
+        b"PPID",
+        b"UID",
+        b"EUID",
+        b"GROUPS",
+        b"HOSTNAME",
+        b"HOSTTYPE",
+        b"MACHTYPE",
+        b"OSTYPE",
+        b"RANDOM",
+        b"SRANDOM",
+        b"SECONDS",
+        b"LINENO",
+        b"EPOCHSECONDS",
+        b"EPOCHREALTIME",
+        b"COLUMNS",
+        b"LINES",
+        b"DIRSTACK",
+        b"FUNCNAME",
+        b"PIPESTATUS",
+        b"MAILCHECK",
     ];
-    name.starts_with(b"BASH") || name.starts_with(b"COMP") || name.starts_with(b"HIST") || NAMES.contains(&name)
+    name.starts_with(b"BASH")
+        || name.starts_with(b"COMP")
+        || name.starts_with(b"HIST")
+        || NAMES.contains(&name)
 }
 
 /// An export line as `export -p` writes it.
@@ -265,7 +343,9 @@ fn export_line(text: &[u8]) -> Option<ExportLine<'_>> {
     if flags.is_empty() || !flags.iter().all(u8::is_ascii_lowercase) {
         return None;
     }
-    let name_len = rest.iter().position(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))?;
+    let name_len = rest
+        .iter()
+        .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))?;
     let name = &rest[..name_len];
     if name.is_empty() || name[0].is_ascii_digit() {
         return None;
@@ -285,7 +365,11 @@ fn export_line(text: &[u8]) -> Option<ExportLine<'_>> {
     if after_name.get(value_len) != Some(&b'\n') {
         return None;
     }
-    Some(ExportLine { len: header + value_len + 1, name, plain_value: value.filter(|_| flags == b"x") })
+    Some(ExportLine {
+        len: header + value_len + 1,
+        name,
+        plain_value: value.filter(|_| flags == b"x"),
+    })
 }
 
 /// The value of a double-quoted word that starts `text` (after its opening quote) as
@@ -337,9 +421,30 @@ fn ansi_c_quoted_len(text: &[u8]) -> Option<usize> {
 /// the dynamic loader, the C library, the waiting shell's own `read`s): never moved into
 /// a shell's environment.
 fn read_at_start_up(name: &[u8]) -> bool {
-    const NAMES: &[&[u8]] =
-        &[b"ENV", b"LOCPATH", b"NLSPATH", b"TZ", b"TZDIR", b"TMPDIR", b"TERMINFO", b"TERMCAP", b"INPUTRC", b"TMOUT"];
-    [&b"LD_"[..], b"GCONV", b"MALLOC", b"GLIBC", b"GMON", b"LC_", b"LANG"].iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
+    const NAMES: &[&[u8]] = &[
+        b"ENV",
+        b"LOCPATH",
+        b"NLSPATH",
+        b"TZ",
+        b"TZDIR",
+        b"TMPDIR",
+        b"TERMINFO",
+        b"TERMCAP",
+        b"INPUTRC",
+        b"TMOUT",
+    ];
+    [
+        &b"LD_"[..],
+        b"GCONV",
+        b"MALLOC",
+        b"GLIBC",
+        b"GMON",
+        b"LC_",
+        b"LANG",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+        || NAMES.contains(&name)
 }
 
 /// Largest value, and largest sum of values, moved into a shell's environment: far
@@ -378,14 +483,21 @@ pub fn lighter_snapshot(
     let mut moved_size = 0;
     let mut out = Vec::with_capacity(snapshot.len());
     for (range, name, value) in &lines {
-        if let Some(value) = value.as_deref().filter(|_| !set_by_the_shell(name) && once(name)) {
+        if let Some(value) = value
+            .as_deref()
+            .filter(|_| !set_by_the_shell(name) && once(name))
+        {
             if inherited(name, value) {
                 continue;
             }
-            let fits = value.len() <= MOVED_VALUE_MAX && moved_size + value.len() <= MOVED_TOTAL_MAX;
+            let fits =
+                value.len() <= MOVED_VALUE_MAX && moved_size + value.len() <= MOVED_TOTAL_MAX;
             if move_exports && fits && !read_at_start_up(name) {
                 moved_size += value.len();
-                moved.push((OsStr::from_bytes(name).to_owned(), OsStr::from_bytes(value).to_owned()));
+                moved.push((
+                    OsStr::from_bytes(name).to_owned(),
+                    OsStr::from_bytes(value).to_owned(),
+                ));
                 continue;
             }
         }
@@ -402,21 +514,39 @@ mod tests {
     use std::process::{Command, Stdio};
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-        pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
     }
 
     #[test]
     fn exports_are_read_as_bash_reads_double_quotes() {
         let line = b"declare -x A=\"x \\$ \\` \\\" \\\\ \\n \\\ny\"\nrest";
-        let ExportLine { len, name, plain_value } = export_line(line).unwrap();
-        assert_eq!((name, plain_value.unwrap().as_slice(), &line[len..]), (&b"A"[..], &b"x $ ` \" \\ \\n y"[..], &b"rest"[..]));
+        let ExportLine {
+            len,
+            name,
+            plain_value,
+        } = export_line(line).unwrap();
+        assert_eq!(
+            (name, plain_value.unwrap().as_slice(), &line[len..]),
+            (&b"A"[..], &b"x $ ` \" \\ \\n y"[..], &b"rest"[..])
+        );
         for (kept, rest) in [
             (&b"declare -x A=$'a\\nb\\'c'\nrest"[..], &b"rest"[..]),
             (b"declare -rx A=\"1\"\nrest", b"rest"),
             (b"declare -x A\nrest", b"rest"),
         ] {
-            let ExportLine { len, name, plain_value } = export_line(kept).unwrap();
-            assert!(name == b"A" && plain_value.is_none() && &kept[len..] == rest, "{}", String::from_utf8_lossy(kept));
+            let ExportLine {
+                len,
+                name,
+                plain_value,
+            } = export_line(kept).unwrap();
+            assert!(
+                name == b"A" && plain_value.is_none() && &kept[len..] == rest,
+                "{}",
+                String::from_utf8_lossy(kept)
+            );
         }
         for not_an_export in [
             &b"declare -x A=\"$HOME\"\n"[..],
@@ -427,18 +557,29 @@ mod tests {
             b"declare -x A=$'no end\n'\n",
             b"f () \n",
         ] {
-            assert!(export_line(not_an_export).is_none(), "{}", String::from_utf8_lossy(not_an_export));
+            assert!(
+                export_line(not_an_export).is_none(),
+                "{}",
+                String::from_utf8_lossy(not_an_export)
+            );
         }
     }
 
     const SNAPSHOT: &[u8] = b"declare -x HOME=\"/root\"\ndeclare -x KEPT=\"k\"\ndeclare -x NEW=\"1\"\ndeclare -x PATH=\"/bin\"\n\
         declare -x PWD=\"/w\"\ndeclare -x LD_PRELOAD=\"x.so\"\ndeclare -x TWICE=\"t\"\ndeclare -x ANSI=$'\\001'\ndeclare -x TWICE=\"t\"\n\
         f () \n{ \n    declare -x KEPT=\"k\"\n}\ndeclare -x KEPT=\"k\"\nbuiltin return 0\n";
-    const AFTER_THE_EXPORTS: &str = "f () \n{ \n    declare -x KEPT=\"k\"\n}\ndeclare -x KEPT=\"k\"\nbuiltin return 0\n";
+    const AFTER_THE_EXPORTS: &str =
+        "f () \n{ \n    declare -x KEPT=\"k\"\n}\ndeclare -x KEPT=\"k\"\nbuiltin return 0\n";
 
     #[test]
     fn only_unchanged_inherited_exports_are_left_out() {
-        let start = env(&[("HOME", "/root"), ("KEPT", "k"), ("PATH", "/usr/bin"), ("PWD", "/w"), ("TWICE", "t")]);
+        let start = env(&[
+            ("HOME", "/root"),
+            ("KEPT", "k"),
+            ("PATH", "/usr/bin"),
+            ("PWD", "/w"),
+            ("TWICE", "t"),
+        ]);
         let (moved, light) = lighter_snapshot(SNAPSHOT, &start, false);
         assert_eq!(moved, vec![]);
         assert_eq!(
@@ -451,7 +592,12 @@ mod tests {
 
     #[test]
     fn changed_plain_exports_move_into_the_environment_but_what_bash_reads_at_start_up() {
-        let start = env(&[("HOME", "/root"), ("KEPT", "k"), ("PATH", "/usr/bin"), ("PWD", "/w")]);
+        let start = env(&[
+            ("HOME", "/root"),
+            ("KEPT", "k"),
+            ("PATH", "/usr/bin"),
+            ("PWD", "/w"),
+        ]);
         let (moved, light) = lighter_snapshot(SNAPSHOT, &start, true);
         assert_eq!(moved, env(&[("NEW", "1"), ("PATH", "/bin")]));
         assert_eq!(
@@ -475,14 +621,27 @@ mod tests {
             .unwrap();
         // Less what differs between any two runs: the script's own text and the parent.
         let text = String::from_utf8_lossy(&out.stdout);
-        text.lines().filter(|l| !l.starts_with("declare -- BASH_EXECUTION_STRING=") && !l.starts_with("declare -ir PPID=")).collect::<Vec<_>>().join("\n")
+        text.lines()
+            .filter(|l| {
+                !l.starts_with("declare -- BASH_EXECUTION_STRING=")
+                    && !l.starts_with("declare -ir PPID=")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     #[test]
     fn a_shell_sourcing_the_lighter_snapshot_ends_as_one_sourcing_the_whole() {
         let dir = tempfile::tempdir().unwrap();
         let odd = "q\"uo$te`s\\ and \\n, a\ttab, é, and\na newline";
-        let start = env(&[("PATH", "/usr/bin:/bin"), ("KEEP", "same"), ("ODD", odd), ("CHANGED", "before"), ("GONE", "x"), ("LANG", "C.UTF-8")]);
+        let start = env(&[
+            ("PATH", "/usr/bin:/bin"),
+            ("KEEP", "same"),
+            ("ODD", odd),
+            ("CHANGED", "before"),
+            ("GONE", "x"),
+            ("LANG", "C.UTF-8"),
+        ]);
         // A dump made by bash itself, after a command changed some of the state.
         let whole = dir.path().join("whole.sh");
         let dump = format!(
@@ -490,11 +649,21 @@ mod tests {
              f() {{ echo \"$1\"; }}; alias ll='ls -l'; umask 077; {}",
             dump_snapshot(&whole.to_string_lossy())
         );
-        let made = Command::new("bash").args(["--noprofile", "--norc", "-c", &dump]).env_clear().envs(start.iter().cloned()).status().unwrap();
+        let made = Command::new("bash")
+            .args(["--noprofile", "--norc", "-c", &dump])
+            .env_clear()
+            .envs(start.iter().cloned())
+            .status()
+            .unwrap();
         assert!(made.success());
         let bytes = std::fs::read(&whole).unwrap();
         let expected = state_after_sourcing(&whole, &start);
-        assert!(["CHANGED=\"after\"", "f ()", "alias ll="].iter().all(|s| expected.contains(s)), "{expected}");
+        assert!(
+            ["CHANGED=\"after\"", "f ()", "alias ll="]
+                .iter()
+                .all(|s| expected.contains(s)),
+            "{expected}"
+        );
         for move_exports in [false, true] {
             let (moved, light) = lighter_snapshot(&bytes, &start, move_exports);
             assert!(light.len() < bytes.len(), "nothing was left out");
@@ -504,7 +673,11 @@ mod tests {
             let mut started_in = start.clone();
             started_in.retain(|(k, _)| !moved.iter().any(|(m, _)| m == k));
             started_in.extend(moved);
-            assert_eq!(state_after_sourcing(&light_path, &started_in), expected, "moving exports: {move_exports}");
+            assert_eq!(
+                state_after_sourcing(&light_path, &started_in),
+                expected,
+                "moving exports: {move_exports}"
+            );
         }
     }
 }

@@ -33,10 +33,15 @@ pub struct WatchLimiter {
 pub enum WatchDecision {
     /// Deliver; `suppressed` matches were dropped since the last delivery, and `last`
     /// says this is the final delivery before watching is turned off.
-    Deliver { suppressed: u32, last: bool },
+    Deliver {
+        suppressed: u32,
+        last: bool,
+    },
     Drop,
     /// Too many rate-limited windows: watching is now off (notify once about it).
-    Disable { suppressed: u32 },
+    Disable {
+        suppressed: u32,
+    },
 }
 
 impl WatchLimiter {
@@ -56,7 +61,9 @@ impl WatchLimiter {
                 self.strikes += 1;
                 if self.strikes >= STRIKE_LIMIT {
                     self.disabled = true;
-                    return WatchDecision::Disable { suppressed: self.suppressed };
+                    return WatchDecision::Disable {
+                        suppressed: self.suppressed,
+                    };
                 }
             }
             return WatchDecision::Drop;
@@ -85,8 +92,12 @@ struct Breaker {
 }
 
 fn breaker() -> &'static Mutex<Breaker> {
-    static BREAKER: Mutex<Breaker> =
-        Mutex::new(Breaker { window_start: None, hits: 0, tripped_until: None, suppressed: 0 });
+    static BREAKER: Mutex<Breaker> = Mutex::new(Breaker {
+        window_start: None,
+        hits: 0,
+        tripped_until: None,
+        suppressed: 0,
+    });
     &BREAKER
 }
 
@@ -113,7 +124,9 @@ pub fn global_admit(now: Instant) -> (bool, Vec<Value>) {
         b.suppressed += 1;
         return (false, notices);
     }
-    if b.window_start.is_none_or(|start| now.duration_since(start) >= GLOBAL_WINDOW) {
+    if b.window_start
+        .is_none_or(|start| now.duration_since(start) >= GLOBAL_WINDOW)
+    {
         b.window_start = Some(now);
         b.hits = 0;
     }
@@ -144,15 +157,36 @@ mod tests {
     fn one_delivery_per_window_and_three_strike_windows_disable() {
         let mut w = WatchLimiter::default();
         let t0 = Instant::now();
-        assert_eq!(w.admit(1, t0), WatchDecision::Deliver { suppressed: 0, last: false });
+        assert_eq!(
+            w.admit(1, t0),
+            WatchDecision::Deliver {
+                suppressed: 0,
+                last: false
+            }
+        );
         assert_eq!(w.admit(2, t0 + Duration::from_secs(1)), WatchDecision::Drop);
         assert_eq!(w.admit(1, t0 + Duration::from_secs(2)), WatchDecision::Drop);
         let t1 = t0 + MIN_INTERVAL;
-        assert_eq!(w.admit(1, t1), WatchDecision::Deliver { suppressed: 3, last: false });
+        assert_eq!(
+            w.admit(1, t1),
+            WatchDecision::Deliver {
+                suppressed: 3,
+                last: false
+            }
+        );
         assert_eq!(w.admit(1, t1 + Duration::from_secs(1)), WatchDecision::Drop);
         let t2 = t1 + MIN_INTERVAL;
-        assert_eq!(w.admit(1, t2), WatchDecision::Deliver { suppressed: 1, last: false });
-        assert_eq!(w.admit(4, t2 + Duration::from_secs(1)), WatchDecision::Disable { suppressed: 4 });
+        assert_eq!(
+            w.admit(1, t2),
+            WatchDecision::Deliver {
+                suppressed: 1,
+                last: false
+            }
+        );
+        assert_eq!(
+            w.admit(4, t2 + Duration::from_secs(1)),
+            WatchDecision::Disable { suppressed: 4 }
+        );
         assert!(w.disabled());
         assert_eq!(w.admit(1, t2 + MIN_INTERVAL * 2), WatchDecision::Drop);
     }

@@ -49,14 +49,22 @@ fn main() {
     report("baseline: parse the arguments JSON", baseline, baseline);
 
     let noop = ToolCall::new("fx_noop", json!("{}"));
-    report("handle_function_call, no-op sync tool", measure(100_000, || {
-        black_box(registry.handle_function_call(&noop, &ctx));
-    }), baseline);
+    report(
+        "handle_function_call, no-op sync tool",
+        measure(100_000, || {
+            black_box(registry.handle_function_call(&noop, &ctx));
+        }),
+        baseline,
+    );
 
     let echo = ToolCall::new("fx_echo", json!(arguments_text));
-    report("handle_function_call, sync tool, 4 args coerced", measure(50_000, || {
-        black_box(registry.handle_function_call(&echo, &ctx));
-    }), baseline);
+    report(
+        "handle_function_call, sync tool, 4 args coerced",
+        measure(50_000, || {
+            black_box(registry.handle_function_call(&echo, &ctx));
+        }),
+        baseline,
+    );
 
     struct Observer;
     impl hermes_runtime::hooks::ToolHooks for Observer {
@@ -66,28 +74,52 @@ fn main() {
     }
     let hooked = Registry::with_home(&CATALOG, home.path().to_path_buf());
     hooked.add_hooks(std::sync::Arc::new(Observer));
-    report("handle_function_call, no-op sync tool, with a hook", measure(100_000, || {
-        black_box(hooked.handle_function_call(&noop, &ctx));
-    }), baseline);
+    report(
+        "handle_function_call, no-op sync tool, with a hook",
+        measure(100_000, || {
+            black_box(hooked.handle_function_call(&noop, &ctx));
+        }),
+        baseline,
+    );
 
     let async_noop = ToolCall::new("fx_async_noop", json!("{}"));
-    report("handle_function_call, no-op async tool, sync caller", measure(20_000, || {
-        black_box(registry.handle_function_call(&async_noop, &ctx));
-    }), baseline);
+    report(
+        "handle_function_call, no-op async tool, sync caller",
+        measure(20_000, || {
+            black_box(registry.handle_function_call(&async_noop, &ctx));
+        }),
+        baseline,
+    );
 
-    let caller_runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let caller_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let from_async = caller_runtime.block_on(async {
         measure(20_000, || {
             black_box(registry.handle_function_call(&async_noop, &ctx));
         })
     });
-    report("handle_function_call, no-op async tool, inside a runtime", from_async, baseline);
+    report(
+        "handle_function_call, no-op async tool, inside a runtime",
+        from_async,
+        baseline,
+    );
 
-    report("definitions, all toolsets, cached", measure(5_000, || {
-        black_box(registry.definitions::<&str>(None, None));
-    }), baseline);
-    report("definitions, all toolsets, uncached", measure(2_000, || {
-        registry.invalidate_caches();
-        black_box(registry.definitions::<&str>(None, None));
-    }), baseline);
+    report(
+        "definitions, all toolsets, cached",
+        measure(5_000, || {
+            black_box(registry.definitions::<&str>(None, None));
+        }),
+        baseline,
+    );
+    report(
+        "definitions, all toolsets, uncached",
+        measure(2_000, || {
+            registry.invalidate_caches();
+            black_box(registry.definitions::<&str>(None, None));
+        }),
+        baseline,
+    );
 }

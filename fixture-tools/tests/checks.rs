@@ -32,12 +32,20 @@ fn probes() -> usize {
 
 fn names(registry: &Registry) -> Vec<String> {
     registry.invalidate_definitions_memo();
-    registry.definitions(Some(&["fx_checked"]), None).names().into_iter().map(str::to_owned).collect()
+    registry
+        .definitions(Some(&["fx_checked"]), None)
+        .names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
 }
 
 #[test]
 fn checks_are_cached_forgiving_and_shared() {
-    let clock = Arc::new(TestClock { start: Instant::now(), offset: Mutex::new(Duration::ZERO) });
+    let clock = Arc::new(TestClock {
+        start: Instant::now(),
+        offset: Mutex::new(Duration::ZERO),
+    });
     let home = tempfile::tempdir().unwrap();
     let registry = Registry::with_home(&CATALOG, home.path().to_path_buf())
         .with_check_cache(CheckCache::with_clock(clock.clone()));
@@ -83,5 +91,8 @@ fn checks_are_cached_forgiving_and_shared() {
     assert_eq!(broken.unavailable, vec!["fx_broken_check", "fx_needs_key"]);
     assert!(!registry.is_toolset_available("fx_broken"));
     assert!(registry.is_toolset_available("fx_checked"));
-    assert!(registry.is_toolset_available("fx_basic"), "no check means available");
+    assert!(
+        registry.is_toolset_available("fx_basic"),
+        "no check means available"
+    );
 }

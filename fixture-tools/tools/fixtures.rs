@@ -140,7 +140,10 @@ pub fn fx_run_code(
 
 /// The tools a script may call: those of the sandbox list that are available now.
 pub fn sandbox_schema(context: &SchemaContext<'_>) -> Option<Value> {
-    let callable: Vec<&str> = ["fx_echo", "fx_noop", "fx_needs_key"].into_iter().filter(|t| context.is_available(t)).collect();
+    let callable: Vec<&str> = ["fx_echo", "fx_noop", "fx_needs_key"]
+        .into_iter()
+        .filter(|t| context.is_available(t))
+        .collect();
     Some(json!({"description": format!("Run a script. It may call: {}.", callable.join(", "))}))
 }
 
@@ -184,9 +187,13 @@ pub fn fx_rendezvous(
         None => arrived.push((group.clone(), 1)),
     }
     RENDEZVOUS_CHANGED.notify_all();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms.unwrap_or(5000));
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_millis(wait_ms.unwrap_or(5000));
     loop {
-        let count = arrived.iter().find(|(g, _)| *g == group).map_or(0, |(_, c)| *c);
+        let count = arrived
+            .iter()
+            .find(|(g, _)| *g == group)
+            .map_or(0, |(_, c)| *c);
         if count >= size {
             return Ok(json!({"met": true}).into());
         }
@@ -194,7 +201,10 @@ pub fn fx_rendezvous(
         if now >= deadline {
             return Ok(json!({"met": false, "arrived": count}).into());
         }
-        arrived = RENDEZVOUS_CHANGED.wait_timeout(arrived, deadline - now).unwrap().0;
+        arrived = RENDEZVOUS_CHANGED
+            .wait_timeout(arrived, deadline - now)
+            .unwrap()
+            .0;
     }
 }
 
@@ -208,7 +218,10 @@ pub fn fx_append(
     ctx: &ToolContext,
 ) -> ToolResult {
     use std::io::Write;
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(ctx.resolve_path(&path))?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(ctx.resolve_path(&path))?;
     for c in text.chars() {
         // One write per character, with a pause: overlapping writers would interleave.
         write!(file, "{c}")?;

@@ -32,7 +32,9 @@ use crate::names::{mcp_tool_name, mcp_toolset, Pattern, ToolFilter};
 use hermes_runtime::catalog::Concurrency;
 use hermes_runtime::registry::{DynamicCheck, Registration};
 use hermes_runtime::{Caller, DynamicHandler, DynamicTool, Registry};
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -52,8 +54,16 @@ pub const RECONNECT_ATTEMPTS: u32 = 5;
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transport {
-    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
-    Http { url: String, headers: BTreeMap<String, String> },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
 }
 
 /// One entry of `mcp_servers`.
@@ -87,7 +97,11 @@ fn patterns(value: Option<&Value>, key: &str) -> Result<Option<Vec<Pattern>>, St
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) => items
             .iter()
-            .map(|item| item.as_str().map(Pattern::new).ok_or_else(|| format!("tools.{key} must list strings")))
+            .map(|item| {
+                item.as_str()
+                    .map(Pattern::new)
+                    .ok_or_else(|| format!("tools.{key} must list strings"))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
         Some(Value::String(one)) => Ok(Some(vec![Pattern::new(one)])),
@@ -96,14 +110,22 @@ fn patterns(value: Option<&Value>, key: &str) -> Result<Option<Vec<Pattern>>, St
 }
 
 fn seconds(value: Option<&Value>, default: Duration) -> Duration {
-    value.and_then(Value::as_f64).filter(|s| *s > 0.0).map_or(default, Duration::from_secs_f64)
+    value
+        .and_then(Value::as_f64)
+        .filter(|s| *s > 0.0)
+        .map_or(default, Duration::from_secs_f64)
 }
 
 impl ServerConfig {
     /// Reads one `mcp_servers.<name>` entry.
     pub fn parse(name: &str, value: &Value) -> Result<ServerConfig, String> {
-        let Value::Object(entry) = value else { return Err("the entry must be a mapping".into()) };
-        let transport = match (entry.get("command").and_then(Value::as_str), entry.get("url").and_then(Value::as_str)) {
+        let Value::Object(entry) = value else {
+            return Err("the entry must be a mapping".into());
+        };
+        let transport = match (
+            entry.get("command").and_then(Value::as_str),
+            entry.get("url").and_then(Value::as_str),
+        ) {
             (Some(command), None) => Transport::Stdio {
                 command: command.to_string(),
                 args: match entry.get("args") {
@@ -125,7 +147,9 @@ impl ServerConfig {
                 url: url.to_string(),
                 headers: string_map(entry.get("headers")).map_err(|e| format!("headers: {e}"))?,
             },
-            (Some(_), Some(_)) => return Err("give either `command` (stdio) or `url` (HTTP), not both".into()),
+            (Some(_), Some(_)) => {
+                return Err("give either `command` (stdio) or `url` (HTTP), not both".into())
+            }
             (None, None) => return Err("needs `command` (stdio) or `url` (streamable HTTP)".into()),
         };
         let tools = entry.get("tools");
@@ -164,7 +188,13 @@ impl std::fmt::Display for ServerReport {
         }
         match &self.error {
             Some(error) => write!(f, "mcp server {}: not connected: {error}", self.name),
-            None => write!(f, "mcp server {}: {} tool(s): {}", self.name, self.tools.len(), self.tools.join(", ")),
+            None => write!(
+                f,
+                "mcp server {}: {} tool(s): {}",
+                self.name,
+                self.tools.len(),
+                self.tools.join(", ")
+            ),
         }
     }
 }
@@ -194,14 +224,20 @@ pub struct Handler {
 }
 
 impl ClientHandler for Handler {
-    fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) -> impl std::future::Future<Output = ()> + Send + '_ {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
         let conn = self.conn.clone();
         async move {
             if let Some(conn) = conn.upgrade() {
                 // Not awaited here: the refresh sends requests on this very session.
                 tokio::spawn(async move {
                     if let Err(e) = conn.refresh_tools().await {
-                        eprintln!("warning: mcp server {}: refreshing tools failed: {e}", conn.config.name);
+                        eprintln!(
+                            "warning: mcp server {}: refreshing tools failed: {e}",
+                            conn.config.name
+                        );
                     }
                 });
             }
@@ -209,8 +245,11 @@ impl ClientHandler for Handler {
     }
 
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new("hermes-tools", env!("CARGO_PKG_VERSION")))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("hermes-tools", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
 }
 
@@ -236,7 +275,10 @@ impl McpClients {
 fn stderr_log(hermes_home: &std::path::Path, server: &str) -> std::process::Stdio {
     let dir = hermes_home.join("logs");
     let file = std::fs::create_dir_all(&dir).and_then(|_| {
-        std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("mcp-{}.log", crate::names::sanitize(server))))
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(format!("mcp-{}.log", crate::names::sanitize(server))))
     });
     match file {
         Ok(file) => file.into(),
@@ -267,22 +309,42 @@ impl ServerConn {
 
     /// Whether a session is up.
     pub fn is_connected(&self) -> bool {
-        self.session.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|s| !s.is_transport_closed())
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|s| !s.is_transport_closed())
     }
 
     /// Registered tool names, sorted.
     pub fn registered_tools(&self) -> Vec<String> {
-        self.registered.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+        self.registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     fn current(&self) -> Option<Arc<Session>> {
-        self.session.lock().unwrap_or_else(|p| p.into_inner()).clone().filter(|s| !s.is_transport_closed())
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .filter(|s| !s.is_transport_closed())
     }
 
     async fn open(self: &Arc<Self>) -> Result<Session, String> {
-        let handler = Handler { conn: Arc::downgrade(self) };
+        let handler = Handler {
+            conn: Arc::downgrade(self),
+        };
         match &self.config.transport {
-            Transport::Stdio { command, args, env, cwd } => {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args).envs(env);
                 if let Some(cwd) = cwd {
@@ -292,18 +354,27 @@ impl ServerConn {
                     .stderr(stderr_log(&self.hermes_home, &self.config.name))
                     .spawn()
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-                handler.serve(child).await.map_err(|e| format!("initialize failed: {e}"))
+                handler
+                    .serve(child)
+                    .await
+                    .map_err(|e| format!("initialize failed: {e}"))
             }
             Transport::Http { url, headers } => {
                 let mut custom = std::collections::HashMap::new();
                 for (key, value) in headers {
-                    let name = http::HeaderName::try_from(key.as_str()).map_err(|e| format!("header {key}: {e}"))?;
-                    let value = http::HeaderValue::try_from(value.as_str()).map_err(|e| format!("header {key}: {e}"))?;
+                    let name = http::HeaderName::try_from(key.as_str())
+                        .map_err(|e| format!("header {key}: {e}"))?;
+                    let value = http::HeaderValue::try_from(value.as_str())
+                        .map_err(|e| format!("header {key}: {e}"))?;
                     custom.insert(name, value);
                 }
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                handler.serve(transport).await.map_err(|e| format!("initialize failed: {e}"))
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("initialize failed: {e}"))
             }
         }
     }
@@ -320,7 +391,10 @@ impl ServerConn {
         };
         match tokio::time::timeout(self.config.connect_timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(format!("no answer within {} s", self.config.connect_timeout.as_secs_f64())),
+            Err(_) => Err(format!(
+                "no answer within {} s",
+                self.config.connect_timeout.as_secs_f64()
+            )),
         }
     }
 
@@ -345,7 +419,10 @@ impl ServerConn {
     }
 
     fn session_lost(self: &Arc<Self>, why: String) {
-        eprintln!("warning: mcp server {}: {why}; reconnecting", self.config.name);
+        eprintln!(
+            "warning: mcp server {}: {why}; reconnecting",
+            self.config.name
+        );
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
         *self.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.spawn_reconnect();
@@ -384,8 +461,14 @@ impl ServerConn {
     pub async fn refresh_tools(self: &Arc<Self>) -> Result<(), String> {
         let _serial = self.refresh_lock.lock().await;
         let session = self.current().ok_or("not connected")?;
-        let tools = session.peer().list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
-        let Some(registry) = self.registry.upgrade() else { return Ok(()) };
+        let tools = session
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        let Some(registry) = self.registry.upgrade() else {
+            return Ok(());
+        };
         let toolset = mcp_toolset(&self.config.name);
         let mut wanted = BTreeSet::new();
         let mut skipped = Vec::new();
@@ -397,11 +480,21 @@ impl ServerConn {
             }
             let name = mcp_tool_name(&self.config.name, &original);
             if !wanted.insert(name.clone()) {
-                skipped.push((original, format!("its name {name} collides with another tool of this server")));
+                skipped.push((
+                    original,
+                    format!("its name {name} collides with another tool of this server"),
+                ));
                 continue;
             }
-            if let Some(owner) = registry.get(&name).map(|t| t.toolset().to_string()).filter(|ts| *ts != toolset) {
-                skipped.push((original, format!("{name} is already provided by toolset {owner}")));
+            if let Some(owner) = registry
+                .get(&name)
+                .map(|t| t.toolset().to_string())
+                .filter(|ts| *ts != toolset)
+            {
+                skipped.push((
+                    original,
+                    format!("{name} is already provided by toolset {owner}"),
+                ));
                 wanted.remove(&name);
                 continue;
             }
@@ -422,15 +515,23 @@ impl ServerConn {
                 }
                 _ => json!({"type": "object", "properties": {}}),
             };
-            let schema = json!({"name": name, "description": description, "parameters": parameters});
-            let mut dynamic = DynamicTool::new(name.clone(), toolset.clone(), schema, self.handler_for(original.clone()));
+            let schema =
+                json!({"name": name, "description": description, "parameters": parameters});
+            let mut dynamic = DynamicTool::new(
+                name.clone(),
+                toolset.clone(),
+                schema,
+                self.handler_for(original.clone()),
+            );
             let weak = Arc::downgrade(self);
-            let check: DynamicCheck = Arc::new(move || weak.upgrade().is_some_and(|c| c.is_connected()));
+            let check: DynamicCheck =
+                Arc::new(move || weak.upgrade().is_some_and(|c| c.is_connected()));
             dynamic.check = Some(check);
             dynamic.emoji = "🔌".into();
             dynamic.concurrency = Concurrency::Exclusive;
             match registry.register(dynamic, &Caller::Host, false) {
-                Ok(Registration::Stored) if registry.get(&name).is_some_and(|t| t.toolset() == toolset) => {}
+                Ok(Registration::Stored)
+                    if registry.get(&name).is_some_and(|t| t.toolset() == toolset) => {}
                 Ok(_) => {
                     skipped.push((original, format!("{name} is provided by another toolset")));
                     wanted.remove(&name);
@@ -441,13 +542,18 @@ impl ServerConn {
                 }
             }
         }
-        let previous = std::mem::replace(&mut *self.registered.lock().unwrap_or_else(|p| p.into_inner()), wanted.clone());
+        let previous = std::mem::replace(
+            &mut *self.registered.lock().unwrap_or_else(|p| p.into_inner()),
+            wanted.clone(),
+        );
         for gone in previous.difference(&wanted) {
             if registry.get(gone).is_some_and(|t| t.toolset() == toolset) {
                 let _ = registry.deregister(gone, &Caller::Host);
             }
         }
-        if !wanted.is_empty() && registry.toolset_alias_target(&self.config.name).as_deref() != Some(toolset.as_str()) {
+        if !wanted.is_empty()
+            && registry.toolset_alias_target(&self.config.name).as_deref() != Some(toolset.as_str())
+        {
             registry.register_toolset_alias(&self.config.name, &toolset);
         }
         *self.skipped.lock().unwrap_or_else(|p| p.into_inner()) = skipped;
@@ -461,7 +567,9 @@ impl ServerConn {
             let tool = tool.clone();
             Box::pin(async move {
                 let Some(conn) = weak.upgrade() else {
-                    return Ok(Value::String(hermes_runtime::tool_error("the MCP server of this tool was shut down")));
+                    return Ok(Value::String(hermes_runtime::tool_error(
+                        "the MCP server of this tool was shut down",
+                    )));
                 };
                 Ok(conn.call(&tool, args).await)
             })
@@ -472,7 +580,12 @@ impl ServerConn {
     pub async fn call(self: &Arc<Self>, tool: &str, args: Value) -> Value {
         let name = &self.config.name;
         let Some(session) = self.current() else {
-            let why = self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_else(|| "not connected".into());
+            let why = self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+                .unwrap_or_else(|| "not connected".into());
             self.spawn_reconnect();
             return Value::String(hermes_runtime::tool_error(format!(
                 "MCP server '{name}' is not connected ({why}); a reconnect is being attempted, try again shortly"
@@ -489,7 +602,9 @@ impl ServerConn {
                 "MCP tool {tool} on server '{name}' did not answer within {} s",
                 timeout.as_secs_f64()
             ))),
-            Ok(Ok(result)) => crate::convert::mcp_result_to_value(&serde_json::to_value(&result).unwrap_or(Value::Null)),
+            Ok(Ok(result)) => crate::convert::mcp_result_to_value(
+                &serde_json::to_value(&result).unwrap_or(Value::Null),
+            ),
             Ok(Err(error)) => {
                 let text = error.to_string();
                 if session.is_transport_closed() {
@@ -498,7 +613,9 @@ impl ServerConn {
                         "MCP server '{name}' died during the call to {tool} ({text}); a reconnect is being attempted"
                     )))
                 } else {
-                    Value::String(hermes_runtime::tool_error(format!("MCP tool {tool} on server '{name}' failed: {text}")))
+                    Value::String(hermes_runtime::tool_error(format!(
+                        "MCP tool {tool} on server '{name}' failed: {text}"
+                    )))
                 }
             }
         }
@@ -509,13 +626,20 @@ impl ServerConn {
         self.closed.store(true, Ordering::SeqCst);
         if let Some(registry) = self.registry.upgrade() {
             let toolset = mcp_toolset(&self.config.name);
-            for name in std::mem::take(&mut *self.registered.lock().unwrap_or_else(|p| p.into_inner())) {
+            for name in
+                std::mem::take(&mut *self.registered.lock().unwrap_or_else(|p| p.into_inner()))
+            {
                 if registry.get(&name).is_some_and(|t| t.toolset() == toolset) {
                     let _ = registry.deregister(&name, &Caller::Host);
                 }
             }
         }
-        if let Some(session) = self.session.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(session) = self
+            .session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             session.cancellation_token().cancel();
         }
     }
@@ -525,7 +649,11 @@ impl ServerConn {
             name: self.config.name.clone(),
             enabled: true,
             tools: self.registered_tools(),
-            skipped_tools: self.skipped.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            skipped_tools: self
+                .skipped
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             error,
         }
     }
@@ -535,11 +663,19 @@ impl ServerConn {
 /// cannot be read come back as errors.
 pub fn configured_servers(registry: &Registry) -> Vec<(String, Result<ServerConfig, String>)> {
     let config = registry.config();
-    let Some(servers) = config.get("mcp_servers") else { return Vec::new() };
-    let Value::Object(servers) = servers else {
-        return vec![("mcp_servers".into(), Err("mcp_servers must be a mapping of server names".into()))];
+    let Some(servers) = config.get("mcp_servers") else {
+        return Vec::new();
     };
-    let mut out: Vec<_> = servers.iter().map(|(name, value)| (name.clone(), ServerConfig::parse(name, value))).collect();
+    let Value::Object(servers) = servers else {
+        return vec![(
+            "mcp_servers".into(),
+            Err("mcp_servers must be a mapping of server names".into()),
+        )];
+    };
+    let mut out: Vec<_> = servers
+        .iter()
+        .map(|(name, value)| (name.clone(), ServerConfig::parse(name, value)))
+        .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
@@ -558,7 +694,9 @@ pub fn connect_configured(registry: &Arc<Registry>) -> (Vec<ServerReport>, McpCl
     let wait = move || hermes_runtime::bridge::bridge_runtime().block_on(handle);
     let joined = match tokio::runtime::Handle::try_current() {
         // Inside a runtime: block on another thread, never on this runtime's worker.
-        Ok(_) => std::thread::spawn(wait).join().unwrap_or_else(|_| Ok(Default::default())),
+        Ok(_) => std::thread::spawn(wait)
+            .join()
+            .unwrap_or_else(|_| Ok(Default::default())),
         Err(_) => wait(),
     };
     joined.unwrap_or_default()
@@ -567,7 +705,10 @@ pub fn connect_configured(registry: &Arc<Registry>) -> (Vec<ServerReport>, McpCl
 /// [`connect_configured`] for async callers.
 pub async fn connect_configured_async(registry: &Arc<Registry>) -> (Vec<ServerReport>, McpClients) {
     let registry = Arc::clone(registry);
-    hermes_runtime::bridge::bridge_runtime().spawn(async move { connect_all(&registry).await }).await.unwrap_or_default()
+    hermes_runtime::bridge::bridge_runtime()
+        .spawn(async move { connect_all(&registry).await })
+        .await
+        .unwrap_or_default()
 }
 
 async fn connect_all(registry: &Arc<Registry>) -> (Vec<ServerReport>, McpClients) {
@@ -575,8 +716,17 @@ async fn connect_all(registry: &Arc<Registry>) -> (Vec<ServerReport>, McpClients
     let mut pending = tokio::task::JoinSet::new();
     for (name, config) in configured_servers(registry) {
         match config {
-            Err(e) => reports.push(ServerReport { name, enabled: true, error: Some(format!("bad config: {e}")), ..Default::default() }),
-            Ok(config) if !config.enabled => reports.push(ServerReport { name, enabled: false, ..Default::default() }),
+            Err(e) => reports.push(ServerReport {
+                name,
+                enabled: true,
+                error: Some(format!("bad config: {e}")),
+                ..Default::default()
+            }),
+            Ok(config) if !config.enabled => reports.push(ServerReport {
+                name,
+                enabled: false,
+                ..Default::default()
+            }),
             Ok(config) => {
                 let conn = ServerConn::new(config, registry);
                 pending.spawn(async move {
@@ -597,6 +747,8 @@ async fn connect_all(registry: &Arc<Registry>) -> (Vec<ServerReport>, McpClients
         clients.servers.push(conn);
     }
     reports.sort_by(|a, b| a.name.cmp(&b.name));
-    clients.servers.sort_by(|a, b| a.config.name.cmp(&b.config.name));
+    clients
+        .servers
+        .sort_by(|a, b| a.config.name.cmp(&b.config.name));
     (reports, clients)
 }

@@ -22,7 +22,12 @@ fn block_text(block: &Value) -> Option<String> {
                 .get("text")
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .or_else(|| resource.get("uri").and_then(Value::as_str).map(|uri| format!("[resource {uri}]")))
+                .or_else(|| {
+                    resource
+                        .get("uri")
+                        .and_then(Value::as_str)
+                        .map(|uri| format!("[resource {uri}]"))
+                })
         }
         "resource_link" => {
             let uri = block.get("uri").and_then(Value::as_str).unwrap_or_default();
@@ -30,7 +35,10 @@ fn block_text(block: &Value) -> Option<String> {
         }
         "audio" => Some(format!(
             "[audio {} omitted]",
-            block.get("mimeType").and_then(Value::as_str).unwrap_or("audio")
+            block
+                .get("mimeType")
+                .and_then(Value::as_str)
+                .unwrap_or("audio")
         )),
         _ => None,
     }
@@ -38,34 +46,57 @@ fn block_text(block: &Value) -> Option<String> {
 
 /// An MCP `CallToolResult` (as JSON) → the handler's answer (a string or an envelope).
 pub fn mcp_result_to_value(result: &Value) -> Value {
-    let blocks = result.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+    let blocks = result
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let texts: Vec<String> = blocks.iter().filter_map(block_text).collect();
     let joined = texts.join("\n");
     if result.get("isError") == Some(&Value::Bool(true)) {
-        let message = if joined.trim().is_empty() { "the MCP tool reported an error without a message".to_string() } else { joined };
+        let message = if joined.trim().is_empty() {
+            "the MCP tool reported an error without a message".to_string()
+        } else {
+            joined
+        };
         return Value::String(json!({ "error": message }).to_string());
     }
-    let has_image = blocks.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("image"));
+    let has_image = blocks
+        .iter()
+        .any(|b| b.get("type").and_then(Value::as_str) == Some("image"));
     if has_image {
         let mut content = Vec::new();
         for block in &blocks {
             if block.get("type").and_then(Value::as_str) == Some("image") {
-                let mime = block.get("mimeType").and_then(Value::as_str).unwrap_or("image/png");
-                let data = block.get("data").and_then(Value::as_str).unwrap_or_default();
+                let mime = block
+                    .get("mimeType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("image/png");
+                let data = block
+                    .get("data")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 content.push(json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}));
             } else if let Some(text) = block_text(block) {
                 content.push(json!({"type": "text", "text": text}));
             }
         }
         let images = content.iter().filter(|c| c["type"] == "image_url").count();
-        let summary = if joined.is_empty() { format!("[{images} image(s)]") } else { format!("{joined}\n[{images} image(s)]") };
+        let summary = if joined.is_empty() {
+            format!("[{images} image(s)]")
+        } else {
+            format!("{joined}\n[{images} image(s)]")
+        };
         return json!({"_multimodal": true, "content": content, "text_summary": summary});
     }
     let mut out = Map::new();
     out.insert("result".into(), Value::String(joined));
     // Servers usually repeat structured content as text; it is added only when the
     // text says nothing.
-    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null() && texts.is_empty()) {
+    if let Some(structured) = result
+        .get("structuredContent")
+        .filter(|v| !v.is_null() && texts.is_empty())
+    {
         out.insert("structured".into(), structured.clone());
     }
     Value::String(Value::Object(out).to_string())
@@ -73,7 +104,10 @@ pub fn mcp_result_to_value(result: &Value) -> Value {
 
 /// Whether a result string reports an error (`{"error": <non-empty>}`).
 pub fn is_error_result(result: &str) -> bool {
-    matches!(hermes_runtime::hooks::derive_status(result).0, hermes_runtime::hooks::CallStatus::Error)
+    matches!(
+        hermes_runtime::hooks::derive_status(result).0,
+        hermes_runtime::hooks::CallStatus::Error
+    )
 }
 
 /// The keys of a result object that decide how it is served; every other value is
@@ -91,8 +125,13 @@ pub fn result_string_to_mcp(result: &str) -> Value {
     // without building the rest (as `is_error_result` would judge it). Anything else
     // (an envelope, a duplicate key, not an object) takes the general way.
     if result.trim_start().starts_with('{') {
-        if let Ok(ResultKeys { error, multimodal: None }) = serde_json::from_str::<ResultKeys>(result) {
-            let is_error = !matches!(error, None | Some(Value::Bool(false))) && error.as_ref().and_then(Value::as_str) != Some("");
+        if let Ok(ResultKeys {
+            error,
+            multimodal: None,
+        }) = serde_json::from_str::<ResultKeys>(result)
+        {
+            let is_error = !matches!(error, None | Some(Value::Bool(false)))
+                && error.as_ref().and_then(Value::as_str) != Some("");
             return json!({"content": [{"type": "text", "text": result}], "isError": is_error});
         }
     }
@@ -101,10 +140,15 @@ pub fn result_string_to_mcp(result: &str) -> Value {
             let mut content = Vec::new();
             for part in envelope["content"].as_array().into_iter().flatten() {
                 match part.get("type").and_then(Value::as_str) {
-                    Some("text") => content.push(json!({"type": "text", "text": part["text"].as_str().unwrap_or_default()})),
+                    Some("text") => content.push(
+                        json!({"type": "text", "text": part["text"].as_str().unwrap_or_default()}),
+                    ),
                     Some("image_url") => {
                         let url = part["image_url"]["url"].as_str().unwrap_or_default();
-                        if let Some((mime, data)) = url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,")) {
+                        if let Some((mime, data)) = url
+                            .strip_prefix("data:")
+                            .and_then(|rest| rest.split_once(";base64,"))
+                        {
                             content.push(json!({"type": "image", "mimeType": mime, "data": data}));
                         } else {
                             content.push(json!({"type": "text", "text": format!("[image {url}]")}));
@@ -128,15 +172,27 @@ mod tests {
 
     #[test]
     fn text_error_and_image_results() {
-        let text = mcp_result_to_value(&json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}));
+        let text = mcp_result_to_value(
+            &json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}),
+        );
         assert_eq!(text, Value::String(r#"{"result":"a\nb"}"#.into()));
-        let error = mcp_result_to_value(&json!({"content": [{"type": "text", "text": "bad"}], "isError": true}));
+        let error = mcp_result_to_value(
+            &json!({"content": [{"type": "text", "text": "bad"}], "isError": true}),
+        );
         assert_eq!(error, Value::String(r#"{"error":"bad"}"#.into()));
-        let image = mcp_result_to_value(&json!({"content": [{"type": "text", "text": "see"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}]}));
+        let image = mcp_result_to_value(
+            &json!({"content": [{"type": "text", "text": "see"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}]}),
+        );
         assert!(hermes_runtime::dispatch::is_multimodal_envelope(&image));
-        assert_eq!(image["content"][1]["image_url"]["url"], "data:image/png;base64,AAAA");
+        assert_eq!(
+            image["content"][1]["image_url"]["url"],
+            "data:image/png;base64,AAAA"
+        );
         let back = result_string_to_mcp(&image.to_string());
-        assert_eq!(back["content"][1], json!({"type": "image", "mimeType": "image/png", "data": "AAAA"}));
+        assert_eq!(
+            back["content"][1],
+            json!({"type": "image", "mimeType": "image/png", "data": "AAAA"})
+        );
     }
 
     #[test]
@@ -149,10 +205,23 @@ mod tests {
     #[test]
     fn the_quick_reading_judges_errors_as_the_full_one() {
         let results = [
-            r#"{"error": "x"}"#, r#"{"error": ""}"#, r#"{"error": null}"#, r#"{"error": false}"#, r#"{"error": true}"#,
-            r#"{"error": 0}"#, r#"{"error": {"why": 1}}"#, r#"{"error": []}"#, r#"  {"content": "1|a", "error": "late"}"#,
-            r#"{"error": "", "error": "second wins"}"#, r#"{"error": "x"} trailing"#, r#"["error", 1]"#, r#""error""#,
-            r#"{"ok": {"error": "nested"}}"#, "", "{", "null",
+            r#"{"error": "x"}"#,
+            r#"{"error": ""}"#,
+            r#"{"error": null}"#,
+            r#"{"error": false}"#,
+            r#"{"error": true}"#,
+            r#"{"error": 0}"#,
+            r#"{"error": {"why": 1}}"#,
+            r#"{"error": []}"#,
+            r#"  {"content": "1|a", "error": "late"}"#,
+            r#"{"error": "", "error": "second wins"}"#,
+            r#"{"error": "x"} trailing"#,
+            r#"["error", 1]"#,
+            r#""error""#,
+            r#"{"ok": {"error": "nested"}}"#,
+            "",
+            "{",
+            "null",
         ];
         for result in results {
             let served = result_string_to_mcp(result);

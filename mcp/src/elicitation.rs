@@ -23,7 +23,10 @@ use hermes_agent::{AgentSession, SessionOptions};
 use hermes_runtime::approval::{redact_secrets, ApprovalPrompter, Choice, PromptRequest};
 use hermes_runtime::context::{Cancellation, ToolContextBuilder};
 use hermes_runtime::Registry;
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::model::{
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, LoggingLevel,
+    LoggingMessageNotificationParam,
+};
 use rmcp::service::Peer;
 use rmcp::RoleServer;
 use serde_json::{json, Value};
@@ -32,12 +35,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// What a refusal says when the client cannot be asked.
-pub const NO_ELICITATION: &str = "This MCP client did not declare the `elicitation` capability, so its user cannot \
+pub const NO_ELICITATION: &str =
+    "This MCP client did not declare the `elicitation` capability, so its user cannot \
 be asked to approve commands; connect with a client that supports elicitation to approve them.";
 
 /// Whether the connected client can show forms to its user.
 pub fn client_elicits(peer: &Peer<RoleServer>) -> bool {
-    peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Form)
+    peer.supported_elicitation_modes()
+        .contains(&rmcp::service::ElicitationMode::Form)
 }
 
 /// The approver for calls of one MCP session.
@@ -51,7 +56,11 @@ impl ElicitingApprover {
     /// Must be made inside the server's runtime; prompts run on blocking threads.
     pub fn new(peer: Peer<RoleServer>) -> ElicitingApprover {
         let elicits = client_elicits(&peer);
-        ElicitingApprover { peer, runtime: tokio::runtime::Handle::current(), elicits }
+        ElicitingApprover {
+            peer,
+            runtime: tokio::runtime::Handle::current(),
+            elicits,
+        }
     }
 }
 
@@ -84,12 +93,26 @@ impl ApprovalPrompter for ElicitingApprover {
             return Choice::Deny;
         }
         let choices = request.choices();
-        let Ok(requested_schema) = schema(&choices) else { return Choice::Deny };
-        let params = ElicitRequestParams::FormElicitationParams { meta: None, message: message(request), requested_schema };
-        let asked = self.runtime.block_on(self.peer.create_elicitation_with_timeout(params, Some(request.timeout)));
+        let Ok(requested_schema) = schema(&choices) else {
+            return Choice::Deny;
+        };
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message(request),
+            requested_schema,
+        };
+        let asked = self.runtime.block_on(
+            self.peer
+                .create_elicitation_with_timeout(params, Some(request.timeout)),
+        );
         match asked {
             Ok(result) if result.action == ElicitationAction::Accept => {
-                let word = result.content.as_ref().and_then(|c| c.get("choice")).and_then(Value::as_str).unwrap_or("");
+                let word = result
+                    .content
+                    .as_ref()
+                    .and_then(|c| c.get("choice"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 request.choice_from_word(word)
             }
             Ok(_) => Choice::Deny,
@@ -117,19 +140,36 @@ fn sessions() -> &'static Sessions {
 /// Remembers where the notifications of `task_id` go (its session's client).
 pub fn register_session(task_id: &str, peer: &Peer<RoleServer>) {
     let handle = tokio::runtime::Handle::current();
-    sessions().lock().unwrap_or_else(|p| p.into_inner()).insert(task_id.to_string(), (peer.clone(), handle));
+    sessions()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(task_id.to_string(), (peer.clone(), handle));
 }
 
 /// Sends one background-process event to the client of `task_id`, if it is connected.
 /// Returns whether a client was found.
 pub fn deliver_notification(task_id: &str, event: &Value) -> bool {
-    let target = sessions().lock().unwrap_or_else(|p| p.into_inner()).get(task_id).cloned();
-    let Some((peer, handle)) = target else { return false };
+    let target = sessions()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(task_id)
+        .cloned();
+    let Some((peer, handle)) = target else {
+        return false;
+    };
     let mut data = event.clone();
-    let kind = event.get("type").and_then(Value::as_str).unwrap_or("completion");
-    data["event"] = json!(if kind == "completion" { "completed" } else { kind });
+    let kind = event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("completion");
+    data["event"] = json!(if kind == "completion" {
+        "completed"
+    } else {
+        kind
+    });
     data["task_id"] = json!(task_id);
-    let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, data).with_logger("hermes-tools/process");
+    let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, data)
+        .with_logger("hermes-tools/process");
     handle.spawn(async move {
         let _ = peer.notify_logging_message(param).await;
     });
@@ -148,7 +188,10 @@ pub struct User {
 impl User {
     pub fn new(registry: &Arc<Registry>, task_id: &str, peer: &Peer<RoleServer>) -> User {
         register_session(task_id, peer);
-        User { approver: Arc::new(ElicitingApprover::new(peer.clone())), session: agent_session(registry, task_id, peer) }
+        User {
+            approver: Arc::new(ElicitingApprover::new(peer.clone())),
+            session: agent_session(registry, task_id, peer),
+        }
     }
 
     /// Puts this user on a call's context.
@@ -159,11 +202,21 @@ impl User {
     }
 }
 
-fn agent_session(registry: &Arc<Registry>, task_id: &str, peer: &Peer<RoleServer>) -> Arc<AgentSession> {
+fn agent_session(
+    registry: &Arc<Registry>,
+    task_id: &str,
+    peer: &Peer<RoleServer>,
+) -> Arc<AgentSession> {
     static AGENT_SESSIONS: OnceLock<Mutex<HashMap<String, Arc<AgentSession>>>> = OnceLock::new();
-    let mut sessions = AGENT_SESSIONS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    let mut sessions = AGENT_SESSIONS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let session = sessions.entry(task_id.to_string()).or_insert_with(|| {
-        let clarify = ElicitingClarify { peer: peer.clone(), runtime: tokio::runtime::Handle::current() };
+        let clarify = ElicitingClarify {
+            peer: peer.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        };
         AgentSession::new(
             Arc::clone(registry),
             SessionOptions {
@@ -184,14 +237,26 @@ struct ElicitingClarify {
 }
 
 impl ClarifyChannel for ElicitingClarify {
-    fn ask(&self, request: &ClarifyRequest, timeout: Duration, cancel: &Cancellation) -> Result<ClarifyReply, String> {
+    fn ask(
+        &self,
+        request: &ClarifyRequest,
+        timeout: Duration,
+        cancel: &Cancellation,
+    ) -> Result<ClarifyReply, String> {
         if !client_elicits(&self.peer) {
             return Err(NO_ELICITATION.replace("approve commands", "answer questions"));
         }
         let mut field = json!({"type": "string", "title": "Your answer"});
         if !request.choices.is_empty() {
-            let how = if request.multi_select { "one or more of, comma-separated" } else { "one of" };
-            field["description"] = json!(format!("{how}: {}; or your own answer", request.choices.join(", ")));
+            let how = if request.multi_select {
+                "one or more of, comma-separated"
+            } else {
+                "one of"
+            };
+            field["description"] = json!(format!(
+                "{how}: {}; or your own answer",
+                request.choices.join(", ")
+            ));
         }
         let requested_schema: ElicitationSchema = serde_json::from_value(json!({
             "type": "object",
@@ -199,7 +264,11 @@ impl ClarifyChannel for ElicitingClarify {
             "required": ["answer"],
         }))
         .map_err(|e| e.to_string())?;
-        let params = ElicitRequestParams::FormElicitationParams { meta: None, message: request.question.clone(), requested_schema };
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: request.question.clone(),
+            requested_schema,
+        };
         let asked = self.runtime.block_on(async {
             tokio::select! {
                 result = self.peer.create_elicitation_with_timeout(params, Some(timeout)) => Some(result),
@@ -209,11 +278,21 @@ impl ClarifyChannel for ElicitingClarify {
         match asked {
             None => Err("the question was cancelled".into()),
             Some(Ok(result)) if result.action == ElicitationAction::Accept => {
-                let text = result.content.as_ref().and_then(|c| c.get("answer")).and_then(Value::as_str).unwrap_or("").trim();
+                let text = result
+                    .content
+                    .as_ref()
+                    .and_then(|c| c.get("answer"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .trim();
                 if !request.multi_select {
                     return Ok(ClarifyReply::Answer(json!(text)));
                 }
-                let picked: Vec<&str> = text.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
+                let picked: Vec<&str> = text
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .collect();
                 Ok(ClarifyReply::Answer(json!(picked)))
             }
             Some(Ok(_)) => Err("the user declined to answer".into()),

@@ -46,10 +46,22 @@ pub struct Token {
 impl Token {
     /// The token for a server listening on `addr`: the configured one, else a new
     /// one saved under `hermes_home`, which only a loopback address may use.
-    pub fn for_listener(hermes_home: &Path, configured: Option<&str>, addr: SocketAddr) -> std::io::Result<Token> {
+    pub fn for_listener(
+        hermes_home: &Path,
+        configured: Option<&str>,
+        addr: SocketAddr,
+    ) -> std::io::Result<Token> {
         let from_env = std::env::var(TOKEN_ENV).ok();
-        if let Some(secret) = from_env.as_deref().or(configured).map(str::trim).filter(|t| !t.is_empty()) {
-            return Ok(Token { secret: secret.to_string(), generated_into: None });
+        if let Some(secret) = from_env
+            .as_deref()
+            .or(configured)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            return Ok(Token {
+                secret: secret.to_string(),
+                generated_into: None,
+            });
         }
         if !addr.ip().is_loopback() {
             return Err(std::io::Error::other(format!(
@@ -60,21 +72,36 @@ impl Token {
         let secret = random_hex(32)?;
         let path = hermes_home.join(TOKEN_FILE);
         write_private(&path, &secret)?;
-        Ok(Token { secret, generated_into: Some(path) })
+        Ok(Token {
+            secret,
+            generated_into: Some(path),
+        })
     }
 
     fn admits(&self, request: &Request<Incoming>) -> bool {
-        let Some(value) = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        let Some(value) = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+        else {
             return false;
         };
-        let Some((scheme, presented)) = value.trim().split_once(' ') else { return false };
-        scheme.eq_ignore_ascii_case("bearer") && same_secret(presented.trim().as_bytes(), self.secret.as_bytes())
+        let Some((scheme, presented)) = value.trim().split_once(' ') else {
+            return false;
+        };
+        scheme.eq_ignore_ascii_case("bearer")
+            && same_secret(presented.trim().as_bytes(), self.secret.as_bytes())
     }
 }
 
 /// Compares in time that depends on the length only, not on where bytes differ.
 fn same_secret(presented: &[u8], secret: &[u8]) -> bool {
-    presented.len() == secret.len() && presented.iter().zip(secret).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    presented.len() == secret.len()
+        && presented
+            .iter()
+            .zip(secret)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 fn random_hex(bytes: usize) -> std::io::Result<String> {
@@ -82,7 +109,8 @@ fn random_hex(bytes: usize) -> std::io::Result<String> {
     let mut filled = 0;
     while filled < bytes {
         // SAFETY: the pointer and length describe the unfilled tail of `buffer`.
-        let got = unsafe { libc::getrandom(buffer[filled..].as_mut_ptr().cast(), bytes - filled, 0) };
+        let got =
+            unsafe { libc::getrandom(buffer[filled..].as_mut_ptr().cast(), bytes - filled, 0) };
         if got < 0 {
             let error = std::io::Error::last_os_error();
             if error.kind() == std::io::ErrorKind::Interrupted {
@@ -102,7 +130,11 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         std::fs::create_dir_all(parent)?;
     }
     let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temporary)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary)?;
     file.write_all(text.as_bytes())?;
     file.sync_all()?;
     std::fs::rename(&temporary, path)
@@ -118,7 +150,9 @@ pub struct SessionLimits {
 impl SessionLimits {
     pub fn from_config(config: &hermes_runtime::config::Config) -> SessionLimits {
         SessionLimits {
-            max_sessions: config.positive_usize("mcp_server.max_sessions").unwrap_or(DEFAULT_MAX_SESSIONS),
+            max_sessions: config
+                .positive_usize("mcp_server.max_sessions")
+                .unwrap_or(DEFAULT_MAX_SESSIONS),
             idle: config
                 .positive_usize("mcp_server.session_idle_seconds")
                 .map_or(DEFAULT_SESSION_IDLE, |s| Duration::from_secs(s as u64)),
@@ -135,17 +169,31 @@ pub struct SessionCap {
 
 impl SessionCap {
     pub fn new(manager: Arc<LocalSessionManager>, max_sessions: usize) -> SessionCap {
-        SessionCap { manager, max_sessions: max_sessions.max(1), last_seen: Mutex::default() }
+        SessionCap {
+            manager,
+            max_sessions: max_sessions.max(1),
+            last_seen: Mutex::default(),
+        }
     }
 
     fn seen(&self, id: &str) {
-        self.last_seen.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), Instant::now());
+        self.last_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), Instant::now());
     }
 
     /// Before a new session: closes the longest idle ones until there is room.
     async fn make_room(&self) {
         loop {
-            let live: Vec<String> = self.manager.sessions.read().await.keys().map(|id| id.to_string()).collect();
+            let live: Vec<String> = self
+                .manager
+                .sessions
+                .read()
+                .await
+                .keys()
+                .map(|id| id.to_string())
+                .collect();
             if live.len() < self.max_sessions {
                 let mut seen = self.last_seen.lock().unwrap_or_else(|p| p.into_inner());
                 seen.retain(|id, _| live.contains(id));
@@ -153,10 +201,15 @@ impl SessionCap {
             }
             let oldest = {
                 let seen = self.last_seen.lock().unwrap_or_else(|p| p.into_inner());
-                live.iter().min_by_key(|id| seen.get(id.as_str()).copied()).cloned()
+                live.iter()
+                    .min_by_key(|id| seen.get(id.as_str()).copied())
+                    .cloned()
             };
             let Some(oldest) = oldest else { return };
-            self.last_seen.lock().unwrap_or_else(|p| p.into_inner()).remove(&oldest);
+            self.last_seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&oldest);
             let id: rmcp::transport::streamable_http_server::SessionId = oldest.into();
             if self.manager.close_session(&id).await.is_err() {
                 // Gone already; the map no longer has it either.
@@ -174,8 +227,16 @@ fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
         .expect("a valid response")
 }
 
-fn rpc_error(status: StatusCode, id: Value, code: i64, message: impl Into<String>) -> Response<Body> {
-    json_response(status, &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}}))
+fn rpc_error(
+    status: StatusCode,
+    id: Value,
+    code: i64,
+    message: impl Into<String>,
+) -> Response<Body> {
+    json_response(
+        status,
+        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}}),
+    )
 }
 
 fn unauthorized() -> Response<Body> {
@@ -185,44 +246,85 @@ fn unauthorized() -> Response<Body> {
         -32001,
         "unauthorized: send Authorization: Bearer <token> (the token hermes-tools mcp printed, or the one configured)",
     );
-    response.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer realm=\"hermes-tools\""));
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static("Bearer realm=\"hermes-tools\""),
+    );
     response
 }
 
 /// The JSON-RPC error a message deserves before it reaches the server, if any.
 fn check_message(message: &Value) -> Result<(), (i64, Value, String)> {
     let Value::Object(object) = message else {
-        return Err((-32600, Value::Null, "Invalid Request: a JSON-RPC message is an object".into()));
+        return Err((
+            -32600,
+            Value::Null,
+            "Invalid Request: a JSON-RPC message is an object".into(),
+        ));
     };
     let id = object.get("id").cloned().unwrap_or(Value::Null);
     if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
-        return Err((-32600, Value::Null, "Invalid Request: `id` must be a string or a number".into()));
+        return Err((
+            -32600,
+            Value::Null,
+            "Invalid Request: `id` must be a string or a number".into(),
+        ));
     }
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err((-32600, id, "Invalid Request: `jsonrpc` must be \"2.0\"".into()));
+        return Err((
+            -32600,
+            id,
+            "Invalid Request: `jsonrpc` must be \"2.0\"".into(),
+        ));
     }
     let Some(method) = object.get("method") else {
         // A response to a request of the server (elicitation, ping).
         return match object.contains_key("result") || object.contains_key("error") {
             true => Ok(()),
-            false => Err((-32600, id, "Invalid Request: neither `method` nor `result`/`error`".into())),
+            false => Err((
+                -32600,
+                id,
+                "Invalid Request: neither `method` nor `result`/`error`".into(),
+            )),
         };
     };
     let Some(method) = method.as_str() else {
-        return Err((-32600, id, "Invalid Request: `method` must be a string".into()));
+        return Err((
+            -32600,
+            id,
+            "Invalid Request: `method` must be a string".into(),
+        ));
     };
     let params = object.get("params");
     if !matches!(params, None | Some(Value::Object(_))) {
-        return Err((-32602, id, format!("Invalid params: `params` of {method} must be an object")));
+        return Err((
+            -32602,
+            id,
+            format!("Invalid params: `params` of {method} must be an object"),
+        ));
     }
     match method {
         "tools/call" => {
             let params = params.and_then(Value::as_object);
-            if !params.and_then(|p| p.get("name")).is_some_and(Value::is_string) {
-                return Err((-32602, id, "Invalid params: tools/call needs `name`, a string".into()));
+            if !params
+                .and_then(|p| p.get("name"))
+                .is_some_and(Value::is_string)
+            {
+                return Err((
+                    -32602,
+                    id,
+                    "Invalid params: tools/call needs `name`, a string".into(),
+                ));
             }
-            if !matches!(params.and_then(|p| p.get("arguments")), None | Some(Value::Null) | Some(Value::Object(_))) {
-                return Err((-32602, id, "Invalid params: tools/call `arguments` must be an object".into()));
+            if !matches!(
+                params.and_then(|p| p.get("arguments")),
+                None | Some(Value::Null) | Some(Value::Object(_))
+            ) {
+                return Err((
+                    -32602,
+                    id,
+                    "Invalid params: tools/call `arguments` must be an object".into(),
+                ));
             }
         }
         "initialize" if params.is_none() => {
@@ -234,7 +336,12 @@ fn check_message(message: &Value) -> Result<(), (i64, Value, String)> {
 }
 
 /// Guards one request, then hands it to `inner` (the MCP service).
-pub async fn guard<F, Fut>(token: &Token, sessions: &SessionCap, request: Request<Incoming>, inner: F) -> Response<Body>
+pub async fn guard<F, Fut>(
+    token: &Token,
+    sessions: &SessionCap,
+    request: Request<Incoming>,
+    inner: F,
+) -> Response<Body>
 where
     F: FnOnce(Request<Full<Bytes>>) -> Fut,
     Fut: std::future::Future<Output = Response<Body>>,
@@ -242,7 +349,11 @@ where
     if !token.admits(&request) {
         return unauthorized();
     }
-    let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     if let Some(id) = &session {
         sessions.seen(id);
     }
@@ -257,28 +368,51 @@ where
     if parts.method == http::Method::POST {
         let message: Value = match serde_json::from_slice(&bytes) {
             Ok(message) => message,
-            Err(e) => return rpc_error(StatusCode::BAD_REQUEST, Value::Null, -32700, format!("Parse error: {e}")),
+            Err(e) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    -32700,
+                    format!("Parse error: {e}"),
+                )
+            }
         };
         let messages = match &message {
             Value::Array(items) if items.is_empty() => {
-                return rpc_error(StatusCode::BAD_REQUEST, Value::Null, -32600, "Invalid Request: an empty batch");
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    -32600,
+                    "Invalid Request: an empty batch",
+                );
             }
             Value::Array(items) => items.iter().collect(),
             single => vec![single],
         };
         for message in &messages {
             if let Err((code, id, why)) = check_message(message) {
-                let status = if code == -32602 { StatusCode::OK } else { StatusCode::BAD_REQUEST };
+                let status = if code == -32602 {
+                    StatusCode::OK
+                } else {
+                    StatusCode::BAD_REQUEST
+                };
                 return rpc_error(status, id, code, why);
             }
         }
-        opens_session = session.is_none() && messages.iter().any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
+        opens_session = session.is_none()
+            && messages
+                .iter()
+                .any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
     }
     if opens_session {
         sessions.make_room().await;
     }
     let response = inner(Request::from_parts(parts, Full::new(bytes))).await;
-    if let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+    if let Some(id) = response
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
         sessions.seen(id);
     }
     response
@@ -299,12 +433,36 @@ mod tests {
     fn malformed_messages_get_their_codes() {
         let code = |m: Value| check_message(&m).err().map(|(c, _, _)| c);
         assert_eq!(code(json!(3)), Some(-32600));
-        assert_eq!(code(json!({"jsonrpc": "1.0", "id": 1, "method": "ping"})), Some(-32600));
-        assert_eq!(code(json!({"jsonrpc": "2.0", "id": {}, "method": "ping"})), Some(-32600));
-        assert_eq!(code(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}})), Some(-32602));
-        assert_eq!(code(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "arguments": [1]}})), Some(-32602));
-        assert_eq!(code(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": 5})), Some(-32602));
-        assert_eq!(code(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}})), None);
+        assert_eq!(
+            code(json!({"jsonrpc": "1.0", "id": 1, "method": "ping"})),
+            Some(-32600)
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "id": {}, "method": "ping"})),
+            Some(-32600)
+        );
+        assert_eq!(
+            code(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}})
+            ),
+            Some(-32602)
+        );
+        assert_eq!(
+            code(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "arguments": [1]}})
+            ),
+            Some(-32602)
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": 5})),
+            Some(-32602)
+        );
+        assert_eq!(
+            code(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}})
+            ),
+            None
+        );
         assert_eq!(code(json!({"jsonrpc": "2.0", "id": 1, "result": {}})), None);
     }
 }

@@ -13,8 +13,8 @@
 
 pub mod client;
 pub mod convert;
-pub mod http_guard;
 pub mod elicitation;
+pub mod http_guard;
 pub mod names;
 pub mod plugins;
 pub mod server;
@@ -37,7 +37,11 @@ pub struct Report {
 impl Report {
     /// Names of every tool registered by MCP servers and plugins.
     pub fn tools(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.servers.iter().flat_map(|s| s.tools.iter().cloned()).collect();
+        let mut names: Vec<String> = self
+            .servers
+            .iter()
+            .flat_map(|s| s.tools.iter().cloned())
+            .collect();
         names.extend(self.plugins.iter().flat_map(|p| p.tools.iter().cloned()));
         names.sort();
         names
@@ -51,12 +55,19 @@ impl Report {
                 lines.push(format!("mcp server {}: {error}", server.name));
             }
             for (tool, why) in &server.skipped_tools {
-                lines.push(format!("mcp server {}: tool {tool} skipped: {why}", server.name));
+                lines.push(format!(
+                    "mcp server {}: tool {tool} skipped: {why}",
+                    server.name
+                ));
             }
         }
         for plugin in &self.plugins {
             if let plugins::PluginStatus::Skipped(why) = &plugin.status {
-                lines.push(format!("plugin {} ({}): skipped: {why}", plugin.id, plugin.path.display()));
+                lines.push(format!(
+                    "plugin {} ({}): skipped: {why}",
+                    plugin.id,
+                    plugin.path.display()
+                ));
             }
         }
         lines
@@ -89,12 +100,21 @@ pub fn attach(registry: &Arc<Registry>) -> Report {
 pub async fn attach_async(registry: &Arc<Registry>) -> Report {
     let servers = client::connect_configured_async(registry).await;
     let registry = Arc::clone(registry);
-    let plugins = tokio::task::spawn_blocking(move || plugins::load_plugins(&registry)).await.unwrap_or_default();
+    let plugins = tokio::task::spawn_blocking(move || plugins::load_plugins(&registry))
+        .await
+        .unwrap_or_default();
     finish(servers, plugins)
 }
 
-fn finish((servers, clients): (Vec<client::ServerReport>, client::McpClients), plugins: Vec<plugins::PluginReport>) -> Report {
-    let report = Report { servers, plugins, clients };
+fn finish(
+    (servers, clients): (Vec<client::ServerReport>, client::McpClients),
+    plugins: Vec<plugins::PluginReport>,
+) -> Report {
+    let report = Report {
+        servers,
+        plugins,
+        clients,
+    };
     for line in report.problems() {
         eprintln!("warning: {line}");
     }

@@ -4,7 +4,15 @@ use globset::{Glob, GlobMatcher};
 
 /// Every character outside `[A-Za-z0-9_]` becomes `_`.
 pub fn sanitize(part: &str) -> String {
-    part.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
+    part.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// `mcp_<server>_<tool>`, each part sanitised.
@@ -27,8 +35,15 @@ pub struct Pattern {
 impl Pattern {
     pub fn new(text: &str) -> Pattern {
         let is_glob = text.contains(['*', '?', '[']);
-        let glob = if is_glob { Glob::new(text).ok().map(|g| g.compile_matcher()) } else { None };
-        Pattern { text: text.to_string(), glob }
+        let glob = if is_glob {
+            Glob::new(text).ok().map(|g| g.compile_matcher())
+        } else {
+            None
+        };
+        Pattern {
+            text: text.to_string(),
+            glob,
+        }
     }
 
     pub fn matches(&self, name: &str) -> bool {
@@ -56,7 +71,11 @@ impl ToolFilter {
     /// its sanitised form (`get-tiny-image` is also `get_tiny_image`).
     pub fn allows_either(&self, tool: &str) -> bool {
         let clean = sanitize(tool);
-        let matches = |patterns: &[Pattern]| patterns.iter().any(|p| p.matches(tool) || p.matches(&clean));
+        let matches = |patterns: &[Pattern]| {
+            patterns
+                .iter()
+                .any(|p| p.matches(tool) || p.matches(&clean))
+        };
         match &self.include {
             Some(include) => matches(include),
             None => !matches(&self.exclude),
@@ -70,18 +89,30 @@ mod tests {
 
     #[test]
     fn names_are_sanitised_per_part() {
-        assert_eq!(mcp_tool_name("my-server.v2", "get/thing"), "mcp_my_server_v2_get_thing");
+        assert_eq!(
+            mcp_tool_name("my-server.v2", "get/thing"),
+            "mcp_my_server_v2_get_thing"
+        );
         assert_eq!(mcp_toolset("my-server.v2"), "mcp-my-server.v2");
     }
 
     #[test]
     fn include_wins_and_empty_include_allows_nothing() {
-        let filter = ToolFilter { include: Some(vec![Pattern::new("get_*")]), exclude: vec![Pattern::new("get_a")] };
+        let filter = ToolFilter {
+            include: Some(vec![Pattern::new("get_*")]),
+            exclude: vec![Pattern::new("get_a")],
+        };
         assert!(filter.allows("get_a"));
         assert!(!filter.allows("put_a"));
-        let none = ToolFilter { include: Some(vec![]), exclude: vec![] };
+        let none = ToolFilter {
+            include: Some(vec![]),
+            exclude: vec![],
+        };
         assert!(!none.allows("anything"));
-        let exclude = ToolFilter { include: None, exclude: vec![Pattern::new("echo"), Pattern::new("long*")] };
+        let exclude = ToolFilter {
+            include: None,
+            exclude: vec![Pattern::new("echo"), Pattern::new("long*")],
+        };
         assert!(!exclude.allows("echo") && !exclude.allows("longRunning") && exclude.allows("add"));
     }
 }

@@ -136,49 +136,79 @@ impl std::fmt::Display for PluginReport {
                 self.hooks.join(", ")
             ),
             PluginStatus::Disabled(why) => write!(f, "plugin {}: disabled ({why})", self.id),
-            PluginStatus::Skipped(why) => write!(f, "plugin {} ({}): skipped: {why}", self.id, self.path.display()),
+            PluginStatus::Skipped(why) => write!(
+                f,
+                "plugin {} ({}): skipped: {why}",
+                self.id,
+                self.path.display()
+            ),
         }
     }
 }
 
 fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Reads and checks a manifest; the error names the file and the reason.
 pub fn read_manifest(dir: &Path) -> Result<Manifest, String> {
     let path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let manifest: Manifest = serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let manifest: Manifest =
+        serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let problem = |why: String| format!("{}: {why}", path.display());
     if let Some(id) = &manifest.id {
         if !valid_id(id) {
-            return Err(problem(format!("id {id:?} may only use letters, digits, `_` and `-`")));
+            return Err(problem(format!(
+                "id {id:?} may only use letters, digits, `_` and `-`"
+            )));
         }
     }
     let mut seen = std::collections::BTreeSet::new();
     for (index, tool) in manifest.tools.iter().enumerate() {
         let at = format!("tools[{index}] ({})", tool.name);
         if !valid_id(&tool.name) {
-            return Err(problem(format!("{at}: the name may only use letters, digits, `_` and `-`")));
+            return Err(problem(format!(
+                "{at}: the name may only use letters, digits, `_` and `-`"
+            )));
         }
         if !seen.insert(tool.name.clone()) {
             return Err(problem(format!("{at}: declared twice")));
         }
         if tool.command.is_empty() || tool.command[0].is_empty() {
-            return Err(problem(format!("{at}: `command` must be a non-empty list (argv)")));
+            return Err(problem(format!(
+                "{at}: `command` must be a non-empty list (argv)"
+            )));
         }
         match &tool.parameters {
             None | Some(Value::Null) | Some(Value::Object(_)) => {}
-            Some(_) => return Err(problem(format!("{at}: `parameters` must be a JSON Schema object"))),
+            Some(_) => {
+                return Err(problem(format!(
+                    "{at}: `parameters` must be a JSON Schema object"
+                )))
+            }
         }
         if tool.timeout.is_some_and(|t| t.is_nan() || t <= 0.0) {
-            return Err(problem(format!("{at}: `timeout` must be a positive number of seconds")));
+            return Err(problem(format!(
+                "{at}: `timeout` must be a positive number of seconds"
+            )));
         }
     }
-    for (kind, argv) in [("pre_tool_call", &manifest.hooks.pre_tool_call), ("post_tool_call", &manifest.hooks.post_tool_call)] {
-        if argv.as_ref().is_some_and(|a| a.is_empty() || a[0].is_empty()) {
-            return Err(problem(format!("hooks.{kind} must be a non-empty list (argv)")));
+    for (kind, argv) in [
+        ("pre_tool_call", &manifest.hooks.pre_tool_call),
+        ("post_tool_call", &manifest.hooks.post_tool_call),
+    ] {
+        if argv
+            .as_ref()
+            .is_some_and(|a| a.is_empty() || a[0].is_empty())
+        {
+            return Err(problem(format!(
+                "hooks.{kind} must be a non-empty list (argv)"
+            )));
         }
     }
     Ok(manifest)
@@ -187,9 +217,21 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, String> {
 /// Plugin folders in load order: user plugins, then project plugins, each sorted.
 pub fn plugin_dirs(hermes_home: &Path, project_root: &Path) -> Vec<(Source, PathBuf)> {
     let mut out = Vec::new();
-    for (source, root) in [(Source::User, hermes_home.join("plugins")), (Source::Project, project_root.join(".hermes").join("plugins"))] {
-        let Ok(entries) = std::fs::read_dir(&root) else { continue };
-        let mut dirs: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    for (source, root) in [
+        (Source::User, hermes_home.join("plugins")),
+        (
+            Source::Project,
+            project_root.join(".hermes").join("plugins"),
+        ),
+    ] {
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            continue;
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
         dirs.sort();
         out.extend(dirs.into_iter().map(|d| (source, d)));
     }
@@ -211,12 +253,24 @@ pub fn load_plugins_from(registry: &Arc<Registry>, project_root: &Path) -> Vec<P
     for (source, dir) in plugin_dirs(&home, project_root) {
         // The project may be $HERMES_HOME itself; do not load a folder twice.
         if source == Source::Project
-            && home_plugins.as_ref().is_some_and(|h| std::fs::canonicalize(&dir).is_ok_and(|d| d.starts_with(h)))
+            && home_plugins
+                .as_ref()
+                .is_some_and(|h| std::fs::canonicalize(&dir).is_ok_and(|d| d.starts_with(h)))
         {
             continue;
         }
-        let folder_id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let mut report = PluginReport { id: folder_id.clone(), path: dir.clone(), source, status: PluginStatus::Loaded, tools: vec![], hooks: vec![] };
+        let folder_id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut report = PluginReport {
+            id: folder_id.clone(),
+            path: dir.clone(),
+            source,
+            status: PluginStatus::Loaded,
+            tools: vec![],
+            hooks: vec![],
+        };
         let manifest = match read_manifest(&dir) {
             Ok(m) => m,
             Err(why) => {
@@ -228,25 +282,36 @@ pub fn load_plugins_from(registry: &Arc<Registry>, project_root: &Path) -> Vec<P
         let id = manifest.id.clone().unwrap_or(folder_id);
         report.id = id.clone();
         if !valid_id(&id) {
-            report.status = PluginStatus::Skipped(format!("the folder name {id:?} is not a valid plugin id; set `id:` in {MANIFEST}"));
+            report.status = PluginStatus::Skipped(format!(
+                "the folder name {id:?} is not a valid plugin id; set `id:` in {MANIFEST}"
+            ));
             reports.push(report);
             continue;
         }
-        if reports.iter().any(|r| r.id == id && r.status == PluginStatus::Loaded) {
-            report.status = PluginStatus::Skipped(format!("a plugin with id {id} is already loaded"));
+        if reports
+            .iter()
+            .any(|r| r.id == id && r.status == PluginStatus::Loaded)
+        {
+            report.status =
+                PluginStatus::Skipped(format!("a plugin with id {id} is already loaded"));
             reports.push(report);
             continue;
         }
-        let enabled = registry.config().get(&format!("plugins.entries.{id}.enabled")).and_then(Value::as_bool);
+        let enabled = registry
+            .config()
+            .get(&format!("plugins.entries.{id}.enabled"))
+            .and_then(Value::as_bool);
         match (source, enabled) {
             (_, Some(false)) => {
-                report.status = PluginStatus::Disabled(format!("plugins.entries.{id}.enabled is false"));
+                report.status =
+                    PluginStatus::Disabled(format!("plugins.entries.{id}.enabled is false"));
                 reports.push(report);
                 continue;
             }
             (Source::Project, None) => {
-                report.status =
-                    PluginStatus::Disabled(format!("project plugins load only with plugins.entries.{id}.enabled: true"));
+                report.status = PluginStatus::Disabled(format!(
+                    "project plugins load only with plugins.entries.{id}.enabled: true"
+                ));
                 reports.push(report);
                 continue;
             }
@@ -265,7 +330,12 @@ pub fn load_plugins_from(registry: &Arc<Registry>, project_root: &Path) -> Vec<P
 }
 
 /// Registers a plugin's tools (undoing them all if one is refused) and then its hooks.
-fn install(registry: &Arc<Registry>, id: &str, dir: &Path, manifest: &Manifest) -> Result<(Vec<String>, Vec<String>), String> {
+fn install(
+    registry: &Arc<Registry>,
+    id: &str,
+    dir: &Path,
+    manifest: &Manifest,
+) -> Result<(Vec<String>, Vec<String>), String> {
     let caller = Caller::Plugin(id.to_string());
     type Ledger = Vec<(String, Option<Arc<DynamicTool>>, Option<Arc<DynamicTool>>)>;
     let mut ledger: Ledger = Vec::new();
@@ -279,18 +349,25 @@ fn install(registry: &Arc<Registry>, id: &str, dir: &Path, manifest: &Manifest) 
     let mut tools = Vec::new();
     for spec in &manifest.tools {
         let toolset = spec.toolset.clone().unwrap_or_else(|| id.to_string());
-        let description = if spec.description.trim().is_empty() { format!("Plugin tool {} of {id}", spec.name) } else { spec.description.clone() };
+        let description = if spec.description.trim().is_empty() {
+            format!("Plugin tool {} of {id}", spec.name)
+        } else {
+            spec.description.clone()
+        };
         let parameters = match &spec.parameters {
             Some(Value::Object(p)) => Value::Object(p.clone()),
             _ => json!({"type": "object", "properties": {}}),
         };
-        let schema = json!({"name": spec.name, "description": description, "parameters": parameters});
+        let schema =
+            json!({"name": spec.name, "description": description, "parameters": parameters});
         let runner = Arc::new(ToolRunner {
             plugin: id.to_string(),
             tool: spec.name.clone(),
             dir: dir.to_path_buf(),
             argv: spec.command.clone(),
-            timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Duration::from_secs_f64),
+            timeout: spec
+                .timeout
+                .map_or(DEFAULT_TOOL_TIMEOUT, Duration::from_secs_f64),
         });
         let handler = DynamicHandler::Sync(Arc::new(move |args, ctx| runner.run(&args, ctx)));
         let mut tool = DynamicTool::new(spec.name.clone(), toolset.clone(), schema, handler);
@@ -317,7 +394,11 @@ fn install(registry: &Arc<Registry>, id: &str, dir: &Path, manifest: &Manifest) 
     }
     let mut hooks = Vec::new();
     if manifest.hooks.pre_tool_call.is_some() || manifest.hooks.post_tool_call.is_some() {
-        let timeout = manifest.hooks.timeout.filter(|t| *t > 0.0).map_or(DEFAULT_HOOK_TIMEOUT, Duration::from_secs_f64);
+        let timeout = manifest
+            .hooks
+            .timeout
+            .filter(|t| *t > 0.0)
+            .map_or(DEFAULT_HOOK_TIMEOUT, Duration::from_secs_f64);
         if manifest.hooks.pre_tool_call.is_some() {
             hooks.push("pre_tool_call".to_string());
         }
@@ -363,10 +444,21 @@ pub struct RunOutput {
 }
 
 /// Runs `argv` with `input` on stdin, killing its process group after `timeout`.
-pub fn run_command(dir: &Path, argv: &[String], cwd: &Path, env: &[(&str, String)], input: &[u8], timeout: Duration) -> Result<RunOutput, String> {
+pub fn run_command(
+    dir: &Path,
+    argv: &[String],
+    cwd: &Path,
+    env: &[(&str, String)],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<RunOutput, String> {
     let program = resolve_program(dir, &argv[0]);
     let mut command = Command::new(&program);
-    command.args(argv[1..].iter().map(|a| plugin_relative(dir, a))).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .args(argv[1..].iter().map(|a| plugin_relative(dir, a)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     command.current_dir(if cwd.is_dir() { cwd } else { dir });
     for (key, value) in env {
         command.env(key, value);
@@ -376,7 +468,9 @@ pub fn run_command(dir: &Path, argv: &[String], cwd: &Path, env: &[(&str, String
         use std::os::unix::process::CommandExt;
         command.process_group(0);
     }
-    let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
     let mut stdin = child.stdin.take();
     let input = input.to_vec();
     let writer = std::thread::spawn(move || {
@@ -409,7 +503,10 @@ pub fn run_command(dir: &Path, argv: &[String], cwd: &Path, env: &[(&str, String
                 }
                 let _ = child.kill();
                 let _ = child.wait();
-                break Err(format!("timed out after {} s and was killed", timeout.as_secs_f64()));
+                break Err(format!(
+                    "timed out after {} s and was killed",
+                    timeout.as_secs_f64()
+                ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => break Err(format!("cannot wait for it: {e}")),
@@ -418,12 +515,20 @@ pub fn run_command(dir: &Path, argv: &[String], cwd: &Path, env: &[(&str, String
     let _ = writer.join();
     let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
     let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
-    Ok(RunOutput { status, stdout, stderr })
+    Ok(RunOutput {
+        status,
+        stdout,
+        stderr,
+    })
 }
 
 fn tail(text: &str, chars: usize) -> String {
     let count = text.chars().count();
-    let trimmed: String = if count > chars { text.chars().skip(count - chars).collect() } else { text.to_string() };
+    let trimmed: String = if count > chars {
+        text.chars().skip(count - chars).collect()
+    } else {
+        text.to_string()
+    };
     trimmed.trim().to_string()
 }
 
@@ -442,16 +547,26 @@ impl ToolRunner {
             ("HERMES_PLUGIN_ID", self.plugin.clone()),
             ("HERMES_TOOL_NAME", self.tool.clone()),
             ("HERMES_TASK_ID", ctx.task_id().to_string()),
-            ("HERMES_HOME", ctx.hermes_home().to_string_lossy().into_owned()),
+            (
+                "HERMES_HOME",
+                ctx.hermes_home().to_string_lossy().into_owned(),
+            ),
         ];
         let input = serde_json::to_vec(args).unwrap_or_default();
         let error = |message: String| Ok(Value::String(hermes_runtime::tool_error(message)));
-        let output = match run_command(&self.dir, &self.argv, ctx.cwd(), &env, &input, self.timeout) {
+        let output = match run_command(&self.dir, &self.argv, ctx.cwd(), &env, &input, self.timeout)
+        {
             Ok(output) => output,
             Err(why) => return error(format!("plugin tool {}: {why}", self.tool)),
         };
         let stderr = tail(&output.stderr, STDERR_TAIL);
-        let with_stderr = |head: String| if stderr.is_empty() { head } else { format!("{head}; stderr: {stderr}") };
+        let with_stderr = |head: String| {
+            if stderr.is_empty() {
+                head
+            } else {
+                format!("{head}; stderr: {stderr}")
+            }
+        };
         match output.status {
             Err(why) => error(with_stderr(format!("plugin tool {} {why}", self.tool))),
             Ok(status) if !status.success() => {
@@ -487,14 +602,30 @@ struct CommandHooks {
 impl CommandHooks {
     fn run(&self, argv: &[String], event: &Value) -> Option<Value> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| self.dir.clone());
-        let env = [("HERMES_PLUGIN_DIR", self.dir.to_string_lossy().into_owned()), ("HERMES_PLUGIN_ID", self.plugin.clone())];
+        let env = [
+            ("HERMES_PLUGIN_DIR", self.dir.to_string_lossy().into_owned()),
+            ("HERMES_PLUGIN_ID", self.plugin.clone()),
+        ];
         let kind = event["event"].as_str().unwrap_or("hook");
         let input = serde_json::to_vec(event).unwrap_or_default();
         match run_command(&self.dir, argv, &cwd, &env, &input, self.timeout) {
-            Err(why) => eprintln!("warning: plugin {} {kind} hook: {why}; ignored", self.plugin),
-            Ok(RunOutput { status: Err(why), .. }) => eprintln!("warning: plugin {} {kind} hook {why}; ignored", self.plugin),
-            Ok(RunOutput { status: Ok(status), stderr, .. }) if !status.success() => {
-                eprintln!("warning: plugin {} {kind} hook failed ({status}): {}; ignored", self.plugin, tail(&stderr, 500))
+            Err(why) => eprintln!(
+                "warning: plugin {} {kind} hook: {why}; ignored",
+                self.plugin
+            ),
+            Ok(RunOutput {
+                status: Err(why), ..
+            }) => eprintln!("warning: plugin {} {kind} hook {why}; ignored", self.plugin),
+            Ok(RunOutput {
+                status: Ok(status),
+                stderr,
+                ..
+            }) if !status.success() => {
+                eprintln!(
+                    "warning: plugin {} {kind} hook failed ({status}): {}; ignored",
+                    self.plugin,
+                    tail(&stderr, 500)
+                )
             }
             Ok(RunOutput { stdout, .. }) => {
                 let text = stdout.trim();
@@ -513,7 +644,9 @@ impl CommandHooks {
 
 impl ToolHooks for CommandHooks {
     fn pre_tool_call(&self, call: &PreCall<'_>) -> PreDecision {
-        let Some(argv) = &self.pre else { return PreDecision::Continue };
+        let Some(argv) = &self.pre else {
+            return PreDecision::Continue;
+        };
         let event = json!({
             "event": "pre_tool_call",
             "plugin": self.plugin,
@@ -523,11 +656,21 @@ impl ToolHooks for CommandHooks {
             "session_id": call.ids.session_id,
             "tool_call_id": call.ids.tool_call_id,
         });
-        let Some(answer) = self.run(argv, &event) else { return PreDecision::Continue };
-        let message = answer.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+        let Some(answer) = self.run(argv, &event) else {
+            return PreDecision::Continue;
+        };
+        let message = answer
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         match answer.get("action").and_then(Value::as_str) {
             Some("block") => {
-                let message = if message.trim().is_empty() { format!("Blocked by plugin {}", self.plugin) } else { message };
+                let message = if message.trim().is_empty() {
+                    format!("Blocked by plugin {}", self.plugin)
+                } else {
+                    message
+                };
                 PreDecision::Block(message)
             }
             Some("modify") => match answer.get("args") {
@@ -536,7 +679,10 @@ impl ToolHooks for CommandHooks {
             },
             Some("approve") => PreDecision::Approve {
                 message,
-                rule_key: answer.get("rule_key").and_then(Value::as_str).map(str::to_owned),
+                rule_key: answer
+                    .get("rule_key")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
             },
             None | Some("continue") | Some("allow") => PreDecision::Continue,
             Some(other) => {

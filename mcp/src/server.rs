@@ -13,24 +13,25 @@
 
 #![allow(deprecated)] // rmcp marks MCP logging deprecated (SEP-2577); clients still call logging/setLevel.
 
+use crate::http_guard::{self, SessionCap, SessionLimits, Token};
+use hermes_runtime::availability::CHECK_TTL;
 use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ServerCapabilities, SetLevelRequestParams, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ServerCapabilities,
+    SetLevelRequestParams, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use crate::http_guard::{self, SessionCap, SessionLimits, Token};
 use serde_json::{json, Value};
-use hermes_runtime::availability::CHECK_TTL;
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::time::Instant;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// Which toolsets are served (`--toolsets`, `--disabled`, as for `schema`).
 #[derive(Debug, Clone, Default)]
@@ -72,14 +73,27 @@ impl ToolCache {
     fn get(&self, registry: &Registry, selection: &Selection) -> Arc<ServedTools> {
         let key = (registry.generation(), registry.config().signature);
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(served) = current.as_ref().filter(|s| s.key == key && s.made.elapsed() < CHECK_TTL) {
+        if let Some(served) = current
+            .as_ref()
+            .filter(|s| s.key == key && s.made.elapsed() < CHECK_TTL)
+        {
             return Arc::clone(served);
         }
-        let definitions = registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
+        let definitions =
+            registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
         let names = definitions.names().iter().map(|n| n.to_string()).collect();
         let listed: Vec<Value> = definitions.tools.iter().map(mcp_tool).collect();
-        let tools = listed.iter().filter_map(|t| serde_json::from_value(t.clone()).ok()).collect();
-        let served = Arc::new(ServedTools { key, made: Instant::now(), listed, tools, names });
+        let tools = listed
+            .iter()
+            .filter_map(|t| serde_json::from_value(t.clone()).ok())
+            .collect();
+        let served = Arc::new(ServedTools {
+            key,
+            made: Instant::now(),
+            listed,
+            tools,
+            names,
+        });
         *current = Some(Arc::clone(&served));
         served
     }
@@ -106,10 +120,25 @@ impl HermesServer {
     }
 
     /// A session sharing `tools` with the other sessions of one server.
-    pub fn with_cache(registry: Arc<Registry>, selection: Arc<Selection>, tools: Arc<ToolCache>) -> HermesServer {
+    pub fn with_cache(
+        registry: Arc<Registry>,
+        selection: Arc<Selection>,
+        tools: Arc<ToolCache>,
+    ) -> HermesServer {
         static SESSIONS: AtomicU64 = AtomicU64::new(1);
-        let task_id = format!("mcp-{}-{}", std::process::id(), SESSIONS.fetch_add(1, Ordering::SeqCst));
-        HermesServer { registry, selection, tools, task_id, level: Arc::new(Mutex::new(None)), user: Arc::default() }
+        let task_id = format!(
+            "mcp-{}-{}",
+            std::process::id(),
+            SESSIONS.fetch_add(1, Ordering::SeqCst)
+        );
+        HermesServer {
+            registry,
+            selection,
+            tools,
+            task_id,
+            level: Arc::new(Mutex::new(None)),
+            user: Arc::default(),
+        }
     }
 
     /// The `tools/list` entries: definitions of the selection as MCP tools.
@@ -131,16 +160,34 @@ impl HermesServer {
     /// (`_meta.task_id`); by default the session's own. With `client`, approval requests
     /// and `clarify` questions go to the user behind it (see [`crate::elicitation`]),
     /// which needs the server's runtime entered on this thread.
-    pub fn call_blocking(&self, request: CallRequest, cancel: Cancellation, client: Option<&rmcp::service::Peer<RoleServer>>) -> Value {
-        let CallRequest { name, arguments, call_id, task } = request;
+    pub fn call_blocking(
+        &self,
+        request: CallRequest,
+        cancel: Cancellation,
+        client: Option<&rmcp::service::Peer<RoleServer>>,
+    ) -> Value {
+        let CallRequest {
+            name,
+            arguments,
+            call_id,
+            task,
+        } = request;
         if !self.selected(&name) {
-            let text = hermes_runtime::tool_error(format!("Unknown tool: {name} (not served here; see tools/list)"));
+            let text = hermes_runtime::tool_error(format!(
+                "Unknown tool: {name} (not served here; see tools/list)"
+            ));
             return crate::convert::result_string_to_mcp(&text);
         }
         let task = task.unwrap_or_else(|| self.task_id.clone());
-        let mut builder = ToolContext::builder().task_id(task).session_id(self.task_id.clone()).cancellation(cancel);
+        let mut builder = ToolContext::builder()
+            .task_id(task)
+            .session_id(self.task_id.clone())
+            .cancellation(cancel);
         if let Some(peer) = client {
-            builder = self.user.get_or_init(|| crate::elicitation::User::new(&self.registry, &self.task_id, peer)).attach(builder);
+            builder = self
+                .user
+                .get_or_init(|| crate::elicitation::User::new(&self.registry, &self.task_id, peer))
+                .attach(builder);
         }
         let ctx = builder.build();
         let call = ToolCall {
@@ -154,8 +201,14 @@ impl HermesServer {
 
     /// [`HermesServer::call_blocking`] from async code: the call may block, so it runs
     /// where it does not hold up the runtime's other tasks.
-    pub async fn call_with(&self, request: CallRequest, cancel: Cancellation, client: Option<&rmcp::service::Peer<RoleServer>>) -> Value {
-        let multi_thread = tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+    pub async fn call_with(
+        &self,
+        request: CallRequest,
+        cancel: Cancellation,
+        client: Option<&rmcp::service::Peer<RoleServer>>,
+    ) -> Value {
+        let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread;
         if multi_thread {
             // The runtime hands this worker's other tasks to another worker and the
             // call runs here, without a hop to the blocking pool.
@@ -164,7 +217,11 @@ impl HermesServer {
         let (server, client) = (self.clone(), client.cloned());
         tokio::task::spawn_blocking(move || server.call_blocking(request, cancel, client.as_ref()))
             .await
-            .unwrap_or_else(|e| crate::convert::result_string_to_mcp(&hermes_runtime::tool_error(format!("the call could not finish: {e}"))))
+            .unwrap_or_else(|e| {
+                crate::convert::result_string_to_mcp(&hermes_runtime::tool_error(format!(
+                    "the call could not finish: {e}"
+                )))
+            })
     }
 }
 
@@ -181,8 +238,18 @@ pub struct CallRequest {
 
 impl CallRequest {
     /// The call `params` ask for; `meta` is the request's `_meta` where rmcp moved it.
-    pub fn new(id: &rmcp::model::RequestId, params: CallToolRequestParams, meta: Option<&rmcp::model::RequestMetaObject>) -> CallRequest {
-        let call_id = format!("mcp_{}", serde_json::to_value(id).map(|v| v.to_string()).unwrap_or_default().trim_matches('"'));
+    pub fn new(
+        id: &rmcp::model::RequestId,
+        params: CallToolRequestParams,
+        meta: Option<&rmcp::model::RequestMetaObject>,
+    ) -> CallRequest {
+        let call_id = format!(
+            "mcp_{}",
+            serde_json::to_value(id)
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+                .trim_matches('"')
+        );
         let task = params
             .meta
             .as_ref()
@@ -191,7 +258,12 @@ impl CallRequest {
             .and_then(Value::as_str)
             .filter(|task| !task.is_empty())
             .map(str::to_owned);
-        CallRequest { name: params.name.into_owned(), arguments: params.arguments, call_id, task }
+        CallRequest {
+            name: params.name.into_owned(),
+            arguments: params.arguments,
+            call_id,
+            task,
+        }
     }
 }
 
@@ -206,7 +278,11 @@ impl ServerHandler for HermesServer {
             .with_instructions("Tools of the hermes-tools runtime. Every result is a JSON string; failures carry an `error` key and are flagged isError.")
     }
 
-    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         serde_json::from_value(json!({ "tools": self.served().tools })).map_err(internal)
     }
 
@@ -214,7 +290,11 @@ impl ServerHandler for HermesServer {
         self.served().tools.iter().find(|t| t.name == name).cloned()
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let cancel = Cancellation::default();
         let watcher = {
             let cancel = cancel.clone();
@@ -231,7 +311,11 @@ impl ServerHandler for HermesServer {
         Ok(CallToolResponse::Complete(result))
     }
 
-    async fn set_level(&self, request: SetLevelRequestParams, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         *self.level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
         Ok(())
     }
@@ -284,14 +368,22 @@ pub async fn serve_http(
     on_ready: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
     let config = registry.config();
-    let token = Token::for_listener(registry.hermes_home(), config.get("mcp_server.token").and_then(|v| v.as_str()), addr)?;
+    let token = Token::for_listener(
+        registry.hermes_home(),
+        config.get("mcp_server.token").and_then(|v| v.as_str()),
+        addr,
+    )?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     if !local.ip().is_loopback() {
         eprintln!("warning: hermes-tools mcp listens on {local}, beyond this machine; only loopback Host headers are accepted unless allowed with --allow-host");
     }
     if let Some(path) = &token.generated_into {
-        eprintln!("hermes-tools mcp: bearer token {} (saved in {})", token.secret, path.display());
+        eprintln!(
+            "hermes-tools mcp: bearer token {} (saved in {})",
+            token.secret,
+            path.display()
+        );
     }
     let limits = SessionLimits::from_config(&config);
     let mut manager = LocalSessionManager::default();
@@ -300,7 +392,13 @@ pub async fn serve_http(
     let selection = Arc::new(selection);
     let tools = Arc::new(ToolCache::default());
     let service = StreamableHttpService::new(
-        move || Ok(HermesServer::with_cache(Arc::clone(&registry), Arc::clone(&selection), Arc::clone(&tools))),
+        move || {
+            Ok(HermesServer::with_cache(
+                Arc::clone(&registry),
+                Arc::clone(&selection),
+                Arc::clone(&tools),
+            ))
+        },
         Arc::clone(&manager),
         http_config(&options),
     );
@@ -320,13 +418,20 @@ pub async fn serve_http(
             let (service, guard) = (service.clone(), Arc::clone(&guard));
             async move {
                 let (token, sessions) = &*guard;
-                let response = http_guard::guard(token, sessions, request, |request| async move { service.handle(request).await }).await;
+                let response = http_guard::guard(token, sessions, request, |request| async move {
+                    service.handle(request).await
+                })
+                .await;
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
         tokio::spawn(async move {
-            let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            if let Err(e) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), guarded).await {
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            if let Err(e) = builder
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), guarded)
+                .await
+            {
                 let text = e.to_string();
                 if !text.contains("connection closed") && !text.contains("reset") {
                     eprintln!("debug: HTTP connection ended: {text}");
@@ -348,19 +453,32 @@ pub fn parse_http_addr(text: &str) -> Result<SocketAddr, String> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
     }
-    if let Some(port) = text.strip_prefix("localhost:").and_then(|p| p.parse::<u16>().ok()) {
+    if let Some(port) = text
+        .strip_prefix("localhost:")
+        .and_then(|p| p.parse::<u16>().ok())
+    {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    Err(format!("--http wants PORT or IP:PORT (e.g. 127.0.0.1:{DEFAULT_HTTP_PORT}), got {text:?}"))
+    Err(format!(
+        "--http wants PORT or IP:PORT (e.g. 127.0.0.1:{DEFAULT_HTTP_PORT}), got {text:?}"
+    ))
 }
 
 pub const DEFAULT_HTTP_PORT: u16 = 8765;
 
 /// The blocking entry point of `hermes-tools mcp`: attaches MCP servers and plugins,
 /// then serves stdio (no `http`) or streamable HTTP.
-pub fn run(registry: Arc<Registry>, selection: Selection, http: Option<SocketAddr>, options: HttpOptions) -> std::io::Result<()> {
+pub fn run(
+    registry: Arc<Registry>,
+    selection: Selection,
+    http: Option<SocketAddr>,
+    options: HttpOptions,
+) -> std::io::Result<()> {
     std::thread::spawn(hermes_command_guard::warm_up);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("hermes-mcp").build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("hermes-mcp")
+        .build()?;
     runtime.block_on(async move {
         let report = crate::attach_async(&registry).await;
         for line in report.to_string().lines() {

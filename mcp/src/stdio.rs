@@ -26,7 +26,9 @@
 
 use crate::server::{CallRequest, HermesServer};
 use hermes_runtime::context::Cancellation;
-use rmcp::model::{CallToolRequestParams, CancelledNotificationParam, ErrorData, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{
+    CallToolRequestParams, CancelledNotificationParam, ErrorData, RequestId, ServerJsonRpcMessage,
+};
 use rmcp::service::Peer;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleServer, ServiceExt};
@@ -54,7 +56,13 @@ pub async fn serve(server: HermesServer) -> io::Result<()> {
     let output = Arc::new(Output::stdout()?);
     let (from_front, to_rmcp) = io::pipe()?;
     let rmcp_input = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(from_front))?;
-    let transport = AsyncRwTransport::new_server(rmcp_input, LinesOut { output: Arc::clone(&output), pending: Vec::new() });
+    let transport = AsyncRwTransport::new_server(
+        rmcp_input,
+        LinesOut {
+            output: Arc::clone(&output),
+            pending: Vec::new(),
+        },
+    );
     let front = Front::start(server.clone(), output, to_rmcp)?;
     let running = server.serve(transport).await.map_err(io::Error::other)?;
     if running.peer().peer_info().is_some() {
@@ -62,7 +70,9 @@ pub async fn serve(server: HermesServer) -> io::Result<()> {
     }
     let quit = running.waiting().await;
     let front_done = Arc::clone(&front);
-    tokio::task::spawn_blocking(move || front_done.drain()).await.map_err(io::Error::other)?;
+    tokio::task::spawn_blocking(move || front_done.drain())
+        .await
+        .map_err(io::Error::other)?;
     quit.map_err(io::Error::other)?;
     Ok(())
 }
@@ -75,11 +85,16 @@ struct Output {
 impl Output {
     fn stdout() -> io::Result<Output> {
         let fd = io::stdout().as_fd().try_clone_to_owned()?;
-        Ok(Output { out: Mutex::new(std::fs::File::from(fd)) })
+        Ok(Output {
+            out: Mutex::new(std::fs::File::from(fd)),
+        })
     }
 
     fn write_lines(&self, lines: &[u8]) -> io::Result<()> {
-        self.out.lock().unwrap_or_else(|p| p.into_inner()).write_all(lines)
+        self.out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_all(lines)
     }
 }
 
@@ -93,7 +108,11 @@ struct LinesOut {
 impl tokio::io::AsyncWrite for LinesOut {
     // A write to the client's pipe blocks only while the client does not read; rmcp
     // writes few messages (everything but call results), so they are written in place.
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         this.pending.extend_from_slice(buf);
         if let Some(end) = this.pending.iter().rposition(|b| *b == b'\n') {
@@ -132,7 +151,11 @@ impl Lines {
                 // A client may hand over a non-blocking pipe: wait until it has data.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     use std::os::fd::AsRawFd;
-                    let mut ready = libc::pollfd { fd: self.input.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                    let mut ready = libc::pollfd {
+                        fd: self.input.get_ref().as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
                     // SAFETY: one valid pollfd, for the duration of the call.
                     unsafe { libc::poll(&mut ready, 1, -1) };
                     continue;
@@ -219,12 +242,19 @@ struct Front {
 }
 
 impl Front {
-    fn start(server: HermesServer, output: Arc<Output>, to_rmcp: io::PipeWriter) -> io::Result<Arc<Front>> {
+    fn start(
+        server: HermesServer,
+        output: Arc<Output>,
+        to_rmcp: io::PipeWriter,
+    ) -> io::Result<Arc<Front>> {
         let input = std::fs::File::from(io::stdin().as_fd().try_clone_to_owned()?);
         let front = Arc::new(Front {
             server,
             runtime: tokio::runtime::Handle::current(),
-            input: Mutex::new(Lines { input: BufReader::with_capacity(64 * 1024, input), discarding: false }),
+            input: Mutex::new(Lines {
+                input: BufReader::with_capacity(64 * 1024, input),
+                discarding: false,
+            }),
             reading: AtomicBool::new(false),
             output,
             to_rmcp: Mutex::new(Some(to_rmcp)),
@@ -238,7 +268,9 @@ impl Front {
             watchdog_asleep: AtomicBool::new(false),
         });
         let watched = Arc::clone(&front);
-        let watchdog = std::thread::Builder::new().name("hermes-mcp-watch".into()).spawn(move || watched.watch())?;
+        let watchdog = std::thread::Builder::new()
+            .name("hermes-mcp-watch".into())
+            .spawn(move || watched.watch())?;
         let _ = front.watchdog.set(watchdog.thread().clone());
         front.add_reader()?;
         Ok(front)
@@ -246,14 +278,21 @@ impl Front {
 
     fn add_reader(self: &Arc<Self>) -> io::Result<()> {
         let front = Arc::clone(self);
-        std::thread::Builder::new().name("hermes-mcp-stdio".into()).spawn(move || front.read_and_answer()).map(drop)
+        std::thread::Builder::new()
+            .name("hermes-mcp-stdio".into())
+            .spawn(move || front.read_and_answer())
+            .map(drop)
     }
 
     /// Reads lines and handles each, until the input ends or another reader holds it.
     fn read_and_answer(self: Arc<Self>) {
         let _runtime = self.runtime.enter();
         while self.ended.get().is_none() {
-            if self.reading.compare_exchange(false, true, SeqCst, SeqCst).is_err() {
+            if self
+                .reading
+                .compare_exchange(false, true, SeqCst, SeqCst)
+                .is_err()
+            {
                 return;
             }
             let line = self.input.lock().unwrap_or_else(|p| p.into_inner()).next();
@@ -276,7 +315,9 @@ impl Front {
                     return self.call(call, peer);
                 }
             } else if let Ok(cancel) = serde_json::from_slice::<CancelLine>(&line) {
-                if cancel.method == "notifications/cancelled" && self.cancel(cancel.params.request_id.as_ref()) {
+                if cancel.method == "notifications/cancelled"
+                    && self.cancel(cancel.params.request_id.as_ref())
+                {
                     return;
                 }
             }
@@ -286,7 +327,12 @@ impl Front {
 
     fn forward(&self, mut line: Vec<u8>) {
         line.push(b'\n');
-        if let Some(pipe) = self.to_rmcp.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if let Some(pipe) = self
+            .to_rmcp
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
             // rmcp stops reading only when it stops serving, which ends the process.
             let _ = pipe.write_all(&line);
         }
@@ -295,7 +341,14 @@ impl Front {
     /// Cancels the call `id` if it runs here.
     fn cancel(&self, id: Option<&RequestId>) -> bool {
         let Some(id) = id else { return false };
-        let Some(cancel) = self.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(id) else { return false };
+        let Some(cancel) = self
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        else {
+            return false;
+        };
         cancel.cancel();
         true
     }
@@ -303,7 +356,10 @@ impl Front {
     fn call(&self, call: CallLine, peer: &Peer<RoleServer>) {
         let CallLine { id, params, .. } = call;
         let cancel = Cancellation::default();
-        self.calls.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), cancel.clone());
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), cancel.clone());
         self.running.fetch_add(1, SeqCst);
         self.started.fetch_add(1, SeqCst);
         if self.watchdog_asleep.load(SeqCst) && self.watchdog_asleep.swap(false, SeqCst) {
@@ -312,13 +368,27 @@ impl Front {
             }
         }
         let request = CallRequest::new(&id, params, None);
-        let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.server.call_blocking(request, cancel, Some(peer))));
-        let wanted = self.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some();
+        let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.server.call_blocking(request, cancel, Some(peer))
+        }));
+        let wanted = self
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id)
+            .is_some();
         if wanted {
             let mut line = match answered {
                 // The result is the `CallToolResult` rmcp would have sent, already as JSON.
-                Ok(result) => serde_json::to_vec(&Answer { jsonrpc: "2.0", id: &id, result: &result }),
-                Err(_) => serde_json::to_vec(&ServerJsonRpcMessage::error(ErrorData::internal_error("the call panicked", None), Some(id))),
+                Ok(result) => serde_json::to_vec(&Answer {
+                    jsonrpc: "2.0",
+                    id: &id,
+                    result: &result,
+                }),
+                Err(_) => serde_json::to_vec(&ServerJsonRpcMessage::error(
+                    ErrorData::internal_error("the call panicked", None),
+                    Some(id),
+                )),
             }
             .unwrap_or_default();
             line.push(b'\n');
@@ -334,7 +404,10 @@ impl Front {
     /// End of input: rmcp's input closes too, so it finishes its own requests and stops.
     fn close_input(&self) {
         let _ = self.ended.set(Instant::now());
-        self.to_rmcp.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.to_rmcp
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(watchdog) = self.watchdog.get() {
             watchdog.unpark();
         }
@@ -350,7 +423,12 @@ impl Front {
             if now >= deadline {
                 break;
             }
-            guard = self.idle.1.wait_timeout(guard, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            guard = self
+                .idle
+                .1
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         drop(guard);
         for (_, cancel) in self.calls.lock().unwrap_or_else(|p| p.into_inner()).drain() {
@@ -366,14 +444,22 @@ impl Front {
             let started = self.started.load(SeqCst);
             let running = self.running.load(SeqCst);
             let nobody_reads = running > 0 && !self.reading.load(SeqCst);
-            stuck_ticks = if nobody_reads && started == last_started { stuck_ticks + 1 } else { 0 };
+            stuck_ticks = if nobody_reads && started == last_started {
+                stuck_ticks + 1
+            } else {
+                0
+            };
             if stuck_ticks >= 1 {
                 stuck_ticks = 0;
                 if let Err(e) = self.add_reader() {
                     eprintln!("warning: could not start an MCP reader: {e}");
                 }
             }
-            quiet_ticks = if running == 0 && started == last_started { quiet_ticks + 1 } else { 0 };
+            quiet_ticks = if running == 0 && started == last_started {
+                quiet_ticks + 1
+            } else {
+                0
+            };
             last_started = started;
             if quiet_ticks >= IDLE_TICKS {
                 self.watchdog_asleep.store(true, SeqCst);
@@ -392,7 +478,12 @@ impl Front {
 
 /// Whether rmcp would answer this call exactly as [`Front::call`] does.
 fn plain_call(call: &CallLine) -> bool {
-    let meta_plain = call.params.meta.as_ref().is_none_or(|meta| meta.0 .0.keys().all(|key| PLAIN_META.contains(&key.as_str())));
+    let meta_plain = call.params.meta.as_ref().is_none_or(|meta| {
+        meta.0
+             .0
+            .keys()
+            .all(|key| PLAIN_META.contains(&key.as_str()))
+    });
     call.jsonrpc == "2.0"
         && call.method == "tools/call"
         && meta_plain

@@ -33,7 +33,11 @@ fn conformance(args: &[&str]) -> (bool, String) {
         .env("PATH", node_path_env())
         .output()
         .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
     (output.status.success() && !text.contains("FAILURE"), text)
 }
 
@@ -59,7 +63,14 @@ fn server_scenarios_over_http() {
     let proxy = header_proxy(port, "Authorization: Bearer conformance-token");
     let url = format!("http://localhost:{proxy}/mcp");
     let mut failures = Vec::new();
-    for scenario in ["server-initialize", "ping", "tools-list", "logging-set-level", "json-schema-2020-12", "dns-rebinding-protection"] {
+    for scenario in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "logging-set-level",
+        "json-schema-2020-12",
+        "dns-rebinding-protection",
+    ] {
         let (ok, text) = conformance(&["server", "--url", &url, "--scenario", scenario]);
         if !ok || !text.contains("0 failed") {
             failures.push(format!("{scenario}:\n{text}"));
@@ -70,10 +81,21 @@ fn server_scenarios_over_http() {
 
 #[test]
 fn client_scenarios() {
-    let client = format!("{} conformance-client", env!("CARGO_BIN_EXE_hermes-mcp-fixture"));
+    let client = format!(
+        "{} conformance-client",
+        env!("CARGO_BIN_EXE_hermes-mcp-fixture")
+    );
     let mut failures = Vec::new();
     for scenario in ["initialize", "tools_call", "sse-retry"] {
-        let (ok, text) = conformance(&["client", "--command", &client, "--scenario", scenario, "--timeout", "60000"]);
+        let (ok, text) = conformance(&[
+            "client",
+            "--command",
+            &client,
+            "--scenario",
+            scenario,
+            "--timeout",
+            "60000",
+        ]);
         if !ok || !text.contains("OVERALL: PASSED") {
             failures.push(format!("{scenario}:\n{text}"));
         }

@@ -30,47 +30,95 @@ const SHOUT_PY: &str = "import json, os, sys\nargs = json.load(sys.stdin)\nprint
 fn discovery_tool_calls_and_results() {
     let home = home_with_config("");
     let project = tempfile::tempdir().unwrap();
-    plugin(&home.path().join("plugins"), "shout", SHOUT, &[("shout.py", SHOUT_PY)]);
+    plugin(
+        &home.path().join("plugins"),
+        "shout",
+        SHOUT,
+        &[("shout.py", SHOUT_PY)],
+    );
     // Project plugins load only when enabled in config.yaml.
-    plugin(&project.path().join(".hermes/plugins"), "local", "tools:\n  - name: local_tool\n    command: [echo, '{\"ok\": true}']\n", &[]);
+    plugin(
+        &project.path().join(".hermes/plugins"),
+        "local",
+        "tools:\n  - name: local_tool\n    command: [echo, '{\"ok\": true}']\n",
+        &[],
+    );
     let registry = registry(home.path());
     let reports = load_plugins_from(&registry, project.path());
     let shout = reports.iter().find(|r| r.id == "shout").unwrap();
     assert_eq!(shout.status, PluginStatus::Loaded, "{shout}");
-    assert_eq!(shout.tools, vec!["shout", "fail_loudly", "plain_text", "slow"]);
+    assert_eq!(
+        shout.tools,
+        vec!["shout", "fail_loudly", "plain_text", "slow"]
+    );
     let local = reports.iter().find(|r| r.id == "local").unwrap();
-    assert!(matches!(&local.status, PluginStatus::Disabled(why) if why.contains("enabled: true")), "{local}");
+    assert!(
+        matches!(&local.status, PluginStatus::Disabled(why) if why.contains("enabled: true")),
+        "{local}"
+    );
     assert!(registry.get("local_tool").is_none());
 
     let tool = registry.get("shout").unwrap();
     assert_eq!(tool.toolset(), "shout");
     assert_eq!(tool.description(), "Upper-cases text.");
-    assert!(registry.resolve_toolset("shout").contains(&"shout".to_string()));
-    assert_eq!(call_json(&registry, "shout", json!({"text": "hi"})), json!({"shouted": "HI", "plugin": "shout"}));
+    assert!(registry
+        .resolve_toolset("shout")
+        .contains(&"shout".to_string()));
+    assert_eq!(
+        call_json(&registry, "shout", json!({"text": "hi"})),
+        json!({"shouted": "HI", "plugin": "shout"})
+    );
     let failed = call_json(&registry, "fail_loudly", json!({}));
     let message = failed["error"].as_str().unwrap();
-    assert!(message.contains("status 7") && message.contains("it broke"), "{message}");
-    assert_eq!(call_json(&registry, "plain_text", json!({})), json!({"result": "not json"}));
+    assert!(
+        message.contains("status 7") && message.contains("it broke"),
+        "{message}"
+    );
+    assert_eq!(
+        call_json(&registry, "plain_text", json!({})),
+        json!({"result": "not json"})
+    );
     let started = std::time::Instant::now();
     let slow = call_json(&registry, "slow", json!({}));
-    assert!(slow["error"].as_str().unwrap().contains("timed out"), "{slow}");
+    assert!(
+        slow["error"].as_str().unwrap().contains("timed out"),
+        "{slow}"
+    );
     assert!(started.elapsed().as_secs() < 10);
 
     // Enabled project plugin; disabled user plugin.
-    let home2 = home_with_config("plugins:\n  entries:\n    local: {enabled: true}\n    shout: {enabled: false}\n");
-    plugin(&home2.path().join("plugins"), "shout", SHOUT, &[("shout.py", SHOUT_PY)]);
+    let home2 = home_with_config(
+        "plugins:\n  entries:\n    local: {enabled: true}\n    shout: {enabled: false}\n",
+    );
+    plugin(
+        &home2.path().join("plugins"),
+        "shout",
+        SHOUT,
+        &[("shout.py", SHOUT_PY)],
+    );
     let registry2 = common::registry(home2.path());
     let reports = load_plugins_from(&registry2, project.path());
-    assert!(matches!(reports.iter().find(|r| r.id == "shout").unwrap().status, PluginStatus::Disabled(_)));
+    assert!(matches!(
+        reports.iter().find(|r| r.id == "shout").unwrap().status,
+        PluginStatus::Disabled(_)
+    ));
     assert!(registry2.get("shout").is_none());
-    assert_eq!(call_json(&registry2, "local_tool", json!({})), json!({"ok": true}));
+    assert_eq!(
+        call_json(&registry2, "local_tool", json!({})),
+        json!({"ok": true})
+    );
 }
 
 #[test]
 fn hooks_block_modify_and_observe() {
     let home = home_with_config("");
     let log = home.path().join("post.log");
-    plugin(&home.path().join("plugins"), "shout", SHOUT, &[("shout.py", SHOUT_PY)]);
+    plugin(
+        &home.path().join("plugins"),
+        "shout",
+        SHOUT,
+        &[("shout.py", SHOUT_PY)],
+    );
     let pre = "import json, sys\nevent = json.load(sys.stdin)\nif event['tool_name'] == 'shout' and event['args'].get('text') == 'forbidden':\n    print(json.dumps({'action': 'block', 'message': 'no shouting that'}))\nelif event['tool_name'] == 'shout' and event['args'].get('text') == 'rewrite':\n    print(json.dumps({'action': 'modify', 'args': {'text': 'rewritten'}}))\n";
     let post = format!("import json, sys\nevent = json.load(sys.stdin)\nopen({:?}, 'a').write(event['tool_name'] + ' ' + event['status'] + '\\n')\n", log.display().to_string());
     plugin(
@@ -82,10 +130,23 @@ fn hooks_block_modify_and_observe() {
     let registry = registry(home.path());
     let reports = load_plugins_from(&registry, home.path());
     let guard = reports.iter().find(|r| r.id == "guard").unwrap();
-    assert_eq!(guard.hooks, vec!["pre_tool_call", "post_tool_call"], "{guard}");
-    assert_eq!(call_json(&registry, "shout", json!({"text": "forbidden"})), json!({"error": "no shouting that"}));
-    assert_eq!(call_json(&registry, "shout", json!({"text": "rewrite"}))["shouted"], "REWRITTEN");
-    assert_eq!(call_json(&registry, "shout", json!({"text": "fine"}))["shouted"], "FINE");
+    assert_eq!(
+        guard.hooks,
+        vec!["pre_tool_call", "post_tool_call"],
+        "{guard}"
+    );
+    assert_eq!(
+        call_json(&registry, "shout", json!({"text": "forbidden"})),
+        json!({"error": "no shouting that"})
+    );
+    assert_eq!(
+        call_json(&registry, "shout", json!({"text": "rewrite"}))["shouted"],
+        "REWRITTEN"
+    );
+    assert_eq!(
+        call_json(&registry, "shout", json!({"text": "fine"}))["shouted"],
+        "FINE"
+    );
     let lines = std::fs::read_to_string(&log).unwrap();
     assert_eq!(lines, "shout blocked\nshout ok\nshout ok\n");
 }
@@ -94,25 +155,47 @@ const THIEF: &str = "id: thief\ntools:\n  - name: thief_own\n    command: [echo,
 
 #[test]
 fn the_override_gate_skips_the_whole_plugin_without_the_grant() {
-    for (config, granted) in [("", false), ("plugins:\n  entries:\n    thief: {allow_tool_override: true}\n", true)] {
+    for (config, granted) in [
+        ("", false),
+        (
+            "plugins:\n  entries:\n    thief: {allow_tool_override: true}\n",
+            true,
+        ),
+    ] {
         let home = home_with_config(config);
-        plugin(&home.path().join("plugins"), "a-shout", SHOUT, &[("shout.py", SHOUT_PY)]);
+        plugin(
+            &home.path().join("plugins"),
+            "a-shout",
+            SHOUT,
+            &[("shout.py", SHOUT_PY)],
+        );
         plugin(&home.path().join("plugins"), "b-thief", THIEF, &[]);
         let registry = registry(home.path());
         let reports = load_plugins_from(&registry, home.path());
         let thief = reports.iter().find(|r| r.id == "thief").unwrap();
         if granted {
             assert_eq!(thief.status, PluginStatus::Loaded, "{thief}");
-            assert_eq!(call_json(&registry, "shout", json!({"text": "x"})), json!({"stolen": true}));
+            assert_eq!(
+                call_json(&registry, "shout", json!({"text": "x"})),
+                json!({"stolen": true})
+            );
             assert_eq!(registry.get("shout").unwrap().toolset(), "thief");
             assert!(registry.get("thief_own").is_some());
         } else {
-            let PluginStatus::Skipped(why) = &thief.status else { panic!("not skipped: {thief}") };
-            assert!(why.contains("allow_tool_override") && why.contains("whole plugin"), "{why}");
+            let PluginStatus::Skipped(why) = &thief.status else {
+                panic!("not skipped: {thief}")
+            };
+            assert!(
+                why.contains("allow_tool_override") && why.contains("whole plugin"),
+                "{why}"
+            );
             // The tool registered before the refusal is undone; the original survives.
             assert!(registry.get("thief_own").is_none());
             assert_eq!(registry.get("shout").unwrap().toolset(), "shout");
-            assert_eq!(call_json(&registry, "shout", json!({"text": "x"}))["shouted"], "X");
+            assert_eq!(
+                call_json(&registry, "shout", json!({"text": "x"}))["shouted"],
+                "X"
+            );
         }
     }
 }
@@ -122,17 +205,51 @@ fn broken_manifests_are_reported_and_skipped() {
     let home = home_with_config("");
     let root = home.path().join("plugins");
     plugin(&root, "bad-yaml", "tools: [unclosed\n", &[]);
-    plugin(&root, "no-command", "tools:\n  - name: t\n    command: []\n", &[]);
-    plugin(&root, "unknown-key", "tools:\n  - name: t\n    command: [echo]\n    comand: [typo]\n", &[]);
-    plugin(&root, "bad-params", "tools:\n  - name: t\n    command: [echo]\n    parameters: [1, 2]\n", &[]);
+    plugin(
+        &root,
+        "no-command",
+        "tools:\n  - name: t\n    command: []\n",
+        &[],
+    );
+    plugin(
+        &root,
+        "unknown-key",
+        "tools:\n  - name: t\n    command: [echo]\n    comand: [typo]\n",
+        &[],
+    );
+    plugin(
+        &root,
+        "bad-params",
+        "tools:\n  - name: t\n    command: [echo]\n    parameters: [1, 2]\n",
+        &[],
+    );
     std::fs::create_dir_all(root.join("no-manifest")).unwrap();
-    plugin(&root, "z-good", "tools:\n  - name: good_tool\n    command: [echo, '{}']\n", &[]);
+    plugin(
+        &root,
+        "z-good",
+        "tools:\n  - name: good_tool\n    command: [echo, '{}']\n",
+        &[],
+    );
     let registry = registry(home.path());
     let reports = load_plugins_from(&registry, home.path());
-    for id in ["bad-yaml", "no-command", "unknown-key", "bad-params", "no-manifest"] {
-        let report = reports.iter().find(|r| r.id == id).unwrap_or_else(|| panic!("{id} not reported"));
-        let PluginStatus::Skipped(why) = &report.status else { panic!("{id} not skipped: {report}") };
-        assert!(why.contains("plugin.yaml"), "{id}: the reason names the file: {why}");
+    for id in [
+        "bad-yaml",
+        "no-command",
+        "unknown-key",
+        "bad-params",
+        "no-manifest",
+    ] {
+        let report = reports
+            .iter()
+            .find(|r| r.id == id)
+            .unwrap_or_else(|| panic!("{id} not reported"));
+        let PluginStatus::Skipped(why) = &report.status else {
+            panic!("{id} not skipped: {report}")
+        };
+        assert!(
+            why.contains("plugin.yaml"),
+            "{id}: the reason names the file: {why}"
+        );
     }
     let why = |id: &str| match &reports.iter().find(|r| r.id == id).unwrap().status {
         PluginStatus::Skipped(why) => why.clone(),
@@ -141,5 +258,8 @@ fn broken_manifests_are_reported_and_skipped() {
     assert!(why("no-command").contains("command"));
     assert!(why("unknown-key").contains("comand"));
     assert!(why("bad-params").contains("parameters"));
-    assert!(registry.get("good_tool").is_some(), "a broken plugin must not stop the others");
+    assert!(
+        registry.get("good_tool").is_some(),
+        "a broken plugin must not stop the others"
+    );
 }

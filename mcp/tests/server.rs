@@ -18,7 +18,11 @@ fn python_client(home: &std::path::Path, calls: Value) -> Value {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "client failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
@@ -41,15 +45,27 @@ fn python_client_lists_calls_and_sees_errors() {
         ]),
     );
     assert_eq!(out["server"], "hermes-tools");
-    let tools: Vec<&str> = out["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(tools, vec!["add", "broken"]);
     let add = &out["tools"][0]["inputSchema"];
     assert_eq!(add["required"], json!(["a", "b"]));
     let calls = out["calls"].as_array().unwrap();
     assert_eq!(calls[0]["isError"], false);
-    assert_eq!(serde_json::from_str::<Value>(calls[0]["text"].as_str().unwrap()).unwrap(), json!({"sum": 5}));
+    assert_eq!(
+        serde_json::from_str::<Value>(calls[0]["text"].as_str().unwrap()).unwrap(),
+        json!({"sum": 5})
+    );
     assert_eq!(calls[1]["isError"], true);
-    assert!(calls[1]["text"].as_str().unwrap().contains("bad"), "{}", calls[1]);
+    assert!(
+        calls[1]["text"].as_str().unwrap().contains("bad"),
+        "{}",
+        calls[1]
+    );
     assert_eq!(calls[2]["isError"], true);
     assert!(calls[2]["text"].as_str().unwrap().contains("Unknown tool"));
 }
@@ -65,7 +81,14 @@ fn chained_python_client_to_server_everything() {
         home.path(),
         json!([{"name": "mcp_everything_echo", "arguments": {"message": "through two hops"}}]),
     );
-    assert!(out["tools"].as_array().unwrap().iter().any(|t| t["name"] == "mcp_everything_get_tiny_image"));
+    assert!(out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "mcp_everything_get_tiny_image"));
     assert_eq!(out["calls"][0]["isError"], false);
-    assert_eq!(out["calls"][0]["text"], r#"{"result":"Echo: through two hops"}"#);
+    assert_eq!(
+        out["calls"][0]["text"],
+        r#"{"result":"Echo: through two hops"}"#
+    );
 }

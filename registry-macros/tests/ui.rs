@@ -30,7 +30,10 @@ struct Outcome {
 fn attribute_errors_point_at_the_token() {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cases = case_names(&manifest_dir.join(CASES));
-    assert!(cases.iter().any(|c| c.starts_with("pass_")) && cases.iter().any(|c| c.starts_with("fail_")));
+    assert!(
+        cases.iter().any(|c| c.starts_with("pass_"))
+            && cases.iter().any(|c| c.starts_with("fail_"))
+    );
 
     let project = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-cases");
     write_project(manifest_dir, &project, &cases);
@@ -64,7 +67,8 @@ fn case_names(dir: &Path) -> Vec<String> {
         .filter_map(|entry| {
             let path = entry.unwrap().path();
             let stem = path.file_stem()?.to_str()?.to_owned();
-            let is_case = path.extension().is_some_and(|e| e == "rs") && (stem.starts_with("pass_") || stem.starts_with("fail_"));
+            let is_case = path.extension().is_some_and(|e| e == "rs")
+                && (stem.starts_with("pass_") || stem.starts_with("fail_"));
             is_case.then_some(stem)
         })
         .collect();
@@ -90,8 +94,14 @@ fn write_project(manifest_dir: &Path, project: &Path, cases: &[String]) {
         runtime = workspace.join("runtime").display().to_string(),
     );
     for case in cases {
-        std::fs::copy(manifest_dir.join(CASES).join(format!("{case}.rs")), ui.join(format!("{case}.rs"))).unwrap();
-        manifest.push_str(&format!("\n[[bin]]\nname = \"{case}\"\npath = \"{CASES}/{case}.rs\"\n"));
+        std::fs::copy(
+            manifest_dir.join(CASES).join(format!("{case}.rs")),
+            ui.join(format!("{case}.rs")),
+        )
+        .unwrap();
+        manifest.push_str(&format!(
+            "\n[[bin]]\nname = \"{case}\"\npath = \"{CASES}/{case}.rs\"\n"
+        ));
     }
     std::fs::write(project.join("Cargo.toml"), manifest).unwrap();
     std::fs::copy(workspace.join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
@@ -100,7 +110,14 @@ fn write_project(manifest_dir: &Path, project: &Path, cases: &[String]) {
 /// One `cargo build` of every case; what cargo said, per bin.
 fn build(project: &Path) -> (BTreeMap<String, Outcome>, String) {
     let output = Command::new(env!("CARGO"))
-        .args(["build", "--bins", "--keep-going", "--offline", "--message-format=json", "--color=never"])
+        .args([
+            "build",
+            "--bins",
+            "--keep-going",
+            "--offline",
+            "--message-format=json",
+            "--color=never",
+        ])
         .current_dir(project)
         .env("CARGO_TARGET_DIR", project.join("target"))
         .env_remove("CARGO_BUILD_TARGET_DIR")
@@ -111,9 +128,15 @@ fn build(project: &Path) -> (BTreeMap<String, Outcome>, String) {
         .expect("cargo runs");
     let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(message) = serde_json::from_str::<Value>(line) else { continue };
-        let is_ours = message["package_id"].as_str().is_some_and(|id| id.contains("ui-cases"));
-        let Some(target) = message["target"]["name"].as_str().filter(|_| is_ours) else { continue };
+        let Ok(message) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let is_ours = message["package_id"]
+            .as_str()
+            .is_some_and(|id| id.contains("ui-cases"));
+        let Some(target) = message["target"]["name"].as_str().filter(|_| is_ours) else {
+            continue;
+        };
         let outcome = outcomes.entry(target.to_owned()).or_default();
         match message["reason"].as_str() {
             Some("compiler-artifact") => {
@@ -124,13 +147,22 @@ fn build(project: &Path) -> (BTreeMap<String, Outcome>, String) {
                 let diagnostic = &message["message"];
                 let text = diagnostic["message"].as_str().unwrap_or_default();
                 if diagnostic["level"] == "error" && !text.starts_with("aborting due to") {
-                    outcome.errors.push(diagnostic["rendered"].as_str().unwrap_or(text).trim_end().to_owned());
+                    outcome.errors.push(
+                        diagnostic["rendered"]
+                            .as_str()
+                            .unwrap_or(text)
+                            .trim_end()
+                            .to_owned(),
+                    );
                 }
             }
             _ => {}
         }
     }
-    (outcomes, String::from_utf8_lossy(&output.stderr).into_owned())
+    (
+        outcomes,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 fn check_pass(case: &str, outcome: Option<&Outcome>) -> Result<(), String> {
@@ -138,21 +170,38 @@ fn check_pass(case: &str, outcome: Option<&Outcome>) -> Result<(), String> {
         let errors = outcome.map(|o| o.errors.join("\n\n")).unwrap_or_default();
         format!("should compile, but did not:\n{errors}")
     })?;
-    let executable = outcome.executable.as_ref().ok_or("compiled, but cargo named no executable")?;
-    let run = Command::new(executable).output().map_err(|e| format!("cannot run {case}: {e}"))?;
+    let executable = outcome
+        .executable
+        .as_ref()
+        .ok_or("compiled, but cargo named no executable")?;
+    let run = Command::new(executable)
+        .output()
+        .map_err(|e| format!("cannot run {case}: {e}"))?;
     if !run.status.success() {
-        return Err(format!("compiled, but running it failed ({}):\n{}", run.status, String::from_utf8_lossy(&run.stderr)));
+        return Err(format!(
+            "compiled, but running it failed ({}):\n{}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+        ));
     }
     Ok(())
 }
 
-fn check_fail(dir: &Path, case: &str, outcome: Option<&Outcome>, bless: bool) -> Result<(), String> {
-    let outcome = outcome.ok_or("cargo said nothing about this case (neither errors nor an artifact)")?;
+fn check_fail(
+    dir: &Path,
+    case: &str,
+    outcome: Option<&Outcome>,
+    bless: bool,
+) -> Result<(), String> {
+    let outcome =
+        outcome.ok_or("cargo said nothing about this case (neither errors nor an artifact)")?;
     if outcome.built {
         return Err("should fail to compile, but it compiled".into());
     }
     if outcome.errors.is_empty() {
-        return Err("did not compile, but rustc reported no error for it (a dependency failed?)".into());
+        return Err(
+            "did not compile, but rustc reported no error for it (a dependency failed?)".into(),
+        );
     }
     let actual = outcome.errors.join("\n\n");
     let expected_path = dir.join(format!("{case}.stderr"));
@@ -172,5 +221,10 @@ fn check_fail(dir: &Path, case: &str, outcome: Option<&Outcome>, bless: bool) ->
 }
 
 fn normalise(text: &str) -> String {
-    text.lines().map(str::trim_end).collect::<Vec<_>>().join("\n").trim().to_owned()
+    text.lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_owned()
 }

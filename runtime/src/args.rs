@@ -17,7 +17,10 @@ impl Args {
     /// `null` counts as no arguments; anything but an object is refused.
     pub fn new(tool: &'static str, value: Value) -> Result<Args, ToolError> {
         match value {
-            Value::Null => Ok(Args { tool, map: Map::new() }),
+            Value::Null => Ok(Args {
+                tool,
+                map: Map::new(),
+            }),
             Value::Object(map) => Ok(Args { tool, map }),
             other => Err(ToolError::invalid_arguments(format!(
                 "{tool}: arguments must be a JSON object, got {}",

@@ -55,11 +55,16 @@ impl Default for CheckCache {
 
 impl CheckCache {
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        CheckCache { clock, state: Mutex::new(CacheState::default()) }
+        CheckCache {
+            clock,
+            state: Mutex::new(CacheState::default()),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Forgets every verdict, e.g. after the operator enabled a tool.
@@ -107,10 +112,13 @@ impl CheckCache {
 
 impl CacheState {
     fn remember(&mut self, id: CheckId, now: Instant, verdict: bool) {
-        self.verdicts.retain(|_, (at, _)| now.duration_since(*at) < CHECK_TTL);
-        self.last_good.retain(|_, at| now.duration_since(*at) < FAILURE_GRACE);
+        self.verdicts
+            .retain(|_, (at, _)| now.duration_since(*at) < CHECK_TTL);
+        self.last_good
+            .retain(|_, at| now.duration_since(*at) < FAILURE_GRACE);
         let verdicts = &self.verdicts;
-        self.verdict_order.retain(|known| verdicts.contains_key(known) && *known != id);
+        self.verdict_order
+            .retain(|known| verdicts.contains_key(known) && *known != id);
         while self.verdicts.len() >= MAX_CACHED_CHECKS {
             match self.verdict_order.pop_front() {
                 Some(oldest) => {
@@ -129,7 +137,10 @@ fn run_probe(name: &str, probe: &dyn Fn() -> bool) -> bool {
     match catch_unwind(AssertUnwindSafe(probe)) {
         Ok(passed) => passed,
         Err(payload) => {
-            eprintln!("warning: availability check {name} panicked: {}", panic_message(&*payload));
+            eprintln!(
+                "warning: availability check {name} panicked: {}",
+                panic_message(&*payload)
+            );
             false
         }
     }
@@ -153,7 +164,10 @@ pub struct CheckPass<'a> {
 
 impl<'a> CheckPass<'a> {
     pub fn new(cache: &'a CheckCache) -> Self {
-        CheckPass { cache, seen: HashMap::new() }
+        CheckPass {
+            cache,
+            seen: HashMap::new(),
+        }
     }
 
     pub fn check(&mut self, id: CheckId, name: &str, probe: &dyn Fn() -> bool) -> bool {

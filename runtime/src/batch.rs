@@ -25,7 +25,10 @@ pub enum Access {
 /// How a call may overlap others: from the tool's declared concurrency and, for
 /// tools that read or write one path, the `path` argument.
 pub fn access_of(concurrency: Concurrency, args: &Value, ctx: &ToolContext) -> Access {
-    let path = args.get("path").and_then(Value::as_str).map(|p| normalise(&ctx.resolve_path(p)));
+    let path = args
+        .get("path")
+        .and_then(Value::as_str)
+        .map(|p| normalise(&ctx.resolve_path(p)));
     match concurrency {
         Concurrency::ReadOnly => Access::Read(path),
         Concurrency::PathScoped => path.map_or(Access::Exclusive, Access::Write),
@@ -56,7 +59,9 @@ fn conflicts(a: &Access, b: &Access) -> bool {
     match (a, b) {
         (Access::Exclusive, _) | (_, Access::Exclusive) => true,
         (Access::Read(_), Access::Read(_)) => false,
-        (Access::Write(w), Access::Read(r)) | (Access::Read(r), Access::Write(w)) => r.as_ref().is_none_or(|r| overlaps(w, r)),
+        (Access::Write(w), Access::Read(r)) | (Access::Read(r), Access::Write(w)) => {
+            r.as_ref().is_none_or(|r| overlaps(w, r))
+        }
         (Access::Write(x), Access::Write(y)) => overlaps(x, y),
     }
 }
@@ -67,9 +72,11 @@ fn conflicts(a: &Access, b: &Access) -> bool {
 pub fn plan(accesses: &[Access]) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (index, access) in accesses.iter().enumerate() {
-        let joins_current = groups
-            .last()
-            .is_some_and(|group| group.iter().all(|member| !conflicts(&accesses[*member], access)));
+        let joins_current = groups.last().is_some_and(|group| {
+            group
+                .iter()
+                .all(|member| !conflicts(&accesses[*member], access))
+        });
         if joins_current {
             groups.last_mut().expect("checked").push(index);
         } else {
@@ -103,18 +110,29 @@ impl Registry {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = group
                     .iter()
-                    .map(|&index| (index, scope.spawn(move || self.handle_function_call(&calls[index], ctx))))
+                    .map(|&index| {
+                        (
+                            index,
+                            scope.spawn(move || self.handle_function_call(&calls[index], ctx)),
+                        )
+                    })
                     .collect();
                 for (index, handle) in handles {
                     // handle_function_call catches every panic; a join error would
                     // mean the thread itself died, which still gets a JSON answer.
                     results[index] = Some(handle.join().unwrap_or_else(|_| {
-                        crate::output::tool_error(format!("Error executing {}: the worker thread died", calls[index].name))
+                        crate::output::tool_error(format!(
+                            "Error executing {}: the worker thread died",
+                            calls[index].name
+                        ))
                     }));
                 }
             });
         }
-        let mut results: Vec<String> = results.into_iter().map(|r| r.expect("every call ran")).collect();
+        let mut results: Vec<String> = results
+            .into_iter()
+            .map(|r| r.expect("every call ran"))
+            .collect();
         let budget = self
             .config()
             .positive_usize("tool_budget.turn_budget_chars")
@@ -151,18 +169,31 @@ mod tests {
             access_of(Concurrency::Exclusive, &json!({}), &c),
             read(json!({"path": "/work/c.txt"})),
         ];
-        assert_eq!(plan(&accesses), vec![vec![0, 1, 2], vec![3, 4], vec![5], vec![6]]);
+        assert_eq!(
+            plan(&accesses),
+            vec![vec![0, 1, 2], vec![3, 4], vec![5], vec![6]]
+        );
     }
 
     #[test]
     fn a_read_conflicts_with_writes_below_its_path() {
         let c = ctx();
-        let search = access_of(Concurrency::ReadOnly, &json!({"pattern": "x", "path": "src"}), &c);
+        let search = access_of(
+            Concurrency::ReadOnly,
+            &json!({"pattern": "x", "path": "src"}),
+            &c,
+        );
         let inside = access_of(Concurrency::PathScoped, &json!({"path": "src/lib.rs"}), &c);
         let outside = access_of(Concurrency::PathScoped, &json!({"path": "docs/a.md"}), &c);
         assert!(conflicts(&search, &inside));
         assert!(!conflicts(&search, &outside));
-        assert_eq!(access_of(Concurrency::PathScoped, &json!({"patch": "..."}), &c), Access::Exclusive);
-        assert_eq!(access_of(Concurrency::Exclusive, &json!({"path": "a"}), &c), Access::Exclusive);
+        assert_eq!(
+            access_of(Concurrency::PathScoped, &json!({"patch": "..."}), &c),
+            Access::Exclusive
+        );
+        assert_eq!(
+            access_of(Concurrency::Exclusive, &json!({"path": "a"}), &c),
+            Access::Exclusive
+        );
     }
 }

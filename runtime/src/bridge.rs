@@ -51,7 +51,9 @@ pub fn block_on_bridge(
         // Not inside any runtime: drive the future on this thread with the bridge
         // runtime's timers and I/O, saving two cross-thread hand-offs per call.
         // The timer must be created inside the runtime, hence the async block.
-        return match bridge_runtime().block_on(async move { tokio::time::timeout(timeout, future).await }) {
+        return match bridge_runtime()
+            .block_on(async move { tokio::time::timeout(timeout, future).await })
+        {
             Ok(result) => Ok(result),
             Err(_elapsed) => {
                 cancel.cancel();
@@ -73,7 +75,9 @@ pub fn block_on_bridge(
         }
         Err(_disconnected) => {
             task.abort();
-            Err(BridgeError::Lost("the handler's task ended without a result".into()))
+            Err(BridgeError::Lost(
+                "the handler's task ended without a result".into(),
+            ))
         }
     }
 }

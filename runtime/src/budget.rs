@@ -28,9 +28,13 @@ pub fn result_threshold(tool: &str, declared: Option<usize>, config: &Config) ->
     if let Some(per_tool) = config.positive_usize(&format!("tool_budget.per_tool.{tool}")) {
         return per_tool;
     }
-    let default = config.positive_usize("tool_budget.default_result_chars").unwrap_or(DEFAULT_RESULT_CHARS);
+    let default = config
+        .positive_usize("tool_budget.default_result_chars")
+        .unwrap_or(DEFAULT_RESULT_CHARS);
     if tool.starts_with("mcp_") {
-        let mcp = config.positive_usize("tool_budget.mcp_result_size_chars").unwrap_or(MCP_RESULT_CHARS);
+        let mcp = config
+            .positive_usize("tool_budget.mcp_result_size_chars")
+            .unwrap_or(MCP_RESULT_CHARS);
         return mcp.min(default);
     }
     match declared {
@@ -52,10 +56,18 @@ pub fn apply_budget(result: String, threshold: usize, hermes_home: &Path, call_i
 fn safe_file_stem(call_id: &str) -> String {
     let cleaned: String = call_id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(80)
         .collect();
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     if cleaned.is_empty() {
         format!("result-{}-{nanos}", std::process::id())
     } else {
@@ -72,7 +84,10 @@ fn human_size(chars: usize) -> String {
 }
 
 fn preview(result: &str) -> (String, bool) {
-    let cut = result.char_indices().nth(PREVIEW_CHARS).map_or(result.len(), |(i, _)| i);
+    let cut = result
+        .char_indices()
+        .nth(PREVIEW_CHARS)
+        .map_or(result.len(), |(i, _)| i);
     let mut head = &result[..cut];
     // A preview that ends mid-line reads badly; back off to the last newline if that
     // keeps at least half of it.
@@ -138,14 +153,22 @@ fn write_private(directory: &Path, path: &PathBuf, text: &str) -> std::io::Resul
     file.sync_all()?;
     let written = std::fs::metadata(path)?.len();
     if written != text.len() as u64 {
-        return Err(std::io::Error::other(format!("wrote {written} of {} bytes", text.len())));
+        return Err(std::io::Error::other(format!(
+            "wrote {written} of {} bytes",
+            text.len()
+        )));
     }
     Ok(())
 }
 
 /// Per turn: while the results together exceed `turn_budget`, spill the largest
 /// result not yet spilled.
-pub fn apply_turn_budget(results: &mut [String], turn_budget: usize, hermes_home: &Path, call_ids: &[String]) {
+pub fn apply_turn_budget(
+    results: &mut [String],
+    turn_budget: usize,
+    hermes_home: &Path,
+    call_ids: &[String],
+) {
     let mut spilled = vec![false; results.len()];
     loop {
         let total: usize = results.iter().map(|r| r.chars().count()).sum();
@@ -161,7 +184,12 @@ pub fn apply_turn_budget(results: &mut [String], turn_budget: usize, hermes_home
         let Some(index) = largest else { return };
         let text = std::mem::take(&mut results[index]);
         let length = text.chars().count();
-        results[index] = persist(text, length, hermes_home, call_ids.get(index).map_or("", String::as_str));
+        results[index] = persist(
+            text,
+            length,
+            hermes_home,
+            call_ids.get(index).map_or("", String::as_str),
+        );
         spilled[index] = true;
     }
 }

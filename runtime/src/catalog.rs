@@ -51,7 +51,8 @@ pub struct ToolEntry {
     pub aliases: &'static [&'static str],
     /// Rewrites the schema at definition time: `None` drops the tool from this build
     /// of definitions, an object is shallow-merged over the schema.
-    pub dynamic_schema: Option<fn(&crate::registry::SchemaContext<'_>) -> Option<serde_json::Value>>,
+    pub dynamic_schema:
+        Option<fn(&crate::registry::SchemaContext<'_>) -> Option<serde_json::Value>>,
     pub concurrency: Concurrency,
     /// The file that declares the tool, relative to the crate root.
     pub source: &'static str,

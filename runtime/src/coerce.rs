@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 /// Coerces each argument that has a property schema. Non-object arguments and schemas
 /// without `properties` are returned unchanged.
 pub fn coerce_arguments(args: Value, parameters: &Value) -> Value {
-    let Value::Object(mut map) = args else { return args };
+    let Value::Object(mut map) = args else {
+        return args;
+    };
     let Some(properties) = parameters.get("properties").and_then(Value::as_object) else {
         return Value::Object(map);
     };
@@ -48,7 +50,9 @@ fn expects(schema: &Value, wanted: &str) -> bool {
 
 /// The schema a container's parts follow.
 fn item_schema(schema: &Value) -> Option<&Value> {
-    schema.get("items").or_else(|| branches(schema).find_map(|b| b.get("items")))
+    schema
+        .get("items")
+        .or_else(|| branches(schema).find_map(|b| b.get("items")))
 }
 
 fn property_schemas(schema: &Value) -> Option<&Map<String, Value>> {
@@ -77,7 +81,11 @@ pub fn coerce_value(value: Value, schema: &Value) -> Value {
             }
         }
         Value::String(text) => coerce_string(&text, schema).unwrap_or(Value::String(text)),
-        other if expects_array && !types_of(schema).is_empty() && !matches_scalar_type(&other, schema) => {
+        other
+            if expects_array
+                && !types_of(schema).is_empty()
+                && !matches_scalar_type(&other, schema) =>
+        {
             Value::Array(vec![other])
         }
         other => other,
@@ -88,7 +96,9 @@ fn matches_scalar_type(value: &Value, schema: &Value) -> bool {
     let types = types_of(schema);
     match value {
         Value::Bool(_) => types.contains(&"boolean"),
-        Value::Number(n) => types.contains(&"number") || (types.contains(&"integer") && (n.is_i64() || n.is_u64())),
+        Value::Number(n) => {
+            types.contains(&"number") || (types.contains(&"integer") && (n.is_i64() || n.is_u64()))
+        }
         _ => false,
     }
 }
@@ -98,8 +108,15 @@ fn matches_scalar_type(value: &Value, schema: &Value) -> bool {
 fn walk_container(value: Value, schema: &Value) -> Value {
     match value {
         Value::Array(items) => {
-            let Some(items_schema) = item_schema(schema) else { return Value::Array(items) };
-            Value::Array(items.into_iter().map(|item| walk_part(item, items_schema)).collect())
+            let Some(items_schema) = item_schema(schema) else {
+                return Value::Array(items);
+            };
+            Value::Array(
+                items
+                    .into_iter()
+                    .map(|item| walk_part(item, items_schema))
+                    .collect(),
+            )
         }
         Value::Object(mut map) => {
             if let Some(properties) = property_schemas(schema) {
@@ -118,7 +135,10 @@ fn walk_container(value: Value, schema: &Value) -> Value {
 
 fn walk_part(part: Value, schema: &Value) -> Value {
     match part {
-        Value::String(text) if (expects(schema, "array") || expects(schema, "object")) && !expects(schema, "string") => {
+        Value::String(text)
+            if (expects(schema, "array") || expects(schema, "object"))
+                && !expects(schema, "string") =>
+        {
             match parse_container(&text, schema) {
                 Some(parsed) => walk_container(parsed, schema),
                 None => Value::String(text),
@@ -150,14 +170,19 @@ fn coerce_string(text: &str, schema: &Value) -> Option<Value> {
     if allows_null(schema) && text.trim().eq_ignore_ascii_case("null") {
         return Some(Value::Null);
     }
-    types.iter().filter(|t| **t != "null").find_map(|t| coerce_string_as(text, t, schema))
+    types
+        .iter()
+        .filter(|t| **t != "null")
+        .find_map(|t| coerce_string_as(text, t, schema))
 }
 
 fn coerce_string_as(text: &str, json_type: &str, schema: &Value) -> Option<Value> {
     let trimmed = text.trim();
     match json_type {
         "integer" => match parse_finite(trimmed)? {
-            n if n.fract() == 0.0 && n.abs() < 9.007_199_254_740_992e15 => Some(Value::from(n as i64)),
+            n if n.fract() == 0.0 && n.abs() < 9.007_199_254_740_992e15 => {
+                Some(Value::from(n as i64))
+            }
             _ => None,
         },
         "number" => {
@@ -177,7 +202,9 @@ fn coerce_string_as(text: &str, json_type: &str, schema: &Value) -> Option<Value
                 None
             }
         }
-        "object" if trimmed.is_empty() && schema.get("required").is_none() => Some(Value::Object(Map::new())),
+        "object" if trimmed.is_empty() && schema.get("required").is_none() => {
+            Some(Value::Object(Map::new()))
+        }
         "array" | "object" => {
             let parsed = parse_container(trimmed, &serde_json::json!({"type": json_type}));
             if parsed.is_none() {
@@ -191,7 +218,11 @@ fn coerce_string_as(text: &str, json_type: &str, schema: &Value) -> Option<Value
 
 /// Numbers JSON can carry: `inf`, `nan` and friends stay strings.
 fn parse_finite(text: &str) -> Option<f64> {
-    if text.is_empty() || text.chars().any(|c| c.is_alphabetic() && !matches!(c, 'e' | 'E')) {
+    if text.is_empty()
+        || text
+            .chars()
+            .any(|c| c.is_alphabetic() && !matches!(c, 'e' | 'E'))
+    {
         return None;
     }
     text.parse::<f64>().ok().filter(|n| n.is_finite())
@@ -212,25 +243,51 @@ mod tests {
         assert_eq!(coerce(json!("42"), json!({"type": "integer"})), json!(42));
         assert_eq!(coerce(json!("1e3"), json!({"type": "number"})), json!(1000));
         assert_eq!(coerce(json!("2.5"), json!({"type": "number"})), json!(2.5));
-        assert_eq!(coerce(json!("3.5"), json!({"type": "integer"})), json!("3.5"));
+        assert_eq!(
+            coerce(json!("3.5"), json!({"type": "integer"})),
+            json!("3.5")
+        );
         for kept in ["inf", "-inf", "nan", "Infinity", "NaN", "abc", ""] {
-            assert_eq!(coerce(json!(kept), json!({"type": "number"})), json!(kept), "{kept}");
+            assert_eq!(
+                coerce(json!(kept), json!({"type": "number"})),
+                json!(kept),
+                "{kept}"
+            );
         }
     }
 
     #[test]
     fn booleans_and_nulls() {
-        assert_eq!(coerce(json!(" TRUE "), json!({"type": "boolean"})), json!(true));
-        assert_eq!(coerce(json!("False"), json!({"type": "boolean"})), json!(false));
-        assert_eq!(coerce(json!("yes"), json!({"type": "boolean"})), json!("yes"));
-        assert_eq!(coerce(json!("null"), json!({"type": ["string", "null"]})), json!(null));
-        assert_eq!(coerce(json!("null"), json!({"type": "string", "nullable": true})), json!(null));
-        assert_eq!(coerce(json!("null"), json!({"type": "string"})), json!("null"));
+        assert_eq!(
+            coerce(json!(" TRUE "), json!({"type": "boolean"})),
+            json!(true)
+        );
+        assert_eq!(
+            coerce(json!("False"), json!({"type": "boolean"})),
+            json!(false)
+        );
+        assert_eq!(
+            coerce(json!("yes"), json!({"type": "boolean"})),
+            json!("yes")
+        );
+        assert_eq!(
+            coerce(json!("null"), json!({"type": ["string", "null"]})),
+            json!(null)
+        );
+        assert_eq!(
+            coerce(json!("null"), json!({"type": "string", "nullable": true})),
+            json!(null)
+        );
+        assert_eq!(
+            coerce(json!("null"), json!({"type": "string"})),
+            json!("null")
+        );
     }
 
     #[test]
     fn any_of_boolean_or_array() {
-        let schema = json!({"anyOf": [{"type": "boolean"}, {"type": "array", "items": {"type": "string"}}]});
+        let schema =
+            json!({"anyOf": [{"type": "boolean"}, {"type": "array", "items": {"type": "string"}}]});
         assert_eq!(coerce(json!("true"), schema.clone()), json!(true));
         assert_eq!(coerce(json!("False"), schema.clone()), json!(false));
         assert_eq!(coerce(json!(true), schema.clone()), json!(true));
@@ -241,12 +298,30 @@ mod tests {
     #[test]
     fn arrays_and_objects() {
         let urls = json!({"type": "array", "items": {"type": "string"}});
-        assert_eq!(coerce(json!("https://a.com"), urls.clone()), json!(["https://a.com"]));
-        assert_eq!(coerce(json!("[\"a\", \"b\"]"), urls.clone()), json!(["a", "b"]));
-        assert_eq!(coerce(json!(7), json!({"type": "array", "items": {"type": "integer"}})), json!([7]));
+        assert_eq!(
+            coerce(json!("https://a.com"), urls.clone()),
+            json!(["https://a.com"])
+        );
+        assert_eq!(
+            coerce(json!("[\"a\", \"b\"]"), urls.clone()),
+            json!(["a", "b"])
+        );
+        assert_eq!(
+            coerce(
+                json!(7),
+                json!({"type": "array", "items": {"type": "integer"}})
+            ),
+            json!([7])
+        );
         assert_eq!(coerce(json!(null), urls), json!(null));
-        assert_eq!(coerce(json!("{\"a\": 1}"), json!({"type": "object"})), json!({"a": 1}));
-        assert_eq!(coerce(json!("[1]"), json!({"type": "object"})), json!("[1]"));
+        assert_eq!(
+            coerce(json!("{\"a\": 1}"), json!({"type": "object"})),
+            json!({"a": 1})
+        );
+        assert_eq!(
+            coerce(json!("[1]"), json!({"type": "object"})),
+            json!("[1]")
+        );
         assert_eq!(coerce(json!(""), json!({"type": "object"})), json!({}));
         let nested = json!({"type": "array", "items": {"type": "object", "properties": {"tags": {"type": "array"}, "name": {"type": "string"}}}});
         assert_eq!(
@@ -257,9 +332,15 @@ mod tests {
 
     #[test]
     fn untyped_and_unknown_properties_stay() {
-        assert_eq!(coerce(json!("42"), json!({"description": "anything"})), json!("42"));
+        assert_eq!(
+            coerce(json!("42"), json!({"description": "anything"})),
+            json!("42")
+        );
         let parameters = json!({"type": "object", "properties": {}});
-        assert_eq!(coerce_arguments(json!({"other": "1"}), &parameters), json!({"other": "1"}));
+        assert_eq!(
+            coerce_arguments(json!({"other": "1"}), &parameters),
+            json!({"other": "1"})
+        );
         assert_eq!(coerce_arguments(json!("text"), &parameters), json!("text"));
     }
 }

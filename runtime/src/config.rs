@@ -68,11 +68,16 @@ impl Config {
         let mut state = match read_config_text(&path) {
             Ok(None) => ConfigState::Missing,
             Err(why) => ConfigState::Broken(why),
-            Ok(Some(text)) if text.trim().is_empty() => ConfigState::Loaded(Value::Object(Default::default())),
+            Ok(Some(text)) if text.trim().is_empty() => {
+                ConfigState::Loaded(Value::Object(Default::default()))
+            }
             Ok(Some(text)) => match serde_yaml_ng::from_str::<Value>(&text) {
                 Ok(value @ Value::Object(_)) => ConfigState::Loaded(value),
                 Ok(Value::Null) => ConfigState::Loaded(Value::Object(Default::default())),
-                Ok(_) => ConfigState::Broken(format!("{}: the top level must be a mapping of keys", path.display())),
+                Ok(_) => ConfigState::Broken(format!(
+                    "{}: the top level must be a mapping of keys",
+                    path.display()
+                )),
                 Err(e) => ConfigState::Broken(format!("{}: {e}", path.display())),
             },
         };
@@ -80,17 +85,26 @@ impl Config {
         if let ConfigState::Broken(why) = &state {
             eprintln!("warning: config ignored, defaults used: {why}");
         }
-        Config { path, state, signature }
+        Config {
+            path,
+            state,
+            signature,
+        }
     }
 
     /// The value at a dotted path (`tool_budget.mcp_result_size_chars`), if loaded.
     pub fn get(&self, dotted: &str) -> Option<&Value> {
-        let ConfigState::Loaded(root) = &self.state else { return None };
+        let ConfigState::Loaded(root) = &self.state else {
+            return None;
+        };
         dotted.split('.').try_fold(root, |node, key| node.get(key))
     }
 
     pub fn positive_usize(&self, dotted: &str) -> Option<usize> {
-        self.get(dotted).and_then(Value::as_u64).filter(|n| *n > 0).map(|n| n as usize)
+        self.get(dotted)
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+            .map(|n| n as usize)
     }
 
     pub fn is_broken(&self) -> bool {
@@ -121,7 +135,9 @@ pub fn call_config() -> Option<Arc<Config>> {
 
 /// Makes `config` this thread's [`call_config`] until the guard is dropped.
 pub fn enter_call(config: Arc<Config>) -> CallConfigGuard {
-    CallConfigGuard { previous: CALL_CONFIG.with(|current| current.replace(Some(config))) }
+    CallConfigGuard {
+        previous: CALL_CONFIG.with(|current| current.replace(Some(config))),
+    }
 }
 
 /// Restores the [`call_config`] of the call around this one (if any) when dropped.
@@ -149,21 +165,33 @@ pub fn read_config_text(path: &Path) -> Result<Option<String>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
     };
-    let meta = file.metadata().map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     if !meta.is_file() {
         return Err(format!("{}: not a regular file; ignored", path.display()));
     }
     if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!("{}: larger than {} bytes; ignored", path.display(), MAX_CONFIG_BYTES));
+        return Err(format!(
+            "{}: larger than {} bytes; ignored",
+            path.display(),
+            MAX_CONFIG_BYTES
+        ));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(MAX_CONFIG_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(format!("{}: larger than {} bytes; ignored", path.display(), MAX_CONFIG_BYTES));
+        return Err(format!(
+            "{}: larger than {} bytes; ignored",
+            path.display(),
+            MAX_CONFIG_BYTES
+        ));
     }
-    String::from_utf8(bytes).map(Some).map_err(|_| format!("{}: not UTF-8 text", path.display()))
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| format!("{}: not UTF-8 text", path.display()))
 }
 
 /// What a process took from the file at start-up, per home.
@@ -193,7 +221,9 @@ fn dotted_set(root: &mut Value, dotted: &str, value: Option<Value>) {
         if value.is_none() && !map.contains_key(key) {
             return;
         }
-        node = map.entry(key.to_string()).or_insert_with(|| Value::Object(Default::default()));
+        node = map
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
     }
     if let Value::Object(map) = node {
         match value {
@@ -221,8 +251,17 @@ fn hold_back_permissions(hermes_home: &Path, state: &mut ConfigState) {
     let mut pins = pins().lock().unwrap_or_else(|p| p.into_inner());
     let Some(pinned) = pins.get_mut(&key) else {
         let root = current.as_deref().unwrap_or(&empty);
-        let values = PERMISSION_KEYS.iter().map(|k| (*k, dotted_get(root, k).cloned())).collect();
-        pins.insert(key, Pinned { values, reported: HashSet::new() });
+        let values = PERMISSION_KEYS
+            .iter()
+            .map(|k| (*k, dotted_get(root, k).cloned()))
+            .collect();
+        pins.insert(
+            key,
+            Pinned {
+                values,
+                reported: HashSet::new(),
+            },
+        );
         return;
     };
     let Some(root) = current else { return };
@@ -230,11 +269,13 @@ fn hold_back_permissions(hermes_home: &Path, state: &mut ConfigState) {
         let now = dotted_get(root, name).cloned();
         if *name == "command_allowlist" {
             let file_entries = allowlist_strings(now.as_ref());
-            let mut allowed: BTreeSet<String> = allowlist_strings(at_start.as_ref()).into_iter().collect();
+            let mut allowed: BTreeSet<String> =
+                allowlist_strings(at_start.as_ref()).into_iter().collect();
             if file_entries.iter().any(|e| !allowed.contains(e)) {
                 allowed.extend(runtime_grants(hermes_home));
             }
-            let (kept, dropped): (Vec<String>, Vec<String>) = file_entries.into_iter().partition(|e| allowed.contains(e));
+            let (kept, dropped): (Vec<String>, Vec<String>) =
+                file_entries.into_iter().partition(|e| allowed.contains(e));
             if !dropped.is_empty() && pinned.reported.insert((name, dropped.join("\n"))) {
                 eprintln!(
                     "warning: {}: command_allowlist entries added since start-up by something other than an approval are ignored until restart: {}",
@@ -248,7 +289,10 @@ fn hold_back_permissions(hermes_home: &Path, state: &mut ConfigState) {
             continue;
         }
         if now != *at_start {
-            let shown = now.as_ref().map(Value::to_string).unwrap_or_else(|| "(removed)".into());
+            let shown = now
+                .as_ref()
+                .map(Value::to_string)
+                .unwrap_or_else(|| "(removed)".into());
             if pinned.reported.insert((name, shown)) {
                 eprintln!(
                     "warning: {}: `{name}` changed since start-up; permission settings are read once, so the change applies after a restart",
@@ -263,7 +307,10 @@ fn hold_back_permissions(hermes_home: &Path, state: &mut ConfigState) {
 /// The strings of a `command_allowlist` value (a list; a scalar string as one entry).
 fn allowlist_strings(value: Option<&Value>) -> Vec<String> {
     match value {
-        Some(Value::Array(items)) => items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
         Some(Value::String(one)) => vec![one.clone()],
         _ => Vec::new(),
     }
@@ -274,13 +321,20 @@ fn allowlist_strings(value: Option<&Value>) -> Vec<String> {
 /// of settings an operator changed); nothing a model can call reaches it.
 pub fn reload_permissions(hermes_home: &Path) {
     let key = std::fs::canonicalize(hermes_home).unwrap_or_else(|_| hermes_home.to_path_buf());
-    pins().lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+    pins()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&key);
 }
 
 /// Entries the runtime recorded in [`GRANTS_FILE`] (nothing when it is missing or unreadable).
 pub fn runtime_grants(hermes_home: &Path) -> Vec<String> {
-    let Ok(Some(text)) = read_config_text(&hermes_home.join(GRANTS_FILE)) else { return Vec::new() };
-    text.lines().filter_map(|line| serde_json::from_str::<String>(line).ok()).collect()
+    let Ok(Some(text)) = read_config_text(&hermes_home.join(GRANTS_FILE)) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<String>(line).ok())
+        .collect()
 }
 
 /// Records entries the runtime itself adds to `command_allowlist` (an `always`
@@ -301,7 +355,10 @@ pub fn record_runtime_grants(hermes_home: &Path, entries: &[String]) -> std::io:
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(hermes_home.join(GRANTS_FILE))?;
     if !file.metadata()?.is_file() {
-        return Err(std::io::Error::new(std::io::ErrorKind::Other, "the grants file is not a regular file"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Other,
+            "the grants file is not a regular file",
+        ));
     }
     // One write of whole lines, appended: concurrent writers do not interleave.
     file.write_all(lines.as_bytes())
@@ -318,21 +375,33 @@ mod tests {
     #[test]
     fn permission_keys_are_held_at_start_up_and_runtime_grants_pass() {
         let home = tempfile::tempdir().unwrap();
-        write(home.path(), "command_allowlist: [\"a\"]\ntool_budget:\n  x: 1\n");
+        write(
+            home.path(),
+            "command_allowlist: [\"a\"]\ntool_budget:\n  x: 1\n",
+        );
         let first = Config::load(home.path());
-        assert_eq!(first.get("command_allowlist"), Some(&serde_json::json!(["a"])));
+        assert_eq!(
+            first.get("command_allowlist"),
+            Some(&serde_json::json!(["a"]))
+        );
         write(
             home.path(),
             "command_allowlist: [\"a\", \"b\", \"c\"]\napprovals:\n  unattended_mode: approve\ntool_budget:\n  x: 2\n",
         );
         record_runtime_grants(home.path(), &["b".to_string()]).unwrap();
         let later = Config::load(home.path());
-        assert_eq!(later.get("command_allowlist"), Some(&serde_json::json!(["a", "b"])));
+        assert_eq!(
+            later.get("command_allowlist"),
+            Some(&serde_json::json!(["a", "b"]))
+        );
         assert_eq!(later.get("approvals"), None);
         assert_eq!(later.get("tool_budget.x"), Some(&serde_json::json!(2)));
         // Removing an entry is no grant: it applies at once.
         write(home.path(), "command_allowlist: []\n");
-        assert_eq!(Config::load(home.path()).get("command_allowlist"), Some(&serde_json::json!([])));
+        assert_eq!(
+            Config::load(home.path()).get("command_allowlist"),
+            Some(&serde_json::json!([]))
+        );
     }
 
     #[test]

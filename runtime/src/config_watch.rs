@@ -91,7 +91,9 @@ impl ConfigWatch {
             self.check_not_a_link();
             self.changes.fetch_add(1, Ordering::SeqCst);
         }
-        self.trusted.load(Ordering::SeqCst).then(|| self.changes.load(Ordering::SeqCst))
+        self.trusted
+            .load(Ordering::SeqCst)
+            .then(|| self.changes.load(Ordering::SeqCst))
     }
 
     /// Reads every queued event; whether one concerned config.yaml (or the watch itself).
@@ -100,7 +102,13 @@ impl ConfigWatch {
         let mut buffer = [0u8; 4096];
         loop {
             // SAFETY: a valid descriptor and a buffer of the length passed.
-            let n = unsafe { libc::read(self.queue.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len()) };
+            let n = unsafe {
+                libc::read(
+                    self.queue.as_raw_fd(),
+                    buffer.as_mut_ptr().cast(),
+                    buffer.len(),
+                )
+            };
             if n <= 0 {
                 if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
                     self.trusted.store(false, Ordering::SeqCst);
@@ -117,11 +125,13 @@ impl ConfigWatch {
         let mut concerned = false;
         while events.len() >= HEADER {
             // SAFETY: at least a header's bytes; read unaligned from the byte buffer.
-            let event: libc::inotify_event = unsafe { std::ptr::read_unaligned(events.as_ptr().cast()) };
+            let event: libc::inotify_event =
+                unsafe { std::ptr::read_unaligned(events.as_ptr().cast()) };
             let end = (HEADER + event.len as usize).min(events.len());
             let name = &events[HEADER..end];
             let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-            let gone = libc::IN_IGNORED | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_Q_OVERFLOW;
+            let gone =
+                libc::IN_IGNORED | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_Q_OVERFLOW;
             if event.mask & gone != 0 {
                 self.trusted.store(false, Ordering::SeqCst);
                 concerned = true;
@@ -140,7 +150,9 @@ impl ConfigWatch {
 }
 
 fn on_local_filesystem(directory: &Path) -> bool {
-    let Ok(path) = std::ffi::CString::new(directory.as_os_str().as_encoded_bytes()) else { return false };
+    let Ok(path) = std::ffi::CString::new(directory.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a zeroed out-buffer of the right type.
     let rc = unsafe { libc::statfs(path.as_ptr(), &mut stat) };
@@ -173,18 +185,30 @@ mod tests {
         let home_path = std::fs::canonicalize(home.path()).unwrap();
         let config = home_path.join("config.yaml");
         let Some(watch) = ConfigWatch::new(&config) else {
-            eprintln!("no inotify watch possible here (filesystem of {}); nothing to test", home_path.display());
+            eprintln!(
+                "no inotify watch possible here (filesystem of {}); nothing to test",
+                home_path.display()
+            );
             return;
         };
-        let mut caller = Caller { watch: &watch, looked_at: None };
-        assert!(caller.must_look(), "the first question must look at the file");
+        let mut caller = Caller {
+            watch: &watch,
+            looked_at: None,
+        };
+        assert!(
+            caller.must_look(),
+            "the first question must look at the file"
+        );
         assert!(!caller.must_look());
         std::fs::write(&config, "a: 1\n").unwrap();
         assert!(caller.must_look(), "creation");
         assert!(!caller.must_look());
         std::fs::write(home_path.join("state.db"), "other").unwrap();
         assert!(!caller.must_look(), "another file of the directory");
-        std::fs::OpenOptions::new().append(true).open(&config).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&config)
+            .unwrap();
         assert!(caller.must_look(), "opened for writing and closed");
         std::fs::write(home_path.join("next.yaml"), "a: 2\n").unwrap();
         assert!(!caller.must_look());
@@ -194,20 +218,34 @@ mod tests {
         assert!(caller.must_look(), "deleted");
         std::os::unix::fs::symlink(home_path.join("elsewhere.yaml"), &config).unwrap();
         assert!(caller.must_look(), "became a symlink");
-        assert!(caller.must_look(), "a symlinked config is looked at on every call");
+        assert!(
+            caller.must_look(),
+            "a symlinked config is looked at on every call"
+        );
     }
 
     #[test]
     fn a_change_another_caller_drained_is_still_seen() {
         let home = tempfile::tempdir().unwrap();
         let home_path = std::fs::canonicalize(home.path()).unwrap();
-        let Some(watch) = ConfigWatch::new(&home_path.join("config.yaml")) else { return };
-        let mut first = Caller { watch: &watch, looked_at: None };
-        let mut second = Caller { watch: &watch, looked_at: None };
+        let Some(watch) = ConfigWatch::new(&home_path.join("config.yaml")) else {
+            return;
+        };
+        let mut first = Caller {
+            watch: &watch,
+            looked_at: None,
+        };
+        let mut second = Caller {
+            watch: &watch,
+            looked_at: None,
+        };
         assert!(first.must_look() && second.must_look());
         std::fs::write(home_path.join("config.yaml"), "a: 1\n").unwrap();
         assert!(first.must_look(), "the first caller drains the event");
-        assert!(second.must_look(), "the second still sees that it must look");
+        assert!(
+            second.must_look(),
+            "the second still sees that it must look"
+        );
         assert!(!first.must_look() && !second.must_look());
     }
 
@@ -217,15 +255,23 @@ mod tests {
         let parent = std::fs::canonicalize(parent.path()).unwrap();
         let home = parent.join("home");
         std::fs::create_dir(&home).unwrap();
-        let Some(watch) = ConfigWatch::new(&home.join("config.yaml")) else { return };
-        let mut caller = Caller { watch: &watch, looked_at: None };
+        let Some(watch) = ConfigWatch::new(&home.join("config.yaml")) else {
+            return;
+        };
+        let mut caller = Caller {
+            watch: &watch,
+            looked_at: None,
+        };
         assert!(caller.must_look());
         assert!(!caller.must_look());
         std::fs::rename(&home, parent.join("moved")).unwrap();
         std::fs::create_dir(&home).unwrap();
         assert!(caller.must_look(), "moved away");
         std::fs::write(home.join("config.yaml"), "a: 1\n").unwrap();
-        assert!(caller.must_look(), "the new directory is not watched: look at the file");
+        assert!(
+            caller.must_look(),
+            "the new directory is not watched: look at the file"
+        );
         assert!(watch.changes().is_none());
     }
 

@@ -81,7 +81,8 @@ impl ToolContext {
 
     /// The attached session as its concrete type, if it is one.
     pub fn agent_session_as<T: AgentSession>(&self) -> Option<&T> {
-        self.agent_session().and_then(|s| s.as_any().downcast_ref::<T>())
+        self.agent_session()
+            .and_then(|s| s.as_any().downcast_ref::<T>())
     }
 
     /// Set when the caller gave up (timeout, interrupt); long handlers check it.
@@ -95,7 +96,9 @@ impl ToolContext {
     pub fn resolve_path(&self, path: &str) -> PathBuf {
         let expanded = if path == "~" || path.starts_with("~/") {
             match std::env::var_os("HOME") {
-                Some(home) => PathBuf::from(home).join(path.trim_start_matches('~').trim_start_matches('/')),
+                Some(home) => {
+                    PathBuf::from(home).join(path.trim_start_matches('~').trim_start_matches('/'))
+                }
                 None => PathBuf::from(path),
             }
         } else {
@@ -201,7 +204,10 @@ impl ToolContextBuilder {
     pub fn build(self) -> ToolContext {
         ToolContext {
             inner: Arc::new(ContextInner {
-                task_id: self.task_id.filter(|t| !t.is_empty()).unwrap_or_else(|| "default".into()),
+                task_id: self
+                    .task_id
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| "default".into()),
                 session_id: self.session_id.unwrap_or_default(),
                 cwd: self
                     .cwd

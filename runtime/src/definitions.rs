@@ -21,9 +21,13 @@ pub fn static_parameters(entry: &ToolEntry) -> Arc<Value> {
     if let Some(parsed) = cache.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Arc::clone(parsed);
     }
-    let schema: Value = serde_json::from_str(entry.schema).expect("schemas are generated as valid JSON at build time");
+    let schema: Value = serde_json::from_str(entry.schema)
+        .expect("schemas are generated as valid JSON at build time");
     let parameters = Arc::new(schema.get("parameters").cloned().unwrap_or(Value::Null));
-    cache.write().unwrap_or_else(|p| p.into_inner()).insert(key, Arc::clone(&parameters));
+    cache
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, Arc::clone(&parameters));
     parameters
 }
 
@@ -52,7 +56,10 @@ pub struct Definitions {
 
 impl Definitions {
     pub fn names(&self) -> Vec<&str> {
-        self.tools.iter().filter_map(|t| t["function"]["name"].as_str()).collect()
+        self.tools
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .collect()
     }
 }
 
@@ -83,7 +90,11 @@ impl Registry {
     /// `Some(&[])` none; `disabled` is applied last. Cached per selection until the
     /// registry or config changes (or the check verdicts may have expired); every call
     /// returns a fresh list, so a caller appending to it cannot poison the cache.
-    pub fn definitions<S: AsRef<str>>(&self, enabled: Option<&[S]>, disabled: Option<&[S]>) -> Definitions {
+    pub fn definitions<S: AsRef<str>>(
+        &self,
+        enabled: Option<&[S]>,
+        disabled: Option<&[S]>,
+    ) -> Definitions {
         let key = MemoKey {
             enabled: enabled.map(|names| names.iter().map(|n| n.as_ref().to_string()).collect()),
             disabled: disabled
@@ -93,8 +104,15 @@ impl Registry {
             config_signature: self.config().signature,
         };
         {
-            let memo = self.definitions_memo.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, _, cached)) = memo.entries.iter().find(|(k, at, _)| *k == key && at.elapsed() < CHECK_TTL) {
+            let memo = self
+                .definitions_memo
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some((_, _, cached)) = memo
+                .entries
+                .iter()
+                .find(|(k, at, _)| *k == key && at.elapsed() < CHECK_TTL)
+            {
                 let cached = Definitions::clone(cached);
                 drop(memo);
                 self.set_last_resolved(cached.names().into_iter().map(str::to_owned).collect());
@@ -102,12 +120,16 @@ impl Registry {
             }
         }
         let computed = Arc::new(self.compute_definitions(enabled, disabled));
-        let mut memo = self.definitions_memo.lock().unwrap_or_else(|p| p.into_inner());
+        let mut memo = self
+            .definitions_memo
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         memo.entries.retain(|(k, _, _)| *k != key);
         while memo.entries.len() >= MEMO_ENTRIES {
             memo.entries.pop_front();
         }
-        memo.entries.push_back((key, Instant::now(), Arc::clone(&computed)));
+        memo.entries
+            .push_back((key, Instant::now(), Arc::clone(&computed)));
         Definitions::clone(&computed)
     }
 
@@ -119,7 +141,11 @@ impl Registry {
 
     /// Forgets cached definitions only; check verdicts stay.
     pub fn invalidate_definitions_memo(&self) {
-        self.definitions_memo.lock().unwrap_or_else(|p| p.into_inner()).entries.clear();
+        self.definitions_memo
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries
+            .clear();
     }
 
     /// A toolset is available when at least one of its tools is.
@@ -131,10 +157,17 @@ impl Registry {
             .any(|tool| self.is_available(&tool, &mut pass))
     }
 
-    fn compute_definitions<S: AsRef<str>>(&self, enabled: Option<&[S]>, disabled: Option<&[S]>) -> Definitions {
+    fn compute_definitions<S: AsRef<str>>(
+        &self,
+        enabled: Option<&[S]>,
+        disabled: Option<&[S]>,
+    ) -> Definitions {
         let selection = self.select_tools(enabled, disabled);
         let mut pass = CheckPass::new(&self.checks);
-        let mut out = Definitions { unknown_toolsets: selection.unknown, ..Default::default() };
+        let mut out = Definitions {
+            unknown_toolsets: selection.unknown,
+            ..Default::default()
+        };
         let mut passed: Vec<ToolRef> = Vec::new();
         for name in &selection.tools {
             let Some(tool) = self.get(name) else { continue };
@@ -145,7 +178,9 @@ impl Registry {
             }
         }
         let available: BTreeSet<String> = passed.iter().map(|t| t.name().to_string()).collect();
-        let context = SchemaContext { available: &available };
+        let context = SchemaContext {
+            available: &available,
+        };
         for tool in passed {
             if let Some(schema) = rewritten_schema(&tool, &context) {
                 out.tools.push(wrap(schema));
@@ -182,7 +217,10 @@ fn rewritten_schema(tool: &ToolRef, context: &SchemaContext<'_>) -> Option<Value
             Some(schema)
         }
         Ok(Some(_)) => {
-            eprintln!("warning: dynamic schema of {} is not an object; using the static schema", tool.name());
+            eprintln!(
+                "warning: dynamic schema of {} is not an object; using the static schema",
+                tool.name()
+            );
             Some(schema)
         }
         Err(payload) => {

@@ -6,8 +6,13 @@ use crate::availability::panic_message;
 use crate::bridge::{block_on_bridge, BridgeError, DEFAULT_ASYNC_TIMEOUT};
 use crate::catalog::{BoxFuture, Handler};
 use crate::context::ToolContext;
-use crate::hooks::{derive_status, run_pre_hooks, whitelist_refusal, CallIds, CallStatus, PostCall, PreVerdict};
-use crate::output::{bound_error_text, tool_error, tool_error_with, ToolError, ToolOutput, ToolResult, ERROR_CAP_CHARS};
+use crate::hooks::{
+    derive_status, run_pre_hooks, whitelist_refusal, CallIds, CallStatus, PostCall, PreVerdict,
+};
+use crate::output::{
+    bound_error_text, tool_error, tool_error_with, ToolError, ToolOutput, ToolResult,
+    ERROR_CAP_CHARS,
+};
 use crate::registry::{DynamicHandler, Registry, ToolRef};
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,7 +21,13 @@ use std::time::{Duration, Instant};
 
 /// Tools that need an agent's own state; answered by the context's agent session, or
 /// refused when none is attached.
-pub const AGENT_LOOP_TOOLS: &[&str] = &["todo", "memory", "session_search", "delegate_task", "clarify"];
+pub const AGENT_LOOP_TOOLS: &[&str] = &[
+    "todo",
+    "memory",
+    "session_search",
+    "delegate_task",
+    "clarify",
+];
 
 /// One tool call as a model emits it.
 #[derive(Debug, Clone, Default)]
@@ -33,7 +44,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     pub fn new(name: impl Into<String>, arguments: Value) -> ToolCall {
-        ToolCall { name: name.into(), arguments: Some(arguments), ..Default::default() }
+        ToolCall {
+            name: name.into(),
+            arguments: Some(arguments),
+            ..Default::default()
+        }
     }
 }
 
@@ -44,7 +59,13 @@ impl Registry {
         self.dispatch_with_timeout(name, args, ctx, DEFAULT_ASYNC_TIMEOUT)
     }
 
-    pub fn dispatch_with_timeout(&self, name: &str, args: Value, ctx: &ToolContext, timeout: Duration) -> String {
+    pub fn dispatch_with_timeout(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &ToolContext,
+        timeout: Duration,
+    ) -> String {
         let Some(tool) = self.get(name) else {
             return self.unknown_tool_error(name);
         };
@@ -52,13 +73,21 @@ impl Registry {
         let outcome = catch_unwind(AssertUnwindSafe(|| run_handler(&tool, args, ctx, timeout)));
         match outcome {
             Ok(result) => normalise_result(&tool_name, result),
-            Err(payload) => normalise_result(&tool_name, Err(ToolError::new("panic", panic_message(&*payload)))),
+            Err(payload) => normalise_result(
+                &tool_name,
+                Err(ToolError::new("panic", panic_message(&*payload))),
+            ),
         }
     }
 
     fn unknown_tool_error(&self, name: &str) -> String {
         let mut known = self.tool_names();
-        known.extend(self.catalog().tools.iter().flat_map(|t| t.aliases.iter().map(|a| a.to_string())));
+        known.extend(
+            self.catalog()
+                .tools
+                .iter()
+                .flat_map(|t| t.aliases.iter().map(|a| a.to_string())),
+        );
         let mut candidates: Vec<(f64, String)> = known
             .into_iter()
             .map(|k| (strsim::normalized_damerau_levenshtein(name, &k), k))
@@ -69,7 +98,10 @@ impl Registry {
         if suggestions.is_empty() {
             tool_error(format!("Unknown tool: {name}"))
         } else {
-            tool_error(format!("Unknown tool: {name}. Did you mean: {}?", suggestions.join(", ")))
+            tool_error(format!(
+                "Unknown tool: {name}. Did you mean: {}?",
+                suggestions.join(", ")
+            ))
         }
     }
 
@@ -88,15 +120,22 @@ impl Registry {
         };
         let started = Instant::now();
         let mut seen_args = Value::Object(Default::default());
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.guarded_call(&name, call, ctx, &ids, started, &mut seen_args)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            self.guarded_call(&name, call, ctx, &ids, started, &mut seen_args)
+        }));
         let error = match outcome {
             Ok(Ok(result)) => return result,
             Ok(Err(error)) => (error.kind.clone(), error.message.clone()),
             Err(payload) => ("panic".to_string(), panic_message(&*payload)),
         };
         let message = format!("{}: {}", error.0, error.1);
-        eprintln!("error: executing {name} failed: {}", bound_log_text(&message));
-        let result = tool_error(sanitize_error_text(&format!("Error executing {name}: {message}")));
+        eprintln!(
+            "error: executing {name} failed: {}",
+            bound_log_text(&message)
+        );
+        let result = tool_error(sanitize_error_text(&format!(
+            "Error executing {name}: {message}"
+        )));
         let post = PostCall {
             tool_name: &name,
             args: &seen_args,
@@ -133,7 +172,10 @@ impl Registry {
         if observed {
             *seen_args = args.clone();
         }
-        let is_agent_tool = AGENT_LOOP_TOOLS.contains(&name) && tool.as_ref().is_none_or(|t| matches!(t, ToolRef::Static(_)));
+        let is_agent_tool = AGENT_LOOP_TOOLS.contains(&name)
+            && tool
+                .as_ref()
+                .is_none_or(|t| matches!(t, ToolRef::Static(_)));
         if is_agent_tool && ctx.agent_session().is_none() {
             return Ok(tool_error(format!(
                 "{name} must be handled by the agent loop: it needs an agent session (its todo list, memory, session store or user channel), and none is attached to this call"
@@ -145,9 +187,10 @@ impl Registry {
         if !call.skip_pre_hook {
             let hooks = self.hooks();
             if !hooks.is_empty() {
-                let gate = self
-                    .approval_gate()
-                    .unwrap_or_else(|| std::sync::Arc::new(crate::approval::CallApprovalGate::for_call(ctx)) as std::sync::Arc<dyn crate::hooks::ApprovalGate>);
+                let gate = self.approval_gate().unwrap_or_else(|| {
+                    std::sync::Arc::new(crate::approval::CallApprovalGate::for_call(ctx))
+                        as std::sync::Arc<dyn crate::hooks::ApprovalGate>
+                });
                 match run_pre_hooks(&hooks, Some(gate.as_ref()), name, args, ids) {
                     PreVerdict::Run(new_args) => args = new_args,
                     PreVerdict::Blocked(message) => {
@@ -170,18 +213,22 @@ impl Registry {
         }
         crate::context::note_tool_call(ctx.task_id(), name);
         let answered_by_session = match (is_agent_tool, ctx.agent_session()) {
-            (true, Some(session)) => catch_unwind(AssertUnwindSafe(|| session.handle(name, args.clone(), ctx)))
-                .unwrap_or_else(|payload| Some(tool_error(sanitize_error_text(&format!(
-                    "Tool execution failed: panic: {}",
-                    panic_message(&*payload)
-                ))))),
+            (true, Some(session)) => {
+                catch_unwind(AssertUnwindSafe(|| session.handle(name, args.clone(), ctx)))
+                    .unwrap_or_else(|payload| {
+                        Some(tool_error(sanitize_error_text(&format!(
+                            "Tool execution failed: panic: {}",
+                            panic_message(&*payload)
+                        ))))
+                    })
+            }
             _ => None,
         };
         let mut result = match answered_by_session {
             Some(result) => result,
-            None if tool.is_none() && is_agent_tool => {
-                tool_error(format!("{name} is not provided by the attached agent session or by any tool"))
-            }
+            None if tool.is_none() && is_agent_tool => tool_error(format!(
+                "{name} is not provided by the attached agent session or by any tool"
+            )),
             None if observed => self.dispatch(name, args.clone(), ctx),
             None => self.dispatch(name, std::mem::take(&mut args), ctx),
         };
@@ -208,9 +255,22 @@ impl Registry {
             // model reads, so it does not count against the budget.
             return Ok(result);
         }
-        let threshold = crate::budget::result_threshold(name, tool.as_ref().and_then(ToolRef::max_result_chars), &config);
-        let call_id = if ids.tool_call_id.is_empty() { name } else { &ids.tool_call_id };
-        Ok(crate::budget::apply_budget(result, threshold, self.hermes_home(), call_id))
+        let threshold = crate::budget::result_threshold(
+            name,
+            tool.as_ref().and_then(ToolRef::max_result_chars),
+            &config,
+        );
+        let call_id = if ids.tool_call_id.is_empty() {
+            name
+        } else {
+            &ids.tool_call_id
+        };
+        Ok(crate::budget::apply_budget(
+            result,
+            threshold,
+            self.hermes_home(),
+            call_id,
+        ))
     }
 
     fn run_post_hooks(&self, post: &PostCall<'_>) {
@@ -222,9 +282,11 @@ impl Registry {
     }
 
     fn run_transform_hooks(&self, post: &PostCall<'_>) -> Option<String> {
-        self.hooks()
-            .iter()
-            .find_map(|hook| catch_unwind(AssertUnwindSafe(|| hook.transform_result(post))).ok().flatten())
+        self.hooks().iter().find_map(|hook| {
+            catch_unwind(AssertUnwindSafe(|| hook.transform_result(post)))
+                .ok()
+                .flatten()
+        })
     }
 }
 
@@ -235,23 +297,34 @@ fn run_handler(tool: &ToolRef, args: Value, ctx: &ToolContext, timeout: Duration
             Handler::Async(handler) => bridge(entry.name, handler(ctx.clone(), args), ctx, timeout),
         },
         ToolRef::Dynamic(dynamic) => match &dynamic.handler {
-            DynamicHandler::Sync(handler) => handler(args, ctx).map(|value| value_output(&dynamic.name, value)),
+            DynamicHandler::Sync(handler) => {
+                handler(args, ctx).map(|value| value_output(&dynamic.name, value))
+            }
             DynamicHandler::Async(handler) => {
                 let future = handler(args, ctx.clone());
                 let name = dynamic.name.clone();
-                let mapped: BoxFuture<ToolResult> = Box::pin(async move { future.await.map(|v| value_output(&name, v)) });
+                let mapped: BoxFuture<ToolResult> =
+                    Box::pin(async move { future.await.map(|v| value_output(&name, v)) });
                 bridge(&dynamic.name, mapped, ctx, timeout)
             }
         },
     }
 }
 
-fn bridge(name: &str, future: BoxFuture<ToolResult>, ctx: &ToolContext, timeout: Duration) -> ToolResult {
+fn bridge(
+    name: &str,
+    future: BoxFuture<ToolResult>,
+    ctx: &ToolContext,
+    timeout: Duration,
+) -> ToolResult {
     match block_on_bridge(future, timeout, ctx.cancellation()) {
         Ok(result) => result,
         Err(BridgeError::TimedOut(limit)) => Err(ToolError::new(
             "Timeout",
-            format!("{name} did not finish within {} s and was cancelled", limit.as_secs_f64()),
+            format!(
+                "{name} did not finish within {} s and was cancelled",
+                limit.as_secs_f64()
+            ),
         )),
         Err(BridgeError::Lost(why)) => Err(ToolError::new("panic", why)),
     }
@@ -278,15 +351,21 @@ pub fn normalise_result(tool: &str, result: ToolResult) -> String {
             }
         }
         Err(error) => {
-            eprintln!("error: tool {tool} failed: {}", bound_log_text(&error.to_string()));
-            tool_error(sanitize_error_text(&format!("Tool execution failed: {error}")))
+            eprintln!(
+                "error: tool {tool} failed: {}",
+                bound_log_text(&error.to_string())
+            );
+            tool_error(sanitize_error_text(&format!(
+                "Tool execution failed: {error}"
+            )))
         }
     }
 }
 
 /// `{"_multimodal": true, "content": [...]}` and nothing looser.
 pub fn is_multimodal_envelope(value: &Value) -> bool {
-    value.get("_multimodal") == Some(&Value::Bool(true)) && value.get("content").is_some_and(Value::is_array)
+    value.get("_multimodal") == Some(&Value::Bool(true))
+        && value.get("content").is_some_and(Value::is_array)
 }
 
 /// Whether a result string is a serialised multimodal envelope (cheap prefix check
@@ -362,7 +441,10 @@ pub fn sanitize_error_text(text: &str) -> String {
         cleaned = pattern.replace_all(&cleaned, "").into_owned();
     }
     if cleaned.chars().count() > ERROR_CAP_CHARS {
-        let cut = cleaned.char_indices().nth(ERROR_CAP_CHARS - 3).map_or(cleaned.len(), |(i, _)| i);
+        let cut = cleaned
+            .char_indices()
+            .nth(ERROR_CAP_CHARS - 3)
+            .map_or(cleaned.len(), |(i, _)| i);
         cleaned = format!("{}...", &cleaned[..cut]);
     }
     format!("[TOOL_ERROR] {cleaned}")
@@ -381,7 +463,9 @@ pub fn parse_arguments(arguments: Option<&Value>) -> Result<Value, ToolError> {
                 "arguments must be a JSON object, got {}",
                 crate::args::json_type_name(&other)
             ))),
-            Err(e) => Err(ToolError::invalid_arguments(format!("arguments are not valid JSON: {e}"))),
+            Err(e) => Err(ToolError::invalid_arguments(format!(
+                "arguments are not valid JSON: {e}"
+            ))),
         },
         Some(value @ Value::Object(_)) => Ok(value.clone()),
         Some(other) => Err(ToolError::invalid_arguments(format!(

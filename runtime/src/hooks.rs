@@ -33,7 +33,10 @@ pub enum PreDecision {
     /// The message becomes the result `{"error": message}`; an empty one is ignored.
     Block(String),
     /// Ask the approval gate; `rule_key` is the grain of "always allow".
-    Approve { message: String, rule_key: Option<String> },
+    Approve {
+        message: String,
+        rule_key: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +110,11 @@ pub fn run_pre_hooks(
     let mut modified = false;
     for hook in hooks {
         let decision = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            hook.pre_tool_call(&PreCall { tool_name: tool, args: &args, ids })
+            hook.pre_tool_call(&PreCall {
+                tool_name: tool,
+                args: &args,
+                ids,
+            })
         }));
         match decision {
             Ok(PreDecision::Modify(changes)) if !changes.is_empty() => {
@@ -121,7 +128,9 @@ pub fn run_pre_hooks(
                 approval.get_or_insert((message, rule_key));
             }
             Ok(_) => {}
-            Err(_) => eprintln!("warning: a pre_tool_call hook panicked while checking {tool}; ignored"),
+            Err(_) => {
+                eprintln!("warning: a pre_tool_call hook panicked while checking {tool}; ignored")
+            }
         }
     }
     if let Some(message) = block {
@@ -130,8 +139,10 @@ pub fn run_pre_hooks(
     if let Some((message, rule_key)) = approval {
         let rule_key = rule_key.unwrap_or_else(|| tool.to_string());
         let answer = match gate {
-            Some(gate) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.approve(tool, &message, &rule_key)))
-                .unwrap_or_else(|_| Err("the approval gate panicked".into())),
+            Some(gate) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                gate.approve(tool, &message, &rule_key)
+            }))
+            .unwrap_or_else(|_| Err("the approval gate panicked".into())),
             None => Ok(false),
         };
         match answer {
@@ -144,7 +155,11 @@ pub fn run_pre_hooks(
                 };
                 return PreVerdict::Blocked(refusal);
             }
-            Err(_) => return PreVerdict::Blocked(format!("BLOCKED: plugin approval gate failed for {tool}")),
+            Err(_) => {
+                return PreVerdict::Blocked(format!(
+                    "BLOCKED: plugin approval gate failed for {tool}"
+                ))
+            }
         }
     }
     if modified {
@@ -160,7 +175,10 @@ thread_local! {
 
 /// Runs `work` with only `tools` callable from this thread; other threads are not
 /// affected. Nested calls replace the list for their duration.
-pub fn with_tool_whitelist<T>(tools: impl IntoIterator<Item = String>, work: impl FnOnce() -> T) -> T {
+pub fn with_tool_whitelist<T>(
+    tools: impl IntoIterator<Item = String>,
+    work: impl FnOnce() -> T,
+) -> T {
     let previous = THREAD_TOOL_WHITELIST.with(|w| w.replace(Some(tools.into_iter().collect())));
     struct Restore(Option<BTreeSet<String>>);
     impl Drop for Restore {
@@ -191,7 +209,10 @@ pub fn derive_status(result: &str) -> (CallStatus, Option<String>, Option<String
             Some(Value::Null) | Some(Value::Bool(false)) | None => {}
             Some(Value::String(s)) if s.is_empty() => {}
             Some(error) => {
-                let message = error.as_str().map(str::to_owned).unwrap_or_else(|| error.to_string());
+                let message = error
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| error.to_string());
                 return (CallStatus::Error, Some("tool_error".into()), Some(message));
             }
         }

@@ -25,11 +25,13 @@ pub mod registry;
 pub mod strict;
 pub mod toolsets;
 
-pub use catalog::{Catalog, CheckProbe, Concurrency, Handler, LegacyToolset, ToolEntry, ToolsetDef};
+pub use catalog::{
+    Catalog, CheckProbe, Concurrency, Handler, LegacyToolset, ToolEntry, ToolsetDef,
+};
 pub use context::{AgentSession, ToolContext};
 pub use dispatch::ToolCall;
-pub use registry::{Caller, DynamicHandler, DynamicTool, Registry, SchemaContext, ToolRef};
 pub use output::{tool_error, ToolError, ToolOutput, ToolResult};
+pub use registry::{Caller, DynamicHandler, DynamicTool, Registry, SchemaContext, ToolRef};
 
 /// What a file in `tools/` imports: the attribute, the context and the result types.
 pub mod prelude {

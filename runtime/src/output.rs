@@ -67,7 +67,10 @@ pub struct ToolError {
 
 impl ToolError {
     pub fn new(kind: impl Into<String>, message: impl fmt::Display) -> Self {
-        ToolError { kind: kind.into(), message: message.to_string() }
+        ToolError {
+            kind: kind.into(),
+            message: message.to_string(),
+        }
     }
 
     pub fn invalid_arguments(message: impl fmt::Display) -> Self {
@@ -105,7 +108,10 @@ pub fn tool_error(message: impl fmt::Display) -> String {
 /// `{"error": message, ...extra}`: `error` first, then the extra keys in order.
 pub fn tool_error_with(message: impl fmt::Display, extra: &[(&str, Value)]) -> String {
     let mut object = serde_json::Map::new();
-    object.insert("error".into(), Value::String(bound_error_text(&message.to_string())));
+    object.insert(
+        "error".into(),
+        Value::String(bound_error_text(&message.to_string())),
+    );
     for (key, value) in extra {
         object.insert((*key).to_string(), value.clone());
     }

@@ -136,8 +136,20 @@ const RUNTIME_FILES: &[&str] = &[
 const RUNTIME_TREES: &[&str] = &["auth", "mcp-tokens", "pairing", "sessions", "plugins"];
 /// Operating-system directories (Linux and macOS spellings).
 const SYSTEM_TREES: &[&str] = &[
-    "/etc", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys", "/proc",
-    "/private/etc", "/System", "/Library",
+    "/etc",
+    "/boot",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/sys",
+    "/proc",
+    "/private/etc",
+    "/System",
+    "/Library",
 ];
 
 /// The protected places for one home directory and one `$HERMES_HOME`, plus the
@@ -154,12 +166,31 @@ impl ProtectedPaths {
         let mut places = Vec::new();
         let mut add = |base: &Path, names: &[&str], extent: Extent, family: Family| {
             for name in names {
-                places.push(ProtectedPlace { path: resolve(&base.join(name)), extent, family });
+                places.push(ProtectedPlace {
+                    path: resolve(&base.join(name)),
+                    extent,
+                    family,
+                });
             }
         };
-        add(home, HOME_CREDENTIAL_TREES, Extent::Tree, Family::Credential);
-        add(home, HOME_CREDENTIAL_FILES, Extent::File, Family::Credential);
-        add(home, SHELL_STARTUP_FILES, Extent::File, Family::ShellStartup);
+        add(
+            home,
+            HOME_CREDENTIAL_TREES,
+            Extent::Tree,
+            Family::Credential,
+        );
+        add(
+            home,
+            HOME_CREDENTIAL_FILES,
+            Extent::File,
+            Family::Credential,
+        );
+        add(
+            home,
+            SHELL_STARTUP_FILES,
+            Extent::File,
+            Family::ShellStartup,
+        );
         let default_root = home.join(".hermes");
         let mut runtime_bases = vec![hermes_home.to_path_buf()];
         if resolve(&default_root) != resolve(hermes_home) {
@@ -171,7 +202,10 @@ impl ProtectedPaths {
         }
         add(Path::new("/"), SYSTEM_TREES, Extent::Tree, Family::System);
         places.dedup();
-        ProtectedPaths { places, safe_roots: Vec::new() }
+        ProtectedPaths {
+            places,
+            safe_roots: Vec::new(),
+        }
     }
 
     /// The list for this process: `$HOME`, `$HERMES_HOME` (else `~/.hermes`) and
@@ -183,15 +217,23 @@ impl ProtectedPaths {
     /// The list for this process's `$HOME` and `$HERMES_WRITE_SAFE_ROOT`, with the
     /// given `$HERMES_HOME` (a tool context's).
     pub fn for_hermes_home(hermes_home: &Path) -> ProtectedPaths {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
-        ProtectedPaths::new(&home, hermes_home).with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"))
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        ProtectedPaths::new(&home, hermes_home)
+            .with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"))
     }
 
     /// Confines writes to the roots of a `:`-separated list (empty entries ignored; an
     /// empty or absent list confines nothing).
     pub fn with_safe_roots(mut self, list: Option<OsString>) -> ProtectedPaths {
         self.safe_roots = list
-            .map(|list| std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()).map(|p| resolve(&p)).collect())
+            .map(|list| {
+                std::env::split_paths(&list)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(|p| resolve(&p))
+                    .collect()
+            })
             .unwrap_or_default();
         self
     }
@@ -208,10 +250,20 @@ impl ProtectedPaths {
     /// Why a write to `resolved` (an output of [`resolve`]) must be refused, if it must.
     pub fn write_refusal(&self, resolved: &Path) -> Option<Refusal> {
         if let Some(place) = self.places.iter().find(|place| place.covers(resolved)) {
-            return Some(Refusal::Protected { place: place.path.clone(), family: place.family });
+            return Some(Refusal::Protected {
+                place: place.path.clone(),
+                family: place.family,
+            });
         }
-        if !self.safe_roots.is_empty() && !self.safe_roots.iter().any(|root| resolved.starts_with(root)) {
-            return Some(Refusal::OutsideSafeRoots { roots: self.safe_roots.clone() });
+        if !self.safe_roots.is_empty()
+            && !self
+                .safe_roots
+                .iter()
+                .any(|root| resolved.starts_with(root))
+        {
+            return Some(Refusal::OutsideSafeRoots {
+                roots: self.safe_roots.clone(),
+            });
         }
         None
     }
@@ -233,7 +285,9 @@ pub fn resolve(path: &Path) -> PathBuf {
     let mut current = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(path)
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(path)
     };
     let mut hops = 0;
     'outer: loop {
@@ -252,7 +306,10 @@ pub fn resolve(path: &Path) -> PathBuf {
                 if meta.file_type().is_symlink() && hops < MAX_LINK_HOPS {
                     if let Ok(target) = std::fs::read_link(&probe) {
                         hops += 1;
-                        let parent = probe.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+                        let parent = probe
+                            .parent()
+                            .map(Path::to_path_buf)
+                            .unwrap_or_else(|| PathBuf::from("/"));
                         let mut next = parent.join(target);
                         next.extend(missing.iter().rev());
                         current = next;
@@ -326,10 +383,23 @@ mod tests {
             PathBuf::from("/usr/local/bin/tool"),
             PathBuf::from("/boot/grub/grub.cfg"),
         ] {
-            assert!(list.check_write(&path).is_some(), "{} should be refused", path.display());
+            assert!(
+                list.check_write(&path).is_some(),
+                "{} should be refused",
+                path.display()
+            );
         }
-        for path in [home.join("project/main.rs"), home.join(".sshx"), hermes.join("skills/mine/SKILL.md")] {
-            assert_eq!(list.check_write(&path), None, "{} should be allowed", path.display());
+        for path in [
+            home.join("project/main.rs"),
+            home.join(".sshx"),
+            hermes.join("skills/mine/SKILL.md"),
+        ] {
+            assert_eq!(
+                list.check_write(&path),
+                None,
+                "{} should be allowed",
+                path.display()
+            );
         }
     }
 
@@ -341,9 +411,14 @@ mod tests {
         symlink(hermes.join("config.yaml"), work.join("dangling")).unwrap();
         symlink(&home, work.join("homelink")).unwrap();
         assert!(list.check_write(&work.join("dangling")).is_some());
-        assert!(list.check_write(&work.join("homelink/.ssh/id_rsa")).is_some());
+        assert!(list
+            .check_write(&work.join("homelink/.ssh/id_rsa"))
+            .is_some());
         assert!(list.check_write(&work.join("../home/./.netrc")).is_some());
-        assert_eq!(resolve(&work.join("dangling")), resolve(&hermes).join("config.yaml"));
+        assert_eq!(
+            resolve(&work.join("dangling")),
+            resolve(&hermes).join("config.yaml")
+        );
     }
 
     #[test]
@@ -353,7 +428,10 @@ mod tests {
         std::fs::create_dir_all(&root).unwrap();
         let list = list.with_safe_roots(Some(OsString::from(format!("{}:", root.display()))));
         assert_eq!(list.check_write(&root.join("a/b.txt")), None);
-        assert!(matches!(list.check_write(&home.join("x.txt")), Some(Refusal::OutsideSafeRoots { .. })));
+        assert!(matches!(
+            list.check_write(&home.join("x.txt")),
+            Some(Refusal::OutsideSafeRoots { .. })
+        ));
         assert!(list.check_write(&dir.path().join("rootless/x")).is_some());
     }
 

@@ -17,8 +17,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-pub type SyncDynamicHandler = Arc<dyn Fn(Value, &ToolContext) -> Result<Value, ToolError> + Send + Sync>;
-pub type AsyncDynamicHandler = Arc<dyn Fn(Value, ToolContext) -> BoxFuture<Result<Value, ToolError>> + Send + Sync>;
+pub type SyncDynamicHandler =
+    Arc<dyn Fn(Value, &ToolContext) -> Result<Value, ToolError> + Send + Sync>;
+pub type AsyncDynamicHandler =
+    Arc<dyn Fn(Value, ToolContext) -> BoxFuture<Result<Value, ToolError>> + Send + Sync>;
 pub type DynamicCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 pub type DynamicSchemaFn = Arc<dyn Fn(&SchemaContext) -> Option<Value> + Send + Sync>;
 
@@ -64,7 +66,12 @@ pub struct DynamicTool {
 }
 
 impl DynamicTool {
-    pub fn new(name: impl Into<String>, toolset: impl Into<String>, schema: Value, handler: DynamicHandler) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        toolset: impl Into<String>,
+        schema: Value,
+        handler: DynamicHandler,
+    ) -> Self {
         DynamicTool {
             name: name.into(),
             toolset: toolset.into(),
@@ -151,7 +158,9 @@ impl ToolRef {
     /// The stored schema with `name` forced to the registered name.
     pub fn base_schema(&self) -> Value {
         let mut schema = match self {
-            ToolRef::Static(e) => serde_json::from_str(e.schema).expect("generated schemas are valid JSON"),
+            ToolRef::Static(e) => {
+                serde_json::from_str(e.schema).expect("generated schemas are valid JSON")
+            }
             ToolRef::Dynamic(d) => d.schema.clone(),
         };
         if let Some(object) = schema.as_object_mut() {
@@ -164,14 +173,21 @@ impl ToolRef {
     pub fn parameters(&self) -> Arc<Value> {
         match self {
             ToolRef::Static(e) => crate::definitions::static_parameters(e),
-            ToolRef::Dynamic(d) => Arc::new(d.schema.get("parameters").cloned().unwrap_or(Value::Null)),
+            ToolRef::Dynamic(d) => {
+                Arc::new(d.schema.get("parameters").cloned().unwrap_or(Value::Null))
+            }
         }
     }
 
     pub fn description(&self) -> String {
         match self {
             ToolRef::Static(e) => e.description.to_string(),
-            ToolRef::Dynamic(d) => d.schema.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+            ToolRef::Dynamic(d) => d
+                .schema
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
         }
     }
 }
@@ -291,7 +307,9 @@ impl Registry {
     /// an inotify watch where one sees every change, else of the file).
     pub fn config(&self) -> Arc<Config> {
         let path = Config::path_in(&self.hermes_home);
-        let watch = self.config_watch.get_or_init(|| crate::config_watch::ConfigWatch::new(&path));
+        let watch = self
+            .config_watch
+            .get_or_init(|| crate::config_watch::ConfigWatch::new(&path));
         let changes = watch.as_ref().and_then(|watch| watch.changes());
         // The count is read before the configuration: whoever stored it had stored the
         // configuration it looked at first.
@@ -313,7 +331,10 @@ impl Registry {
     }
 
     pub fn add_hooks(&self, hooks: Arc<dyn ToolHooks>) {
-        self.hooks.write().unwrap_or_else(|p| p.into_inner()).push(hooks);
+        self.hooks
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hooks);
     }
 
     pub fn hooks(&self) -> Vec<Arc<dyn ToolHooks>> {
@@ -322,15 +343,25 @@ impl Registry {
 
     /// Whether any hooks are registered (without copying the list).
     pub fn has_hooks(&self) -> bool {
-        !self.hooks.read().unwrap_or_else(|p| p.into_inner()).is_empty()
+        !self
+            .hooks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     pub fn set_approval_gate(&self, gate: Option<Arc<dyn ApprovalGate>>) {
-        *self.approval_gate.write().unwrap_or_else(|p| p.into_inner()) = gate;
+        *self
+            .approval_gate
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = gate;
     }
 
     pub fn approval_gate(&self) -> Option<Arc<dyn ApprovalGate>> {
-        self.approval_gate.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.approval_gate
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub(crate) fn set_last_resolved(&self, names: Vec<String>) {
@@ -339,7 +370,10 @@ impl Registry {
 
     /// The tool names of the latest definitions build (for `execute_code`'s sandbox).
     pub fn last_resolved_tools(&self) -> Vec<String> {
-        self.last_resolved.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.last_resolved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn layer(&self) -> std::sync::RwLockReadGuard<'_, DynamicLayer> {
@@ -370,7 +404,9 @@ impl Registry {
     /// The canonical name for a name or alias (unknown names are returned as given).
     pub fn canonical_name<'a>(&self, name: &'a str) -> std::borrow::Cow<'a, str> {
         match self.catalog.tool(name) {
-            Some(entry) if entry.name != name && !self.layer().tools.contains_key(name) => std::borrow::Cow::Borrowed(entry.name),
+            Some(entry) if entry.name != name && !self.layer().tools.contains_key(name) => {
+                std::borrow::Cow::Borrowed(entry.name)
+            }
             _ => std::borrow::Cow::Borrowed(name),
         }
     }
@@ -378,8 +414,19 @@ impl Registry {
     /// Every tool name, sorted.
     pub fn tool_names(&self) -> Vec<String> {
         let layer = self.layer();
-        let mut names: Vec<String> = self.catalog.tools.iter().map(|t| t.name.to_string()).collect();
-        names.extend(layer.tools.keys().filter(|n| self.catalog.tool(n).is_none_or(|e| e.name != n.as_str())).cloned());
+        let mut names: Vec<String> = self
+            .catalog
+            .tools
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        names.extend(
+            layer
+                .tools
+                .keys()
+                .filter(|n| self.catalog.tool(n).is_none_or(|e| e.name != n.as_str()))
+                .cloned(),
+        );
         names.sort();
         names.dedup();
         names
@@ -387,11 +434,21 @@ impl Registry {
 
     /// Tools registered in the dynamic layer under `toolset`, sorted.
     pub fn dynamic_tools_in(&self, toolset: &str) -> Vec<String> {
-        self.layer().tools.values().filter(|t| t.toolset == toolset).map(|t| t.name.clone()).collect()
+        self.layer()
+            .tools
+            .values()
+            .filter(|t| t.toolset == toolset)
+            .map(|t| t.name.clone())
+            .collect()
     }
 
     pub fn dynamic_toolset_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.layer().tools.values().map(|t| t.toolset.clone()).collect();
+        let mut names: Vec<String> = self
+            .layer()
+            .tools
+            .values()
+            .map(|t| t.toolset.clone())
+            .collect();
         names.sort();
         names.dedup();
         names
@@ -411,9 +468,19 @@ impl Registry {
             ToolRef::Static(entry) => entry.check.map(|index| {
                 let probe = &self.catalog.checks[index];
                 let f = probe.probe;
-                (CheckId::Static(index), probe.name.to_string(), Arc::new(f) as DynamicCheck)
+                (
+                    CheckId::Static(index),
+                    probe.name.to_string(),
+                    Arc::new(f) as DynamicCheck,
+                )
             }),
-            ToolRef::Dynamic(d) => d.check.as_ref().map(|c| (CheckId::Dynamic(d.id), format!("check of {}", d.name), Arc::clone(c))),
+            ToolRef::Dynamic(d) => d.check.as_ref().map(|c| {
+                (
+                    CheckId::Dynamic(d.id),
+                    format!("check of {}", d.name),
+                    Arc::clone(c),
+                )
+            }),
         }
     }
 
@@ -438,7 +505,12 @@ impl Registry {
     /// Adds or replaces a dynamic tool, following the override rules: same toolset
     /// replaces; another toolset's name is kept unless `override_existing`, and a
     /// plugin needs the operator's grant for that.
-    pub fn register(&self, mut tool: DynamicTool, caller: &Caller, override_existing: bool) -> Result<Registration, RegistryError> {
+    pub fn register(
+        &self,
+        mut tool: DynamicTool,
+        caller: &Caller,
+        override_existing: bool,
+    ) -> Result<Registration, RegistryError> {
         match &tool.schema {
             Value::Object(object) => match object.get("parameters") {
                 None | Some(Value::Null) | Some(Value::Object(_)) => {}
@@ -490,7 +562,10 @@ impl Registry {
                         )));
                     }
                 }
-                eprintln!("info: tool {} of toolset {existing} replaced by toolset {}", tool.name, tool.toolset);
+                eprintln!(
+                    "info: tool {} of toolset {existing} replaced by toolset {}",
+                    tool.name, tool.toolset
+                );
             }
         }
         layer.tools.insert(tool.name.clone(), Arc::new(tool));
@@ -503,7 +578,9 @@ impl Registry {
     /// own tools (or any with the operator's grant); `mcp-*` toolsets are exempt.
     pub fn deregister(&self, name: &str, caller: &Caller) -> Result<bool, RegistryError> {
         let mut layer = self.layer_mut();
-        let Some(existing) = layer.tools.get(name) else { return Ok(false) };
+        let Some(existing) = layer.tools.get(name) else {
+            return Ok(false);
+        };
         if let Caller::Plugin(id) = caller {
             let own = existing.owner.as_deref() == Some(id.as_str());
             if !existing.toolset.starts_with("mcp-") && !own && !self.plugin_may_override(id) {
@@ -521,7 +598,10 @@ impl Registry {
 
     fn drop_emptied_aliases(layer: &mut DynamicLayer, toolset: &str, catalog: &Catalog) {
         let still_used = layer.tools.values().any(|t| t.toolset == toolset)
-            || catalog.tools.iter().any(|t| t.toolset == toolset && !layer.tools.contains_key(t.name));
+            || catalog
+                .tools
+                .iter()
+                .any(|t| t.toolset == toolset && !layer.tools.contains_key(t.name));
         if !still_used {
             layer.toolset_aliases.retain(|_, target| target != toolset);
         }
@@ -529,7 +609,10 @@ impl Registry {
 
     /// Points `alias` at `toolset` (an MCP server name at `mcp-<server>`).
     pub fn register_toolset_alias(&self, alias: &str, toolset: &str) {
-        let previous = self.layer_mut().toolset_aliases.insert(alias.to_string(), toolset.to_string());
+        let previous = self
+            .layer_mut()
+            .toolset_aliases
+            .insert(alias.to_string(), toolset.to_string());
         if let Some(previous) = previous.filter(|p| p != toolset) {
             eprintln!("warning: toolset alias {alias} moved from {previous} to {toolset}");
         }
@@ -543,7 +626,12 @@ impl Registry {
 
     /// Puts `previous` back (or removes the entry when `None`) only if the entry is
     /// still the very object `current`; false when someone changed it meanwhile.
-    pub fn restore(&self, name: &str, current: Option<&Arc<DynamicTool>>, previous: Option<Arc<DynamicTool>>) -> bool {
+    pub fn restore(
+        &self,
+        name: &str,
+        current: Option<&Arc<DynamicTool>>,
+        previous: Option<Arc<DynamicTool>>,
+    ) -> bool {
         let mut layer = self.layer_mut();
         let matches = match (layer.tools.get(name), current) {
             (Some(present), Some(expected)) => Arc::ptr_eq(present, expected),

@@ -11,7 +11,9 @@ pub fn strict_parameters(parameters: &Value) -> Value {
 }
 
 fn make_strict(schema: &mut Value) {
-    let Some(object) = schema.as_object_mut() else { return };
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
     if let Some(items) = object.get_mut("items") {
         make_strict(items);
     }
@@ -21,7 +23,12 @@ fn make_strict(schema: &mut Value) {
     let required: Vec<String> = object
         .get("required")
         .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect())
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     let mut all_names = Vec::new();
     if let Some(Value::Object(properties)) = object.get_mut("properties") {
@@ -40,11 +47,16 @@ fn make_strict(schema: &mut Value) {
 }
 
 fn make_nullable(property: &mut Value) {
-    let Some(object) = property.as_object_mut() else { return };
+    let Some(object) = property.as_object_mut() else {
+        return;
+    };
     match object.get_mut("type") {
         Some(Value::String(single)) => {
             let single = std::mem::take(single);
-            object.insert("type".into(), Value::Array(vec![Value::String(single), "null".into()]));
+            object.insert(
+                "type".into(),
+                Value::Array(vec![Value::String(single), "null".into()]),
+            );
         }
         Some(Value::Array(types)) => {
             if !types.iter().any(|t| t == "null") {
@@ -53,7 +65,10 @@ fn make_nullable(property: &mut Value) {
         }
         _ => {
             let inner = Value::Object(std::mem::take(object));
-            object.insert("anyOf".into(), Value::Array(vec![inner, serde_json::json!({"type": "null"})]));
+            object.insert(
+                "anyOf".into(),
+                Value::Array(vec![inner, serde_json::json!({"type": "null"})]),
+            );
         }
     }
     // A nullable enum must list null among its values too.

@@ -24,7 +24,12 @@ pub struct ToolsetView {
 impl Registry {
     /// Static toolsets and toolsets that exist only through registered tools, sorted.
     pub fn toolset_names(&self) -> Vec<String> {
-        let mut names: BTreeSet<String> = self.catalog().toolsets.iter().map(|t| t.name.to_string()).collect();
+        let mut names: BTreeSet<String> = self
+            .catalog()
+            .toolsets
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
         names.extend(self.dynamic_toolset_names());
         names.into_iter().collect()
     }
@@ -46,8 +51,14 @@ impl Registry {
                 for tool in def.tools {
                     // A tool of this toolset that a registration moved to another
                     // toolset no longer counts here.
-                    let own = self.catalog().tool(tool).is_some_and(|e| e.toolset == toolset);
-                    let moved_away = own && self.get(tool).is_some_and(|found| found.toolset() != toolset);
+                    let own = self
+                        .catalog()
+                        .tool(tool)
+                        .is_some_and(|e| e.toolset == toolset);
+                    let moved_away = own
+                        && self
+                            .get(tool)
+                            .is_some_and(|found| found.toolset() != toolset);
                     if !moved_away {
                         tools.insert(tool.to_string());
                     }
@@ -76,7 +87,12 @@ impl Registry {
             None if name.starts_with("mcp-") => format!("MCP server '{}' tools", &name[4..]),
             None => format!("Plugin toolset: {name}"),
         };
-        Some(ToolsetView { name: name.to_string(), description, tools: tools.into_iter().collect(), includes: Vec::new() })
+        Some(ToolsetView {
+            name: name.to_string(),
+            description,
+            tools: tools.into_iter().collect(),
+            includes: Vec::new(),
+        })
     }
 
     /// Every tool a toolset stands for, sorted and unique. Includes are expanded once
@@ -132,7 +148,9 @@ impl Registry {
             }
             return Some(self.resolve_toolset(name));
         }
-        self.catalog().legacy_toolset(name).map(|legacy| legacy.tools.iter().map(|t| t.to_string()).collect())
+        self.catalog()
+            .legacy_toolset(name)
+            .map(|legacy| legacy.tools.iter().map(|t| t.to_string()).collect())
     }
 
     /// Which tools `enabled` and `disabled` toolsets select.
@@ -140,7 +158,11 @@ impl Registry {
     /// `enabled = None` means every toolset; an empty list selects nothing. Disabled
     /// names are applied last and beat enabled composites; disabling a `hermes-*`
     /// preset or a posture bundle removes only what it adds to the core.
-    pub fn select_tools<S: AsRef<str>>(&self, enabled: Option<&[S]>, disabled: Option<&[S]>) -> Selection {
+    pub fn select_tools<S: AsRef<str>>(
+        &self,
+        enabled: Option<&[S]>,
+        disabled: Option<&[S]>,
+    ) -> Selection {
         let mut selected: BTreeSet<String> = BTreeSet::new();
         let mut unknown = Vec::new();
         match enabled {
@@ -164,7 +186,10 @@ impl Registry {
                 None => unknown.push(name.to_string()),
             }
         }
-        Selection { tools: selected.into_iter().collect(), unknown }
+        Selection {
+            tools: selected.into_iter().collect(),
+            unknown,
+        }
     }
 }
 

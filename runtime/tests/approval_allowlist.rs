@@ -8,11 +8,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 fn cli() -> ApprovalContext {
-    ApprovalContext { session_key: Some("s".into()), interactive: true, ..Default::default() }
+    ApprovalContext {
+        session_key: Some("s".into()),
+        interactive: true,
+        ..Default::default()
+    }
 }
 
 fn always() -> GuardOptions {
-    GuardOptions { prompter: Some(Arc::new(|_: &PromptRequest| Choice::Always)), ..Default::default() }
+    GuardOptions {
+        prompter: Some(Arc::new(|_: &PromptRequest| Choice::Always)),
+        ..Default::default()
+    }
 }
 
 fn on_disk(home: &Path) -> Vec<String> {
@@ -32,17 +39,39 @@ fn two_writers_keep_each_others_entries_and_comments() {
     assert_eq!(a.permanent_entries(), ["git status", "make test"]);
 
     let key_a = a.check_dangerous_command("rm -rf build").unwrap().key;
-    let key_b = b.check_dangerous_command("git reset --hard HEAD").unwrap().key;
+    let key_b = b
+        .check_dangerous_command("git reset --hard HEAD")
+        .unwrap()
+        .key;
     assert_ne!(key_a, key_b);
-    assert!(a.check_all_command_guards("rm -rf build", "local", &cli(), &always()).is_approved());
-    assert!(b.check_all_command_guards("git reset --hard HEAD", "local", &cli(), &always()).is_approved());
+    assert!(a
+        .check_all_command_guards("rm -rf build", "local", &cli(), &always())
+        .is_approved());
+    assert!(b
+        .check_all_command_guards("git reset --hard HEAD", "local", &cli(), &always())
+        .is_approved());
 
-    let mut expected = vec!["git status".to_string(), "make test".into(), key_a.clone(), key_b.clone()];
+    let mut expected = vec![
+        "git status".to_string(),
+        "make test".into(),
+        key_a.clone(),
+        key_b.clone(),
+    ];
     expected.sort();
     assert_eq!(on_disk(home.path()), expected);
     let text = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
-    assert!(text.starts_with("# my hermes config\nmodel: gpt-x   # the default model\n\ncommand_allowlist:\n"), "{text}");
-    assert!(text.ends_with("\n# approvals below\napprovals:\n  mode: manual # keep it\n  timeout: 60\n"), "{text}");
+    assert!(
+        text.starts_with(
+            "# my hermes config\nmodel: gpt-x   # the default model\n\ncommand_allowlist:\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            "\n# approvals below\napprovals:\n  mode: manual # keep it\n  timeout: 60\n"
+        ),
+        "{text}"
+    );
     // b picked up a's entry when it saved.
     assert!(b.is_approved("other", &key_a));
     // No temp files left behind.
@@ -58,23 +87,36 @@ fn two_writers_keep_each_others_entries_and_comments() {
 fn entries_removed_by_hand_stay_removed() {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("config.yaml");
-    std::fs::write(&path, "command_allowlist:\n- git status\n- make test\nother: 1\n").unwrap();
+    std::fs::write(
+        &path,
+        "command_allowlist:\n- git status\n- make test\nother: 1\n",
+    )
+    .unwrap();
     let approvals = Approvals::load(home.path());
     approvals.set_process_yolo(false);
     // The user deletes `git status` in an editor while the agent runs.
     std::fs::write(&path, "command_allowlist:\n- make test\nother: 1\n").unwrap();
-    let key = approvals.check_dangerous_command("rm -rf build").unwrap().key;
-    assert!(approvals.check_all_command_guards("rm -rf build", "local", &cli(), &always()).is_approved());
+    let key = approvals
+        .check_dangerous_command("rm -rf build")
+        .unwrap()
+        .key;
+    assert!(approvals
+        .check_all_command_guards("rm -rf build", "local", &cli(), &always())
+        .is_approved());
     let mut expected = vec!["make test".to_string(), key.clone()];
     expected.sort();
     assert_eq!(on_disk(home.path()), expected);
-    assert!(std::fs::read_to_string(&path).unwrap().ends_with("other: 1\n"));
+    assert!(std::fs::read_to_string(&path)
+        .unwrap()
+        .ends_with("other: 1\n"));
     // And a later save still does not bring it back.
     approvals.approve_permanent("cargo build").unwrap();
     let mut expected = vec!["cargo build".to_string(), "make test".into(), key];
     expected.sort();
     assert_eq!(on_disk(home.path()), expected);
-    assert!(!approvals.permanent_entries().contains(&"git status".to_string()));
+    assert!(!approvals
+        .permanent_entries()
+        .contains(&"git status".to_string()));
 }
 
 #[test]
@@ -95,8 +137,14 @@ fn symlinked_config_is_written_through_the_link_and_mode_is_kept() {
         std::fs::read_to_string(&real).unwrap(),
         "# dotfiles managed\nmodel: x\ncommand_allowlist:\n  - \"npm test\"\n"
     );
-    assert_eq!(std::fs::metadata(&real).unwrap().permissions().mode() & 0o777, 0o640);
-    let stray: Vec<_> = std::fs::read_dir(real_dir.path()).unwrap().flatten().collect();
+    assert_eq!(
+        std::fs::metadata(&real).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+    let stray: Vec<_> = std::fs::read_dir(real_dir.path())
+        .unwrap()
+        .flatten()
+        .collect();
     assert_eq!(stray.len(), 1, "temp file renamed away");
 }
 
@@ -109,15 +157,24 @@ fn block_replacement_shapes() {
         "command_allowlist:\n  - \"a 'quoted' \\\"x\\\"\"\n  - \"b\"\nz: 1\n"
     );
     // Absent, no trailing newline: appended on its own line.
-    assert_eq!(replace_allowlist_block("a: 1", &entries), "a: 1\ncommand_allowlist:\n  - \"a 'quoted' \\\"x\\\"\"\n  - \"b\"\n");
+    assert_eq!(
+        replace_allowlist_block("a: 1", &entries),
+        "a: 1\ncommand_allowlist:\n  - \"a 'quoted' \\\"x\\\"\"\n  - \"b\"\n"
+    );
     // Trailing comment lines after the block belong to what follows.
     assert_eq!(
-        replace_allowlist_block("command_allowlist:\n  - old\n# next\nk: v\n", &BTreeSet::new()),
+        replace_allowlist_block(
+            "command_allowlist:\n  - old\n# next\nk: v\n",
+            &BTreeSet::new()
+        ),
         "command_allowlist: []\n# next\nk: v\n"
     );
     // A nested `command_allowlist` key is not the top-level one.
     assert_eq!(
-        replace_allowlist_block("x:\n  command_allowlist:\n    - q\n", &BTreeSet::from(["n".to_string()])),
+        replace_allowlist_block(
+            "x:\n  command_allowlist:\n    - q\n",
+            &BTreeSet::from(["n".to_string()])
+        ),
         "x:\n  command_allowlist:\n    - q\ncommand_allowlist:\n  - \"n\"\n"
     );
 }
@@ -129,7 +186,10 @@ fn broken_yaml_is_not_overwritten() {
     std::fs::write(&path, "command_allowlist: [unclosed\n").unwrap();
     let approvals = Approvals::load(home.path());
     assert!(approvals.approve_permanent("ls").is_err());
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "command_allowlist: [unclosed\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "command_allowlist: [unclosed\n"
+    );
     assert!(approvals.is_approved("s", "ls"), "memory still has it");
 }
 

@@ -18,7 +18,10 @@ fn environment_signals() {
     assert!(ctx.is_gateway() && ctx.is_cli() && ctx.yolo);
     assert_eq!(ctx.platform.as_deref(), Some("telegram"));
     // §2.7 item 3: the context's key beats the environment's.
-    let explicit = ApprovalContext { session_key: Some("ctx".into()), ..Default::default() };
+    let explicit = ApprovalContext {
+        session_key: Some("ctx".into()),
+        ..Default::default()
+    };
     assert_eq!(explicit.session_key(), "ctx");
     assert_eq!(ApprovalContext::default().session_key(), "from-env");
 
@@ -27,10 +30,23 @@ fn environment_signals() {
     assert!(yolo.process_yolo());
     unsafe { std::env::remove_var("HERMES_YOLO_MODE") };
     assert!(yolo.process_yolo());
-    let plain = ApprovalContext { session_key: Some("p".into()), interactive: true, ..Default::default() };
-    assert!(yolo.check_all_command_guards("rm -rf build", "local", &plain, &GuardOptions::default()).is_approved());
+    let plain = ApprovalContext {
+        session_key: Some("p".into()),
+        interactive: true,
+        ..Default::default()
+    };
+    assert!(yolo
+        .check_all_command_guards("rm -rf build", "local", &plain, &GuardOptions::default())
+        .is_approved());
     // ... and never opens the floor.
-    assert!(yolo.check_all_command_guards("rm -rf \"$HOME\"", "local", &plain, &GuardOptions::default()).is_hardline());
+    assert!(yolo
+        .check_all_command_guards(
+            "rm -rf \"$HOME\"",
+            "local",
+            &plain,
+            &GuardOptions::default()
+        )
+        .is_hardline());
     assert!(!Approvals::load(dir.path()).process_yolo());
 
     unsafe { std::env::remove_var("HERMES_SESSION_KEY") };

@@ -25,14 +25,26 @@ fn mode_coercions_match_the_reference() {
     assert_eq!(parse_mode(None), (ApprovalMode::Manual, None));
     assert_eq!(parse_mode(Some(&json!(7))).0, ApprovalMode::Manual);
     let config = json!({"approvals": {"mode": false}});
-    assert_eq!(parse_mode(config.pointer("/approvals/mode")).0, ApprovalMode::Off);
+    assert_eq!(
+        parse_mode(config.pointer("/approvals/mode")).0,
+        ApprovalMode::Off
+    );
 }
 
 #[test]
 fn mode_from_yaml_file() {
-    assert_eq!(policy_from("approvals:\n  mode: false\n").mode, ApprovalMode::Off);
-    assert_eq!(policy_from("approvals:\n  mode: smart\n").mode, ApprovalMode::Smart);
-    assert_eq!(policy_from("approvals:\n  mode: true\n").mode, ApprovalMode::Manual);
+    assert_eq!(
+        policy_from("approvals:\n  mode: false\n").mode,
+        ApprovalMode::Off
+    );
+    assert_eq!(
+        policy_from("approvals:\n  mode: smart\n").mode,
+        ApprovalMode::Smart
+    );
+    assert_eq!(
+        policy_from("approvals:\n  mode: true\n").mode,
+        ApprovalMode::Manual
+    );
     let auto = policy_from("approvals:\n  mode: auto\n");
     assert_eq!(auto.mode, ApprovalMode::Manual);
     assert_eq!(auto.warnings.len(), 1);
@@ -58,10 +70,24 @@ fn defaults_when_the_file_is_missing_or_broken() {
 #[test]
 fn no_human_modes_accept_the_approve_words() {
     for word in ["approve", "off", "allow", "yes", " APPROVE "] {
-        assert_eq!(parse_no_human_mode(Some(&json!(word))), NoHumanMode::Approve, "{word}");
+        assert_eq!(
+            parse_no_human_mode(Some(&json!(word))),
+            NoHumanMode::Approve,
+            "{word}"
+        );
     }
-    for value in [json!("deny"), json!("maybe"), json!(""), json!(false), Value::Null] {
-        assert_eq!(parse_no_human_mode(Some(&value)), NoHumanMode::Deny, "{value}");
+    for value in [
+        json!("deny"),
+        json!("maybe"),
+        json!(""),
+        json!(false),
+        Value::Null,
+    ] {
+        assert_eq!(
+            parse_no_human_mode(Some(&value)),
+            NoHumanMode::Deny,
+            "{value}"
+        );
     }
     assert_eq!(parse_no_human_mode(None), NoHumanMode::Deny);
     let policy = policy_from(
@@ -91,9 +117,16 @@ fn timeout_deny_breaker_and_smart_endpoint() {
     let bad = policy_from("approvals:\n  timeout: soon\n  denial_breaker_threshold: -2\n");
     assert_eq!(bad.timeout, Duration::from_secs(300));
     assert_eq!(bad.breaker_threshold(), None);
-    assert_eq!(policy_from("approvals:\n  denial_breaker_threshold: 5\n").breaker_threshold(), Some(5));
+    assert_eq!(
+        policy_from("approvals:\n  denial_breaker_threshold: 5\n").breaker_threshold(),
+        Some(5)
+    );
     // No model: smart review escalates.
-    assert!(policy_from("approvals:\n  smart:\n    base_url: http://x\n").smart.is_none());
+    assert!(
+        policy_from("approvals:\n  smart:\n    base_url: http://x\n")
+            .smart
+            .is_none()
+    );
 }
 
 #[test]
@@ -117,7 +150,12 @@ fn command_allowlist_list_scalar_and_other_types() {
 fn gateway_context_rules() {
     // §2.7 item 5.
     let vars = |pairs: &'static [(&'static str, &'static str)]| {
-        ApprovalContext::from_vars(move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string()))
+        ApprovalContext::from_vars(move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
     };
     for platform in ["webhook", "msgraph_webhook", "api_server"] {
         let ctx = ApprovalContext {
@@ -126,18 +164,38 @@ fn gateway_context_rules() {
             ..Default::default()
         };
         assert!(!ctx.is_gateway(), "{platform}");
-        assert_eq!(ctx.no_human_reason(), Some(NoHumanReason::Unattended(platform.to_string())));
+        assert_eq!(
+            ctx.no_human_reason(),
+            Some(NoHumanReason::Unattended(platform.to_string()))
+        );
     }
-    assert!(!vars(&[("HERMES_GATEWAY_SESSION", "1")]).is_gateway(), "no platform");
-    assert!(!vars(&[("HERMES_GATEWAY_SESSION", "1"), ("HERMES_SESSION_PLATFORM", "telegram"), ("HERMES_CRON_SESSION", "1")])
-        .is_gateway());
-    let telegram = vars(&[("HERMES_GATEWAY_SESSION", "1"), ("HERMES_SESSION_PLATFORM", "telegram")]);
+    assert!(
+        !vars(&[("HERMES_GATEWAY_SESSION", "1")]).is_gateway(),
+        "no platform"
+    );
+    assert!(!vars(&[
+        ("HERMES_GATEWAY_SESSION", "1"),
+        ("HERMES_SESSION_PLATFORM", "telegram"),
+        ("HERMES_CRON_SESSION", "1")
+    ])
+    .is_gateway());
+    let telegram = vars(&[
+        ("HERMES_GATEWAY_SESSION", "1"),
+        ("HERMES_SESSION_PLATFORM", "telegram"),
+    ]);
     assert!(telegram.is_gateway());
     assert!(telegram.has_human());
-    let single = vars(&[("HERMES_INTERACTIVE", "1"), ("HERMES_SINGLE_QUERY_SESSION", "true"), ("HERMES_EXEC_ASK", "1")]);
+    let single = vars(&[
+        ("HERMES_INTERACTIVE", "1"),
+        ("HERMES_SINGLE_QUERY_SESSION", "true"),
+        ("HERMES_EXEC_ASK", "1"),
+    ]);
     assert!(!single.is_cli() && !single.is_ask() && !single.has_human());
     assert_eq!(single.no_human_reason(), Some(NoHumanReason::SingleQuery));
-    assert_eq!(single.no_human_reason().unwrap().mode_key(), "approvals.single_query_mode");
+    assert_eq!(
+        single.no_human_reason().unwrap().mode_key(),
+        "approvals.single_query_mode"
+    );
     let full = vars(&[
         ("HERMES_INTERACTIVE", "yes"),
         ("HERMES_SESSION_KEY", "abc"),
@@ -154,21 +212,34 @@ fn redaction_masks_secrets() {
     // §2.7 item 10.
     let cmd = r#"curl -H "Authorization: Bearer sk-proj-abc123xyz4567890abcdef" https://api.openai.com/v1/models"#;
     let red = redact_secrets(cmd);
-    assert_eq!(red, r#"curl -H "Authorization: Bearer ***" https://api.openai.com/v1/models"#);
-    assert_eq!(redact_secrets("export OPENAI=sk-abcdefghijklmnop1234"), "export OPENAI=sk-***");
+    assert_eq!(
+        red,
+        r#"curl -H "Authorization: Bearer ***" https://api.openai.com/v1/models"#
+    );
+    assert_eq!(
+        redact_secrets("export OPENAI=sk-abcdefghijklmnop1234"),
+        "export OPENAI=sk-***"
+    );
     assert_eq!(
         redact_secrets("git clone https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/x/y"),
         "git clone https://ghp_***@github.com/x/y"
     );
-    assert_eq!(redact_secrets("aws --key AKIAIOSFODNN7EXAMPLE s3 ls"), "aws --key AKIA*** s3 ls");
+    assert_eq!(
+        redact_secrets("aws --key AKIAIOSFODNN7EXAMPLE s3 ls"),
+        "aws --key AKIA*** s3 ls"
+    );
     let jwt = "curl -H 'X: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U'";
     assert_eq!(redact_secrets(jwt), "curl -H 'X: ***JWT***'");
-    let pem = "printf '-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----' > k";
+    let pem =
+        "printf '-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----' > k";
     assert_eq!(
         redact_secrets(pem),
         "printf '-----BEGIN RSA PRIVATE KEY-----***-----END RSA PRIVATE KEY-----' > k"
     );
-    assert_eq!(redact_secrets("API_TOKEN=hunter22 ./deploy"), "API_TOKEN=*** ./deploy");
+    assert_eq!(
+        redact_secrets("API_TOKEN=hunter22 ./deploy"),
+        "API_TOKEN=*** ./deploy"
+    );
     assert_eq!(redact_secrets("ls -la /tmp"), "ls -la /tmp");
 }
 
@@ -197,13 +268,19 @@ fn smart_input_checks_and_verdict_parsing() {
     assert!(unreviewable("echo \u{FFFF}"));
     assert!(!unreviewable(&"a".repeat(MAX_REVIEW_CHARS)));
     assert!(unreviewable(&"a".repeat(MAX_REVIEW_CHARS + 1)));
-    assert_eq!(xml_escape("<a href='x'>&\"</a>"), "&lt;a href=&apos;x&apos;&gt;&amp;&quot;&lt;/a&gt;");
+    assert_eq!(
+        xml_escape("<a href='x'>&\"</a>"),
+        "&lt;a href=&apos;x&apos;&gt;&amp;&quot;&lt;/a&gt;"
+    );
     let messages = review_messages(&ReviewRequest {
         command: "rm -rf build </command>".into(),
         description: "delete in <root>".into(),
         policy: "be strict".into(),
     });
-    assert!(messages[0]["content"].as_str().unwrap().ends_with("be strict"));
+    assert!(messages[0]["content"]
+        .as_str()
+        .unwrap()
+        .ends_with("be strict"));
     assert_eq!(
         messages[1]["content"],
         "<review_data>\n<description>delete in &lt;root&gt;</description>\n<command>rm -rf build &lt;/command&gt;</command>\n</review_data>"

@@ -15,7 +15,11 @@ pub fn find_bwrap() -> Option<PathBuf> {
         return Some(PathBuf::from(chosen)).filter(|p| p.is_file());
     }
     let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("bwrap")).collect::<Vec<_>>())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("bwrap"))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default();
     on_path
         .into_iter()
@@ -27,8 +31,14 @@ pub fn find_bwrap() -> Option<PathBuf> {
 /// life of the process. `Err` carries what bubblewrap said.
 pub fn probe(bwrap: &Path) -> Result<(), String> {
     static RESULTS: OnceLock<Mutex<HashMap<PathBuf, Result<(), String>>>> = OnceLock::new();
-    let mut results = RESULTS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    results.entry(bwrap.to_path_buf()).or_insert_with(|| run_probe(bwrap)).clone()
+    let mut results = RESULTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    results
+        .entry(bwrap.to_path_buf())
+        .or_insert_with(|| run_probe(bwrap))
+        .clone()
 }
 
 fn run_probe(bwrap: &Path) -> Result<(), String> {
@@ -42,7 +52,14 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         seccomp_programs: Vec::new(),
     };
     let output = std::process::Command::new(bwrap)
-        .args(arguments(&policy, Path::new("/"), WrapOptions { new_session: true, tty: None }))
+        .args(arguments(
+            &policy,
+            Path::new("/"),
+            WrapOptions {
+                new_session: true,
+                tty: None,
+            },
+        ))
         .args(["--", "true"])
         .stdin(std::process::Stdio::null())
         .output()
@@ -55,7 +72,11 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         "{} failed to set up its namespaces ({}){}",
         bwrap.display(),
         output.status,
-        if said.is_empty() { String::new() } else { format!(": {said}") }
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!(": {said}")
+        }
     ))
 }
 
@@ -97,12 +118,17 @@ pub(crate) struct Layout {
 type Identity = (u64, u64, i128);
 
 fn identity(path: &Path) -> Identity {
-    std::fs::symlink_metadata(path).map(|meta| identity_of(&meta)).unwrap_or_default()
+    std::fs::symlink_metadata(path)
+        .map(|meta| identity_of(&meta))
+        .unwrap_or_default()
 }
 
 fn identity_of(meta: &std::fs::Metadata) -> Identity {
     use std::os::unix::fs::MetadataExt;
-    let born = match meta.created().map(|t| t.duration_since(std::time::UNIX_EPOCH)) {
+    let born = match meta
+        .created()
+        .map(|t| t.duration_since(std::time::UNIX_EPOCH))
+    {
         Ok(Ok(since)) => since.as_nanos() as i128,
         _ => -(meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128),
     };
@@ -122,17 +148,36 @@ impl Layout {
 
 /// The layout but the host's socket files and the working directory: what depends only
 /// on the places `real_paths` looks up (and on `/proc`, which does not change).
-pub(crate) fn fixed_layout(policy: &Policy, options: WrapOptions<'_>, real_paths: &mut RealPaths) -> Layout {
+pub(crate) fn fixed_layout(
+    policy: &Policy,
+    options: WrapOptions<'_>,
+    real_paths: &mut RealPaths,
+) -> Layout {
     let mut layout = Layout::default();
-    push(&mut layout.args, &["--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
-    push(&mut layout.args, &["--unshare-cgroup-try", "--cap-drop", "ALL"]);
+    push(
+        &mut layout.args,
+        &[
+            "--die-with-parent",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+        ],
+    );
+    push(
+        &mut layout.args,
+        &["--unshare-cgroup-try", "--cap-drop", "ALL"],
+    );
     if !policy.network {
         push(&mut layout.args, &["--unshare-net"]);
     }
     if options.new_session {
         push(&mut layout.args, &["--new-session"]);
     }
-    push(&mut layout.args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    push(
+        &mut layout.args,
+        &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"],
+    );
     if let Some(tty) = options.tty {
         // The command's own terminal under its own name, and no other: the fresh devpts
         // is covered, so the host's other terminals stay out of reach (inside, no new
@@ -141,9 +186,20 @@ pub(crate) fn fixed_layout(policy: &Policy, options: WrapOptions<'_>, real_paths
         push_mount(&mut layout.args, "--dev-bind", tty, tty);
     }
     // Kernel settings are guarded by file ownership alone: root inside must not reach them.
-    for knob in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"] {
+    for knob in [
+        "/proc/sys",
+        "/proc/sysrq-trigger",
+        "/proc/irq",
+        "/proc/bus",
+        "/proc/fs",
+    ] {
         if Path::new(knob).exists() {
-            push_mount(&mut layout.args, "--ro-bind", Path::new(knob), Path::new(knob));
+            push_mount(
+                &mut layout.args,
+                "--ro-bind",
+                Path::new(knob),
+                Path::new(knob),
+            );
         }
     }
     let writable = policy.resolved_writable(real_paths);
@@ -154,8 +210,12 @@ pub(crate) fn fixed_layout(policy: &Policy, options: WrapOptions<'_>, real_paths
     // Trees first, so a file inside a protected tree needs no mount of its own.
     let trees = policy.protected.iter().filter(|p| p.tree);
     for place in trees.chain(policy.protected.iter().filter(|p| !p.tree)) {
-        let Some((real, exists)) = real_paths.as_far_as_it_exists(&place.path) else { continue };
-        if !writable.iter().any(|root| real.starts_with(root)) || held.iter().any(|tree| real.starts_with(tree)) {
+        let Some((real, exists)) = real_paths.as_far_as_it_exists(&place.path) else {
+            continue;
+        };
+        if !writable.iter().any(|root| real.starts_with(root))
+            || held.iter().any(|tree| real.starts_with(tree))
+        {
             continue; // already read-only
         }
         if place.tree {
@@ -199,14 +259,25 @@ fn listening_socket_files() -> Vec<(PathBuf, Identity)> {
     // The file reports no size: read into room for a few hundred sockets at once, not
     // through std's small first reads, each of which the kernel answers afresh.
     let mut table = String::with_capacity(64 * 1024);
-    if std::fs::File::open("/proc/net/unix").and_then(|mut f| f.read_to_string(&mut table)).is_err() {
+    if std::fs::File::open("/proc/net/unix")
+        .and_then(|mut f| f.read_to_string(&mut table))
+        .is_err()
+    {
         table.clear();
     }
     let mut out: Vec<(PathBuf, Identity)> = Vec::new();
     for line in table.lines().skip(1) {
-        let Some(path) = line.split_whitespace().nth(7).filter(|p| p.starts_with('/')) else { continue };
+        let Some(path) = line
+            .split_whitespace()
+            .nth(7)
+            .filter(|p| p.starts_with('/'))
+        else {
+            continue;
+        };
         let path = PathBuf::from(path);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
         if meta.file_type().is_socket() && !out.iter().any(|(seen, _)| *seen == path) {
             out.push((path, identity_of(&meta)));
         }

@@ -74,14 +74,29 @@ impl Watch {
         }
         // SAFETY: a fresh descriptor owned by nobody else.
         let queue = unsafe { OwnedFd::from_raw_fd(fd) };
-        Some(Watch { queue, mounts, by_descriptor: HashMap::new(), descriptors: HashMap::new(), names: HashSet::new(), generation: 0 })
+        Some(Watch {
+            queue,
+            mounts,
+            by_descriptor: HashMap::new(),
+            descriptors: HashMap::new(),
+            names: HashSet::new(),
+            generation: 0,
+        })
     }
 
     /// Takes in what happened since the last look.
     fn take_events(&mut self) {
         let mut fds = [
-            libc::pollfd { fd: self.queue.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: self.mounts.as_raw_fd(), events: libc::POLLPRI, revents: 0 },
+            libc::pollfd {
+                fd: self.queue.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.mounts.as_raw_fd(),
+                events: libc::POLLPRI,
+                revents: 0,
+            },
         ];
         // SAFETY: two valid pollfds; no waiting.
         if unsafe { libc::poll(fds.as_mut_ptr(), 2, 0) } <= 0 {
@@ -120,17 +135,28 @@ impl Watch {
         let mut buf = vec![0u64; 1024];
         loop {
             // SAFETY: reading into an owned buffer of that many bytes.
-            let got = unsafe { libc::read(self.queue.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len() * 8) };
+            let got = unsafe {
+                libc::read(
+                    self.queue.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len() * 8,
+                )
+            };
             if got <= 0 {
                 return counts;
             }
             // SAFETY: the buffer's bytes, as many as were read.
-            let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), got as usize) };
+            let bytes =
+                unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), got as usize) };
             let mut at = 0;
             while at + HEADER <= bytes.len() {
                 // SAFETY: a whole header lies at `at` (the kernel writes whole events).
-                let event = unsafe { std::ptr::read_unaligned(bytes[at..].as_ptr().cast::<libc::inotify_event>()) };
-                let name_bytes = bytes.get(at + HEADER..at + HEADER + event.len as usize).unwrap_or_default();
+                let event = unsafe {
+                    std::ptr::read_unaligned(bytes[at..].as_ptr().cast::<libc::inotify_event>())
+                };
+                let name_bytes = bytes
+                    .get(at + HEADER..at + HEADER + event.len as usize)
+                    .unwrap_or_default();
                 let name = name_bytes.split(|b| *b == 0).next().unwrap_or_default();
                 counts |= self.counts(event.wd, event.mask, name);
                 at += HEADER + event.len as usize;
@@ -155,11 +181,14 @@ impl Watch {
         if self.descriptors.contains_key(dir) {
             return true;
         }
-        let Ok(name) = CString::new(dir) else { return false };
+        let Ok(name) = CString::new(dir) else {
+            return false;
+        };
         // SAFETY: a NUL-terminated path and a zeroed buffer the call fills.
         let local = unsafe {
             let mut fs: libc::statfs = std::mem::zeroed();
-            libc::statfs(name.as_ptr(), &mut fs) == 0 && LOCAL_FILESYSTEMS.contains(&(fs.f_type as i64))
+            libc::statfs(name.as_ptr(), &mut fs) == 0
+                && LOCAL_FILESYSTEMS.contains(&(fs.f_type as i64))
         };
         if !local {
             return false;
@@ -202,7 +231,11 @@ pub(crate) fn watch(lookups: &[Lookup]) -> Option<u64> {
 /// Whether every directory of `lookups` is watched for the names looked up there.
 pub(crate) fn covers(lookups: &[Lookup]) -> bool {
     let slot = slot().lock().unwrap_or_else(|p| p.into_inner());
-    slot.as_ref().is_some_and(|watch| lookups.iter().all(|lookup| watch.descriptors.contains_key(&lookup.0) && watch.names.contains(lookup)))
+    slot.as_ref().is_some_and(|watch| {
+        lookups
+            .iter()
+            .all(|lookup| watch.descriptors.contains_key(&lookup.0) && watch.names.contains(lookup))
+    })
 }
 
 #[cfg(test)]
@@ -211,7 +244,10 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
 
     fn lookup(dir: &std::path::Path, name: &str) -> Lookup {
-        (dir.as_os_str().as_bytes().to_vec(), name.as_bytes().to_vec())
+        (
+            dir.as_os_str().as_bytes().to_vec(),
+            name.as_bytes().to_vec(),
+        )
     }
 
     #[test]
@@ -220,8 +256,14 @@ mod tests {
         let base = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir(base.join("home")).unwrap();
         let home = base.join("home");
-        let lookups = vec![lookup(&base, "home"), lookup(&home, ".ssh"), lookup(&home, ".bashrc")];
-        let Some(start) = watch(&lookups) else { return eprintln!("no watch on this machine: skipped") };
+        let lookups = vec![
+            lookup(&base, "home"),
+            lookup(&home, ".ssh"),
+            lookup(&home, ".bashrc"),
+        ];
+        let Some(start) = watch(&lookups) else {
+            return eprintln!("no watch on this machine: skipped");
+        };
         assert!(covers(&lookups));
         assert!(!covers(&[lookup(&home, ".aws")]));
         // Other names in a watched directory do not count.
@@ -242,9 +284,14 @@ mod tests {
         changed("a looked-up name created");
         std::fs::rename(home.join("todo.txt"), home.join(".bashrc")).unwrap();
         changed("a file renamed to a looked-up name");
-        std::fs::set_permissions(home.join(".ssh"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(
+            home.join(".ssh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
         changed("a looked-up name's attributes");
-        std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+        std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o750))
+            .unwrap();
         changed("the watched directory's attributes");
         std::fs::remove_file(home.join(".bashrc")).unwrap();
         changed("a looked-up name removed");
@@ -256,6 +303,10 @@ mod tests {
         std::fs::create_dir(home.join(".ssh")).unwrap();
         seen(&mut last, "a looked-up name created in the new directory");
         std::fs::write(base.join("elsewhere/.bashrc"), b"").unwrap();
-        assert_eq!(generation(), Some(last), "the moved directory is no longer watched");
+        assert_eq!(
+            generation(),
+            Some(last),
+            "the moved directory is no longer watched"
+        );
     }
 }

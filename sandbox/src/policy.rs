@@ -99,23 +99,39 @@ impl Policy {
     /// The argv that runs `argv` (program first) in `cwd` under this policy. With `off`
     /// it is `argv` itself; otherwise a bubblewrap command line, or an error when the
     /// sandbox cannot start here.
-    pub fn wrap(&self, argv: &[OsString], cwd: &Path, options: WrapOptions<'_>) -> Result<Vec<OsString>, SandboxError> {
+    pub fn wrap(
+        &self,
+        argv: &[OsString],
+        cwd: &Path,
+        options: WrapOptions<'_>,
+    ) -> Result<Vec<OsString>, SandboxError> {
         if !self.is_active() {
             return Ok(argv.to_vec());
         }
         if argv.is_empty() {
             return Err(SandboxError("no command to run".into()));
         }
-        let bwrap = crate::bwrap::find_bwrap().ok_or_else(|| SandboxError::unavailable("bubblewrap (bwrap) was not found"))?;
+        let bwrap = crate::bwrap::find_bwrap()
+            .ok_or_else(|| SandboxError::unavailable("bubblewrap (bwrap) was not found"))?;
         crate::bwrap::probe(&bwrap).map_err(SandboxError::unavailable)?;
         // bubblewrap reads seccomp programs from file descriptors; a shell opens them, so
         // launchers that close inherited descriptors (pseudo-terminals) work the same.
         let mut out: Vec<OsString> = Vec::new();
         if !self.seccomp_programs.is_empty() {
-            let opens: Vec<String> = (0..self.seccomp_programs.len()).map(|i| format!("{}<\"${}\"", i + 3, i + 1)).collect();
-            let script = format!("exec {}; shift {}; exec \"$@\"", opens.join(" "), self.seccomp_programs.len());
+            let opens: Vec<String> = (0..self.seccomp_programs.len())
+                .map(|i| format!("{}<\"${}\"", i + 3, i + 1))
+                .collect();
+            let script = format!(
+                "exec {}; shift {}; exec \"$@\"",
+                opens.join(" "),
+                self.seccomp_programs.len()
+            );
             out.extend(["/bin/sh".into(), "-c".into(), script.into(), "sh".into()]);
-            out.extend(self.seccomp_programs.iter().map(|p| p.clone().into_os_string()));
+            out.extend(
+                self.seccomp_programs
+                    .iter()
+                    .map(|p| p.clone().into_os_string()),
+            );
         }
         out.push(bwrap.into_os_string());
         out.extend(crate::bwrap::arguments(self, cwd, options));
@@ -128,7 +144,10 @@ impl Policy {
     }
 
     /// The directories a command may write, resolved (symlinks followed) and existing.
-    pub(crate) fn resolved_writable(&self, real_paths: &mut crate::real_paths::RealPaths) -> Vec<PathBuf> {
+    pub(crate) fn resolved_writable(
+        &self,
+        real_paths: &mut crate::real_paths::RealPaths,
+    ) -> Vec<PathBuf> {
         let mut roots: Vec<PathBuf> = Vec::new();
         let candidates: Box<dyn Iterator<Item = &PathBuf>> = match self.mode {
             Mode::WorkspaceWrite => Box::new(self.writable_roots.iter().chain(&self.state_dirs)),

@@ -12,10 +12,16 @@ pub struct ReadOnlyPlace {
 
 impl ReadOnlyPlace {
     pub fn tree(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), tree: true }
+        Self {
+            path: path.into(),
+            tree: true,
+        }
     }
 
     pub fn file(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), tree: false }
+        Self {
+            path: path.into(),
+            tree: false,
+        }
     }
 }

@@ -36,18 +36,24 @@ impl RealPaths {
             return known.clone();
         }
         let found = match (path.parent(), path.file_name()) {
-            (Some(parent), Some(name)) if path.is_absolute() => self.existing(parent).and_then(|real| {
-                self.lookups.push((real.as_os_str().as_bytes().to_vec(), name.as_bytes().to_vec()));
-                let (found, through_link) = in_directory(&real, name, path);
-                self.through_links |= through_link;
-                found
-            }),
+            (Some(parent), Some(name)) if path.is_absolute() => {
+                self.existing(parent).and_then(|real| {
+                    self.lookups.push((
+                        real.as_os_str().as_bytes().to_vec(),
+                        name.as_bytes().to_vec(),
+                    ));
+                    let (found, through_link) = in_directory(&real, name, path);
+                    self.through_links |= through_link;
+                    found
+                })
+            }
             _ => {
                 self.through_links |= path != Path::new("/");
                 look_up(path)
             }
         };
-        self.known.insert(path.as_os_str().as_bytes().to_vec(), found.clone());
+        self.known
+            .insert(path.as_os_str().as_bytes().to_vec(), found.clone());
         found
     }
 
@@ -59,7 +65,10 @@ impl RealPaths {
         loop {
             if let Some(real) = self.existing(&existing) {
                 let whole = rest.is_empty();
-                return Some((rest.iter().rev().fold(real, |acc, part| acc.join(part)), whole));
+                return Some((
+                    rest.iter().rev().fold(real, |acc, part| acc.join(part)),
+                    whole,
+                ));
             }
             rest.push(existing.file_name()?.to_owned());
             if !existing.pop() {
@@ -78,7 +87,11 @@ impl RealPaths {
 /// `name` in the real directory `real_parent` (where `path`'s parent leads): the same
 /// when it is there and no symlink, else `path` resolved whole; and whether it was a
 /// symlink.
-fn in_directory(real_parent: &Path, name: &std::ffi::OsStr, path: &Path) -> (Option<PathBuf>, bool) {
+fn in_directory(
+    real_parent: &Path,
+    name: &std::ffi::OsStr,
+    path: &Path,
+) -> (Option<PathBuf>, bool) {
     let candidate = real_parent.join(name);
     match std::fs::symlink_metadata(&candidate) {
         Ok(meta) if meta.file_type().is_symlink() => (look_up(path), true),
@@ -100,7 +113,9 @@ fn look_up(path: &Path) -> Option<PathBuf> {
     match std::fs::read_link(format!("/proc/self/fd/{}", handle.as_raw_fd())) {
         // Anything but a plain absolute path (no /proc, a file deleted meanwhile, one
         // outside this root) is asked of realpath instead.
-        Ok(real) if real.is_absolute() && !real.as_os_str().as_bytes().ends_with(b" (deleted)") => Some(real),
+        Ok(real) if real.is_absolute() && !real.as_os_str().as_bytes().ends_with(b" (deleted)") => {
+            Some(real)
+        }
         _ => std::fs::canonicalize(path).ok(),
     }
 }
@@ -121,19 +136,41 @@ mod tests {
         std::os::unix::fs::symlink("../link/file", base.join("real/up-and-over")).unwrap();
         std::os::unix::fs::symlink("link", base.join("link-to-link")).unwrap();
         let mut paths = RealPaths::default();
-        for probe in ["link", "link/file", "file-link", "real/../real/file", "link/.", "link/up-and-over", "link-to-link/file", "link-to-link/../link/file"] {
+        for probe in [
+            "link",
+            "link/file",
+            "file-link",
+            "real/../real/file",
+            "link/.",
+            "link/up-and-over",
+            "link-to-link/file",
+            "link-to-link/../link/file",
+        ] {
             let path = base.join(probe);
-            assert_eq!(paths.existing(&path), Some(std::fs::canonicalize(&path).unwrap()), "{probe}");
+            assert_eq!(
+                paths.existing(&path),
+                Some(std::fs::canonicalize(&path).unwrap()),
+                "{probe}"
+            );
         }
         assert_eq!(paths.existing(&base.join("dangling")), None);
         assert_eq!(paths.existing(&base.join("real/file/under-a-file")), None);
         assert_eq!(paths.existing(Path::new("/")), Some(PathBuf::from("/")));
         assert_eq!(paths.existing(&base.join("link/missing")), None);
-        assert_eq!(paths.as_far_as_it_exists(&base.join("link/missing/deeper")), Some((base.join("real/missing/deeper"), false)));
-        assert_eq!(paths.as_far_as_it_exists(&base.join("link/file")), Some((base.join("real/file"), true)));
+        assert_eq!(
+            paths.as_far_as_it_exists(&base.join("link/missing/deeper")),
+            Some((base.join("real/missing/deeper"), false))
+        );
+        assert_eq!(
+            paths.as_far_as_it_exists(&base.join("link/file")),
+            Some((base.join("real/file"), true))
+        );
         // Remembered: a later change is not seen by the same lookups.
         std::fs::remove_file(base.join("real/file")).unwrap();
-        assert_eq!(paths.existing(&base.join("link/file")), Some(base.join("real/file")));
+        assert_eq!(
+            paths.existing(&base.join("link/file")),
+            Some(base.join("real/file"))
+        );
         assert_eq!(RealPaths::default().existing(&base.join("link/file")), None);
     }
 }

@@ -37,17 +37,21 @@ pub fn spawn_scoped<T: Send + 'static>(
     });
     let sent = launcher.lock().unwrap_or_else(|p| p.into_inner()).send(job);
     sent.map_err(|_| std::io::Error::other("the sandbox launcher thread is gone"))?;
-    result.recv().unwrap_or_else(|_| Err(std::io::Error::other("the sandbox launcher thread failed")))
+    result
+        .recv()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox launcher thread failed")))
 }
 
 fn start_launcher(required: bool) -> Sender<Job> {
     let (jobs, queue) = std::sync::mpsc::channel::<Job>();
-    let spawned = std::thread::Builder::new().name("sandbox-launcher".into()).spawn(move || {
-        let restricted = restrict_thread(required).map_err(|e| e.to_string());
-        for job in queue {
-            job(&restricted);
-        }
-    });
+    let spawned = std::thread::Builder::new()
+        .name("sandbox-launcher".into())
+        .spawn(move || {
+            let restricted = restrict_thread(required).map_err(|e| e.to_string());
+            for job in queue {
+                job(&restricted);
+            }
+        });
     if let Err(e) = spawned {
         // Jobs sent to a queue nobody reads fail at once with "is gone".
         eprintln!("warning: cannot start the sandbox launcher thread: {e}");
@@ -56,7 +60,11 @@ fn start_launcher(required: bool) -> Sender<Job> {
 }
 
 fn restrict_thread(required: bool) -> std::io::Result<()> {
-    let level = if required { CompatLevel::HardRequirement } else { CompatLevel::BestEffort };
+    let level = if required {
+        CompatLevel::HardRequirement
+    } else {
+        CompatLevel::BestEffort
+    };
     let missing = |e: &dyn std::fmt::Display| {
         std::io::Error::other(format!(
             "the command sandbox cannot start: this kernel cannot keep abstract unix sockets and signals of the host \

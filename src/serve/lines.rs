@@ -23,7 +23,11 @@ pub struct BoundedLines<R> {
 
 impl<R: Read> BoundedLines<R> {
     pub fn new(input: R, max_bytes: usize) -> Self {
-        BoundedLines { reader: BufReader::with_capacity(CHUNK_BYTES, input), line: Vec::new(), max_bytes }
+        BoundedLines {
+            reader: BufReader::with_capacity(CHUNK_BYTES, input),
+            line: Vec::new(),
+            max_bytes,
+        }
     }
 
     /// The next line; `None` at end of input. A last line without `\n` counts.
@@ -98,11 +102,22 @@ mod tests {
     fn long_lines_are_reported_and_the_next_line_survives() {
         let mut input = vec![b'x'; 200_000];
         input.extend_from_slice(b"\nshort\r\n\nlast");
-        assert_eq!(collect(&input, 1000), vec![Err(200_000), Ok(b"short".to_vec()), Ok(Vec::new()), Ok(b"last".to_vec())]);
+        assert_eq!(
+            collect(&input, 1000),
+            vec![
+                Err(200_000),
+                Ok(b"short".to_vec()),
+                Ok(Vec::new()),
+                Ok(b"last".to_vec())
+            ]
+        );
     }
 
     #[test]
     fn a_line_of_exactly_the_bound_is_kept() {
-        assert_eq!(collect(b"abcd\nabcde\n", 4), vec![Ok(b"abcd".to_vec()), Err(5)]);
+        assert_eq!(
+            collect(b"abcd\nabcde\n", 4),
+            vec![Ok(b"abcd".to_vec()), Err(5)]
+        );
     }
 }

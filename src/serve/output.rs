@@ -39,7 +39,9 @@ impl Output {
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut result = Ok(());
         for line in lines {
-            result = result.and_then(|_| writer.write_all(line.as_bytes())).and_then(|_| writer.write_all(b"\n"));
+            result = result
+                .and_then(|_| writer.write_all(line.as_bytes()))
+                .and_then(|_| writer.write_all(b"\n"));
         }
         // The last of a group of writers flushes for all of them.
         if self.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {

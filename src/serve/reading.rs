@@ -75,7 +75,12 @@ impl Drop for InlineCall<'_> {
 impl Input {
     pub fn new(lines: BoundedLines<Box<dyn Read + Send>>, max_line_bytes: usize) -> Input {
         Input {
-            state: Mutex::new(State { lines, number: 0, ended: false, failure: None }),
+            state: Mutex::new(State {
+                lines,
+                number: 0,
+                ended: false,
+                failure: None,
+            }),
             on_duty: AtomicUsize::new(1),
             readers: AtomicUsize::new(1),
             spares: Mutex::new(Spares::default()),
@@ -103,7 +108,9 @@ impl Input {
         if now % 2 == 1 || self.watchdog.get().is_none() {
             return None;
         }
-        self.inline.compare_exchange(now, now + 1, SeqCst, SeqCst).ok()?;
+        self.inline
+            .compare_exchange(now, now + 1, SeqCst, SeqCst)
+            .ok()?;
         if self.watchdog_asleep.load(SeqCst) && self.watchdog_asleep.swap(false, SeqCst) {
             if let Some(watchdog) = self.watchdog.get() {
                 watchdog.unpark();
@@ -146,7 +153,10 @@ impl Input {
 /// read has been started or queued by then, not necessarily finished.
 pub fn read_until_end(server: &Arc<Server>) -> Option<std::io::Error> {
     let watched = Arc::clone(server);
-    if let Ok(watchdog) = std::thread::Builder::new().name("hermes-serve-watch".into()).spawn(move || watch(&watched)) {
+    if let Ok(watchdog) = std::thread::Builder::new()
+        .name("hermes-serve-watch".into())
+        .spawn(move || watch(&watched))
+    {
         let _ = server.input.watchdog.set(watchdog.thread().clone());
     }
     take_turns(server);
@@ -173,7 +183,11 @@ fn call_on_duty(server: &Arc<Server>) {
     input.readers.fetch_add(1, SeqCst);
     input.on_duty.fetch_add(1, SeqCst);
     let next = Arc::clone(server);
-    if std::thread::Builder::new().name("hermes-serve-read".into()).spawn(move || take_turns(&next)).is_err() {
+    if std::thread::Builder::new()
+        .name("hermes-serve-read".into())
+        .spawn(move || take_turns(&next))
+        .is_err()
+    {
         input.readers.fetch_sub(1, SeqCst);
         input.on_duty.fetch_sub(1, SeqCst);
     }
@@ -198,7 +212,10 @@ fn watch(server: &Arc<Server>) {
             if idle >= IDLE_TICKS {
                 input.watchdog_asleep.store(true, SeqCst);
                 // A call claimed before the flag was up has not woken us: look again.
-                while input.watchdog_asleep.load(SeqCst) && input.inline.load(SeqCst) % 2 == 0 && !input.ended.load(SeqCst) {
+                while input.watchdog_asleep.load(SeqCst)
+                    && input.inline.load(SeqCst) % 2 == 0
+                    && !input.ended.load(SeqCst)
+                {
                     std::thread::park();
                 }
                 input.watchdog_asleep.store(false, SeqCst);
@@ -240,7 +257,12 @@ fn take_turns(server: &Arc<Server>) {
 
 /// Reads one line and serves it; a call to run on this thread comes back.
 fn read_line<'s>(server: &'s Arc<Server>, state: &mut State) -> Option<Started<'s>> {
-    let State { lines, number, ended, failure } = state;
+    let State {
+        lines,
+        number,
+        ended,
+        failure,
+    } = state;
     let Some(line) = lines.next_line() else {
         *ended = true;
         server.input.end();
@@ -263,7 +285,9 @@ fn read_line<'s>(server: &'s Arc<Server>, state: &mut State) -> Option<Started<'
             None
         }
         Err(e) => {
-            server.output.send_one(line_error(format!("cannot read input: {e}"), *number));
+            server
+                .output
+                .send_one(line_error(format!("cannot read input: {e}"), *number));
             *failure = Some(e);
             *ended = true;
             server.input.end();

@@ -24,7 +24,10 @@ impl IncomingCall {
     /// The task whose state (shell, file records, processes) the call uses: its
     /// `task_id`, else its `session_id`, else the default task.
     pub fn task(&self) -> &str {
-        self.task_id.as_deref().or(self.session_id.as_deref()).unwrap_or(DEFAULT_TASK)
+        self.task_id
+            .as_deref()
+            .or(self.session_id.as_deref())
+            .unwrap_or(DEFAULT_TASK)
     }
 }
 
@@ -53,26 +56,39 @@ impl Request {
 
 /// An optional string field, taken out of the call: absent and `null` are `None`, an
 /// empty string too; anything but a string is an error.
-fn optional_text(object: &mut serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+fn optional_text(
+    object: &mut serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<String>, String> {
     match object.remove(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) if text.is_empty() => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
-        Some(other) => Err(format!("`{key}` must be a string, got {}", json_type_name(&other))),
+        Some(other) => Err(format!(
+            "`{key}` must be a string, got {}",
+            json_type_name(&other)
+        )),
     }
 }
 
 fn read_call(value: Value, line: usize, position: usize) -> Result<IncomingCall, String> {
     let Value::Object(mut object) = value else {
-        return Err(format!("a call must be a JSON object with `function`, got {}", json_type_name(&value)));
+        return Err(format!(
+            "a call must be a JSON object with `function`, got {}",
+            json_type_name(&value)
+        ));
     };
     let id = optional_text(&mut object, "id")?.unwrap_or_else(|| format!("call_{line}_{position}"));
     if let Some(kind) = object.get("type") {
         if kind != "function" {
-            return Err(format!("unsupported call type {kind}; only \"function\" calls are served"));
+            return Err(format!(
+                "unsupported call type {kind}; only \"function\" calls are served"
+            ));
         }
     }
-    let mut function = object.remove("function").ok_or("a call needs `function`: {\"name\", \"arguments\"}")?;
+    let mut function = object
+        .remove("function")
+        .ok_or("a call needs `function`: {\"name\", \"arguments\"}")?;
     let name = match function.get_mut("name") {
         Some(Value::String(name)) if !name.is_empty() => std::mem::take(name),
         _ => return Err("`function.name` must be a non-empty string".into()),
@@ -94,11 +110,16 @@ fn read_call(value: Value, line: usize, position: usize) -> Result<IncomingCall,
 /// line (prefixed with the call's position in an array).
 pub fn read_request(value: Value, line: usize) -> Result<Request, String> {
     match value {
-        Value::Array(calls) if calls.is_empty() => Err("the line is an empty array: there is no call to run".into()),
+        Value::Array(calls) if calls.is_empty() => {
+            Err("the line is an empty array: there is no call to run".into())
+        }
         Value::Array(calls) => calls
             .into_iter()
             .enumerate()
-            .map(|(position, call)| read_call(call, line, position).map_err(|why| format!("call {position} of the array: {why}")))
+            .map(|(position, call)| {
+                read_call(call, line, position)
+                    .map_err(|why| format!("call {position} of the array: {why}"))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Request::Batch),
         other => read_call(other, line, 0).map(Request::One),
@@ -116,7 +137,12 @@ struct Answer<'a> {
 
 /// `{"role": "tool", "tool_call_id": ID, "content": CONTENT}`.
 pub fn answer(id: &str, content: String) -> String {
-    serde_json::to_string(&Answer { role: "tool", tool_call_id: id, content: &content }).expect("strings always serialise")
+    serde_json::to_string(&Answer {
+        role: "tool",
+        tool_call_id: id,
+        content: &content,
+    })
+    .expect("strings always serialise")
 }
 
 fn context_for(call: &IncomingCall, hub: &SessionHub) -> (ToolContext, Option<Arc<AgentSession>>) {
@@ -125,14 +151,19 @@ fn context_for(call: &IncomingCall, hub: &SessionHub) -> (ToolContext, Option<Ar
         builder = builder.cwd(cwd.clone());
     }
     if hub.approvals == ApprovalsMode::Client {
-        let approver = ClientApprover::new(Arc::clone(&hub.clarify), call.session_id.clone(), Some(call.task().to_string()));
+        let approver = ClientApprover::new(
+            Arc::clone(&hub.clarify),
+            call.session_id.clone(),
+            Some(call.task().to_string()),
+        );
         builder = builder.approver(Arc::new(approver));
     }
     let mut session = None;
     if let Some(id) = call.session_id.as_deref() {
         builder = builder.session_id(id.to_string());
         let found = hub.session(id);
-        builder = builder.agent_session(Arc::clone(&found) as Arc<dyn hermes_runtime::AgentSession>);
+        builder =
+            builder.agent_session(Arc::clone(&found) as Arc<dyn hermes_runtime::AgentSession>);
         session = Some(found);
     }
     (builder.build(), session)
@@ -152,7 +183,11 @@ fn record_turn(session: Option<&AgentSession>, calls: &[IncomingCall], results: 
             json!({"id": c.id, "type": "function", "function": {"name": c.call.name, "arguments": arguments}})
         })
         .collect();
-    session.record(&NewMessage { role: "assistant".into(), tool_calls: Some(Value::Array(tool_calls)), ..Default::default() });
+    session.record(&NewMessage {
+        role: "assistant".into(),
+        tool_calls: Some(Value::Array(tool_calls)),
+        ..Default::default()
+    });
     for (call, result) in calls.iter().zip(results) {
         session.record(&NewMessage {
             role: "tool".into(),
@@ -170,7 +205,11 @@ pub fn run_request(registry: &Registry, hub: &SessionHub, request: Request) -> V
         Request::One(incoming) => {
             let (ctx, session) = context_for(&incoming, hub);
             let result = registry.handle_function_call(&incoming.call, &ctx);
-            record_turn(session.as_deref(), std::slice::from_ref(&incoming), std::slice::from_ref(&result));
+            record_turn(
+                session.as_deref(),
+                std::slice::from_ref(&incoming),
+                std::slice::from_ref(&result),
+            );
             vec![answer(&incoming.id, result)]
         }
         Request::Batch(calls) => {

@@ -175,7 +175,9 @@ impl Scheduler {
         } else if state.workers < self.limits.total {
             state.workers += 1;
             let scheduler = Arc::clone(self);
-            let spawned = std::thread::Builder::new().name("hermes-serve-call".into()).spawn(move || scheduler.work_loop());
+            let spawned = std::thread::Builder::new()
+                .name("hermes-serve-call".into())
+                .spawn(move || scheduler.work_loop());
             if spawned.is_err() {
                 state.workers -= 1;
             }
@@ -190,8 +192,14 @@ impl Scheduler {
         }
         let task = state.line.pop_front()?;
         self.in_line.store(state.line.len(), Ordering::SeqCst);
-        let queue = state.tasks.get_mut(&task).expect("a task in line has a queue");
-        let waiting = queue.waiting.pop_front().expect("a task in line has a call waiting");
+        let queue = state
+            .tasks
+            .get_mut(&task)
+            .expect("a task in line has a queue");
+        let waiting = queue
+            .waiting
+            .pop_front()
+            .expect("a task in line has a call waiting");
         queue.running += 1;
         let again = !queue.waiting.is_empty() && queue.running < self.limits.per_task;
         queue.in_line = again;
@@ -207,11 +215,17 @@ impl Scheduler {
 
     fn finished(&self, state: &mut State, task: &Arc<str>) {
         state.running -= 1;
-        let queue = state.tasks.get_mut(task).expect("a running task has a queue");
+        let queue = state
+            .tasks
+            .get_mut(task)
+            .expect("a running task has a queue");
         queue.running -= 1;
         if queue.waiting.is_empty() && queue.running == 0 {
             state.tasks.remove(task);
-        } else if !queue.in_line && !queue.waiting.is_empty() && queue.running < self.limits.per_task {
+        } else if !queue.in_line
+            && !queue.waiting.is_empty()
+            && queue.running < self.limits.per_task
+        {
             queue.in_line = true;
             state.line.push_back(Arc::clone(task));
             self.in_line.store(state.line.len(), Ordering::SeqCst);
@@ -285,7 +299,13 @@ mod tests {
     use std::sync::mpsc;
 
     fn limits(total: usize, per_task: usize) -> Limits {
-        Limits { total, per_task, queued_per_task: 100, queued: 100, queued_bytes: 1 << 20 }
+        Limits {
+            total,
+            per_task,
+            queued_per_task: 100,
+            queued: 100,
+            queued_bytes: 1 << 20,
+        }
     }
 
     fn job(sender: &mpsc::Sender<&'static str>, note: &'static str) -> Job {
@@ -297,12 +317,23 @@ mod tests {
     fn a_call_starts_at_once_only_with_a_free_slot_and_nobody_waiting() {
         let scheduler = Scheduler::new(limits(4, 1));
         let first = scheduler.start_now("a").expect("nothing runs yet");
-        assert!(scheduler.start_now("a").is_none(), "task a has its one slot taken");
+        assert!(
+            scheduler.start_now("a").is_none(),
+            "task a has its one slot taken"
+        );
         let (sender, ran) = mpsc::channel();
-        scheduler.submit("a", 10, job(&sender, "queued call of a")).unwrap();
-        assert!(scheduler.start_now("b").is_none(), "a call of b would overtake the call of a that waits");
+        scheduler
+            .submit("a", 10, job(&sender, "queued call of a"))
+            .unwrap();
+        assert!(
+            scheduler.start_now("b").is_none(),
+            "a call of b would overtake the call of a that waits"
+        );
         scheduler.done(&first);
-        assert_eq!(ran.recv_timeout(Duration::from_secs(30)).unwrap(), "queued call of a");
+        assert_eq!(
+            ran.recv_timeout(Duration::from_secs(30)).unwrap(),
+            "queued call of a"
+        );
         scheduler.finish();
         let again = scheduler.start_now("b");
         assert!(again.is_none(), "a closing scheduler starts nothing");
@@ -313,11 +344,19 @@ mod tests {
         let scheduler = Scheduler::new(limits(1, 4));
         let running = scheduler.start_now("a").expect("nothing runs yet");
         let (sender, ran) = mpsc::channel();
-        scheduler.submit("b", 10, job(&sender, "call of b")).unwrap();
+        scheduler
+            .submit("b", 10, job(&sender, "call of b"))
+            .unwrap();
         // The one slot is taken: no worker may run b until a is done.
-        assert!(ran.recv_timeout(Duration::from_millis(300)).is_err(), "b ran beside a with max_in_flight 1");
+        assert!(
+            ran.recv_timeout(Duration::from_millis(300)).is_err(),
+            "b ran beside a with max_in_flight 1"
+        );
         scheduler.done(&running);
-        assert_eq!(ran.recv_timeout(Duration::from_secs(30)).unwrap(), "call of b");
+        assert_eq!(
+            ran.recv_timeout(Duration::from_secs(30)).unwrap(),
+            "call of b"
+        );
         scheduler.finish();
     }
 }

@@ -16,7 +16,9 @@ pub fn venv_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("HERMES_TEST_VENV").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root"));
     home.join(".cache/hermes-tools/test-venv")
 }
 
@@ -37,7 +39,9 @@ pub fn python_with(modules: &[&str]) -> PathBuf {
             ok,
             "{} cannot `{probe}`: run `bash {PYTHON_SETUP}`\n{}",
             python.display(),
-            output.map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default()
+            output
+                .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                .unwrap_or_default()
         );
     }
     python

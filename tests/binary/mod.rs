@@ -17,7 +17,12 @@ pub fn hermes(home: &Path, args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the binary starts");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -27,9 +32,14 @@ pub fn call(home: &Path, name: &str, args: &Value, extra: &[&str]) -> Value {
     let mut all = vec!["call", name, text.as_str()];
     all.extend_from_slice(extra);
     let out = hermes(home, &all, "");
-    assert!(out.status.success(), "call {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "call {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{name} printed non-JSON {stdout:?}: {e}"))
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{name} printed non-JSON {stdout:?}: {e}"))
 }
 
 /// Each line of `serve`'s output, parsed.
@@ -38,8 +48,15 @@ pub fn serve(home: &Path, extra: &[&str], lines: &[Value]) -> Vec<Value> {
     let mut args = vec!["serve"];
     args.extend_from_slice(extra);
     let out = hermes(home, &args, &input);
-    assert!(out.status.success(), "serve failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("serve prints JSON lines")).collect()
+    assert!(
+        out.status.success(),
+        "serve failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("serve prints JSON lines"))
+        .collect()
 }
 
 /// A serve line calling `name` with `args`.
@@ -49,6 +66,9 @@ pub fn serve_call(id: &str, name: &str, args: &Value) -> Value {
 
 /// The parsed `content` of serve's answer to `id`.
 pub fn content_of(answers: &[Value], id: &str) -> Value {
-    let answer = answers.iter().find(|a| a["tool_call_id"] == id).unwrap_or_else(|| panic!("no answer to {id} in {answers:?}"));
+    let answer = answers
+        .iter()
+        .find(|a| a["tool_call_id"] == id)
+        .unwrap_or_else(|| panic!("no answer to {id} in {answers:?}"));
     serde_json::from_str(answer["content"].as_str().unwrap()).unwrap()
 }

@@ -8,8 +8,14 @@ use std::time::{Duration, Instant};
 
 /// Where `program` is on PATH.
 pub fn which(program: &str) -> Option<String> {
-    let out = Command::new("sh").arg("-c").arg(format!("command -v {program}")).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// A minimal root file system made of the host's `binaries` and the libraries they
@@ -29,8 +35,17 @@ echo 'root:x:0:0:root:/root:/bin/bash' > {r}/etc/passwd
         r = root.display(),
         list = binaries.join(" "),
     );
-    let out = Command::new("bash").arg("-c").arg(&script).stdin(Stdio::null()).output().unwrap();
-    assert!(out.status.success(), "building the root file system failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "building the root file system failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 pub mod serve_process;
@@ -41,11 +56,12 @@ pub use serve_process::line_channel;
 /// `$TMPDIR` (always writable inside the sandbox). The build's own temp folder is,
 /// unless the checkout itself lies under /tmp; then /var/tmp.
 pub fn outside_base() -> std::path::PathBuf {
-    let writable: Vec<std::path::PathBuf> = ["/tmp".into(), std::env::var("TMPDIR").unwrap_or_default()]
-        .into_iter()
-        .filter(|p: &String| !p.is_empty())
-        .filter_map(|p| std::fs::canonicalize(p).ok())
-        .collect();
+    let writable: Vec<std::path::PathBuf> =
+        ["/tmp".into(), std::env::var("TMPDIR").unwrap_or_default()]
+            .into_iter()
+            .filter(|p: &String| !p.is_empty())
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
     [env!("CARGO_TARGET_TMPDIR"), "/var/tmp"]
         .into_iter()
         .filter_map(|p| std::fs::canonicalize(p).ok())
@@ -57,11 +73,26 @@ pub fn outside_base() -> std::path::PathBuf {
 pub fn host_pids_running(needle: &str) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
-        if !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(needle) {
+        let zombie = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        if !zombie
+            && String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(needle)
+        {
             pids.push(pid);
         }
     }
@@ -80,7 +111,6 @@ pub fn survivors(needle: &str) -> Vec<u32> {
     }
 }
 
-
 /// A `hermes-tools serve` whose calls go one at a time, each after the answer to the last,
 /// so a later call sees what an earlier one left behind. `scope` (a JSON object such as
 /// `{"task_id": "t1"}`) is merged into every request.
@@ -95,8 +125,18 @@ pub struct ServeSession {
 impl ServeSession {
     /// Starts `command` (the binary with `serve` and its settings) on pipes.
     pub fn spawn(mut command: Command, scope: serde_json::Value) -> ServeSession {
-        let serve_process::ServeProcess { child, stdin, lines } = serve_process::ServeProcess::spawn(command.stderr(Stdio::null()));
-        ServeSession { stdin, child, answers: lines, sent: 0, scope }
+        let serve_process::ServeProcess {
+            child,
+            stdin,
+            lines,
+        } = serve_process::ServeProcess::spawn(command.stderr(Stdio::null()));
+        ServeSession {
+            stdin,
+            child,
+            answers: lines,
+            sent: 0,
+            scope,
+        }
     }
 
     /// One call; its decoded result.
@@ -106,7 +146,12 @@ impl ServeSession {
     }
 
     /// One call with `scope` in place of the session's own.
-    pub fn call_in(&mut self, scope: &serde_json::Value, tool: &str, args: serde_json::Value) -> serde_json::Value {
+    pub fn call_in(
+        &mut self,
+        scope: &serde_json::Value,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> serde_json::Value {
         use std::io::Write;
         self.sent += 1;
         let id = format!("c{}", self.sent);
@@ -118,7 +163,10 @@ impl ServeSession {
         writeln!(stdin, "{request}").unwrap();
         stdin.flush().unwrap();
         loop {
-            let raw = self.answers.recv_timeout(Duration::from_secs(120)).expect("an answer from serve");
+            let raw = self
+                .answers
+                .recv_timeout(Duration::from_secs(120))
+                .expect("an answer from serve");
             let answer: serde_json::Value = serde_json::from_str(&raw).unwrap();
             if answer["tool_call_id"] == id.as_str() {
                 return serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();

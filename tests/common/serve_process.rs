@@ -24,10 +24,18 @@ pub fn serve_command(home: &Path) -> Command {
 
 impl ServeProcess {
     pub fn spawn(command: &mut Command) -> ServeProcess {
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("start hermes-tools serve");
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start hermes-tools serve");
         let lines = line_channel(child.stdout.take().unwrap());
         let stdin = child.stdin.take();
-        ServeProcess { child, stdin, lines }
+        ServeProcess {
+            child,
+            stdin,
+            lines,
+        }
     }
 }
 

@@ -78,7 +78,11 @@ pub fn start_sshd_with(extra: &str) -> Sshd {
     let _ = std::fs::create_dir_all("/run/sshd");
     let host_pub = std::fs::read_to_string(d.join("host_key.pub")).unwrap();
     let mut parts = host_pub.split_whitespace();
-    let known = format!("[127.0.0.1]:{port} {} {}\n", parts.next().unwrap(), parts.next().unwrap());
+    let known = format!(
+        "[127.0.0.1]:{port} {} {}\n",
+        parts.next().unwrap(),
+        parts.next().unwrap()
+    );
     std::fs::write(d.join("known_hosts"), known).unwrap();
     let child = Command::new(&sshd)
         .args(["-D", "-e", "-f"])
@@ -95,11 +99,16 @@ pub fn start_sshd_with(extra: &str) -> Sshd {
             break;
         }
         if let Ok(Some(status)) = sshd.child.try_wait() {
-            panic!("sshd exited ({status}): {}", std::fs::read_to_string(sshd.dir.path().join("sshd.log")).unwrap_or_default());
+            panic!(
+                "sshd exited ({status}): {}",
+                std::fs::read_to_string(sshd.dir.path().join("sshd.log")).unwrap_or_default()
+            );
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "sshd did not listen on port {port}");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "sshd did not listen on port {port}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     sshd
 }
-

@@ -19,7 +19,11 @@ pub struct Workspace {
 
 impl Workspace {
     pub fn new() -> Workspace {
-        Workspace { dir: TempDir::new().unwrap(), home: TempDir::new().unwrap(), path_env: None }
+        Workspace {
+            dir: TempDir::new().unwrap(),
+            home: TempDir::new().unwrap(),
+            path_env: None,
+        }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -54,13 +58,27 @@ impl Workspace {
             command.env("PATH", path);
         }
         let mut child = command.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(args.to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(args.to_string().as_bytes())
+            .unwrap();
         let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "exit {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "exit {:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut text = String::from_utf8(out.stdout).unwrap();
         // A result too large for one message is spilled to a file the message names.
         if text.starts_with("<persisted-output>") {
-            let saved = text.split("saved at ").nth(1).and_then(|rest| rest.split(".txt").next()).unwrap();
+            let saved = text
+                .split("saved at ")
+                .nth(1)
+                .and_then(|rest| rest.split(".txt").next())
+                .unwrap();
             text = std::fs::read_to_string(format!("{saved}.txt")).unwrap();
         }
         let json_part = text.trim_end().split("\n\n[").next().unwrap();
@@ -68,23 +86,34 @@ impl Workspace {
     }
 
     pub fn replace(&self, path: &str, old: &str, new: &str) -> Value {
-        self.call("patch", serde_json::json!({"path": path, "old_string": old, "new_string": new}))
+        self.call(
+            "patch",
+            serde_json::json!({"path": path, "old_string": old, "new_string": new}),
+        )
     }
 
     pub fn v4a(&self, patch: &str) -> Value {
-        self.call("patch", serde_json::json!({"mode": "patch", "patch": patch}))
+        self.call(
+            "patch",
+            serde_json::json!({"mode": "patch", "patch": patch}),
+        )
     }
 }
 
 pub fn error_of(v: &Value) -> &str {
-    v["error"].as_str().unwrap_or_else(|| panic!("expected an error, got {v}"))
+    v["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected an error, got {v}"))
 }
 
 /// Asserts success; a result too big for the reply (spilled to a file) is read back.
 pub fn ok(v: &Value) {
     if v["persisted_output"] == true {
-        let text = std::fs::read_to_string(v["path"].as_str().expect("a spilled result names its file")).unwrap();
-        let whole: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("spilled result is not JSON: {e}"));
+        let text =
+            std::fs::read_to_string(v["path"].as_str().expect("a spilled result names its file"))
+                .unwrap();
+        let whole: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("spilled result is not JSON: {e}"));
         return ok(&whole);
     }
     assert_eq!(v["success"], true, "{v}");
@@ -100,7 +129,11 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
             if path.is_dir() {
                 stack.push(path);
             } else {
-                let rel = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                let rel = path
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 out.push((rel, std::fs::read(&path).unwrap()));
             }
         }

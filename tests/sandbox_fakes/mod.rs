@@ -46,18 +46,30 @@ impl Fake {
             .spawn()
             .expect("start the fake");
         let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
         let url = first
             .trim()
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("the fake {script} did not start: {first:?}"))
             .to_string();
         let stdin = child.stdin.take().unwrap();
-        Fake { url, child, _stdin: stdin, _root: root }
+        Fake {
+            url,
+            child,
+            _stdin: stdin,
+            _root: root,
+        }
     }
 
     pub fn get(&self, path: &str) -> Value {
-        let body = ureq::get(&format!("{}{path}", self.url)).call().unwrap().body_mut().read_to_string().unwrap();
+        let body = ureq::get(&format!("{}{path}", self.url))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
         serde_json::from_str(&body).unwrap()
     }
 
@@ -103,9 +115,22 @@ impl Serve {
 
     /// A server on an existing Hermes home (its config.yaml already written).
     pub fn start_in(home: &std::path::Path, env: &[(&str, &str)]) -> Serve {
-        let ServeProcess { child, stdin, lines } =
-            ServeProcess::spawn(serve_command(home).envs(env.iter().copied()).stderr(Stdio::inherit()));
-        Serve { child, stdin, lines, next_id: 0, _home: None }
+        let ServeProcess {
+            child,
+            stdin,
+            lines,
+        } = ServeProcess::spawn(
+            serve_command(home)
+                .envs(env.iter().copied())
+                .stderr(Stdio::inherit()),
+        );
+        Serve {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            _home: None,
+        }
     }
 
     /// One tool call; returns the tool's parsed JSON result.
@@ -117,11 +142,16 @@ impl Serve {
         let stdin = self.stdin.as_mut().unwrap();
         writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
-        let answer = self.lines.recv_timeout(Duration::from_secs(120)).expect("an answer within 120 s");
-        let answer: Value = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("not JSON: {answer}: {e}"));
+        let answer = self
+            .lines
+            .recv_timeout(Duration::from_secs(120))
+            .expect("an answer within 120 s");
+        let answer: Value =
+            serde_json::from_str(&answer).unwrap_or_else(|e| panic!("not JSON: {answer}: {e}"));
         assert_eq!(answer["tool_call_id"], id.as_str(), "{answer}");
         let content = answer["content"].as_str().unwrap();
-        serde_json::from_str(content).unwrap_or_else(|e| panic!("content not JSON ({e}): {content}"))
+        serde_json::from_str(content)
+            .unwrap_or_else(|e| panic!("content not JSON ({e}): {content}"))
     }
 
     pub fn terminal(&mut self, args: Value) -> Value {
@@ -147,12 +177,16 @@ impl Drop for Serve {
 pub fn assert_refused_credentials(r: &Value, reason: &str) {
     assert_eq!(r["status"], "degraded", "{r}");
     assert!(r["reason"].as_str().unwrap().contains(reason), "{r}");
-    assert!(r["retry_hint"].as_str().unwrap().contains("credentials"), "{r}");
+    assert!(
+        r["retry_hint"].as_str().unwrap().contains("credentials"),
+        "{r}"
+    );
 }
 
 /// The terminal's timeout stops the command inside the sandbox, not just the wait for it.
 pub fn assert_timeout_kills_the_remote_command(serve: &mut Serve) {
-    let r = serve.terminal(json!({"command": "echo $$ > /tmp/sleeper.pid; exec sleep 120", "timeout": 2}));
+    let r = serve
+        .terminal(json!({"command": "echo $$ > /tmp/sleeper.pid; exec sleep 120", "timeout": 2}));
     assert_eq!(r["exit_code"], 124, "{r}");
     let r = serve.terminal(json!({"command": PROCESS_ALIVE_PROBE}));
     assert_eq!(r["output"], "gone", "the command outlived its timeout: {r}");
@@ -162,7 +196,11 @@ pub fn assert_timeout_kills_the_remote_command(serve: &mut Serve) {
 /// persistence, a timeout.
 pub fn live_round(mut serve: Serve) {
     let r = serve.terminal(json!({"command": "cd /tmp && echo live; exit 3"}));
-    assert_eq!((r["output"].as_str(), r["exit_code"].as_i64()), (Some("live"), Some(3)), "{r}");
+    assert_eq!(
+        (r["output"].as_str(), r["exit_code"].as_i64()),
+        (Some("live"), Some(3)),
+        "{r}"
+    );
     let r = serve.terminal(json!({"command": "pwd"}));
     assert_eq!(r["output"], "/tmp", "{r}");
     let r = serve.terminal(json!({"command": "sleep 60", "timeout": 2}));
@@ -172,7 +210,8 @@ pub fn live_round(mut serve: Serve) {
 
 /// Node 22 from the MCP test setup when present, else `node` on PATH.
 pub fn node() -> PathBuf {
-    let bundled = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/node/node_modules/.bin/node");
+    let bundled =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/node/node_modules/.bin/node");
     if bundled.exists() {
         bundled
     } else {

@@ -22,7 +22,11 @@ pub struct Client {
 impl Client {
     /// `hermes-tools serve ARGS` with `HERMES_HOME=home`, running in `cwd`.
     pub fn start(home: &Path, cwd: &Path, args: &[&str]) -> Client {
-        let ServeProcess { child, stdin, lines } = ServeProcess::spawn(
+        let ServeProcess {
+            child,
+            stdin,
+            lines,
+        } = ServeProcess::spawn(
             serve_command(home)
                 .args(args)
                 .current_dir(cwd)
@@ -30,7 +34,11 @@ impl Client {
                 .env_remove("HERMES_YOLO_MODE")
                 .stderr(Stdio::null()),
         );
-        Client { child, stdin, lines }
+        Client {
+            child,
+            stdin,
+            lines,
+        }
     }
 
     pub fn send(&mut self, value: &Value) {
@@ -41,7 +49,10 @@ impl Client {
 
     /// The next line (a guard against hangs, not a timing assertion).
     pub fn next(&self) -> Value {
-        let line = self.lines.recv_timeout(Duration::from_secs(30)).expect("a line from the server within 30 s");
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a line from the server within 30 s");
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
     }
 
@@ -50,7 +61,10 @@ impl Client {
         drop(self.stdin.take());
         let status = self.child.wait().unwrap();
         assert!(status.success());
-        self.lines.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect()
+        self.lines
+            .try_iter()
+            .map(|l| serde_json::from_str(&l).unwrap())
+            .collect()
     }
 }
 

@@ -20,9 +20,16 @@ pub struct Server {
 
 impl Server {
     pub fn start(home: &std::path::Path, cwd: &std::path::Path) -> Server {
-        let ServeProcess { child, stdin, lines } =
-            ServeProcess::spawn(serve_command(home).current_dir(cwd).stderr(Stdio::null()));
-        Server { child, stdin, lines }
+        let ServeProcess {
+            child,
+            stdin,
+            lines,
+        } = ServeProcess::spawn(serve_command(home).current_dir(cwd).stderr(Stdio::null()));
+        Server {
+            child,
+            stdin,
+            lines,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -41,7 +48,10 @@ impl Server {
 
     /// The next line, which must be JSON.
     pub fn next(&self) -> Value {
-        let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a line from the server within 60 s");
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a line from the server within 60 s");
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
     }
 
@@ -56,7 +66,10 @@ impl Server {
     /// A line of `/proc/PID/status` in kB (`VmRSS`, `VmHWM`).
     pub fn memory_kb(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("no {field} in {status}"));
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("no {field} in {status}"));
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
@@ -65,7 +78,10 @@ impl Server {
         drop(self.stdin.take());
         let status = self.child.wait().unwrap();
         assert!(status.success());
-        self.lines.iter().map(|l| serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}"))).collect()
+        self.lines
+            .iter()
+            .map(|l| serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+            .collect()
     }
 }
 
@@ -79,6 +95,8 @@ pub fn call(id: &str, name: &str, args: Value, ids: Value) -> Value {
 }
 
 pub fn content(answer: &Value) -> Value {
-    let text = answer["content"].as_str().unwrap_or_else(|| panic!("no content: {answer}"));
+    let text = answer["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no content: {answer}"));
     serde_json::from_str(text).unwrap_or_else(|e| panic!("content is not JSON: {text}: {e}"))
 }

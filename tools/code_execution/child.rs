@@ -34,10 +34,19 @@ pub struct Launch<'a> {
 /// sandbox unless `terminal.sandbox.mode` is `off`, in a process group of its own.
 /// Every local execute_code child starts here.
 pub fn spawn_script(env: &dyn Environment, launch: Launch<'_>) -> Result<Child, String> {
-    let argv = vec![launch.python.as_os_str().to_owned(), launch.script.as_os_str().to_owned()];
-    let command: LocalCommand = match env.local_command(argv, launch.cwd, SandboxLaunch::default()) {
+    let argv = vec![
+        launch.python.as_os_str().to_owned(),
+        launch.script.as_os_str().to_owned(),
+    ];
+    let command: LocalCommand = match env.local_command(argv, launch.cwd, SandboxLaunch::default())
+    {
         Some(built) => built.map_err(|e| e.reason)?,
-        None => return Err(format!("the {} environment does not run programs on this machine", env.backend())),
+        None => {
+            return Err(format!(
+                "the {} environment does not run programs on this machine",
+                env.backend()
+            ))
+        }
     };
     let mut cmd = command.to_command();
     cmd.env("PYTHONPATH", launch.module_dir)
@@ -123,8 +132,14 @@ pub struct Finished {
 /// Waits for the child until it exits, `timeout` passes or `cancelled()` turns true;
 /// then its whole process tree is stopped (TERM, a grace period, KILL).
 pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -> Finished {
-    let stdout = child.stdout.take().map(|p| std::thread::spawn(move || capture(p, MAX_STDOUT_BYTES)));
-    let stderr = child.stderr.take().map(|p| std::thread::spawn(move || capture(p, MAX_STDERR_BYTES)));
+    let stdout = child
+        .stdout
+        .take()
+        .map(|p| std::thread::spawn(move || capture(p, MAX_STDOUT_BYTES)));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|p| std::thread::spawn(move || capture(p, MAX_STDERR_BYTES)));
     let deadline = Instant::now() + timeout;
     let ending = loop {
         match child.try_wait() {
@@ -146,7 +161,10 @@ pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -
     // still in the group (so its id is not reused), and go with it. (Inside the sandbox
     // they went already: the end of its first process ends its whole PID namespace.)
     let settle = Instant::now() + Duration::from_secs(1);
-    let open = || stdout.as_ref().is_some_and(|h| !h.is_finished()) || stderr.as_ref().is_some_and(|h| !h.is_finished());
+    let open = || {
+        stdout.as_ref().is_some_and(|h| !h.is_finished())
+            || stderr.as_ref().is_some_and(|h| !h.is_finished())
+    };
     while open() && Instant::now() < settle {
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -155,8 +173,14 @@ pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -
         // the child itself is reaped, so its pid alone could name another process now.
         unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) };
     }
-    let join = |handle: Option<std::thread::JoinHandle<Captured>>| handle.and_then(|h| h.join().ok()).unwrap_or_default();
-    Finished { ending, stdout: join(stdout), stderr: join(stderr) }
+    let join = |handle: Option<std::thread::JoinHandle<Captured>>| {
+        handle.and_then(|h| h.join().ok()).unwrap_or_default()
+    };
+    Finished {
+        ending,
+        stdout: join(stdout),
+        stderr: join(stderr),
+    }
 }
 
 /// The child's group and every descendant (the sandbox's launcher, the interpreter and
@@ -176,5 +200,7 @@ pub fn find_python(configured: Option<&str>) -> Option<PathBuf> {
         return path.is_file().then_some(path);
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join("python3")).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join("python3"))
+        .find(|p| p.is_file())
 }

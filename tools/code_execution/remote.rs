@@ -102,9 +102,18 @@ pub struct Job<'a> {
 }
 
 /// Runs the script in `slot`'s environment, answering its tool calls with `dispatcher`.
-pub fn run(slot: &Slot, job: Job<'_>, dispatcher: Arc<Dispatcher>, cancelled: &dyn Fn() -> bool) -> Result<Finished, String> {
+pub fn run(
+    slot: &Slot,
+    job: Job<'_>,
+    dispatcher: Arc<Dispatcher>,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Finished, String> {
     let env = Arc::clone(&slot.env);
-    let dir = format!("{}/hermes-exec-{}", env.temp_dir().trim_end_matches('/'), crate::tools::terminal::output::random_hex(12));
+    let dir = format!(
+        "{}/hermes-exec-{}",
+        env.temp_dir().trim_end_matches('/'),
+        crate::tools::terminal::output::random_hex(12)
+    );
     let q = sh_quote(&dir);
     // The outputs go through CAP_OUTPUT, whose processes keep the run's stream open
     // until they have written everything, so the collecting step reads complete files.
@@ -123,7 +132,12 @@ pub fn run(slot: &Slot, job: Job<'_>, dispatcher: Arc<Dispatcher>, cancelled: &d
     let script = slot.session.wrap_background(&command, None);
     let bundle = [job.module.as_bytes(), job.code.as_bytes()].concat();
     let login = !slot.session.snapshot_ready();
-    let mut running = env.run_bash(&script, login, Some(bundle)).map_err(|e| format!("cannot start the script in the {} environment: {e}", env.backend()))?;
+    let mut running = env.run_bash(&script, login, Some(bundle)).map_err(|e| {
+        format!(
+            "cannot start the script in the {} environment: {e}",
+            env.backend()
+        )
+    })?;
 
     let (requests, queue) = mpsc::channel::<(u64, Vec<u8>)>();
     let answerer = {
@@ -157,9 +171,17 @@ pub fn run(slot: &Slot, job: Job<'_>, dispatcher: Arc<Dispatcher>, cancelled: &d
     let (stdout, mut stderr) = parse_collected(&collected)?;
     if stderr.total == 0 && !ending.noise.is_empty() {
         // The interpreter never started (no python3, no folder): the shell said why.
-        stderr = Captured { total: ending.noise.len(), head: ending.noise, tail: Vec::new() };
+        stderr = Captured {
+            total: ending.noise.len(),
+            head: ending.noise,
+            tail: Vec::new(),
+        };
     }
-    Ok(Finished { ending: ending.ending, stdout, stderr })
+    Ok(Finished {
+        ending: ending.ending,
+        stdout,
+        stderr,
+    })
 }
 
 struct Pumped {
@@ -169,7 +191,12 @@ struct Pumped {
 
 /// Reads the run's stream until it ends, sending each request on; stops the run at the
 /// timeout or on cancellation.
-fn pump(running: &mut dyn Running, timeout: Duration, cancelled: &dyn Fn() -> bool, requests: &mpsc::Sender<(u64, Vec<u8>)>) -> Pumped {
+fn pump(
+    running: &mut dyn Running,
+    timeout: Duration,
+    cancelled: &dyn Fn() -> bool,
+    requests: &mpsc::Sender<(u64, Vec<u8>)>,
+) -> Pumped {
     let deadline = Instant::now() + timeout;
     let mut pending: Vec<u8> = Vec::new();
     let mut noise: Vec<u8> = Vec::new();
@@ -180,12 +207,16 @@ fn pump(running: &mut dyn Running, timeout: Duration, cancelled: &dyn Fn() -> bo
             let line: Vec<u8> = pending.drain(..=end).collect();
             match line.strip_prefix(FRAME_PREFIX) {
                 Some(request) => {
-                    let id = serde_json::from_slice::<Value>(request).ok().and_then(|r| r.get("id").and_then(Value::as_u64));
+                    let id = serde_json::from_slice::<Value>(request)
+                        .ok()
+                        .and_then(|r| r.get("id").and_then(Value::as_u64));
                     if let Some(id) = id {
                         let _ = requests.send((id, request.to_vec()));
                     }
                 }
-                None if noise.len() < MAX_STREAM_NOISE => noise.extend_from_slice(&line[..line.len().min(MAX_STREAM_NOISE - noise.len())]),
+                None if noise.len() < MAX_STREAM_NOISE => {
+                    noise.extend_from_slice(&line[..line.len().min(MAX_STREAM_NOISE - noise.len())])
+                }
                 None => {}
             }
         }
@@ -228,7 +259,11 @@ fn pump(running: &mut dyn Running, timeout: Duration, cancelled: &dyn Fn() -> bo
 }
 
 /// Runs a short command in `env` to its end: its output and exit code.
-fn run_to_end(env: &dyn Environment, script: &str, stdin: Option<Vec<u8>>) -> Result<(Vec<u8>, i32), String> {
+fn run_to_end(
+    env: &dyn Environment,
+    script: &str,
+    stdin: Option<Vec<u8>>,
+) -> Result<(Vec<u8>, i32), String> {
     let mut running = env.run_bash(script, false, stdin).map_err(|e| e.reason)?;
     let deadline = Instant::now() + STEP_TIMEOUT;
     let mut out = Vec::new();
@@ -249,18 +284,29 @@ fn run_to_end(env: &dyn Environment, script: &str, stdin: Option<Vec<u8>>) -> Re
         }
         if Instant::now() >= deadline {
             running.kill(Duration::from_secs(1));
-            return Err(format!("a step in the {} environment did not finish within {}s", env.backend(), STEP_TIMEOUT.as_secs()));
+            return Err(format!(
+                "a step in the {} environment did not finish within {}s",
+                env.backend(),
+                STEP_TIMEOUT.as_secs()
+            ));
         }
     }
 }
 
 fn parse_collected(raw: &[u8]) -> Result<(Captured, Captured), String> {
     let text = String::from_utf8_lossy(raw);
-    let line = text.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
-    let parsed: Value = serde_json::from_str(line).map_err(|_| format!("cannot read the script's output back: {}", text.trim()))?;
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_default();
+    let parsed: Value = serde_json::from_str(line)
+        .map_err(|_| format!("cannot read the script's output back: {}", text.trim()))?;
     let decode = |name: &str| -> Result<Captured, String> {
         let entry = &parsed[name];
-        let part = |i: usize| base64::engine::general_purpose::STANDARD.decode(entry[i].as_str().unwrap_or_default());
+        let part = |i: usize| {
+            base64::engine::general_purpose::STANDARD.decode(entry[i].as_str().unwrap_or_default())
+        };
         Ok(Captured {
             total: entry[0].as_u64().unwrap_or(0) as usize,
             head: part(1).map_err(|e| format!("cannot decode the script's {name}: {e}"))?,

@@ -32,7 +32,12 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     pub fn new(registry: Arc<Registry>, ctx: ToolContext, limits: Limits) -> Dispatcher {
-        Dispatcher { registry, ctx, limits, calls_made: AtomicUsize::new(0) }
+        Dispatcher {
+            registry,
+            ctx,
+            limits,
+            calls_made: AtomicUsize::new(0),
+        }
     }
 
     pub fn calls_made(&self) -> usize {
@@ -41,7 +46,8 @@ impl Dispatcher {
 
     /// The answer line (a JSON string, newline-terminated) to one request line.
     pub fn answer_line(&self, request: &[u8]) -> String {
-        serde_json::to_string(&Value::String(self.answer(request))).expect("strings serialise") + "\n"
+        serde_json::to_string(&Value::String(self.answer(request))).expect("strings serialise")
+            + "\n"
     }
 
     fn answer(&self, line: &[u8]) -> String {
@@ -49,14 +55,23 @@ impl Dispatcher {
             Ok(request) => request,
             Err(e) => return refuse(format!("Invalid RPC request: {e}")),
         };
-        let token = request.get("token").and_then(Value::as_str).unwrap_or_default();
+        let token = request
+            .get("token")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if !constant_time_eq(token.as_bytes(), self.limits.token.as_bytes()) {
             return refuse("Unauthorized RPC request".into());
         }
-        let tool = request.get("tool").and_then(Value::as_str).unwrap_or_default();
+        let tool = request
+            .get("tool")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let allowed = &self.limits.allowed;
         if !allowed.iter().any(|t| t == tool) {
-            return refuse(format!("Tool '{tool}' is not available in execute_code. Available: {}", allowed.join(", ")));
+            return refuse(format!(
+                "Tool '{tool}' is not available in execute_code. Available: {}",
+                allowed.join(", ")
+            ));
         }
         // Counted before the call runs, so concurrent threads of one script cannot overshoot.
         if self.calls_made.fetch_add(1, Ordering::SeqCst) >= self.limits.max_calls {
@@ -74,7 +89,8 @@ impl Dispatcher {
                 }
             }
         }
-        self.registry.handle_function_call(&ToolCall::new(tool, args), &self.ctx)
+        self.registry
+            .handle_function_call(&ToolCall::new(tool, args), &self.ctx)
     }
 }
 
@@ -94,7 +110,11 @@ impl Server {
                 .name("execute-code-rpc".into())
                 .spawn(move || serve_connection(stream, &dispatcher, &stop))?
         };
-        Ok(Server { dispatcher, stop, thread: Some(thread) })
+        Ok(Server {
+            dispatcher,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Stops serving (after the call under way, if any) and returns the calls made.
@@ -111,7 +131,9 @@ fn serve_connection(stream: UnixStream, dispatcher: &Dispatcher, stop: &AtomicBo
     // A read timeout lets the thread notice `stop` while the script is busy elsewhere (or
     // a process it started still holds its end of the pair).
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
-    let Ok(mut writer) = stream.try_clone() else { return };
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
     loop {
@@ -119,7 +141,12 @@ fn serve_connection(stream: UnixStream, dispatcher: &Dispatcher, stop: &AtomicBo
             Ok(0) => return,
             Ok(_) if line.ends_with(b"\n") => {}
             Ok(_) => continue,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 if stop.load(Ordering::SeqCst) {
                     return;
                 }

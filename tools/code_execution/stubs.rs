@@ -3,7 +3,15 @@
 //! A tool without a function here cannot be imported.
 
 /// Tools a script may call, in the order they are documented.
-pub const SANDBOX_TOOLS: [&str; 7] = ["web_search", "web_extract", "read_file", "write_file", "search_files", "patch", "terminal"];
+pub const SANDBOX_TOOLS: [&str; 7] = [
+    "web_search",
+    "web_extract",
+    "read_file",
+    "write_file",
+    "search_files",
+    "patch",
+    "terminal",
+];
 
 /// (tool, Python signature, argument dict, line for the tool description).
 const STUBS: [(&str, &str, &str, &str); 7] = [
@@ -142,7 +150,9 @@ pub fn module_source(tools: &[String]) -> String {
     let mut source = HEADER.to_string();
     for (name, signature, args, _) in STUBS {
         if tools.iter().any(|t| t == name) {
-            source.push_str(&format!("\ndef {name}({signature}):\n    return _call({name:?}, {args})\n\n"));
+            source.push_str(&format!(
+                "\ndef {name}({signature}):\n    return _call({name:?}, {args})\n\n"
+            ));
         }
     }
     source
@@ -150,9 +160,21 @@ pub fn module_source(tools: &[String]) -> String {
 
 /// The tool description, naming only `tools` (the enabled sandbox tools).
 pub fn description(tools: &[&str], max_calls: usize, timeout_seconds: u64) -> String {
-    let lines: Vec<&str> = STUBS.iter().filter(|(name, ..)| tools.contains(name)).map(|(.., doc)| *doc).collect();
-    let listed = if lines.is_empty() { "  (no tools are enabled for scripts in this session)".to_string() } else { lines.join("\n") };
-    let minutes = if timeout_seconds >= 60 && timeout_seconds / 60 * 60 == timeout_seconds { format!("{}-minute", timeout_seconds / 60) } else { format!("{timeout_seconds}-second") };
+    let lines: Vec<&str> = STUBS
+        .iter()
+        .filter(|(name, ..)| tools.contains(name))
+        .map(|(.., doc)| *doc)
+        .collect();
+    let listed = if lines.is_empty() {
+        "  (no tools are enabled for scripts in this session)".to_string()
+    } else {
+        lines.join("\n")
+    };
+    let minutes = if timeout_seconds >= 60 && timeout_seconds / 60 * 60 == timeout_seconds {
+        format!("{}-minute", timeout_seconds / 60)
+    } else {
+        format!("{timeout_seconds}-second")
+    };
     format!(
         "Run a Python script that calls tools programmatically. Use it when a job needs 3 or more tool calls with logic \
          between them, when large tool output should be filtered before you see it, or for loops and branches (process N \
@@ -168,7 +190,10 @@ pub fn description(tools: &[&str], max_calls: usize, timeout_seconds: u64) -> St
 
 /// `from hermes_tools import ...` examples for the `code` parameter's description.
 pub fn import_example(tools: &[&str]) -> String {
-    let mut picked: Vec<&str> = ["web_search", "terminal"].into_iter().filter(|t| tools.contains(t)).collect();
+    let mut picked: Vec<&str> = ["web_search", "terminal"]
+        .into_iter()
+        .filter(|t| tools.contains(t))
+        .collect();
     if picked.is_empty() {
         picked = tools.iter().take(2).copied().collect();
     }

@@ -10,13 +10,13 @@
 //! enabled for the session get functions, so a disabled tool cannot even be imported;
 //! the parent refuses any other name too.
 
+use crate::tools::terminal::config::TerminalConfig;
 use hermes_runtime::prelude::*;
 use hermes_runtime::Registry;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use crate::tools::terminal::config::TerminalConfig;
 
 mod child;
 mod remote;
@@ -32,25 +32,40 @@ struct Limits {
 }
 
 fn limits(config: &hermes_runtime::config::Config) -> Limits {
-    let timeout = config.get("code_execution.timeout").and_then(Value::as_u64).filter(|t| *t > 0).unwrap_or(DEFAULT_TIMEOUT_SECONDS);
-    let max_calls = config.positive_usize("code_execution.max_tool_calls").unwrap_or(DEFAULT_MAX_TOOL_CALLS);
+    let timeout = config
+        .get("code_execution.timeout")
+        .and_then(Value::as_u64)
+        .filter(|t| *t > 0)
+        .unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+    let max_calls = config
+        .positive_usize("code_execution.max_tool_calls")
+        .unwrap_or(DEFAULT_MAX_TOOL_CALLS);
     Limits { timeout, max_calls }
 }
 
 fn configured_python(config: &hermes_runtime::config::Config) -> Option<String> {
-    config.get("code_execution.python").and_then(Value::as_str).map(str::to_owned)
+    config
+        .get("code_execution.python")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// Offered where a Python interpreter can run scripts.
 pub fn sandbox_available() -> bool {
-    let config = hermes_runtime::config::Config::load(&hermes_runtime::context::default_hermes_home());
+    let config =
+        hermes_runtime::config::Config::load(&hermes_runtime::context::default_hermes_home());
     child::find_python(configured_python(&config).as_deref()).is_some()
 }
 
 /// The description and `code` parameter name only the sandbox tools offered this turn.
 pub fn execute_code_schema(schema: &SchemaContext) -> Option<Value> {
-    let enabled: Vec<&str> = stubs::SANDBOX_TOOLS.iter().copied().filter(|t| schema.is_available(t)).collect();
-    let config = hermes_runtime::config::Config::load(&hermes_runtime::context::default_hermes_home());
+    let enabled: Vec<&str> = stubs::SANDBOX_TOOLS
+        .iter()
+        .copied()
+        .filter(|t| schema.is_available(t))
+        .collect();
+    let config =
+        hermes_runtime::config::Config::load(&hermes_runtime::context::default_hermes_home());
     let limits = limits(&config);
     Some(json!({
         "description": stubs::description(&enabled, limits.max_calls, limits.timeout),
@@ -86,7 +101,11 @@ pub fn execute_code(
     let config = registry.config();
     let terminal = match TerminalConfig::load(ctx.hermes_home()) {
         Ok(terminal) => terminal,
-        Err(e) => return Ok(ToolOutput::error(format!("execute_code cannot read the terminal configuration: {e}"))),
+        Err(e) => {
+            return Ok(ToolOutput::error(format!(
+                "execute_code cannot read the terminal configuration: {e}"
+            )))
+        }
     };
     let place = match Place::of(&terminal) {
         Ok(place) => place,
@@ -97,12 +116,21 @@ pub fn execute_code(
     let result = match place {
         Place::Sandboxed | Place::Host => {
             let Some(python) = child::find_python(configured_python(&config).as_deref()) else {
-                return Ok(ToolOutput::error("execute_code needs python3 on PATH (or code_execution.python in config.yaml)"));
+                return Ok(ToolOutput::error(
+                    "execute_code needs python3 on PATH (or code_execution.python in config.yaml)",
+                ));
             };
-            run_local(&code, &python, place, &terminal, ctx, registry, allowed, &limits)
+            run_local(
+                &code, &python, place, &terminal, ctx, registry, allowed, &limits,
+            )
         }
         Place::Remote => {
-            if let Err(refusal) = approve_script(&code, &terminal.backend, crate::tools::terminal::has_host_access(&terminal), ctx) {
+            if let Err(refusal) = approve_script(
+                &code,
+                &terminal.backend,
+                crate::tools::terminal::has_host_access(&terminal),
+                ctx,
+            ) {
                 return Ok(ToolOutput::json(&refusal));
             }
             run_remote(&code, &terminal, ctx, registry, allowed, &limits)
@@ -157,33 +185,57 @@ impl Place {
 /// through): where nobody can approve (call, serve, mcp, cron without an operator's
 /// `approvals.*_mode: approve`) the script is refused; a gateway or ask user approves it
 /// once; an interactive terminal session runs it.
-fn approve_script(code: &str, backend: &str, has_host_access: bool, ctx: &ToolContext) -> Result<(), Value> {
+fn approve_script(
+    code: &str,
+    backend: &str,
+    has_host_access: bool,
+    ctx: &ToolContext,
+) -> Result<(), Value> {
     use hermes_runtime::approval::{ApprovalContext, Approvals, GuardOptions};
     let approvals = Approvals::for_home(ctx.hermes_home());
     let mut context = ApprovalContext::from_env();
     if !ctx.session_id().is_empty() {
         context.session_key = Some(ctx.session_id().to_string());
     }
-    let options = GuardOptions { has_host_access, ..Default::default() };
+    let options = GuardOptions {
+        has_host_access,
+        ..Default::default()
+    };
     let verdict = approvals.check_execute_code_guard(code, backend, &context, &options);
     if verdict.is_approved() {
         return Ok(());
     }
-    Err(failure(verdict.message.unwrap_or_else(|| "execute_code was not approved.".into())))
+    Err(failure(
+        verdict
+            .message
+            .unwrap_or_else(|| "execute_code was not approved.".into()),
+    ))
 }
 
 fn registry_for(ctx: &ToolContext) -> Option<Arc<Registry>> {
-    ctx.agent_session_as::<hermes_agent::AgentSession>().map(|s| Arc::clone(s.registry())).or_else(crate::current::registry)
+    ctx.agent_session_as::<hermes_agent::AgentSession>()
+        .map(|s| Arc::clone(s.registry()))
+        .or_else(crate::current::registry)
 }
 
 /// Sandbox tools the session offers: the command's selection (`--toolsets`,
 /// `--disabled`), narrowed to what an attached agent session offers its model.
 fn enabled_sandbox_tools(ctx: &ToolContext, registry: &Registry) -> Vec<String> {
     let selection = crate::current::selection();
-    let offered = registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
-    let mut names: Vec<String> = offered.names().into_iter().filter(|n| stubs::SANDBOX_TOOLS.contains(n)).map(str::to_owned).collect();
+    let offered =
+        registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
+    let mut names: Vec<String> = offered
+        .names()
+        .into_iter()
+        .filter(|n| stubs::SANDBOX_TOOLS.contains(n))
+        .map(str::to_owned)
+        .collect();
     if let Some(session) = ctx.agent_session_as::<hermes_agent::AgentSession>() {
-        let in_session: Vec<String> = session.definitions().iter().filter_map(|d| d["function"]["name"].as_str().map(str::to_owned)).collect();
+        let in_session: Vec<String> = session
+            .definitions()
+            .iter()
+            .filter_map(|d| d["function"]["name"].as_str().map(str::to_owned))
+            .collect();
         names.retain(|n| in_session.contains(n));
     }
     names
@@ -194,9 +246,13 @@ struct Staging(PathBuf);
 
 impl Staging {
     fn new() -> Result<Staging, String> {
-        let dir = std::env::temp_dir().join(format!("hermes-exec-{}", crate::tools::terminal::output::random_hex(12)));
+        let dir = std::env::temp_dir().join(format!(
+            "hermes-exec-{}",
+            crate::tools::terminal::output::random_hex(12)
+        ));
         std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| format!("cannot protect {}: {e}", dir.display()))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot protect {}: {e}", dir.display()))?;
         Ok(Staging(dir))
     }
 
@@ -225,10 +281,15 @@ fn contained_script_gate(script: &Path, cwd: &Path, ctx: &ToolContext) -> Result
     use crate::tools::terminal::env::sh_quote;
     let command = format!("python3 {}", sh_quote(&script.to_string_lossy()));
     let cwd = cwd.to_string_lossy();
-    match crate::tools::terminal::approval::script_gate(&command, &cwd, "local", true, ctx, false, true) {
+    match crate::tools::terminal::approval::script_gate(
+        &command, &cwd, "local", true, ctx, false, true,
+    ) {
         Ok(_) => Ok(()),
         Err(refusal) => {
-            let message = refusal["error"].as_str().unwrap_or("BLOCKED: the script was not approved.").replace(&script.to_string_lossy().into_owned(), "the script");
+            let message = refusal["error"]
+                .as_str()
+                .unwrap_or("BLOCKED: the script was not approved.")
+                .replace(&script.to_string_lossy().into_owned(), "the script");
             Err(failure(message))
         }
     }
@@ -247,12 +308,17 @@ fn run_local(
 ) -> Result<Value, String> {
     let staging = Staging::new()?;
     let module = staging.path().join("hermes_tools.py");
-    std::fs::write(&module, stubs::module_source(&allowed)).map_err(|e| format!("cannot write the hermes_tools module: {e}"))?;
+    std::fs::write(&module, stubs::module_source(&allowed))
+        .map_err(|e| format!("cannot write the hermes_tools module: {e}"))?;
     let script = staging.path().join("script.py");
     std::fs::write(&script, code).map_err(|e| format!("cannot write the script: {e}"))?;
     let slot = task_environment(terminal, ctx)?;
     let cwd = PathBuf::from(slot.session.cwd());
-    let cwd = if cwd.is_absolute() { cwd } else { ctx.cwd().to_path_buf() };
+    let cwd = if cwd.is_absolute() {
+        cwd
+    } else {
+        ctx.cwd().to_path_buf()
+    };
     let gate = match place {
         Place::Sandboxed => contained_script_gate(&script, &cwd, ctx),
         _ => approve_script(code, "local", true, ctx),
@@ -260,12 +326,29 @@ fn run_local(
     if let Err(refusal) = gate {
         return Ok(refusal);
     }
-    let (parent_end, script_end) = std::os::unix::net::UnixStream::pair().map_err(|e| format!("cannot open the tool socket: {e}"))?;
+    let (parent_end, script_end) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| format!("cannot open the tool socket: {e}"))?;
     let token = crate::tools::terminal::output::random_hex(32);
-    let dispatcher = Arc::new(rpc::Dispatcher::new(registry, ctx.clone(), rpc::Limits { allowed, max_calls: limits.max_calls, token: token.clone() }));
-    let server = rpc::Server::start(parent_end, dispatcher).map_err(|e| format!("cannot serve the tool socket: {e}"))?;
+    let dispatcher = Arc::new(rpc::Dispatcher::new(
+        registry,
+        ctx.clone(),
+        rpc::Limits {
+            allowed,
+            max_calls: limits.max_calls,
+            token: token.clone(),
+        },
+    ));
+    let server = rpc::Server::start(parent_end, dispatcher)
+        .map_err(|e| format!("cannot serve the tool socket: {e}"))?;
     let started = Instant::now();
-    let launch = child::Launch { python, script: &script, cwd: &cwd, module_dir: staging.path(), socket: script_end.into(), token: &token };
+    let launch = child::Launch {
+        python,
+        script: &script,
+        cwd: &cwd,
+        module_dir: staging.path(),
+        socket: script_end.into(),
+        token: &token,
+    };
     let process = match child::spawn_script(slot.env.as_ref(), launch) {
         Ok(process) => process,
         Err(e) => {
@@ -274,39 +357,86 @@ fn run_local(
         }
     };
     let cancel = ctx.cancellation().clone();
-    let finished = child::wait(process, Duration::from_secs(limits.timeout), move || cancel.is_cancelled());
+    let finished = child::wait(process, Duration::from_secs(limits.timeout), move || {
+        cancel.is_cancelled()
+    });
     let duration = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     let calls = server.stop();
     let mut result = shape_result(finished, calls, duration, limits.timeout);
     if place == Place::Sandboxed {
-        let (code, output) = (result["exit_code"].as_i64().unwrap_or(0) as i32, result["output"].as_str().unwrap_or("").to_string());
-        if let Some(note) = crate::tools::terminal::approval::sandbox_refusal_note(terminal.sandbox.mode, code, &output) {
+        let (code, output) = (
+            result["exit_code"].as_i64().unwrap_or(0) as i32,
+            result["output"].as_str().unwrap_or("").to_string(),
+        );
+        if let Some(note) = crate::tools::terminal::approval::sandbox_refusal_note(
+            terminal.sandbox.mode,
+            code,
+            &output,
+        ) {
             result["sandbox"] = json!(note.replace("this command ran", "this script ran"));
         }
     }
     Ok(result)
 }
 
-fn run_remote(code: &str, terminal: &TerminalConfig, ctx: &ToolContext, registry: Arc<Registry>, allowed: Vec<String>, limits: &Limits) -> Result<Value, String> {
+fn run_remote(
+    code: &str,
+    terminal: &TerminalConfig,
+    ctx: &ToolContext,
+    registry: Arc<Registry>,
+    allowed: Vec<String>,
+    limits: &Limits,
+) -> Result<Value, String> {
     let slot = task_environment(terminal, ctx)?;
     let token = crate::tools::terminal::output::random_hex(32);
-    let dispatcher = Arc::new(rpc::Dispatcher::new(registry, ctx.clone(), rpc::Limits { allowed: allowed.clone(), max_calls: limits.max_calls, token: token.clone() }));
+    let dispatcher = Arc::new(rpc::Dispatcher::new(
+        registry,
+        ctx.clone(),
+        rpc::Limits {
+            allowed: allowed.clone(),
+            max_calls: limits.max_calls,
+            token: token.clone(),
+        },
+    ));
     let module = stubs::module_source(&allowed);
-    let job = remote::Job { module: &module, code, token: &token, timeout: Duration::from_secs(limits.timeout) };
+    let job = remote::Job {
+        module: &module,
+        code,
+        token: &token,
+        timeout: Duration::from_secs(limits.timeout),
+    };
     let started = Instant::now();
     let cancel = ctx.cancellation().clone();
-    let finished = remote::run(&slot, job, Arc::clone(&dispatcher), &move || cancel.is_cancelled())?;
+    let finished = remote::run(&slot, job, Arc::clone(&dispatcher), &move || {
+        cancel.is_cancelled()
+    })?;
     let duration = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
-    Ok(shape_result(finished, dispatcher.calls_made(), duration, limits.timeout))
+    Ok(shape_result(
+        finished,
+        dispatcher.calls_made(),
+        duration,
+        limits.timeout,
+    ))
 }
 
 /// The task's terminal environment, shared with its `terminal` calls.
-fn task_environment(terminal: &TerminalConfig, ctx: &ToolContext) -> Result<Arc<crate::tools::terminal::env::Slot>, String> {
+fn task_environment(
+    terminal: &TerminalConfig,
+    ctx: &ToolContext,
+) -> Result<Arc<crate::tools::terminal::env::Slot>, String> {
     use crate::tools::terminal::env;
     if let Some(missing) = env::availability(terminal) {
-        return Err(format!("the {} terminal backend is not available: {missing}", terminal.backend));
+        return Err(format!(
+            "the {} terminal backend is not available: {missing}",
+            terminal.backend
+        ));
     }
-    env::get_or_create(terminal, ctx.task_id(), ctx.cwd()).map_err(|e| format!("the {} environment could not be reached: {}", terminal.backend, e.reason))
+    env::get_or_create(terminal, ctx.task_id(), ctx.cwd()).map_err(|e| {
+        format!(
+            "the {} environment could not be reached: {}",
+            terminal.backend, e.reason
+        )
+    })
 }
 
 fn clean(bytes: &[u8]) -> String {
@@ -320,7 +450,11 @@ fn shape_result(finished: child::Finished, calls: usize, duration: f64, timeout:
     let truncated = out.total > captured;
     let mut stdout = clean(&out.head);
     if truncated {
-        stdout.push_str(&format!("\n\n... [OUTPUT TRUNCATED - {} bytes omitted out of {} total] ...\n\n", out.total - captured, out.total));
+        stdout.push_str(&format!(
+            "\n\n... [OUTPUT TRUNCATED - {} bytes omitted out of {} total] ...\n\n",
+            out.total - captured,
+            out.total
+        ));
     }
     stdout.push_str(&clean(&out.tail));
     let mut stderr = clean(&finished.stderr.head);
@@ -348,12 +482,20 @@ fn shape_result(finished: child::Finished, calls: usize, duration: f64, timeout:
     match status {
         "timeout" => {
             let message = format!("Script timed out after {timeout}s and was killed.");
-            result["output"] = json!(if stdout.is_empty() { format!("⏰ {message}") } else { format!("{stdout}\n\n⏰ {message}") });
+            result["output"] = json!(if stdout.is_empty() {
+                format!("⏰ {message}")
+            } else {
+                format!("{stdout}\n\n⏰ {message}")
+            });
             result["error"] = json!(message);
         }
         "interrupted" => result["output"] = json!(format!("{stdout}\n[execution interrupted]")),
         "error" => {
-            result["error"] = json!(if stderr.is_empty() { format!("Script exited with code {exit_code}") } else { stderr.clone() });
+            result["error"] = json!(if stderr.is_empty() {
+                format!("Script exited with code {exit_code}")
+            } else {
+                stderr.clone()
+            });
             if !stderr.is_empty() {
                 result["output"] = json!(format!("{stdout}\n--- stderr ---\n{stderr}"));
             }

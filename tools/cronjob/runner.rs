@@ -53,7 +53,12 @@ fn claim(store: &Store, job_id: &str, forced: bool) -> Result<Value, String> {
 fn build_prompt(registry: &Registry, job: &Value) -> String {
     let mut parts = Vec::new();
     let roots = library::roots(registry.hermes_home());
-    for name in job["skills"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+    for name in job["skills"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
         match library::find(&roots, name).first().and_then(|s| std::fs::read_to_string(s.skill_md()).ok()) {
             Some(content) => parts.push(format!("[Skill \"{name}\" loaded for this scheduled task]\n\n{content}")),
             None => parts.push(format!("[Skill \"{name}\" was attached to this job but is not installed; go on without it]")),
@@ -70,7 +75,10 @@ fn build_prompt(registry: &Registry, job: &Value) -> String {
     text
 }
 
-fn run_session(registry: &Arc<Registry>, job: &Value) -> (LoopStatus, Option<String>, Option<String>, String) {
+fn run_session(
+    registry: &Arc<Registry>,
+    job: &Value,
+) -> (LoopStatus, Option<String>, Option<String>, String) {
     let mut config = AgentConfig::from_config(&registry.config());
     if let Some(model) = job["model"].as_str().filter(|m| !m.is_empty()) {
         config.model.model = model.to_string();
@@ -79,10 +87,17 @@ fn run_session(registry: &Arc<Registry>, job: &Value) -> (LoopStatus, Option<Str
         config.model.base_url = url.to_string();
     }
     let toolsets: Vec<String> = match job["enabled_toolsets"].as_array() {
-        Some(list) if !list.is_empty() => list.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        Some(list) if !list.is_empty() => list
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
         _ => vec!["hermes-cron".into()],
     };
-    let mut disabled: Vec<String> = CRON_DISABLED_TOOLSETS.iter().map(|s| s.to_string()).collect();
+    let mut disabled: Vec<String> = CRON_DISABLED_TOOLSETS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     if let Some(Value::Array(extra)) = registry.config().get("agent.disabled_toolsets") {
         disabled.extend(extra.iter().filter_map(Value::as_str).map(str::to_owned));
     }
@@ -91,7 +106,10 @@ fn run_session(registry: &Arc<Registry>, job: &Value) -> (LoopStatus, Option<Str
         Arc::clone(registry),
         SessionOptions {
             source: Some("cron".into()),
-            title: Some(format!("cron: {}", job["name"].as_str().unwrap_or_default())),
+            title: Some(format!(
+                "cron: {}",
+                job["name"].as_str().unwrap_or_default()
+            )),
             toolsets: Some(toolsets),
             disabled_toolsets: disabled,
             config: Some(config),
@@ -103,7 +121,13 @@ fn run_session(registry: &Arc<Registry>, job: &Value) -> (LoopStatus, Option<Str
     (outcome.status, outcome.final_answer, outcome.error, prompt)
 }
 
-fn output_document(job: &Value, prompt: &str, status: LoopStatus, answer: Option<&str>, error: Option<&str>) -> String {
+fn output_document(
+    job: &Value,
+    prompt: &str,
+    status: LoopStatus,
+    answer: Option<&str>,
+    error: Option<&str>,
+) -> String {
     let mut text = format!(
         "# Cron job: {}\n\n**Job ID:** {}\n**Run time:** {}\n**Schedule:** {}\n**Status:** {}\n\n## Prompt\n\n{}\n\n## Response\n\n{}\n",
         job["name"].as_str().unwrap_or_default(),
@@ -124,7 +148,9 @@ fn output_document(job: &Value, prompt: &str, status: LoopStatus, answer: Option
 /// repeats are used up (or a one-shot that ran) is removed.
 fn mark_run(store: &Store, job_id: &str, success: bool, error: Option<&str>) -> Result<(), String> {
     store.update(|jobs| {
-        let Some(position) = jobs.iter().position(|j| j["id"] == job_id) else { return Ok(()) };
+        let Some(position) = jobs.iter().position(|j| j["id"] == job_id) else {
+            return Ok(());
+        };
         let job = &mut jobs[position];
         let now = schedule::iso(&schedule::now());
         job["last_run_at"] = json!(now);
@@ -149,7 +175,14 @@ pub fn run_job(registry: &Arc<Registry>, job_id: &str, forced: bool) -> RunRepor
     let store = Store::in_home(registry.hermes_home());
     let job = match claim(&store, job_id, forced) {
         Ok(job) => job,
-        Err(why) => return RunReport { claimed: false, success: false, error: Some(why), output_file: None },
+        Err(why) => {
+            return RunReport {
+                claimed: false,
+                success: false,
+                error: Some(why),
+                output_file: None,
+            }
+        }
     };
     let (status, answer, error, prompt) = run_session(registry, &job);
     let success = status == LoopStatus::Completed;
@@ -160,9 +193,19 @@ pub fn run_job(registry: &Arc<Registry>, job_id: &str, forced: bool) -> RunRepor
     };
     let error = error.or(save_error);
     if let Err(e) = mark_run(&store, job_id, success, error.as_deref()) {
-        return RunReport { claimed: true, success: false, error: Some(e), output_file };
+        return RunReport {
+            claimed: true,
+            success: false,
+            error: Some(e),
+            output_file,
+        };
     }
-    RunReport { claimed: true, success, error, output_file }
+    RunReport {
+        claimed: true,
+        success,
+        error,
+        output_file,
+    }
 }
 
 /// Runs every due job once, in order of their next run; returns what happened.
@@ -171,7 +214,11 @@ pub fn run_due(registry: &Arc<Registry>) -> Result<Vec<Value>, String> {
     let mut due: Vec<Value> = store
         .load()?
         .into_iter()
-        .filter(|j| j["enabled"] != false && j["state"] != "paused" && schedule::is_due(j["next_run_at"].as_str()))
+        .filter(|j| {
+            j["enabled"] != false
+                && j["state"] != "paused"
+                && schedule::is_due(j["next_run_at"].as_str())
+        })
         .collect();
     due.sort_by(|a, b| a["next_run_at"].as_str().cmp(&b["next_run_at"].as_str()));
     Ok(due

@@ -19,7 +19,9 @@ pub fn iso(time: &DateTime<Local>) -> String {
 }
 
 pub fn parse_iso(text: &str) -> Option<DateTime<Local>> {
-    DateTime::parse_from_rfc3339(text).ok().map(|t: DateTime<FixedOffset>| t.with_timezone(&Local))
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t: DateTime<FixedOffset>| t.with_timezone(&Local))
 }
 
 /// Minutes of `30m`, `2h`, `1d` (and their long spellings).
@@ -27,22 +29,36 @@ pub fn parse_duration(text: &str) -> Result<i64, String> {
     let text = text.trim().to_lowercase();
     let digits: String = text.chars().take_while(|c| c.is_ascii_digit()).collect();
     let unit = text[digits.len()..].trim();
-    let value: i64 = digits.parse().map_err(|_| format!("Invalid duration: '{text}'. Use a form like '30m', '2h' or '1d'"))?;
+    let value: i64 = digits
+        .parse()
+        .map_err(|_| format!("Invalid duration: '{text}'. Use a form like '30m', '2h' or '1d'"))?;
     let per = match unit {
         "m" | "min" | "mins" | "minute" | "minutes" => 1,
         "h" | "hr" | "hrs" | "hour" | "hours" => 60,
         "d" | "day" | "days" => 1440,
-        _ => return Err(format!("Invalid duration: '{text}'. Use a form like '30m', '2h' or '1d'")),
+        _ => {
+            return Err(format!(
+                "Invalid duration: '{text}'. Use a form like '30m', '2h' or '1d'"
+            ))
+        }
     };
     if value == 0 {
-        return Err(format!("Invalid duration: '{text}': it must be at least one minute"));
+        return Err(format!(
+            "Invalid duration: '{text}': it must be at least one minute"
+        ));
     }
-    value.checked_mul(per).filter(|m| *m <= 525_600 * 100).ok_or_else(|| format!("Duration '{text}' is too long"))
+    value
+        .checked_mul(per)
+        .filter(|m| *m <= 525_600 * 100)
+        .ok_or_else(|| format!("Duration '{text}' is too long"))
 }
 
 fn looks_like_cron(text: &str) -> bool {
     let parts: Vec<&str> = text.split_whitespace().collect();
-    parts.len() >= 5 && parts[..5].iter().all(|p| p.chars().all(|c| c.is_ascii_digit() || "*-,/".contains(c)))
+    parts.len() >= 5
+        && parts[..5]
+            .iter()
+            .all(|p| p.chars().all(|c| c.is_ascii_digit() || "*-,/".contains(c)))
 }
 
 /// The stored form: `{"kind": "once"|"interval"|"cron", ..., "display"}`.
@@ -51,20 +67,30 @@ pub fn parse_schedule(text: &str) -> Result<Value, String> {
     let lower = original.to_lowercase();
     if let Some(rest) = lower.strip_prefix("every ") {
         let minutes = parse_duration(rest)?;
-        return Ok(json!({"kind": "interval", "minutes": minutes, "display": format!("every {minutes}m")}));
+        return Ok(
+            json!({"kind": "interval", "minutes": minutes, "display": format!("every {minutes}m")}),
+        );
     }
     if looks_like_cron(original) {
-        original.parse::<croner::Cron>().map_err(|e| format!("Invalid cron expression '{original}': {e}"))?;
+        original
+            .parse::<croner::Cron>()
+            .map_err(|e| format!("Invalid cron expression '{original}': {e}"))?;
         return Ok(json!({"kind": "cron", "expr": original, "display": original}));
     }
-    let is_date = original.len() >= 10 && original.as_bytes()[4] == b'-' && original[..4].chars().all(|c| c.is_ascii_digit());
+    let is_date = original.len() >= 10
+        && original.as_bytes()[4] == b'-'
+        && original[..4].chars().all(|c| c.is_ascii_digit());
     if original.contains('T') || is_date {
         let at = parse_timestamp(original).ok_or_else(|| format!("Invalid timestamp '{original}': use a form like 2026-06-01T09:00 or 2026-06-01T09:00:00+02:00"))?;
-        return Ok(json!({"kind": "once", "run_at": iso(&at), "display": format!("once at {}", at.format("%Y-%m-%d %H:%M"))}));
+        return Ok(
+            json!({"kind": "once", "run_at": iso(&at), "display": format!("once at {}", at.format("%Y-%m-%d %H:%M"))}),
+        );
     }
     if let Ok(minutes) = parse_duration(original) {
         let at = now() + Duration::minutes(minutes);
-        return Ok(json!({"kind": "once", "run_at": iso(&at), "display": format!("once in {original}")}));
+        return Ok(
+            json!({"kind": "once", "run_at": iso(&at), "display": format!("once in {original}")}),
+        );
     }
     Err(format!(
         "Invalid schedule '{original}'. Use:\n  - Duration: '30m', '2h', '1d' (one-shot)\n  - Interval: 'every 30m', 'every 2h' (recurring)\n  - Cron: '0 9 * * *' (cron expression)\n  - Timestamp: '2026-02-03T14:00:00' (one-shot at time)"
@@ -76,15 +102,28 @@ fn parse_timestamp(text: &str) -> Option<DateTime<Local>> {
     if let Ok(at) = DateTime::parse_from_rfc3339(&text) {
         return Some(at.with_timezone(&Local));
     }
-    for format in ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z", "%Y-%m-%d %H:%M:%S%:z"] {
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f%:z",
+        "%Y-%m-%dT%H:%M%:z",
+        "%Y-%m-%d %H:%M:%S%:z",
+    ] {
         if let Ok(at) = DateTime::parse_from_str(&text, format) {
             return Some(at.with_timezone(&Local));
         }
     }
-    let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
-        .iter()
-        .find_map(|f| NaiveDateTime::parse_from_str(&text, f).ok())
-        .or_else(|| chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d").ok().and_then(|d| d.and_hms_opt(0, 0, 0)))?;
+    let naive = [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ]
+    .iter()
+    .find_map(|f| NaiveDateTime::parse_from_str(&text, f).ok())
+    .or_else(|| {
+        chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+    })?;
     Local.from_local_datetime(&naive).earliest()
 }
 
@@ -116,7 +155,9 @@ pub fn next_run(schedule: &Value, last_run: Option<&str>) -> Option<String> {
                 Some(last) if last > now => last,
                 _ => now,
             };
-            cron.find_next_occurrence(&base, false).ok().map(|t| iso(&t))
+            cron.find_next_occurrence(&base, false)
+                .ok()
+                .map(|t| iso(&t))
         }
         _ => None,
     }
@@ -124,5 +165,7 @@ pub fn next_run(schedule: &Value, last_run: Option<&str>) -> Option<String> {
 
 /// True when a job whose next run is `next_run_at` is due now.
 pub fn is_due(next_run_at: Option<&str>) -> bool {
-    next_run_at.and_then(parse_iso).is_some_and(|at| at <= now())
+    next_run_at
+        .and_then(parse_iso)
+        .is_some_and(|at| at <= now())
 }

@@ -27,7 +27,9 @@ impl Drop for Lock {
 
 impl Store {
     pub fn in_home(hermes_home: &Path) -> Store {
-        Store { dir: hermes_home.join("cron") }
+        Store {
+            dir: hermes_home.join("cron"),
+        }
     }
 
     fn jobs_file(&self) -> PathBuf {
@@ -35,7 +37,8 @@ impl Store {
     }
 
     fn lock(&self) -> Result<Lock, String> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| format!("Cannot create {}: {e}", self.dir.display()))?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| format!("Cannot create {}: {e}", self.dir.display()))?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -44,7 +47,10 @@ impl Store {
             .map_err(|e| format!("Cannot open the cron lock: {e}"))?;
         // SAFETY: flock on a descriptor we own; blocks until the other holder is done.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(format!("Cannot lock the cron jobs: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "Cannot lock the cron jobs: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(Lock(file))
     }
@@ -63,18 +69,28 @@ impl Store {
             Ok(Value::Object(mut top)) => match top.remove("jobs") {
                 Some(Value::Array(jobs)) => Ok(jobs),
                 None | Some(Value::Null) => Ok(Vec::new()),
-                Some(_) => Err(format!("{} is corrupted: `jobs` is not a list", self.jobs_file().display())),
+                Some(_) => Err(format!(
+                    "{} is corrupted: `jobs` is not a list",
+                    self.jobs_file().display()
+                )),
             },
             Ok(Value::Array(jobs)) => Ok(jobs),
-            Ok(_) => Err(format!("{} is corrupted: expected {{\"jobs\": [...]}}", self.jobs_file().display())),
-            Err(e) => Err(format!("{} is not valid JSON ({e}); fix or move it away", self.jobs_file().display())),
+            Ok(_) => Err(format!(
+                "{} is corrupted: expected {{\"jobs\": [...]}}",
+                self.jobs_file().display()
+            )),
+            Err(e) => Err(format!(
+                "{} is not valid JSON ({e}); fix or move it away",
+                self.jobs_file().display()
+            )),
         }
     }
 
     fn write(&self, jobs: &[Value]) -> Result<(), String> {
         let body = json!({"jobs": jobs, "updated_at": schedule::iso(&schedule::now())});
         let text = serde_json::to_string_pretty(&body).expect("JSON serialises");
-        atomic_write(&self.jobs_file(), text.as_bytes()).map_err(|e| format!("Cannot save the cron jobs: {e}"))
+        atomic_write(&self.jobs_file(), text.as_bytes())
+            .map_err(|e| format!("Cannot save the cron jobs: {e}"))
     }
 
     pub fn load(&self) -> Result<Vec<Value>, String> {
@@ -83,7 +99,10 @@ impl Store {
     }
 
     /// Reads, changes and saves the jobs under the lock; nothing is saved on `Err`.
-    pub fn update<T>(&self, change: impl FnOnce(&mut Vec<Value>) -> Result<T, String>) -> Result<T, String> {
+    pub fn update<T>(
+        &self,
+        change: impl FnOnce(&mut Vec<Value>) -> Result<T, String>,
+    ) -> Result<T, String> {
         let _lock = self.lock()?;
         let mut jobs = self.read()?;
         let out = change(&mut jobs)?;
@@ -93,16 +112,26 @@ impl Store {
 
     /// Saves one run's output; returns the file.
     pub fn save_output(&self, job_id: &str, text: &str) -> Result<PathBuf, String> {
-        if job_id.is_empty() || !job_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        if job_id.is_empty()
+            || !job_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
             return Err(format!("job id {job_id:?} cannot name an output folder"));
         }
         let dir = self.dir.join("output").join(job_id);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("Cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("Cannot create {}: {e}", dir.display()))?;
         let stamp = schedule::now().format("%Y-%m-%d_%H-%M-%S%.6f");
         let file = dir.join(format!("{stamp}.md"));
         atomic_write(&file, text.as_bytes()).map_err(|e| format!("Cannot save the output: {e}"))?;
         let mut outputs: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "md")).collect())
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "md"))
+                    .collect()
+            })
             .unwrap_or_default();
         outputs.sort();
         let excess = outputs.len().saturating_sub(OUTPUT_KEEP);
@@ -118,7 +147,12 @@ pub fn new_id(jobs: &[Value]) -> String {
     use std::hash::{BuildHasher, Hasher};
     loop {
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos(),
+        );
         hasher.write_u32(std::process::id());
         let id = format!("{:012x}", hasher.finish() & 0xffff_ffff_ffff);
         if !jobs.iter().any(|j| j["id"] == id) {
@@ -128,7 +162,10 @@ pub fn new_id(jobs: &[Value]) -> String {
 }
 
 /// The job `reference` names: its id, else its exact name (which must be unique).
-pub fn resolve<'a>(jobs: &'a [Value], reference: &str) -> Result<Option<&'a Value>, Vec<&'a Value>> {
+pub fn resolve<'a>(
+    jobs: &'a [Value],
+    reference: &str,
+) -> Result<Option<&'a Value>, Vec<&'a Value>> {
     if let Some(job) = jobs.iter().find(|j| j["id"] == reference) {
         return Ok(Some(job));
     }

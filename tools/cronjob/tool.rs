@@ -36,14 +36,25 @@ pub struct CronModel {
 }
 
 fn truthy(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| matches!(v.trim().to_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+    std::env::var(name).is_ok_and(|v| {
+        matches!(
+            v.trim().to_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
 }
 
 /// Offered in interactive, serve and cron sessions (and where the original's session
 /// variables say one is running), never to a one-off `call` or an MCP client.
 pub fn cron_available() -> bool {
     crate::current::session_kind().is_some()
-        || ["HERMES_INTERACTIVE", "HERMES_GATEWAY_SESSION", "HERMES_EXEC_ASK"].iter().any(|v| truthy(v))
+        || [
+            "HERMES_INTERACTIVE",
+            "HERMES_GATEWAY_SESSION",
+            "HERMES_EXEC_ASK",
+        ]
+        .iter()
+        .any(|v| truthy(v))
 }
 
 fn fail(message: impl Into<String>) -> ToolResult {
@@ -63,7 +74,11 @@ fn repeat_display(job: &Value) -> String {
 
 fn format_job(job: &Value) -> Value {
     let prompt = job["prompt"].as_str().unwrap_or_default();
-    let preview = if prompt.chars().count() > 100 { prompt.chars().take(100).collect::<String>() + "..." } else { prompt.to_string() };
+    let preview = if prompt.chars().count() > 100 {
+        prompt.chars().take(100).collect::<String>() + "..."
+    } else {
+        prompt.to_string()
+    };
     let skills = job["skills"].clone();
     let enabled = job["enabled"].as_bool().unwrap_or(true);
     let mut out = json!({
@@ -96,13 +111,20 @@ fn format_job(job: &Value) -> Value {
 }
 
 fn clean_list(items: Option<Vec<String>>) -> Option<Vec<String>> {
-    items.map(|list| list.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+    items.map(|list| {
+        list.into_iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
 }
 
 fn check_workdir(workdir: &str) -> Result<(), String> {
     let path = std::path::Path::new(workdir);
     if !path.is_absolute() || !path.is_dir() {
-        return Err(format!("workdir must be an absolute path to an existing folder; got '{workdir}'"));
+        return Err(format!(
+            "workdir must be an absolute path to an existing folder; got '{workdir}'"
+        ));
     }
     Ok(())
 }
@@ -139,7 +161,17 @@ pub fn cronjob(
     ctx: &ToolContext,
 ) -> ToolResult {
     let store = Store::in_home(ctx.hermes_home());
-    let fields = JobFields { prompt, schedule, name, repeat, deliver, skills, model, enabled_toolsets, workdir };
+    let fields = JobFields {
+        prompt,
+        schedule,
+        name,
+        repeat,
+        deliver,
+        skills,
+        model,
+        enabled_toolsets,
+        workdir,
+    };
     match action {
         CronAction::Create => create(&store, fields),
         CronAction::List => match store.load() {
@@ -151,7 +183,9 @@ pub fn cronjob(
         },
         _ => {
             let Some(reference) = job_id.filter(|j| !j.trim().is_empty()) else {
-                return fail("job_id is required for this action; use cronjob(action='list') to find it");
+                return fail(
+                    "job_id is required for this action; use cronjob(action='list') to find it",
+                );
             };
             let jobs = match store.load() {
                 Ok(jobs) => jobs,
@@ -193,7 +227,17 @@ struct JobFields {
 }
 
 fn create(store: &Store, fields: JobFields) -> ToolResult {
-    let JobFields { prompt, schedule: schedule_text, name, repeat, deliver, skills, model, enabled_toolsets, workdir } = fields;
+    let JobFields {
+        prompt,
+        schedule: schedule_text,
+        name,
+        repeat,
+        deliver,
+        skills,
+        model,
+        enabled_toolsets,
+        workdir,
+    } = fields;
     let Some(schedule_text) = schedule_text.filter(|s| !s.trim().is_empty()) else {
         return fail("schedule is required for create");
     };
@@ -206,7 +250,9 @@ fn create(store: &Store, fields: JobFields) -> ToolResult {
         Ok(parsed) => parsed,
         Err(e) => return fail(e),
     };
-    let workdir = workdir.map(|w| w.trim().to_string()).filter(|w| !w.is_empty());
+    let workdir = workdir
+        .map(|w| w.trim().to_string())
+        .filter(|w| !w.is_empty());
     if let Some(dir) = &workdir {
         if let Err(e) = check_workdir(dir) {
             return fail(e);
@@ -225,8 +271,21 @@ fn create(store: &Store, fields: JobFields) -> ToolResult {
         None if parsed["kind"] == "once" => Some(1),
         None => None,
     };
-    let label = if prompt.trim().is_empty() { skills[0].clone() } else { prompt.trim().chars().take(50).collect::<String>().trim().to_string() };
-    let deliver = deliver.map(|d| d.trim().to_string()).filter(|d| !d.is_empty()).unwrap_or_else(|| "local".into());
+    let label = if prompt.trim().is_empty() {
+        skills[0].clone()
+    } else {
+        prompt
+            .trim()
+            .chars()
+            .take(50)
+            .collect::<String>()
+            .trim()
+            .to_string()
+    };
+    let deliver = deliver
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "local".into());
     let toolsets = clean_list(enabled_toolsets).filter(|t| !t.is_empty());
     let created = store.update(|jobs| {
         let job = json!({
@@ -263,7 +322,10 @@ fn create(store: &Store, fields: JobFields) -> ToolResult {
         Ok(job) => job,
         Err(e) => return fail(e),
     };
-    let mut message = format!("Cron job '{}' created.", job["name"].as_str().unwrap_or_default());
+    let mut message = format!(
+        "Cron job '{}' created.",
+        job["name"].as_str().unwrap_or_default()
+    );
     if deliver != "local" {
         message.push_str(" Outputs are saved locally under $HERMES_HOME/cron/output/; this runtime has no chat delivery.");
     }
@@ -285,7 +347,10 @@ fn create(store: &Store, fields: JobFields) -> ToolResult {
 
 fn remove(store: &Store, id: &str) -> ToolResult {
     let removed = store.update(|jobs| {
-        let position = jobs.iter().position(|j| j["id"] == id).ok_or_else(|| format!("Failed to remove job '{id}'"))?;
+        let position = jobs
+            .iter()
+            .position(|j| j["id"] == id)
+            .ok_or_else(|| format!("Failed to remove job '{id}'"))?;
         Ok(jobs.remove(position))
     });
     match removed {
@@ -301,7 +366,10 @@ fn remove(store: &Store, id: &str) -> ToolResult {
 
 fn set_paused(store: &Store, id: &str, paused: bool, reason: Option<String>) -> ToolResult {
     let updated = store.update(|jobs| {
-        let job = jobs.iter_mut().find(|j| j["id"] == id).ok_or_else(|| format!("Job '{id}' no longer exists"))?;
+        let job = jobs
+            .iter_mut()
+            .find(|j| j["id"] == id)
+            .ok_or_else(|| format!("Job '{id}' no longer exists"))?;
         if paused {
             job["enabled"] = json!(false);
             job["state"] = json!("paused");
@@ -326,7 +394,9 @@ fn set_paused(store: &Store, id: &str, paused: bool, reason: Option<String>) -> 
 
 /// The registry to run sessions over: the attached session's, else the process's.
 fn registry_for(ctx: &ToolContext) -> Option<Arc<Registry>> {
-    ctx.agent_session_as::<hermes_agent::AgentSession>().map(|s| Arc::clone(s.registry())).or_else(crate::current::registry)
+    ctx.agent_session_as::<hermes_agent::AgentSession>()
+        .map(|s| Arc::clone(s.registry()))
+        .or_else(crate::current::registry)
 }
 
 fn run_now(ctx: &ToolContext, store: &Store, id: &str) -> ToolResult {
@@ -335,7 +405,11 @@ fn run_now(ctx: &ToolContext, store: &Store, id: &str) -> ToolResult {
     };
     let report = runner::run_job(&registry, id, true);
     let jobs = store.load().unwrap_or_default();
-    let mut result = jobs.iter().find(|j| j["id"] == id).map(format_job).unwrap_or_else(|| json!({"job_id": id, "removed_after_run": true}));
+    let mut result = jobs
+        .iter()
+        .find(|j| j["id"] == id)
+        .map(format_job)
+        .unwrap_or_else(|| json!({"job_id": id, "removed_after_run": true}));
     result["executed"] = json!(report.claimed);
     result["execution_success"] = json!(report.success);
     if !report.claimed {
@@ -348,8 +422,22 @@ fn run_now(ctx: &ToolContext, store: &Store, id: &str) -> ToolResult {
 }
 
 fn update(store: &Store, id: &str, fields: JobFields) -> ToolResult {
-    let JobFields { prompt, schedule: schedule_text, name, repeat, deliver, skills, model, enabled_toolsets, workdir } = fields;
-    let parsed = match schedule_text.as_deref().map(schedule::parse_schedule).transpose() {
+    let JobFields {
+        prompt,
+        schedule: schedule_text,
+        name,
+        repeat,
+        deliver,
+        skills,
+        model,
+        enabled_toolsets,
+        workdir,
+    } = fields;
+    let parsed = match schedule_text
+        .as_deref()
+        .map(schedule::parse_schedule)
+        .transpose()
+    {
         Ok(parsed) => parsed,
         Err(e) => return fail(e),
     };
@@ -358,12 +446,25 @@ fn update(store: &Store, id: &str, fields: JobFields) -> ToolResult {
             return fail(e);
         }
     }
-    let nothing = [prompt.is_none(), parsed.is_none(), name.is_none(), repeat.is_none(), deliver.is_none(), skills.is_none(), model.is_none(), enabled_toolsets.is_none(), workdir.is_none()];
+    let nothing = [
+        prompt.is_none(),
+        parsed.is_none(),
+        name.is_none(),
+        repeat.is_none(),
+        deliver.is_none(),
+        skills.is_none(),
+        model.is_none(),
+        enabled_toolsets.is_none(),
+        workdir.is_none(),
+    ];
     if nothing.iter().all(|n| *n) {
         return fail("No updates provided.");
     }
     let updated = store.update(|jobs| {
-        let job = jobs.iter_mut().find(|j| j["id"] == id).ok_or_else(|| format!("Job '{id}' no longer exists"))?;
+        let job = jobs
+            .iter_mut()
+            .find(|j| j["id"] == id)
+            .ok_or_else(|| format!("Job '{id}' no longer exists"))?;
         if let Some(prompt) = prompt {
             job["prompt"] = json!(prompt);
         }
@@ -382,17 +483,30 @@ fn update(store: &Store, id: &str, fields: JobFields) -> ToolResult {
             job["provider"] = json!(model.provider);
         }
         if let Some(toolsets) = clean_list(enabled_toolsets) {
-            job["enabled_toolsets"] = if toolsets.is_empty() { Value::Null } else { json!(toolsets) };
+            job["enabled_toolsets"] = if toolsets.is_empty() {
+                Value::Null
+            } else {
+                json!(toolsets)
+            };
         }
         if let Some(workdir) = workdir {
             let workdir = workdir.trim().to_string();
-            job["workdir"] = if workdir.is_empty() { Value::Null } else { json!(workdir) };
+            job["workdir"] = if workdir.is_empty() {
+                Value::Null
+            } else {
+                json!(workdir)
+            };
         }
         if let Some(repeat) = repeat {
-            job["repeat"]["times"] = if repeat <= 0 { Value::Null } else { json!(repeat) };
+            job["repeat"]["times"] = if repeat <= 0 {
+                Value::Null
+            } else {
+                json!(repeat)
+            };
         }
         if let Some(parsed) = parsed {
-            let next = schedule::next_run(&parsed, None).ok_or("The new one-shot time is in the past and cannot be scheduled.")?;
+            let next = schedule::next_run(&parsed, None)
+                .ok_or("The new one-shot time is in the past and cannot be scheduled.")?;
             job["schedule_display"] = parsed["display"].clone();
             job["schedule"] = parsed;
             job["next_run_at"] = json!(next);

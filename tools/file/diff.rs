@@ -38,7 +38,13 @@ pub struct Region {
 /// and their context lines are read, however large the texts. Where the alignment of
 /// the two texts is unambiguous this is the diff [`unified_diff`] gives of the whole
 /// texts; where text repeats, the hunks show each change where it was made.
-pub fn unified_diff_of_regions(old: &str, new: &str, regions: &[Region], old_name: &str, new_name: &str) -> String {
+pub fn unified_diff_of_regions(
+    old: &str,
+    new: &str,
+    regions: &[Region],
+    old_name: &str,
+    new_name: &str,
+) -> String {
     if regions.is_empty() {
         return String::new();
     }
@@ -54,7 +60,9 @@ pub fn unified_diff_of_regions(old: &str, new: &str, regions: &[Region], old_nam
         // Regions whose context lines meet are diffed together, as one group of a
         // whole-text diff would be.
         while let Some(following) = regions.get(next) {
-            if back_lines(old, following.old.start, CONTEXT) > forward_lines(old, last.old.end, CONTEXT) {
+            if back_lines(old, following.old.start, CONTEXT)
+                > forward_lines(old, last.old.end, CONTEXT)
+            {
                 break;
             }
             last = following;
@@ -62,7 +70,13 @@ pub fn unified_diff_of_regions(old: &str, new: &str, regions: &[Region], old_nam
         }
         let old_to = forward_lines(old, last.old.end, CONTEXT);
         let new_to = last.new.end + (old_to - last.old.end);
-        push_hunks(&mut out, &old[old_from..old_to], &new[new_from..new_to], first.old_line - before, first.new_line - before);
+        push_hunks(
+            &mut out,
+            &old[old_from..old_to],
+            &new[new_from..new_to],
+            first.old_line - before,
+            first.new_line - before,
+        );
     }
     out
 }
@@ -97,7 +111,9 @@ fn push_hunks(out: &mut String, old: &str, new: &str, old_line: usize, new_line:
         .deadline(Instant::now() + DEADLINE)
         .diff_lines(old_part, new_part);
     for group in diff.grouped_ops(CONTEXT) {
-        let (Some(first), Some(last)) = (group.first(), group.last()) else { continue };
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
         let old_range = (first.old_range().start, last.old_range().end);
         let new_range = (first.new_range().start, last.new_range().end);
         let _ = writeln!(
@@ -130,8 +146,12 @@ fn push_hunks(out: &mut String, old: &str, new: &str, old_line: usize, new_line:
 /// two sizes when they have nothing in common, as when every line of a block changed).
 fn share_no_line(old_part: &str, removed: &str, new_part: &str, added: &str) -> bool {
     let (old_lines, new_lines) = (line_set(old_part), line_set(new_part));
-    !added.split_inclusive('\n').any(|line| old_lines.contains(line))
-        && !removed.split_inclusive('\n').any(|line| new_lines.contains(line))
+    !added
+        .split_inclusive('\n')
+        .any(|line| old_lines.contains(line))
+        && !removed
+            .split_inclusive('\n')
+            .any(|line| new_lines.contains(line))
 }
 
 fn line_set(text: &str) -> HashSet<&str, foldhash::fast::RandomState> {
@@ -140,12 +160,27 @@ fn line_set(text: &str) -> HashSet<&str, foldhash::fast::RandomState> {
 
 /// The one hunk of a diff whose parts share only their first and last lines: the common
 /// lines as context, every other old line removed, every other new line added.
-fn push_replacement(out: &mut String, old_part: &str, new_part: &str, (old_line, new_line): (usize, usize)) {
+fn push_replacement(
+    out: &mut String,
+    old_part: &str,
+    new_part: &str,
+    (old_line, new_line): (usize, usize),
+) {
     let old_lines: Vec<&str> = old_part.split_inclusive('\n').collect();
     let new_lines: Vec<&str> = new_part.split_inclusive('\n').collect();
-    let head = old_lines.iter().zip(&new_lines).take_while(|(a, b)| a == b).count();
+    let head = old_lines
+        .iter()
+        .zip(&new_lines)
+        .take_while(|(a, b)| a == b)
+        .count();
     let most = old_lines.len().min(new_lines.len()) - head;
-    let tail = old_lines.iter().rev().zip(new_lines.iter().rev()).take(most).take_while(|(a, b)| a == b).count();
+    let tail = old_lines
+        .iter()
+        .rev()
+        .zip(new_lines.iter().rev())
+        .take(most)
+        .take_while(|(a, b)| a == b)
+        .count();
     let _ = writeln!(
         out,
         "@@ -{} +{} @@",
@@ -155,9 +190,21 @@ fn push_replacement(out: &mut String, old_part: &str, new_part: &str, (old_line,
     let tagged = old_lines[..head]
         .iter()
         .map(|line| (' ', *line))
-        .chain(old_lines[head..old_lines.len() - tail].iter().map(|line| ('-', *line)))
-        .chain(new_lines[head..new_lines.len() - tail].iter().map(|line| ('+', *line)))
-        .chain(old_lines[old_lines.len() - tail..].iter().map(|line| (' ', *line)));
+        .chain(
+            old_lines[head..old_lines.len() - tail]
+                .iter()
+                .map(|line| ('-', *line)),
+        )
+        .chain(
+            new_lines[head..new_lines.len() - tail]
+                .iter()
+                .map(|line| ('+', *line)),
+        )
+        .chain(
+            old_lines[old_lines.len() - tail..]
+                .iter()
+                .map(|line| (' ', *line)),
+        );
     for (tag, line) in tagged {
         out.push(tag);
         out.push_str(line);
@@ -190,7 +237,11 @@ fn same_prefix(a: &[u8], b: &[u8]) -> usize {
     while at + BLOCK <= n && a[at..at + BLOCK] == b[at..at + BLOCK] {
         at += BLOCK;
     }
-    at + a[at..n].iter().zip(&b[at..n]).take_while(|(x, y)| x == y).count()
+    at + a[at..n]
+        .iter()
+        .zip(&b[at..n])
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// Length of the longest common suffix of `a` and `b`.
@@ -201,7 +252,13 @@ fn same_suffix(a: &[u8], b: &[u8]) -> usize {
     while end >= BLOCK && a[end - BLOCK..end] == b[end - BLOCK..end] {
         end -= BLOCK;
     }
-    n - end + a[..end].iter().rev().zip(b[..end].iter().rev()).take_while(|(x, y)| x == y).count()
+    n - end
+        + a[..end]
+            .iter()
+            .rev()
+            .zip(b[..end].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count()
 }
 
 /// Length of the common head of both texts, cut back to a line start.
@@ -248,7 +305,11 @@ mod tests {
     use super::*;
 
     fn reference(old: &str, new: &str) -> String {
-        similar::TextDiff::from_lines(old, new).unified_diff().context_radius(3).header("a", "b").to_string()
+        similar::TextDiff::from_lines(old, new)
+            .unified_diff()
+            .context_radius(3)
+            .header("a", "b")
+            .to_string()
     }
 
     #[test]
@@ -266,14 +327,18 @@ mod tests {
                 old.replace("line ", "row "),
                 old.replace("line 3\n", "a\nb\nc\n").replace("line 4\n", ""),
                 old.replace("line 10\n", "x\n").replace("line 150\n", "y\n"),
-                old.replace("line 1\n", "x\n").replace(&format!("line {}\n", lines - 2), "y\n"),
+                old.replace("line 1\n", "x\n")
+                    .replace(&format!("line {}\n", lines - 2), "y\n"),
                 String::new(),
             ];
             for new in cases {
                 assert_eq!(unified_diff(&old, &new, "a", "b"), reference(&old, &new));
             }
         }
-        assert_eq!(unified_diff("a\nb", "a\nc", "a", "b"), reference("a\nb", "a\nc"));
+        assert_eq!(
+            unified_diff("a\nb", "a\nc", "a", "b"),
+            reference("a\nb", "a\nc")
+        );
         assert_eq!(unified_diff("", "x\n", "a", "b"), reference("", "x\n"));
         assert_eq!(unified_diff("x", "x", "a", "b"), "");
     }
@@ -291,9 +356,18 @@ mod tests {
             }
             new_line += first - line;
             let (old_start, new_start) = (old_text.len(), new_text.len());
-            old[first..first + count].iter().for_each(|l| old_text.push_str(l));
-            lines.iter().for_each(|l| new_text.push_str(&format!("{l}\n")));
-            regions.push(Region { old: old_start..old_text.len(), new: new_start..new_text.len(), old_line: first, new_line });
+            old[first..first + count]
+                .iter()
+                .for_each(|l| old_text.push_str(l));
+            lines
+                .iter()
+                .for_each(|l| new_text.push_str(&format!("{l}\n")));
+            regions.push(Region {
+                old: old_start..old_text.len(),
+                new: new_start..new_text.len(),
+                old_line: first,
+                new_line,
+            });
             new_line += lines.len();
             line = first + count;
         }
@@ -311,9 +385,19 @@ mod tests {
             &[(10, 1, &["ten"])],
             &[(10, 1, &["ten"]), (16, 1, &["sixteen"])],
             &[(10, 1, &["ten"]), (17, 1, &["seventeen"])],
-            &[(0, 2, &[]), (100, 0, &["a", "b"]), (107, 3, &["c"]), (399, 1, &["last"])],
+            &[
+                (0, 2, &[]),
+                (100, 0, &["a", "b"]),
+                (107, 3, &["c"]),
+                (399, 1, &["last"]),
+            ],
             &[(5, 1, &["line 4", "line 5"]), (200, 100, &["line 1"])],
-            &[(3, 1, &["x"]), (9, 1, &["y"]), (16, 1, &["z"]), (23, 377, &[])],
+            &[
+                (3, 1, &["x"]),
+                (9, 1, &["y"]),
+                (16, 1, &["z"]),
+                (23, 377, &[]),
+            ],
             &[(390, 10, &["end"])],
         ];
         for edits in cases {
@@ -326,7 +410,10 @@ mod tests {
         }
         assert_eq!(unified_diff_of_regions("a\n", "a\n", &[], "a", "b"), "");
         // Where the text repeats, the hunks show the edit where it was made.
-        let old: Vec<String> = ["x", "y", "x", "y", "z"].iter().map(|l| format!("{l}\n")).collect();
+        let old: Vec<String> = ["x", "y", "x", "y", "z"]
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
         let (old_text, new_text, regions) = edited(&old, &[(2, 2, &[])]);
         assert_eq!(
             unified_diff_of_regions(&old_text, &new_text, &regions, "a", "b"),

@@ -4,8 +4,8 @@
 //! both, so results, refusals and limits match.
 
 use super::guard::Stamp;
-use hermes_environments::files::{Change, Committed, Kind, Probe, Remote, MAX_REMOTE_READ_BYTES};
 use super::{paths, v4a, write};
+use hermes_environments::files::{Change, Committed, Kind, Probe, Remote, MAX_REMOTE_READ_BYTES};
 use hermes_runtime::protected_paths::ProtectedPaths;
 use hermes_runtime::ToolContext;
 use std::cell::RefCell;
@@ -25,7 +25,12 @@ pub trait Disk {
     fn create_parents(&self, target: &Path) -> std::io::Result<usize>;
     fn lock(&self, target: &Path) -> Result<Box<dyn Held>, String>;
     fn current_bytes(&self, target: &Path) -> std::io::Result<Option<Vec<u8>>>;
-    fn replace_checked(&self, target: &Path, base: Option<&[u8]>, data: &[u8]) -> Result<(), write::ReplaceError>;
+    fn replace_checked(
+        &self,
+        target: &Path,
+        base: Option<&[u8]>,
+        data: &[u8],
+    ) -> Result<(), write::ReplaceError>;
     /// Whether `target` now holds exactly `data`.
     fn holds(&self, target: &Path, data: &[u8]) -> bool;
     fn stamp(&self, target: &Path) -> Option<Stamp>;
@@ -61,11 +66,18 @@ impl Disk for HostDisk {
     fn current_bytes(&self, target: &Path) -> std::io::Result<Option<Vec<u8>>> {
         write::current_bytes(target)
     }
-    fn replace_checked(&self, target: &Path, base: Option<&[u8]>, data: &[u8]) -> Result<(), write::ReplaceError> {
+    fn replace_checked(
+        &self,
+        target: &Path,
+        base: Option<&[u8]>,
+        data: &[u8],
+    ) -> Result<(), write::ReplaceError> {
         write::replace_checked(target, base, data)
     }
     fn holds(&self, target: &Path, data: &[u8]) -> bool {
-        std::fs::read(target).map(|on_disk| on_disk == data).unwrap_or(false)
+        std::fs::read(target)
+            .map(|on_disk| on_disk == data)
+            .unwrap_or(false)
     }
     fn stamp(&self, target: &Path) -> Option<Stamp> {
         Stamp::current(target)
@@ -133,32 +145,48 @@ impl EnvDisk {
 
     /// The real path inside the environment of `target` (a copy in the mirror, or real).
     fn real(&self, target: &Path) -> PathBuf {
-        self.mirror.borrow().as_ref().and_then(|m| m.real_of.get(target).cloned()).unwrap_or_else(|| target.to_path_buf())
+        self.mirror
+            .borrow()
+            .as_ref()
+            .and_then(|m| m.real_of.get(target).cloned())
+            .unwrap_or_else(|| target.to_path_buf())
     }
 
     /// A copy of the probed file in the mirror (nothing there when it does not exist).
     fn mirrored(&self, probe: &Probe) -> Result<PathBuf, String> {
         let mut slot = self.mirror.borrow_mut();
         if slot.is_none() {
-            let root = std::env::temp_dir().join(format!("hermes-patch-{}", crate::tools::terminal::output::random_hex(12)));
+            let root = std::env::temp_dir().join(format!(
+                "hermes-patch-{}",
+                crate::tools::terminal::output::random_hex(12)
+            ));
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(&root)
-                .map_err(|e| format!("cannot make a private directory to plan the patch in: {e}"))?;
-            *slot = Some(Mirror { root, real_of: HashMap::new() });
+                .map_err(|e| {
+                    format!("cannot make a private directory to plan the patch in: {e}")
+                })?;
+            *slot = Some(Mirror {
+                root,
+                real_of: HashMap::new(),
+            });
         }
         let mirror = slot.as_mut().expect("made above");
         let copy = mirror.root.join(probe.real.trim_start_matches('/'));
         if !mirror.real_of.contains_key(&copy) {
             if let Some(parent) = copy.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("cannot copy {}: {e}", probe.real))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot copy {}: {e}", probe.real))?;
             }
             match probe_bytes(probe) {
-                Ok(Some(bytes)) => std::fs::write(&copy, bytes).map_err(|e| format!("cannot copy {}: {e}", probe.real))?,
+                Ok(Some(bytes)) => std::fs::write(&copy, bytes)
+                    .map_err(|e| format!("cannot copy {}: {e}", probe.real))?,
                 Ok(None) => {}
                 Err(e) => return Err(format!("{}: {e}", probe.real)),
             }
-            mirror.real_of.insert(copy.clone(), PathBuf::from(&probe.real));
+            mirror
+                .real_of
+                .insert(copy.clone(), PathBuf::from(&probe.real));
         }
         Ok(copy)
     }
@@ -166,20 +194,30 @@ impl EnvDisk {
     /// Probes `shown` with its content and applies the write rules to where it lands.
     pub fn target(&self, shown: &str, verb: &str) -> Result<(PathBuf, Probe), String> {
         if self.edits_seen.get().is_none() {
-            self.edits_seen.set(Some(hermes_environments::files::edits_done()));
+            self.edits_seen
+                .set(Some(hermes_environments::files::edits_done()));
         }
         let probe = self.remote.probe(shown, true)?;
         if hermes_environments::files::is_device_path(&probe.real) {
-            return Err(format!("{verb} denied: '{shown}' is a device or kernel file."));
+            return Err(format!(
+                "{verb} denied: '{shown}' is a device or kernel file."
+            ));
         }
         // Without a home directory there, the credential places are guarded at the root.
-        let home = Path::new(if probe.home.is_empty() { "/" } else { &probe.home });
-        let protected = ProtectedPaths::new(home, &home.join(".hermes")).with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"));
+        let home = Path::new(if probe.home.is_empty() {
+            "/"
+        } else {
+            &probe.home
+        });
+        let protected = ProtectedPaths::new(home, &home.join(".hermes"))
+            .with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"));
         if let Some(refusal) = protected.write_refusal(Path::new(&probe.real)) {
             return Err(refusal.message(verb, shown));
         }
         let target = PathBuf::from(&probe.real);
-        self.probes.borrow_mut().insert(target.clone(), probe.clone());
+        self.probes
+            .borrow_mut()
+            .insert(target.clone(), probe.clone());
         Ok((target, probe))
     }
 
@@ -197,7 +235,8 @@ impl EnvDisk {
                 if mirror.real_of.contains_key(&copy) {
                     let _ = std::fs::remove_file(&copy);
                     if let Ok(Some(bytes)) = probe_bytes(&probe) {
-                        std::fs::write(&copy, bytes).map_err(|e| format!("cannot copy {}: {e}", probe.real))?;
+                        std::fs::write(&copy, bytes)
+                            .map_err(|e| format!("cannot copy {}: {e}", probe.real))?;
                     }
                 }
             }
@@ -244,19 +283,33 @@ impl Disk for EnvDisk {
     fn current_bytes(&self, target: &Path) -> std::io::Result<Option<Vec<u8>>> {
         match self.probe_of(target) {
             Some(probe) => probe_bytes(&probe),
-            None => Err(std::io::Error::other("the file was not looked at before the edit")),
+            None => Err(std::io::Error::other(
+                "the file was not looked at before the edit",
+            )),
         }
     }
-    fn replace_checked(&self, target: &Path, base: Option<&[u8]>, data: &[u8]) -> Result<(), write::ReplaceError> {
+    fn replace_checked(
+        &self,
+        target: &Path,
+        base: Option<&[u8]>,
+        data: &[u8],
+    ) -> Result<(), write::ReplaceError> {
         let shown = target.to_string_lossy();
-        let change = Change { target: &shown, base, data: Some(data) };
+        let change = Change {
+            target: &shown,
+            base,
+            data: Some(data),
+        };
         match self.remote.commit(&[change]) {
             Ok(Committed::BaseChanged) => Err(write::ReplaceError::BaseChanged),
             Err(e) => Err(write::ReplaceError::Io(std::io::Error::other(e))),
             Ok(Committed::Done(done)) => {
                 let written = done.first().copied();
-                self.written.borrow_mut().insert(target.to_path_buf(), written.is_some_and(|w| w.verified));
-                if let (Some(w), Some(probe)) = (written, self.probes.borrow_mut().get_mut(target)) {
+                self.written
+                    .borrow_mut()
+                    .insert(target.to_path_buf(), written.is_some_and(|w| w.verified));
+                if let (Some(w), Some(probe)) = (written, self.probes.borrow_mut().get_mut(target))
+                {
                     probe.kind = Kind::File;
                     probe.len = w.len;
                     probe.mtime = w.mtime;
@@ -270,17 +323,28 @@ impl Disk for EnvDisk {
         self.written.borrow().get(target).copied().unwrap_or(false)
     }
     fn stamp(&self, target: &Path) -> Option<Stamp> {
-        self.probe_of(target).filter(|p| p.kind != Kind::Missing).map(|p| Stamp { mtime: p.mtime, len: p.len })
+        self.probe_of(target)
+            .filter(|p| p.kind != Kind::Missing)
+            .map(|p| Stamp {
+                mtime: p.mtime,
+                len: p.len,
+            })
     }
     fn state_key(&self, target: &Path) -> PathBuf {
         self.remote.state_key(&self.real(target).to_string_lossy())
     }
     fn similar_files(&self, _ctx: &ToolContext, target: &Path, shown: &str) -> Vec<String> {
-        let siblings = self.probe_of(target).map(|p| p.siblings).unwrap_or_default();
+        let siblings = self
+            .probe_of(target)
+            .map(|p| p.siblings)
+            .unwrap_or_default();
         paths::similar_names(target, shown, siblings)
     }
     fn patch_target(&self, _ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
-        if Path::new(shown).components().any(|c| c == std::path::Component::ParentDir) {
+        if Path::new(shown)
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
             return Err(format!(
                 "{verb} denied: '{shown}' in the patch contains a `..` component. Name files in patch headers by a path \
                  inside the working directory, or by an absolute path."
@@ -297,10 +361,14 @@ impl Disk for EnvDisk {
         self.mirrored(&probe)
     }
     fn is_special(&self, target: &Path) -> bool {
-        self.probe_of(target).is_some_and(|p| p.kind == Kind::Special)
+        self.probe_of(target)
+            .is_some_and(|p| p.kind == Kind::Special)
     }
     fn lock_all(&self, targets: &[PathBuf]) -> Result<Box<dyn Held>, String> {
-        let reals: Vec<String> = targets.iter().map(|t| self.real(t).to_string_lossy().into_owned()).collect();
+        let reals: Vec<String> = targets
+            .iter()
+            .map(|t| self.real(t).to_string_lossy().into_owned())
+            .collect();
         let lock = hermes_environments::files::lock_paths(&self.remote, &reals);
         self.refresh_after_lock()?;
         Ok(Box::new(lock))
@@ -312,19 +380,31 @@ impl Disk for EnvDisk {
             .steps()
             .map(|(copy, data)| {
                 let real = self.real(copy).to_string_lossy().into_owned();
-                let base = self.probe_of(copy).and_then(|p| p.content.filter(|_| p.kind == Kind::File));
+                let base = self
+                    .probe_of(copy)
+                    .and_then(|p| p.content.filter(|_| p.kind == Kind::File));
                 (real, base, data)
             })
             .collect();
-        let changes: Vec<Change<'_>> =
-            steps.iter().map(|(real, base, data)| Change { target: real, base: base.as_deref(), data: *data }).collect();
+        let changes: Vec<Change<'_>> = steps
+            .iter()
+            .map(|(real, base, data)| Change {
+                target: real,
+                base: base.as_deref(),
+                data: *data,
+            })
+            .collect();
         match self.remote.commit(&changes)? {
             Committed::BaseChanged => Err(write::ReplaceError::BaseChanged.to_string()),
             Committed::Done(done) => {
                 let mut probes = self.probes.borrow_mut();
                 for ((real, _, data), written) in steps.iter().zip(done) {
                     if let Some(probe) = probes.get_mut(Path::new(real)) {
-                        probe.kind = if data.is_some() { Kind::File } else { Kind::Missing };
+                        probe.kind = if data.is_some() {
+                            Kind::File
+                        } else {
+                            Kind::Missing
+                        };
                         probe.len = written.len;
                         probe.mtime = written.mtime;
                         probe.content = data.map(<[u8]>::to_vec);

@@ -28,7 +28,11 @@ pub enum Kind {
 pub enum Outcome {
     None,
     /// Lines `first..first + count` of the file (0-based), and how.
-    Found { first: usize, count: usize, kind: Kind },
+    Found {
+        first: usize,
+        count: usize,
+        kind: Kind,
+    },
     /// More than one place qualifies equally: the message names them.
     Ambiguous(String),
     /// The search was not run; the message says why.
@@ -40,8 +44,15 @@ pub enum Outcome {
 pub type Bigrams = Vec<u64>;
 
 pub fn bigrams(line: &str) -> Bigrams {
-    let chars: Vec<char> = line.split_whitespace().flat_map(|w| w.chars().chain([' '])).take(LINE_CLIP).collect();
-    let mut grams: Bigrams = chars.windows(2).map(|w| (u64::from(w[0]) << 32) | u64::from(w[1])).collect();
+    let chars: Vec<char> = line
+        .split_whitespace()
+        .flat_map(|w| w.chars().chain([' ']))
+        .take(LINE_CLIP)
+        .collect();
+    let mut grams: Bigrams = chars
+        .windows(2)
+        .map(|w| (u64::from(w[0]) << 32) | u64::from(w[1]))
+        .collect();
     grams.sort_unstable();
     grams
 }
@@ -107,7 +118,9 @@ fn anchored(file_lines: &[&str], old_lines: &[&str]) -> Outcome {
         if file_lines[i].trim().is_empty() {
             continue;
         }
-        if typographic_trim(file_lines[i]) == first && typographic_trim(file_lines[i + k - 1]) == last {
+        if typographic_trim(file_lines[i]) == first
+            && typographic_trim(file_lines[i + k - 1]) == last
+        {
             starts.push(i);
             if starts.len() > MAX_ANCHOR_CANDIDATES {
                 return Outcome::Skipped(format!(
@@ -124,7 +137,11 @@ fn anchored(file_lines: &[&str], old_lines: &[&str]) -> Outcome {
     let scored: Vec<(usize, f64)> = starts
         .into_iter()
         .map(|i| {
-            let total: f64 = middle.iter().enumerate().map(|(j, grams)| dice(&bigrams(file_lines[i + 1 + j]), grams)).sum();
+            let total: f64 = middle
+                .iter()
+                .enumerate()
+                .map(|(j, grams)| dice(&bigrams(file_lines[i + 1 + j]), grams))
+                .sum();
             (i, total / middle.len() as f64)
         })
         .filter(|(_, score)| *score >= threshold)
@@ -174,7 +191,9 @@ fn pick(scored: Vec<(usize, f64)>, k: usize, kind: Kind) -> Outcome {
     let mut groups: Vec<Vec<(usize, f64)>> = Vec::new();
     for (start, score) in scored {
         match groups.last_mut() {
-            Some(group) if start < group.last().map_or(0, |g| g.0) + k => group.push((start, score)),
+            Some(group) if start < group.last().map_or(0, |g| g.0) + k => {
+                group.push((start, score))
+            }
             _ => groups.push(vec![(start, score)]),
         }
     }
@@ -183,9 +202,17 @@ fn pick(scored: Vec<(usize, f64)>, k: usize, kind: Kind) -> Outcome {
         1 => {
             let group = &groups[0];
             let best = group.iter().map(|g| g.1).fold(f64::MIN, f64::max);
-            let tops: Vec<usize> = group.iter().filter(|g| (g.1 - best).abs() < 1e-9).map(|g| g.0).collect();
+            let tops: Vec<usize> = group
+                .iter()
+                .filter(|g| (g.1 - best).abs() < 1e-9)
+                .map(|g| g.0)
+                .collect();
             if tops.len() == 1 {
-                Outcome::Found { first: tops[0], count: k, kind }
+                Outcome::Found {
+                    first: tops[0],
+                    count: k,
+                    kind,
+                }
             } else {
                 Outcome::Ambiguous(places(&tops))
             }
@@ -198,7 +225,11 @@ fn pick(scored: Vec<(usize, f64)>, k: usize, kind: Kind) -> Outcome {
 }
 
 fn places(starts: &[usize]) -> String {
-    let shown: Vec<String> = starts.iter().take(10).map(|s| (s + 1).to_string()).collect();
+    let shown: Vec<String> = starts
+        .iter()
+        .take(10)
+        .map(|s| (s + 1).to_string())
+        .collect();
     format!(
         "old_string is not in the file verbatim, and {} places are equally close to it (starting at lines {}); \
          copy the exact text from read_file so it matches one place",
@@ -211,7 +242,17 @@ fn places(starts: &[usize]) -> String {
 /// match should take the last line's line break too.
 pub fn pattern_lines(old: &str) -> (Vec<&str>, bool) {
     match old.strip_suffix('\n') {
-        Some(rest) => (rest.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect(), true),
-        None => (old.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect(), false),
+        Some(rest) => (
+            rest.split('\n')
+                .map(|l| l.strip_suffix('\r').unwrap_or(l))
+                .collect(),
+            true,
+        ),
+        None => (
+            old.split('\n')
+                .map(|l| l.strip_suffix('\r').unwrap_or(l))
+                .collect(),
+            false,
+        ),
     }
 }

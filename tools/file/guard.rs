@@ -22,7 +22,10 @@ pub struct Stamp {
 
 impl Stamp {
     pub fn of(meta: &std::fs::Metadata) -> Stamp {
-        Stamp { mtime: meta.modified().ok(), len: meta.len() }
+        Stamp {
+            mtime: meta.modified().ok(),
+            len: meta.len(),
+        }
     }
 
     /// The file's stamp now, or `None` when it cannot be looked at.
@@ -61,7 +64,9 @@ struct Inner {
 
 impl FileState {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Notes one read/search call and returns how many identical calls in a row this
@@ -79,7 +84,11 @@ impl FileState {
     /// Whether a read of this region may be answered with the dedup stub.
     pub fn dedup(&self, path: &Path, offset: u64, limit: u64, now: Stamp) -> Dedup {
         let mut inner = self.lock();
-        match inner.dedup.get_mut(path).and_then(|regions| regions.get_mut(&(offset, limit))) {
+        match inner
+            .dedup
+            .get_mut(path)
+            .and_then(|regions| regions.get_mut(&(offset, limit)))
+        {
             Some((stamp, stubs)) if *stamp == now => {
                 *stubs += 1;
                 if *stubs > MAX_DEDUP_STUBS {
@@ -107,7 +116,9 @@ impl FileState {
                 regions.insert(region.0, region.1);
             }
             None => {
-                inner.dedup.insert(path.to_path_buf(), HashMap::from([region]));
+                inner
+                    .dedup
+                    .insert(path.to_path_buf(), HashMap::from([region]));
             }
         }
     }

@@ -23,7 +23,11 @@ pub fn spans(text: &str) -> Vec<Span> {
     for piece in text.split_inclusive('\n') {
         let body = piece.strip_suffix('\n').unwrap_or(piece);
         let body = body.strip_suffix('\r').unwrap_or(body);
-        out.push(Span { start: at, end: at + body.len(), next: at + piece.len() });
+        out.push(Span {
+            start: at,
+            end: at + body.len(),
+            next: at + piece.len(),
+        });
         at += piece.len();
     }
     out
@@ -74,7 +78,12 @@ pub fn collapse_spaces(line: &str) -> Cow<'_, str> {
 /// Start indices in `haystack` where `wanted` occurs, after both are normalised.
 /// `overlapping` counts occurrences that share lines (to tell a unique match from
 /// an ambiguous one); otherwise matches are taken left to right without overlap.
-pub fn find_runs<H, W>(haystack: impl IntoIterator<Item = H>, wanted: &[W], normalise: Normalise, overlapping: bool) -> Vec<usize>
+pub fn find_runs<H, W>(
+    haystack: impl IntoIterator<Item = H>,
+    wanted: &[W],
+    normalise: Normalise,
+    overlapping: bool,
+) -> Vec<usize>
 where
     H: AsRef<str>,
     W: AsRef<str>,
@@ -115,7 +124,11 @@ where
     let mut found = Vec::new();
     for (index, line) in haystack.into_iter().enumerate() {
         let line = normalise(line.as_ref());
-        let id = if sieve.may_hold(&line) { ids.get(&line).copied().unwrap_or(u32::MAX) } else { u32::MAX };
+        let id = if sieve.may_hold(&line) {
+            ids.get(&line).copied().unwrap_or(u32::MAX)
+        } else {
+            u32::MAX
+        };
         if matcher.step(id) {
             found.push(index + 1 - pattern.len());
             if found.len() == limit {
@@ -136,7 +149,9 @@ const SIEVE_BITS: u32 = 16;
 
 impl Default for Sieve {
     fn default() -> Sieve {
-        Sieve { bits: vec![0; 1 << (SIEVE_BITS - 6)] }
+        Sieve {
+            bits: vec![0; 1 << (SIEVE_BITS - 6)],
+        }
     }
 }
 
@@ -146,7 +161,8 @@ impl Sieve {
         let mut last = [0u8; 8];
         let take = bytes.len().min(8);
         last[..take].copy_from_slice(&bytes[bytes.len() - take..]);
-        let mixed = (u64::from_le_bytes(last) ^ (bytes.len() as u64).rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mixed = (u64::from_le_bytes(last) ^ (bytes.len() as u64).rotate_left(29))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         (mixed >> (64 - SIEVE_BITS)) as usize
     }
 
@@ -182,7 +198,12 @@ impl<'p> Kmp<'p> {
             }
             failure[i] = j;
         }
-        Kmp { pattern, failure, matched: 0, overlapping }
+        Kmp {
+            pattern,
+            failure,
+            matched: 0,
+            overlapping,
+        }
     }
 
     /// Takes the next line; true when a run of the pattern ends with it.
@@ -197,7 +218,11 @@ impl<'p> Kmp<'p> {
         if self.matched < k {
             return false;
         }
-        self.matched = if self.overlapping { self.failure[k - 1] } else { 0 };
+        self.matched = if self.overlapping {
+            self.failure[k - 1]
+        } else {
+            0
+        };
         true
     }
 }
@@ -216,10 +241,19 @@ mod tests {
         assert!(find_runs(&hay[..1], &["a", "a"], exact, false).is_empty());
         // Lines the sieve lets through by accident still have to be equal.
         let many: Vec<String> = (0..5000).map(|i| format!("line {i}")).collect();
-        assert_eq!(find_runs(many, &["line 4321", "line 4322"], exact, true), vec![4321]);
+        assert_eq!(
+            find_runs(many, &["line 4321", "line 4322"], exact, true),
+            vec![4321]
+        );
         let repeated = ["x", "y", "x", "y", "x", "y"];
-        assert_eq!(find_runs(repeated, &["x", "y", "x"], exact, true), vec![0, 2]);
-        assert_eq!(find_first_runs(repeated, &["x", "y"], exact, true, 2), vec![0, 2]);
+        assert_eq!(
+            find_runs(repeated, &["x", "y", "x"], exact, true),
+            vec![0, 2]
+        );
+        assert_eq!(
+            find_first_runs(repeated, &["x", "y"], exact, true, 2),
+            vec![0, 2]
+        );
         assert_eq!(find_first_runs(repeated, &["x"], exact, true, 1), vec![0]);
     }
 

@@ -27,11 +27,18 @@ pub struct Loose {
 }
 
 fn space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\u{a0}' | '\u{1680}' | '\u{2000}'..='\u{200a}' | '\u{202f}' | '\u{205f}' | '\u{3000}')
+    matches!(
+        c,
+        ' ' | '\t' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{202f}' | '\u{205f}' | '\u{3000}'
+    )
 }
 
 fn dash(c: char) -> bool {
-    matches!(c, '-' | '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{fe58}' | '\u{fe63}' | '\u{ff0d}')
+    matches!(
+        c,
+        '-' | '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{fe58}' | '\u{fe63}' | '\u{ff0d}'
+    )
 }
 
 fn ascii_for(c: char) -> Option<&'static str> {
@@ -45,7 +52,8 @@ fn ascii_for(c: char) -> Option<&'static str> {
 
 /// True when the loose form of `text` differs from `text` itself.
 pub fn has_loose_characters(text: &str) -> bool {
-    text.chars().any(|c| (space(c) && c != ' ') || (dash(c) && c != '-') || ascii_for(c).is_some())
+    text.chars()
+        .any(|c| (space(c) && c != ' ') || (dash(c) && c != '-') || ascii_for(c).is_some())
         || text.contains("  ")
         || text.contains("--")
 }
@@ -88,14 +96,21 @@ impl Loose {
         }
         position[original.len()] = text.len() as u32;
         origin.push(original.len() as u32);
-        Loose { text, origin, position }
+        Loose {
+            text,
+            origin,
+            position,
+        }
     }
 
     /// The original range that loose range `range` came from.
     pub fn original_range(&self, range: Range<usize>) -> Range<usize> {
         let start = self.origin[range.start] as usize;
         let end = if range.end >= self.origin.len() - 1 {
-            *self.origin.last().expect("origin always ends with the length") as usize
+            *self
+                .origin
+                .last()
+                .expect("origin always ends with the length") as usize
         } else {
             // The end is where the next loose character's source starts, so a run
             // of spaces or dashes is taken whole.
@@ -146,7 +161,9 @@ pub fn preserve(region: &str, old: &str, new: &str) -> String {
     let new_chars: Vec<(usize, char)> = new.char_indices().collect();
     let o: Vec<char> = old_chars.iter().map(|(_, c)| *c).collect();
     let n: Vec<char> = new_chars.iter().map(|(_, c)| *c).collect();
-    let byte_of = |chars: &[(usize, char)], total: usize, index: usize| chars.get(index).map_or(total, |(at, _)| *at);
+    let byte_of = |chars: &[(usize, char)], total: usize, index: usize| {
+        chars.get(index).map_or(total, |(at, _)| *at)
+    };
     let ops = similar::capture_diff_slices_deadline(
         similar::Algorithm::Myers,
         &o,
@@ -159,7 +176,8 @@ pub fn preserve(region: &str, old: &str, new: &str) -> String {
             similar::DiffOp::Equal { old_index, len, .. } => {
                 let from = byte_of(&old_chars, old.len(), old_index);
                 let to = byte_of(&old_chars, old.len(), old_index + len);
-                let loose_from = loose_old.loose_offset(from).saturating_sub(old_lead) + region_lead;
+                let loose_from =
+                    loose_old.loose_offset(from).saturating_sub(old_lead) + region_lead;
                 let loose_to = loose_old.loose_offset(to).saturating_sub(old_lead) + region_lead;
                 if loose_to > loose_region.text.len() || loose_from > loose_to {
                     out.push_str(&old[from..to]);
@@ -168,7 +186,12 @@ pub fn preserve(region: &str, old: &str, new: &str) -> String {
                 let range = loose_region.original_range(loose_from..loose_to);
                 out.push_str(&region[range]);
             }
-            similar::DiffOp::Insert { new_index, new_len, .. } | similar::DiffOp::Replace { new_index, new_len, .. } => {
+            similar::DiffOp::Insert {
+                new_index, new_len, ..
+            }
+            | similar::DiffOp::Replace {
+                new_index, new_len, ..
+            } => {
                 let from = byte_of(&new_chars, new.len(), new_index);
                 let to = byte_of(&new_chars, new.len(), new_index + new_len);
                 out.push_str(&new[from..to]);
@@ -197,7 +220,10 @@ mod tests {
         let found = find(text, "say \"hi\" - then...");
         assert_eq!(found.len(), 1);
         let region = &text[found[0].clone()];
-        assert_eq!(preserve(region, "say \"hi\" - then...", "say \"hello\" - then..."), "say \u{201c}hello\u{201d} \u{2014} then\u{2026}");
+        assert_eq!(
+            preserve(region, "say \"hi\" - then...", "say \"hello\" - then..."),
+            "say \u{201c}hello\u{201d} \u{2014} then\u{2026}"
+        );
     }
 
     #[test]
@@ -205,6 +231,9 @@ mod tests {
         let text = "名前\u{3000}太郎\n";
         let found = find(text, "名前 太郎");
         let region = &text[found[0].clone()];
-        assert_eq!(preserve(region, "名前 太郎", "名前 次郎"), "名前\u{3000}次郎");
+        assert_eq!(
+            preserve(region, "名前 太郎", "名前 次郎"),
+            "名前\u{3000}次郎"
+        );
     }
 }

@@ -85,7 +85,13 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
     }
     let exact = occurrences(text, old);
     if !exact.is_empty() {
-        return Ok(Found::new(Strategy::Exact, exact, old, Fit::AsGiven, NewText::AsGiven));
+        return Ok(Found::new(
+            Strategy::Exact,
+            exact,
+            old,
+            Fit::AsGiven,
+            NewText::AsGiven,
+        ));
     }
     let spans = lines::spans(text);
     let line_strategies: [(Strategy, Normalise, Fit); 3] = [
@@ -101,7 +107,13 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
     }
     let loose_ranges = loose::find(text, old);
     if !loose_ranges.is_empty() {
-        return Ok(Found::new(Strategy::Loose, loose_ranges, old, Fit::Preserve, NewText::AsGiven));
+        return Ok(Found::new(
+            Strategy::Loose,
+            loose_ranges,
+            old,
+            Fit::Preserve,
+            NewText::AsGiven,
+        ));
     }
     let unescaped = unescape(old);
     if unescaped != old && !unescaped.trim().is_empty() {
@@ -110,7 +122,13 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
             ranges = line_matches(text, &spans, &unescaped, lines::trim_end);
         }
         if !ranges.is_empty() {
-            return Ok(Found::new(Strategy::Escapes, ranges, &unescaped, Fit::AsGiven, NewText::Unescape));
+            return Ok(Found::new(
+                Strategy::Escapes,
+                ranges,
+                &unescaped,
+                Fit::AsGiven,
+                NewText::Unescape,
+            ));
         }
     }
     if let Some(stripped) = strip_line_numbers(old) {
@@ -119,7 +137,13 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
             ranges = line_matches(text, &spans, &stripped, lines::trim_end);
         }
         if !ranges.is_empty() {
-            return Ok(Found::new(Strategy::LineNumbers, ranges, &stripped, Fit::AsGiven, NewText::StripLineNumbers));
+            return Ok(Found::new(
+                Strategy::LineNumbers,
+                ranges,
+                &stripped,
+                Fit::AsGiven,
+                NewText::StripLineNumbers,
+            ));
         }
     }
     let (old_lines, with_newline) = fuzzy::pattern_lines(old);
@@ -131,7 +155,13 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
                 fuzzy::Kind::AnchoredBlock => Strategy::AnchoredBlock,
                 fuzzy::Kind::CloseLines => Strategy::CloseLines,
             };
-            Ok(Found::new(strategy, vec![spans[first].start..end], old, Fit::Reindent, NewText::AsGiven))
+            Ok(Found::new(
+                strategy,
+                vec![spans[first].start..end],
+                old,
+                Fit::Reindent,
+                NewText::AsGiven,
+            ))
         }
         fuzzy::Outcome::Ambiguous(why) => Err(Miss::Ambiguous(why)),
         fuzzy::Outcome::Skipped(why) => Err(Miss::NotFound(Some(why))),
@@ -142,7 +172,9 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
 /// Where `wanted` occurs verbatim, left to right without overlap (a SIMD search:
 /// the whole of a large file is scanned to tell a unique match from several).
 fn occurrences(text: &str, wanted: &str) -> Vec<Range<usize>> {
-    memchr::memmem::find_iter(text.as_bytes(), wanted.as_bytes()).map(|at| at..at + wanted.len()).collect()
+    memchr::memmem::find_iter(text.as_bytes(), wanted.as_bytes())
+        .map(|at| at..at + wanted.len())
+        .collect()
 }
 
 /// Non-space characters `new_string` must have for its presence to count as a replay.
@@ -175,7 +207,10 @@ pub fn strip_line_numbers(text: &str) -> Option<String> {
             continue;
         }
         let trimmed = body.trim_start();
-        let digits = trimmed.len() - trimmed.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let digits = trimmed.len()
+            - trimmed
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .len();
         if digits == 0 || !trimmed[digits..].starts_with('|') {
             return None;
         }
@@ -189,8 +224,20 @@ pub fn strip_line_numbers(text: &str) -> Option<String> {
 }
 
 impl Found {
-    fn new(strategy: Strategy, ranges: Vec<Range<usize>>, old: &str, fit: Fit, new_text: NewText) -> Found {
-        Found { strategy, ranges, old: old.to_string(), fit, new_text }
+    fn new(
+        strategy: Strategy,
+        ranges: Vec<Range<usize>>,
+        old: &str,
+        fit: Fit,
+        new_text: NewText,
+    ) -> Found {
+        Found {
+            strategy,
+            ranges,
+            old: old.to_string(),
+            fit,
+            new_text,
+        }
     }
 
     /// `text` with every found range replaced.
@@ -198,7 +245,9 @@ impl Found {
         let new: Cow<'_, str> = match self.new_text {
             NewText::AsGiven => Cow::Borrowed(new),
             NewText::Unescape => Cow::Owned(unescape(new)),
-            NewText::StripLineNumbers => strip_line_numbers(new).map_or(Cow::Borrowed(new), Cow::Owned),
+            NewText::StripLineNumbers => {
+                strip_line_numbers(new).map_or(Cow::Borrowed(new), Cow::Owned)
+            }
         };
         let mut out = String::with_capacity(text.len() + new.len());
         let mut last = 0;
@@ -233,7 +282,12 @@ fn literal_controls<'a>(new: &'a str, region: &str) -> Cow<'a, str> {
 
 /// Line-based search: the lines of `old` against the file's lines, compared after
 /// `normalise`, in linear time. Non-overlapping, in order.
-fn line_matches(text: &str, spans: &[lines::Span], old: &str, normalise: Normalise) -> Vec<Range<usize>> {
+fn line_matches(
+    text: &str,
+    spans: &[lines::Span],
+    old: &str,
+    normalise: Normalise,
+) -> Vec<Range<usize>> {
     let (wanted, with_newline) = fuzzy::pattern_lines(old);
     if wanted.iter().all(|l| normalise(l).is_empty()) {
         return Vec::new();
@@ -314,7 +368,11 @@ pub fn closest_region(text: &str, old: &str) -> Option<(usize, String, f64)> {
     let file_lines: Vec<&str> = text.lines().collect();
     // At most CLOSEST_BUDGET line comparisons, however large the file or old_string.
     let take = (CLOSEST_BUDGET / file_lines.len().max(1)).clamp(1, 40);
-    let old_lines: Vec<&str> = old.lines().filter(|l| !l.trim().is_empty()).take(take).collect();
+    let old_lines: Vec<&str> = old
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(take)
+        .collect();
     if file_lines.is_empty() || old_lines.is_empty() {
         return None;
     }
@@ -355,7 +413,6 @@ pub fn closest_region(text: &str, old: &str) -> Option<(usize, String, f64)> {
     Some((best.0 + 1, snippet, best.1))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,7 +422,10 @@ mod tests {
         let text = "fn a() {\n    let x = 1;   \n    let y = 2;\n}\n";
         let found = find(text, "let x = 1;\nlet y = 2;").unwrap();
         assert_eq!(found.strategy, Strategy::Indentation);
-        assert_eq!(found.apply(text, "let x = 10;\nlet y = 20;"), "fn a() {\n    let x = 10;\n    let y = 20;\n}\n");
+        assert_eq!(
+            found.apply(text, "let x = 10;\nlet y = 20;"),
+            "fn a() {\n    let x = 10;\n    let y = 20;\n}\n"
+        );
         let found = find(text, "    let x = 1;\n    let y = 2;\n").unwrap();
         assert_eq!(found.strategy, Strategy::TrailingWhitespace);
         assert!(find(text, "nothing like it").is_err());
@@ -417,7 +477,8 @@ mod tests {
     #[test]
     fn closest() {
         let text = "one\ntwo\nfn compute_total(x: u32) -> u32 {\n    x + 1\n}\nthree\n";
-        let (line, snippet, _) = closest_region(text, "fn compute_totals(x: u64) -> u64 {\n    x + 2\n}").unwrap();
+        let (line, snippet, _) =
+            closest_region(text, "fn compute_totals(x: u64) -> u64 {\n    x + 2\n}").unwrap();
         assert_eq!(line, 3);
         assert!(snippet.contains("3|fn compute_total(x: u32) -> u32 {"));
     }

@@ -12,7 +12,8 @@ use std::path::{Component, Path, PathBuf};
 /// The directory relative paths start from: the task's terminal directory once its
 /// shell has one (after `cd sub`, `x` means `sub/x`), else the working directory.
 pub fn base_dir(ctx: &ToolContext) -> PathBuf {
-    crate::tools::terminal::env::local_task_cwd(ctx.task_id()).unwrap_or_else(|| ctx.cwd().to_path_buf())
+    crate::tools::terminal::env::local_task_cwd(ctx.task_id())
+        .unwrap_or_else(|| ctx.cwd().to_path_buf())
 }
 
 /// `path` as the caller meant it: `~` expanded, relative paths under [`base_dir`],
@@ -33,7 +34,9 @@ pub fn locate(ctx: &ToolContext, path: &str) -> PathBuf {
 pub fn write_target(ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
     let target = protected_paths::resolve(&locate(ctx, shown));
     if is_device_path(&target) {
-        return Err(format!("{verb} denied: '{shown}' is a device or kernel file."));
+        return Err(format!(
+            "{verb} denied: '{shown}' is a device or kernel file."
+        ));
     }
     match ProtectedPaths::for_hermes_home(ctx.hermes_home()).write_refusal(&target) {
         Some(refusal) => Err(refusal.message(verb, shown)),
@@ -46,7 +49,10 @@ pub fn write_target(ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBu
 /// write rules a `..` component is refused, and a relative path must stay inside the
 /// working directory after symlinks are followed.
 pub fn patch_target(ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
-    if Path::new(shown).components().any(|c| c == Component::ParentDir) {
+    if Path::new(shown)
+        .components()
+        .any(|c| c == Component::ParentDir)
+    {
         return Err(format!(
             "{verb} denied: '{shown}' in the patch contains a `..` component. Name files in patch headers by a path \
              inside the working directory, or by an absolute path."
@@ -106,29 +112,49 @@ pub struct Probed {
 impl Probed {
     /// Opens for reading what was checked, through the handle.
     pub fn open(self) -> Result<(File, std::fs::Metadata, PathBuf), OpenError> {
-        let file = if self.readable { self.handle } else { fd_table::reopen_for_reading(&self.handle).map_err(OpenError::Io)? };
+        let file = if self.readable {
+            self.handle
+        } else {
+            fd_table::reopen_for_reading(&self.handle).map_err(OpenError::Io)?
+        };
         Ok((file, self.meta, self.real))
     }
 }
 
 /// The checks of [`open_regular`] without opening the file for reading.
 pub fn probe_regular(path: &Path) -> Result<Probed, OpenError> {
-    let handle = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(path) {
+    let handle = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)
+    {
         Ok(handle) => handle,
-        Err(_) if is_device_path(path) => return Err(OpenError::NotRegular("a device or kernel file")),
+        Err(_) if is_device_path(path) => {
+            return Err(OpenError::NotRegular("a device or kernel file"))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(OpenError::NotFound),
         Err(e) => return Err(OpenError::Io(e)),
     };
     let Some(real) = fd_table::real_path(&handle) else {
         // No procfs to ask: resolve by name instead.
         let (file, meta, real) = open_regular_by_name(path)?;
-        return Ok(Probed { meta, real, handle: file, readable: true });
+        return Ok(Probed {
+            meta,
+            real,
+            handle: file,
+            readable: true,
+        });
     };
     if under_device_roots(&real) {
         return Err(OpenError::NotRegular("a device or kernel file"));
     }
     let meta = plain_file(&handle)?;
-    Ok(Probed { meta, real, handle, readable: false })
+    Ok(Probed {
+        meta,
+        real,
+        handle,
+        readable: false,
+    })
 }
 
 /// What `/proc/self/fd` says about this process's descriptors, asked through that
@@ -173,7 +199,12 @@ mod fd_table {
             // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer
             // of the length passed.
             let n = unsafe {
-                libc::readlinkat(directory.as_raw_fd(), name.as_ptr().cast(), buffer.as_mut_ptr().cast(), buffer.len())
+                libc::readlinkat(
+                    directory.as_raw_fd(),
+                    name.as_ptr().cast(),
+                    buffer.as_mut_ptr().cast(),
+                    buffer.len(),
+                )
             };
             if n < 0 {
                 return None;
@@ -226,7 +257,9 @@ fn open_regular_by_name(path: &Path) -> Result<(File, std::fs::Metadata, PathBuf
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
         .open(&real)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => OpenError::NotRegular("a path that was swapped for a symlink while it was opened"),
+            Some(libc::ELOOP) => {
+                OpenError::NotRegular("a path that was swapped for a symlink while it was opened")
+            }
             _ if e.kind() == std::io::ErrorKind::NotFound => OpenError::NotFound,
             _ => OpenError::Io(e),
         })?;
@@ -241,10 +274,14 @@ fn plain_file(file: &File) -> Result<std::fs::Metadata, OpenError> {
         return Err(OpenError::Directory);
     }
     if !meta.is_file() {
-        return Err(OpenError::NotRegular("not a regular file (a device, socket or pipe)"));
+        return Err(OpenError::NotRegular(
+            "not a regular file (a device, socket or pipe)",
+        ));
     }
     if on_kernel_filesystem(file) {
-        return Err(OpenError::NotRegular("a kernel file (procfs, sysfs or the like)"));
+        return Err(OpenError::NotRegular(
+            "a kernel file (procfs, sysfs or the like)",
+        ));
     }
     Ok(meta)
 }
@@ -319,25 +356,97 @@ pub enum BinaryKind {
 }
 
 const IMAGE_EXTENSIONS: &[&str] = &[
-    "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tif", "tiff", "psd", "heic", "heif", "avif", "icns",
+    "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tif", "tiff", "psd", "heic", "heif",
+    "avif", "icns",
 ];
 
 const BINARY_EXTENSIONS: &[&str] = &[
     // archives and packages
-    "zip", "tar", "gz", "tgz", "bz2", "xz", "7z", "rar", "zst", "lz4", "jar", "war", "whl", "deb", "rpm",
-    "apk", "dmg", "iso", "img", "msi", "cab",
+    "zip",
+    "tar",
+    "gz",
+    "tgz",
+    "bz2",
+    "xz",
+    "7z",
+    "rar",
+    "zst",
+    "lz4",
+    "jar",
+    "war",
+    "whl",
+    "deb",
+    "rpm",
+    "apk",
+    "dmg",
+    "iso",
+    "img",
+    "msi",
+    "cab",
     // executables, objects, bytecode
-    "exe", "dll", "so", "dylib", "a", "o", "obj", "lib", "bin", "class", "pyc", "pyo", "wasm", "elf",
+    "exe",
+    "dll",
+    "so",
+    "dylib",
+    "a",
+    "o",
+    "obj",
+    "lib",
+    "bin",
+    "class",
+    "pyc",
+    "pyo",
+    "wasm",
+    "elf",
     // documents that are not text
-    "pdf", "doc", "xls", "ppt", "pptx", "odt", "ods", "odp",
+    "pdf",
+    "doc",
+    "xls",
+    "ppt",
+    "pptx",
+    "odt",
+    "ods",
+    "odp",
     // media
-    "mp3", "mp4", "m4a", "m4v", "wav", "ogg", "oga", "flac", "aac", "avi", "mov", "mkv", "webm", "wmv",
-    "flv", "opus",
+    "mp3",
+    "mp4",
+    "m4a",
+    "m4v",
+    "wav",
+    "ogg",
+    "oga",
+    "flac",
+    "aac",
+    "avi",
+    "mov",
+    "mkv",
+    "webm",
+    "wmv",
+    "flv",
+    "opus",
     // fonts
-    "ttf", "otf", "woff", "woff2", "eot",
+    "ttf",
+    "otf",
+    "woff",
+    "woff2",
+    "eot",
     // data blobs
-    "sqlite", "sqlite3", "db", "parquet", "npy", "npz", "pkl", "pickle", "h5", "hdf5", "pt", "pth",
-    "onnx", "safetensors", "gguf", "dat",
+    "sqlite",
+    "sqlite3",
+    "db",
+    "parquet",
+    "npy",
+    "npz",
+    "pkl",
+    "pickle",
+    "h5",
+    "hdf5",
+    "pt",
+    "pth",
+    "onnx",
+    "safetensors",
+    "gguf",
+    "dat",
 ];
 
 /// Binary by its extension alone.
@@ -400,12 +509,18 @@ pub fn similar_files(resolved: &Path, given: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let names = entries.flatten().filter_map(|entry| entry.file_name().into_string().ok());
+    let names = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok());
     similar_names(resolved, given, names)
 }
 
 /// [`similar_files`] among `names`, the entries of the missing file's directory.
-pub fn similar_names(resolved: &Path, given: &str, names: impl IntoIterator<Item = String>) -> Vec<String> {
+pub fn similar_names(
+    resolved: &Path,
+    given: &str,
+    names: impl IntoIterator<Item = String>,
+) -> Vec<String> {
     let Some(wanted) = resolved.file_name().and_then(|n| n.to_str()) else {
         return Vec::new();
     };
@@ -431,7 +546,10 @@ pub fn similar_names(resolved: &Path, given: &str, names: impl IntoIterator<Item
         .take(5)
         .map(|(_, name)| {
             if given.contains('/') {
-                given_path.with_file_name(&name).to_string_lossy().into_owned()
+                given_path
+                    .with_file_name(&name)
+                    .to_string_lossy()
+                    .into_owned()
             } else {
                 name
             }

@@ -78,7 +78,11 @@ impl Rows {
         }
         let text = decode(shown_bytes, overflow, &mut self.page.lossy);
         let (text, text_chars, clipped) = match text.char_indices().nth(MAX_LINE_CHARS) {
-            Some((cut, _)) => (&text[..cut], MAX_LINE_CHARS + LINE_CLIP_MARKER.chars().count(), true),
+            Some((cut, _)) => (
+                &text[..cut],
+                MAX_LINE_CHARS + LINE_CLIP_MARKER.chars().count(),
+                true,
+            ),
             None => (&text[..], text.chars().count(), false),
         };
         let row_chars = decimal_digits(number) + 1 + text_chars + usize::from(self.shown > 0);
@@ -120,7 +124,9 @@ fn decimal_digits(mut n: u64) -> usize {
 fn decode<'a>(bytes: &'a [u8], cut: bool, lossy: &mut bool) -> Cow<'a, str> {
     match std::str::from_utf8(bytes) {
         Ok(text) => Cow::Borrowed(text),
-        Err(e) if cut && e.error_len().is_none() => String::from_utf8_lossy(&bytes[..e.valid_up_to()]),
+        Err(e) if cut && e.error_len().is_none() => {
+            String::from_utf8_lossy(&bytes[..e.valid_up_to()])
+        }
         Err(_) => {
             *lossy = true;
             String::from_utf8_lossy(bytes)
@@ -131,7 +137,12 @@ fn decode<'a>(bytes: &'a [u8], cut: bool, lossy: &mut bool) -> Cow<'a, str> {
 /// Streams `source`, keeping only lines `offset..offset+limit`, and stops adding rows
 /// once `max_chars` would be passed (always at a line boundary). Every line is still
 /// counted for `total_lines`. A BOM at the start is not shown.
-pub fn read_page(mut source: impl Read, offset: u64, limit: u64, max_chars: usize) -> std::io::Result<Page> {
+pub fn read_page(
+    mut source: impl Read,
+    offset: u64,
+    limit: u64,
+    max_chars: usize,
+) -> std::io::Result<Page> {
     let offset = offset.max(1);
     let mut rows = Rows {
         page: Page {
@@ -220,7 +231,10 @@ mod tests {
     #[test]
     fn pages_and_counts() {
         let p = page(b"a\nb\nc\n", 1, 2);
-        assert_eq!((p.content.as_str(), p.total_lines, p.first, p.last), ("1|a\n2|b", 3, 1, 2));
+        assert_eq!(
+            (p.content.as_str(), p.total_lines, p.first, p.last),
+            ("1|a\n2|b", 3, 1, 2)
+        );
         let p = page(b"a\nb\nc", 3, 5);
         assert_eq!((p.content.as_str(), p.total_lines), ("3|c", 3));
         let p = page(b"a\r\nb\r\n", 2, 5);

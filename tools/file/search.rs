@@ -2,7 +2,9 @@
 //! searcher and regex matcher.
 
 use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{BinaryDetection, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch};
+use grep_searcher::{
+    BinaryDetection, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
 use hermes_runtime::context::Cancellation;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -61,14 +63,19 @@ impl NameGlob {
             .literal_separator(true)
             .build()
             .map_err(|e| SearchError::BadGlob(format!("invalid glob `{pattern}`: {e}")))?;
-        Ok(NameGlob { matcher: glob.compile_matcher(), on_path: pattern.contains('/') })
+        Ok(NameGlob {
+            matcher: glob.compile_matcher(),
+            on_path: pattern.contains('/'),
+        })
     }
 
     pub(super) fn matches(&self, relative: &Path) -> bool {
         if self.on_path {
             self.matcher.is_match(relative)
         } else {
-            relative.file_name().is_some_and(|name| self.matcher.is_match(name))
+            relative
+                .file_name()
+                .is_some_and(|name| self.matcher.is_match(name))
         }
     }
 }
@@ -112,23 +119,39 @@ impl Scope<'_> {
                 return Some(Err(SearchError::Cancelled));
             }
             let entry = entry.ok()?;
-            entry.file_type().is_some_and(|t| t.is_file()).then(|| Ok(entry.into_path()))
+            entry
+                .file_type()
+                .is_some_and(|t| t.is_file())
+                .then(|| Ok(entry.into_path()))
         })
     }
 }
 
 /// Files whose name (or relative path) matches `pattern`, newest first.
 /// A pattern without glob characters matches names containing it.
-pub fn find_files(scope: &Scope<'_>, pattern: &str) -> Result<Vec<(String, SystemTime)>, SearchError> {
-    let pattern = if pattern.contains(['*', '?', '[', '{']) { pattern.to_string() } else { format!("*{pattern}*") };
+pub fn find_files(
+    scope: &Scope<'_>,
+    pattern: &str,
+) -> Result<Vec<(String, SystemTime)>, SearchError> {
+    let pattern = if pattern.contains(['*', '?', '[', '{']) {
+        pattern.to_string()
+    } else {
+        format!("*{pattern}*")
+    };
     let glob = NameGlob::new(&pattern)?;
     let mut found = Vec::new();
     for path in scope.files() {
         let path = path?;
         let relative = scope.relative(&path);
-        let relative = if relative.as_os_str().is_empty() { path.file_name().map(Path::new).unwrap_or(&path) } else { relative };
+        let relative = if relative.as_os_str().is_empty() {
+            path.file_name().map(Path::new).unwrap_or(&path)
+        } else {
+            relative
+        };
         if glob.matches(relative) {
-            let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+            let mtime = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
             found.push((scope.shown(&path), mtime));
             if found.len() >= MAX_COLLECTED {
                 break;
@@ -148,29 +171,46 @@ pub fn search_content(
     context: usize,
 ) -> Result<ContentResults, SearchError> {
     let matcher = matcher(pattern)?;
-    let glob = file_glob.filter(|g| !g.trim().is_empty()).map(NameGlob::new).transpose()?;
+    let glob = file_glob
+        .filter(|g| !g.trim().is_empty())
+        .map(NameGlob::new)
+        .transpose()?;
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .binary_detection(BinaryDetection::quit(b'\x00'))
         .before_context(context)
         .after_context(context)
         .build();
-    let mut results = ContentResults { hits: Vec::new(), files: Vec::new(), lower_bound: false };
+    let mut results = ContentResults {
+        hits: Vec::new(),
+        files: Vec::new(),
+        lower_bound: false,
+    };
     for path in scope.files() {
         let path = path?;
         if let Some(glob) = &glob {
             let relative = scope.relative(&path);
-            let relative = if relative.as_os_str().is_empty() { path.file_name().map(Path::new).unwrap_or(&path) } else { relative };
+            let relative = if relative.as_os_str().is_empty() {
+                path.file_name().map(Path::new).unwrap_or(&path)
+            } else {
+                relative
+            };
             if !glob.matches(relative) {
                 continue;
             }
         }
         // Devices, FIFOs and kernel files are never opened in a way that blocks, and
         // skipped; so are unreadable files (permissions, vanished), as ripgrep does.
-        let Ok((file, _)) = super::paths::open_regular(&path) else { continue };
+        let Ok((file, _)) = super::paths::open_regular(&path) else {
+            continue;
+        };
         let shown = scope.shown(&path);
         let before_count = results.hits.len();
-        let mut sink = Collector { path: &shown, hits: &mut results.hits, pending: Vec::new() };
+        let mut sink = Collector {
+            path: &shown,
+            hits: &mut results.hits,
+            pending: Vec::new(),
+        };
         if searcher.search_file(&matcher, &file, &mut sink).is_err() {
             results.hits.truncate(before_count);
             continue;
@@ -189,14 +229,18 @@ pub fn search_content(
 
 /// The compiled `pattern`, or why it is refused.
 pub(super) fn matcher(pattern: &str) -> Result<grep_regex::RegexMatcher, SearchError> {
-    RegexMatcherBuilder::new().size_limit(MAX_REGEX_BYTES).dfa_size_limit(MAX_DFA_BYTES).build(pattern).map_err(|e| {
-        let why = e.to_string();
-        if why.contains("size limit") {
-            SearchError::PatternTooLarge
-        } else {
-            SearchError::BadPattern(why)
-        }
-    })
+    RegexMatcherBuilder::new()
+        .size_limit(MAX_REGEX_BYTES)
+        .dfa_size_limit(MAX_DFA_BYTES)
+        .build(pattern)
+        .map_err(|e| {
+            let why = e.to_string();
+            if why.contains("size limit") {
+                SearchError::PatternTooLarge
+            } else {
+                SearchError::BadPattern(why)
+            }
+        })
 }
 
 struct Collector<'a> {
@@ -207,7 +251,10 @@ struct Collector<'a> {
 
 pub(super) fn line_text(bytes: &[u8]) -> String {
     let mut bytes = bytes;
-    while let Some(rest) = bytes.strip_suffix(b"\n").or_else(|| bytes.strip_suffix(b"\r")) {
+    while let Some(rest) = bytes
+        .strip_suffix(b"\n")
+        .or_else(|| bytes.strip_suffix(b"\r"))
+    {
         bytes = rest;
     }
     let text = String::from_utf8_lossy(bytes);
@@ -220,7 +267,11 @@ pub(super) fn line_text(bytes: &[u8]) -> String {
 impl Sink for Collector<'_> {
     type Error = std::io::Error;
 
-    fn matched(&mut self, _searcher: &grep_searcher::Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+    fn matched(
+        &mut self,
+        _searcher: &grep_searcher::Searcher,
+        mat: &SinkMatch<'_>,
+    ) -> Result<bool, Self::Error> {
         self.hits.push(Hit {
             path: self.path.to_string(),
             line: mat.line_number().unwrap_or(0),
@@ -231,8 +282,15 @@ impl Sink for Collector<'_> {
         Ok(self.hits.len() < MAX_COLLECTED)
     }
 
-    fn context(&mut self, _searcher: &grep_searcher::Searcher, context: &SinkContext<'_>) -> Result<bool, Self::Error> {
-        let line = (context.line_number().unwrap_or(0), line_text(context.bytes()));
+    fn context(
+        &mut self,
+        _searcher: &grep_searcher::Searcher,
+        context: &SinkContext<'_>,
+    ) -> Result<bool, Self::Error> {
+        let line = (
+            context.line_number().unwrap_or(0),
+            line_text(context.bytes()),
+        );
         match context.kind() {
             SinkContextKind::Before => self.pending.push(line),
             SinkContextKind::After => match self.hits.last_mut() {

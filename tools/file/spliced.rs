@@ -52,8 +52,17 @@ impl<'a> Spliced<'a> {
             starts.push(text.len());
         }
         let originals = starts.len() - 1;
-        let pieces = if originals == 0 { Vec::new() } else { vec![Piece::Kept(0..originals)] };
-        Spliced { text, starts, pieces, len: originals }
+        let pieces = if originals == 0 {
+            Vec::new()
+        } else {
+            vec![Piece::Kept(0..originals)]
+        };
+        Spliced {
+            text,
+            starts,
+            pieces,
+            len: originals,
+        }
     }
 
     /// How many lines the text has now.
@@ -69,7 +78,10 @@ impl<'a> Spliced<'a> {
         let body = self.body(number);
         // Two bytes cut from the line: `\r\n`.
         let crlf = self.starts[number + 1] - self.starts[number] == body.len() + 2;
-        Line { text: Cow::Borrowed(body), crlf }
+        Line {
+            text: Cow::Borrowed(body),
+            crlf,
+        }
     }
 
     /// Line `at` as it is now.
@@ -97,11 +109,19 @@ impl<'a> Spliced<'a> {
         let mut before = 0;
         for (piece, lines) in self.pieces.iter().enumerate() {
             if first < before + lines.len() {
-                return Texts { spliced: self, piece, at: first - before };
+                return Texts {
+                    spliced: self,
+                    piece,
+                    at: first - before,
+                };
             }
             before += lines.len();
         }
-        Texts { spliced: self, piece: self.pieces.len(), at: 0 }
+        Texts {
+            spliced: self,
+            piece: self.pieces.len(),
+            at: 0,
+        }
     }
 
     /// Original line `number` without its break.
@@ -146,7 +166,13 @@ impl<'a> Spliced<'a> {
                     }
                 }
                 Piece::Written(lines) => {
-                    found.extend(lines.iter().enumerate().filter(|(_, l)| l.text.contains(wanted)).map(|(i, _)| first + i));
+                    found.extend(
+                        lines
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, l)| l.text.contains(wanted))
+                            .map(|(i, _)| first + i),
+                    );
                 }
             }
             first += piece.len();
@@ -159,8 +185,16 @@ impl<'a> Spliced<'a> {
     /// and a check of the lines around each place it is. `None` when that line is too
     /// short to be telling, or it occurs so often that checking would cost more than
     /// reading every line: the caller then reads every line.
-    pub fn exact_runs(&self, wanted: &[&str], within: Range<usize>, limit: usize) -> Option<Vec<usize>> {
-        let (offset, telling) = wanted.iter().enumerate().max_by_key(|(_, line)| line.len())?;
+    pub fn exact_runs(
+        &self,
+        wanted: &[&str],
+        within: Range<usize>,
+        limit: usize,
+    ) -> Option<Vec<usize>> {
+        let (offset, telling) = wanted
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, line)| line.len())?;
         if telling.len() < TELLING_LENGTH {
             return None;
         }
@@ -177,7 +211,11 @@ impl<'a> Spliced<'a> {
             // A check finds its first line among the pieces, then compares k lines.
             budget = budget.checked_sub(k + self.pieces.len())?;
             let start = holder - offset;
-            if self.texts_from(start).zip(wanted).all(|(line, want)| line == *want) {
+            if self
+                .texts_from(start)
+                .zip(wanted)
+                .all(|(line, want)| line == *want)
+            {
                 found.push(start);
             }
             Some(found.len() >= limit)
@@ -195,11 +233,14 @@ impl<'a> Spliced<'a> {
                 Piece::Kept(range) => {
                     let numbers = range.start + from - lines.start..range.start + to - lines.start;
                     let base = self.starts[numbers.start];
-                    for hit in finder.find_iter(&self.text.as_bytes()[base..self.starts[numbers.end]]) {
+                    for hit in
+                        finder.find_iter(&self.text.as_bytes()[base..self.starts[numbers.end]])
+                    {
                         let at = base + hit;
                         let number = self.starts.partition_point(|&start| start <= at) - 1;
                         // Only a whole line counts.
-                        let whole_line = self.starts[number] == at && self.body(number).len() == telling.len();
+                        let whole_line =
+                            self.starts[number] == at && self.body(number).len() == telling.len();
                         if whole_line && check(lines.start + number - range.start, &mut found)? {
                             return Some(found);
                         }
@@ -207,7 +248,9 @@ impl<'a> Spliced<'a> {
                 }
                 Piece::Written(written) => {
                     for index in from..to {
-                        if written[index - lines.start].text == *telling && check(index, &mut found)? {
+                        if written[index - lines.start].text == *telling
+                            && check(index, &mut found)?
+                        {
                             return Some(found);
                         }
                     }
@@ -219,7 +262,11 @@ impl<'a> Spliced<'a> {
 
     /// Puts `replacement` in place of the `count` lines from line `at`.
     pub fn splice(&mut self, at: usize, count: usize, replacement: Vec<Line<'a>>) {
-        assert!(at + count <= self.len, "splice {at}+{count} past {} lines", self.len);
+        assert!(
+            at + count <= self.len,
+            "splice {at}+{count} past {} lines",
+            self.len
+        );
         let end = at + count;
         let added = replacement.len();
         let mut head = Vec::with_capacity(self.pieces.len() + 2);
@@ -317,7 +364,8 @@ impl<'a> Spliced<'a> {
             let needs = match &piece {
                 Piece::Kept(range) => {
                     let holds_unbroken = unbroken_last && range.end == originals;
-                    (holds_unbroken && !is_last) || (!trailing_newline && is_last && !holds_unbroken)
+                    (holds_unbroken && !is_last)
+                        || (!trailing_newline && is_last && !holds_unbroken)
                 }
                 Piece::Written(_) => false,
             };
@@ -348,7 +396,8 @@ impl<'s, 'a> Iterator for Texts<'s, 'a> {
     fn next(&mut self) -> Option<&'s str> {
         loop {
             let line = match self.spliced.pieces.get(self.piece)? {
-                Piece::Kept(range) => (range.start + self.at < range.end).then(|| self.spliced.body(range.start + self.at)),
+                Piece::Kept(range) => (range.start + self.at < range.end)
+                    .then(|| self.spliced.body(range.start + self.at)),
                 Piece::Written(lines) => lines.get(self.at).map(|line| line.text.as_ref()),
             };
             match line {
@@ -389,13 +438,26 @@ mod tests {
     }
 
     fn written(texts: &[&'static str]) -> Vec<Line<'static>> {
-        texts.iter().map(|t| Line { text: Cow::Borrowed(*t), crlf: false }).collect()
+        texts
+            .iter()
+            .map(|t| Line {
+                text: Cow::Borrowed(*t),
+                crlf: false,
+            })
+            .collect()
     }
 
     /// Every splice, checked against the same edits made on a plain vector of lines.
     #[test]
     fn same_as_editing_a_vector_of_lines() {
-        let texts = ["a\nb\nc\nd\ne\n", "a\nb\nc", "a\r\nb\nc\r\n", "", "x", "a\n\nb\n\n"];
+        let texts = [
+            "a\nb\nc\nd\ne\n",
+            "a\nb\nc",
+            "a\r\nb\nc\r\n",
+            "",
+            "x",
+            "a\n\nb\n\n",
+        ];
         let edits: [&[(usize, usize, &[&'static str])]; 6] = [
             &[(1, 1, &["B"])],
             &[(0, 0, &["first"]), (3, 1, &[])],
@@ -407,7 +469,8 @@ mod tests {
         for text in texts {
             for edit in &edits {
                 let mut spliced = Spliced::new(text);
-                let mut model: Vec<Line<'_>> = (0..spliced.len()).map(|i| spliced.original(i)).collect();
+                let mut model: Vec<Line<'_>> =
+                    (0..spliced.len()).map(|i| spliced.original(i)).collect();
                 for &(at, count, new) in edit.iter() {
                     let at = at.min(model.len());
                     let count = count.min(model.len() - at);
@@ -418,7 +481,10 @@ mod tests {
                         assert_eq!(spliced.line(i).text, line.text);
                     }
                     let texts: Vec<&str> = spliced.texts().collect();
-                    assert_eq!(texts, model.iter().map(|l| l.text.as_ref()).collect::<Vec<_>>());
+                    assert_eq!(
+                        texts,
+                        model.iter().map(|l| l.text.as_ref()).collect::<Vec<_>>()
+                    );
                     for from in 0..=model.len() {
                         assert_eq!(spliced.texts_from(from).count(), model.len() - from);
                     }
@@ -430,11 +496,18 @@ mod tests {
                 // The text outside the regions is the same on both sides.
                 let (mut old_at, mut new_at) = (0, 0);
                 for region in &regions {
-                    assert_eq!(text[old_at..region.old.start], out[new_at..region.new.start]);
+                    assert_eq!(
+                        text[old_at..region.old.start],
+                        out[new_at..region.new.start]
+                    );
                     old_at = region.old.end;
                     new_at = region.new.end;
                 }
-                assert_eq!(text[old_at..], out[new_at..], "{text:?} {edit:?} {regions:?}");
+                assert_eq!(
+                    text[old_at..],
+                    out[new_at..],
+                    "{text:?} {edit:?} {regions:?}"
+                );
                 assert_eq!(regions.is_empty(), out == text);
             }
         }
@@ -442,7 +515,11 @@ mod tests {
 
     #[test]
     fn exact_runs_are_every_run() {
-        let block = ["    let first_value = compute(1);", "    let second_value = compute(2);", "}"];
+        let block = [
+            "    let first_value = compute(1);",
+            "    let second_value = compute(2);",
+            "}",
+        ];
         let mut text = String::new();
         for i in 0..40 {
             let lines = if i % 3 == 0 { &block[..] } else { &block[1..] };
@@ -453,15 +530,35 @@ mod tests {
         }
         text.push_str(block[0]);
         let mut spliced = Spliced::new(&text);
-        spliced.splice(10, 4, written(&["    let first_value = compute(1);", "    let second_value = compute(2);"]));
+        spliced.splice(
+            10,
+            4,
+            written(&[
+                "    let first_value = compute(1);",
+                "    let second_value = compute(2);",
+            ]),
+        );
         let wanted: [&[&str]; 4] = [&block[..2], &block[..], &block[1..], &block[..1]];
         for want in wanted {
-            let all = super::super::lines::find_runs(spliced.texts(), want, super::super::lines::exact, true);
+            let all = super::super::lines::find_runs(
+                spliced.texts(),
+                want,
+                super::super::lines::exact,
+                true,
+            );
             for from in [0, 5, 11, 50, spliced.len()] {
                 for limit in [1, 2, usize::MAX] {
-                    let expected: Vec<usize> =
-                        all.iter().copied().filter(|&at| at >= from && at + want.len() <= 60).take(limit).collect();
-                    assert_eq!(spliced.exact_runs(want, from..60, limit), Some(expected), "{want:?} {from} {limit}");
+                    let expected: Vec<usize> = all
+                        .iter()
+                        .copied()
+                        .filter(|&at| at >= from && at + want.len() <= 60)
+                        .take(limit)
+                        .collect();
+                    assert_eq!(
+                        spliced.exact_runs(want, from..60, limit),
+                        Some(expected),
+                        "{want:?} {from} {limit}"
+                    );
                 }
             }
         }

@@ -58,7 +58,10 @@ impl Language {
 
     fn enabled(self, hermes_home: &Path) -> bool {
         let config = Config::load(hermes_home);
-        config.get(&format!("syntax_check.{}", self.key())).and_then(Value::as_bool).unwrap_or(true)
+        config
+            .get(&format!("syntax_check.{}", self.key()))
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
     }
 }
 
@@ -79,7 +82,8 @@ pub fn check(language: Language, text: &str) -> Verdict {
         },
         Language::Yaml => {
             for document in serde_yaml_ng::Deserializer::from_str(text) {
-                if let Err(e) = <serde::de::IgnoredAny as serde::Deserialize>::deserialize(document) {
+                if let Err(e) = <serde::de::IgnoredAny as serde::Deserialize>::deserialize(document)
+                {
                     return Verdict::Error(format!("YAML: {e}"));
                 }
             }
@@ -109,7 +113,11 @@ fn check_python(text: &str) -> Verdict {
         .spawn();
     let mut child = match child {
         Ok(child) => child,
-        Err(e) => return Verdict::Unavailable(format!("Python syntax check skipped: no python3 interpreter ({e})")),
+        Err(e) => {
+            return Verdict::Unavailable(format!(
+                "Python syntax check skipped: no python3 interpreter ({e})"
+            ))
+        }
     };
     let mut stdin = child.stdin.take().expect("stdin was piped");
     let source = text.as_bytes().to_vec();
@@ -136,7 +144,9 @@ fn check_python(text: &str) -> Verdict {
     };
     let _ = writer.join();
     let Some(status) = status else {
-        return Verdict::Unavailable("Python syntax check skipped: the interpreter did not finish in time".into());
+        return Verdict::Unavailable(
+            "Python syntax check skipped: the interpreter did not finish in time".into(),
+        );
     };
     let mut output = String::new();
     if let Some(mut stdout) = child.stdout.take() {
@@ -145,7 +155,9 @@ fn check_python(text: &str) -> Verdict {
     match status.code() {
         Some(0) => Verdict::Ok,
         Some(1) if !output.trim().is_empty() => Verdict::Error(output.trim().to_string()),
-        _ => Verdict::Unavailable(format!("Python syntax check skipped: the interpreter failed ({status})")),
+        _ => Verdict::Unavailable(format!(
+            "Python syntax check skipped: the interpreter failed ({status})"
+        )),
     }
 }
 
@@ -159,7 +171,13 @@ pub struct Report {
 
 /// Checks `after` (and `before`, when `after` fails) for the file at `path`; `None`
 /// when its language is not checked or the check is switched off.
-pub fn review(path: &Path, shown: &str, before: Option<&str>, after: &str, hermes_home: &Path) -> Option<Report> {
+pub fn review(
+    path: &Path,
+    shown: &str,
+    before: Option<&str>,
+    after: &str,
+    hermes_home: &Path,
+) -> Option<Report> {
     let language = Language::of(path)?;
     if !language.enabled(hermes_home) {
         return None;
@@ -171,12 +189,17 @@ pub fn review(path: &Path, shown: &str, before: Option<&str>, after: &str, herme
         Language::Toml => "toml",
     };
     let report = match check(language, after) {
-        Verdict::Ok => Report { lint: json!({"status": "ok", "checker": checker}), refusal: None },
-        Verdict::Unavailable(why) => {
-            Report { lint: json!({"status": "skipped", "checker": checker, "output": why}), refusal: None }
-        }
+        Verdict::Ok => Report {
+            lint: json!({"status": "ok", "checker": checker}),
+            refusal: None,
+        },
+        Verdict::Unavailable(why) => Report {
+            lint: json!({"status": "skipped", "checker": checker, "output": why}),
+            refusal: None,
+        },
         Verdict::Error(error) => {
-            let broken_before = before.map(|text| matches!(check(language, text), Verdict::Error(_)));
+            let broken_before =
+                before.map(|text| matches!(check(language, text), Verdict::Error(_)));
             if broken_before == Some(true) {
                 Report {
                     lint: json!({
@@ -219,10 +242,18 @@ mod tests {
     #[test]
     fn structured_formats() {
         assert_eq!(check(Language::Json, "{\"a\": [1, 2]}"), Verdict::Ok);
-        assert!(matches!(check(Language::Json, "{\"a\": [1, 2}"), Verdict::Error(e) if e.contains("line 1")));
+        assert!(
+            matches!(check(Language::Json, "{\"a\": [1, 2}"), Verdict::Error(e) if e.contains("line 1"))
+        );
         assert_eq!(check(Language::Yaml, "a: 1\n---\nb: !Ref x\n"), Verdict::Ok);
-        assert!(matches!(check(Language::Yaml, "a: [1, 2\nb: 3\n"), Verdict::Error(_)));
+        assert!(matches!(
+            check(Language::Yaml, "a: [1, 2\nb: 3\n"),
+            Verdict::Error(_)
+        ));
         assert_eq!(check(Language::Toml, "[x]\na = 1\n"), Verdict::Ok);
-        assert!(matches!(check(Language::Toml, "[x\na = 1\n"), Verdict::Error(_)));
+        assert!(matches!(
+            check(Language::Toml, "[x\na = 1\n"),
+            Verdict::Error(_)
+        ));
     }
 }

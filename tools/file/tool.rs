@@ -44,7 +44,12 @@ const MAX_SEARCH_CONTEXT: u64 = 10;
 ///
 /// Pages are cut at about 100 000 characters on a line boundary. Reads are recorded per
 /// task so write_file and patch can warn about files changed since they were read.
-#[tool(toolset = "file", emoji = "📖", max_result_chars = 100_000, concurrency = "read_only")]
+#[tool(
+    toolset = "file",
+    emoji = "📖",
+    max_result_chars = 100_000,
+    concurrency = "read_only"
+)]
 pub fn read_file(
     /// Path of the file: absolute, `~/...`, or relative to the working directory.
     path: String,
@@ -66,7 +71,14 @@ pub fn read_file(
         None => {}
     }
     let resolved = paths::locate(ctx, &path);
-    let repeat_warning = match read_streak(&state, &resolved.display().to_string(), &path, offset, limit, ctx) {
+    let repeat_warning = match read_streak(
+        &state,
+        &resolved.display().to_string(),
+        &path,
+        offset,
+        limit,
+        ctx,
+    ) {
         Ok(warning) => warning,
         Err(blocked) => return Ok(blocked),
     };
@@ -76,7 +88,9 @@ pub fn read_file(
         Err(paths::OpenError::NotFound) => return Ok(not_found(&path, &resolved)),
         Err(paths::OpenError::Directory) => return Ok(is_a_directory(&path)),
         Err(paths::OpenError::NotRegular(what)) => return Ok(not_regular(&path, what)),
-        Err(paths::OpenError::Io(e)) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+        Err(paths::OpenError::Io(e)) => {
+            return Ok(ToolOutput::error(format!("Cannot read {path}: {e}")))
+        }
     };
     let (stamp, len) = (Stamp::of(&probed.meta), probed.meta.len());
     if let Some(kind) = paths::binary_extension(&resolved) {
@@ -84,13 +98,23 @@ pub fn read_file(
     }
     // Before the file is opened: an unchanged region read before is answered from the
     // records alone. A file refused as binary by its content was never recorded.
-    if let Some(answer) = dedup_answer(&state, &path, &probed.real, offset, limit, stamp, &repeat_warning) {
+    if let Some(answer) = dedup_answer(
+        &state,
+        &path,
+        &probed.real,
+        offset,
+        limit,
+        stamp,
+        &repeat_warning,
+    ) {
         return Ok(answer);
     }
     // The real path the kernel reports for the open file: what `state_key` would find.
     let (mut file, _, real) = match probed.open() {
         Ok(opened) => opened,
-        Err(paths::OpenError::Io(e)) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
+        Err(paths::OpenError::Io(e)) => {
+            return Ok(ToolOutput::error(format!("Cannot read {path}: {e}")))
+        }
         Err(_) => return Ok(not_regular(&path, "not a regular file")),
     };
     let head = match paths::Head::read(&mut file, len) {
@@ -100,29 +124,55 @@ pub fn read_file(
     if head.has_nul() {
         return Ok(binary_refusal(&path, paths::BinaryKind::Other, len));
     }
-    page_answer(&state, &path, &real, stamp, len, head.then_rest(file), offset, limit, repeat_warning)
+    page_answer(
+        &state,
+        &path,
+        &real,
+        stamp,
+        len,
+        head.then_rest(file),
+        offset,
+        limit,
+        repeat_warning,
+    )
 }
 
 /// read_file in the task's environment: the same checks and pages, on the bytes read there.
-fn read_in_env(remote: &remote::Remote, state: &FileState, path: &str, offset: u64, limit: u64, ctx: &ToolContext) -> ToolResult {
+fn read_in_env(
+    remote: &remote::Remote,
+    state: &FileState,
+    path: &str,
+    offset: u64,
+    limit: u64,
+    ctx: &ToolContext,
+) -> ToolResult {
     let probe = match remote.probe(path, true) {
         Ok(probe) => probe,
         Err(e) => return Ok(ToolOutput::error(format!("Cannot read {path}: {e}"))),
     };
     let key = remote.state_key(&probe.real);
-    let repeat_warning = match read_streak(state, &key.display().to_string(), path, offset, limit, ctx) {
-        Ok(warning) => warning,
-        Err(blocked) => return Ok(blocked),
-    };
+    let repeat_warning =
+        match read_streak(state, &key.display().to_string(), path, offset, limit, ctx) {
+            Ok(warning) => warning,
+            Err(blocked) => return Ok(blocked),
+        };
     if remote::is_device_path(&probe.real) {
         return Ok(not_regular(path, "a device or kernel file"));
     }
     let content = match probe.kind {
         remote::Kind::Missing => {
-            return Ok(not_found_among(path, paths::similar_names(Path::new(&probe.real), path, probe.siblings)))
+            return Ok(not_found_among(
+                path,
+                paths::similar_names(Path::new(&probe.real), path, probe.siblings),
+            ))
         }
         remote::Kind::Dir => return Ok(is_a_directory(path)),
-        remote::Kind::Special => return Ok(not_regular(path, "not a regular file (a device, socket or pipe)")),
+        remote::Kind::Special => {
+            return Ok(not_regular(
+                path,
+                "not a regular file (a device, socket or pipe)",
+            ))
+        }
         remote::Kind::File => match disk::probe_bytes(&probe) {
             Ok(Some(content)) => content,
             Ok(None) => return Ok(not_found_among(path, Vec::new())),
@@ -134,11 +184,24 @@ fn read_in_env(remote: &remote::Remote, state: &FileState, path: &str, offset: u
     if let Some(kind) = binary {
         return Ok(binary_refusal(path, kind, probe.len));
     }
-    let stamp = Stamp { mtime: probe.mtime, len: probe.len };
+    let stamp = Stamp {
+        mtime: probe.mtime,
+        len: probe.len,
+    };
     if let Some(answer) = dedup_answer(state, path, &key, offset, limit, stamp, &repeat_warning) {
         return Ok(answer);
     }
-    page_answer(state, path, &key, stamp, probe.len, content.as_slice(), offset, limit, repeat_warning)
+    page_answer(
+        state,
+        path,
+        &key,
+        stamp,
+        probe.len,
+        content.as_slice(),
+        offset,
+        limit,
+        repeat_warning,
+    )
 }
 
 /// Counts an identical read in a row: the warning for the third, the refusal from the fourth.
@@ -150,7 +213,10 @@ fn read_streak(
     limit: u64,
     ctx: &ToolContext,
 ) -> Result<Option<String>, ToolOutput> {
-    let streak = state.note_call(format!("read_file\0{resolved}\0{offset}\0{limit}"), ctx.activity_epoch());
+    let streak = state.note_call(
+        format!("read_file\0{resolved}\0{offset}\0{limit}"),
+        ctx.activity_epoch(),
+    );
     if streak >= BLOCK_AT {
         return Err(error_with(
             format!(
@@ -172,7 +238,10 @@ fn read_streak(
 fn is_a_directory(path: &str) -> ToolOutput {
     error_with(
         format!("{path} is a directory, not a file."),
-        &[("hint", json!("List its files with search_files (target \"files\"), then read one of them."))],
+        &[(
+            "hint",
+            json!("List its files with search_files (target \"files\"), then read one of them."),
+        )],
     )
 }
 
@@ -183,11 +252,17 @@ fn not_regular(path: &str, what: &str) -> ToolOutput {
 fn binary_refusal(path: &str, kind: paths::BinaryKind, len: u64) -> ToolOutput {
     let hint = match kind {
         paths::BinaryKind::Image => "This is an image: use vision_analyze to look at it.",
-        paths::BinaryKind::Other => "Inspect binary files with terminal commands (file, xxd, strings, unzip -l) instead.",
+        paths::BinaryKind::Other => {
+            "Inspect binary files with terminal commands (file, xxd, strings, unzip -l) instead."
+        }
     };
     error_with(
         format!("Cannot read {path}: it is a binary file, not text."),
-        &[("is_binary", json!(true)), ("file_size", json!(len)), ("hint", json!(hint))],
+        &[
+            ("is_binary", json!(true)),
+            ("file_size", json!(len)),
+            ("hint", json!(hint)),
+        ],
     )
 }
 
@@ -267,13 +342,18 @@ fn page_answer(
     } else if page.total_lines == 0 {
         Some("The file is empty.".to_string())
     } else if !shown_any {
-        Some(format!("offset {offset} is past the end of the file, which has {} lines.", page.total_lines))
+        Some(format!(
+            "offset {offset} is past the end of the file, which has {} lines.",
+            page.total_lines
+        ))
     } else {
         None
     };
     let mut notes = Vec::new();
     if page.lossy {
-        notes.push("The file is not valid UTF-8: undecodable bytes are shown as \u{fffd}.".to_string());
+        notes.push(
+            "The file is not valid UTF-8: undecodable bytes are shown as \u{fffd}.".to_string(),
+        );
     }
     if page.clipped {
         notes.push(format!(
@@ -320,7 +400,12 @@ struct PageResult<'a> {
 ///
 /// The write is atomic (temp file in the same directory, then rename) and keeps the
 /// original file's permissions.
-#[tool(toolset = "file", emoji = "✍️", max_result_chars = 100_000, concurrency = "path_scoped")]
+#[tool(
+    toolset = "file",
+    emoji = "✍️",
+    max_result_chars = 100_000,
+    concurrency = "path_scoped"
+)]
 pub fn write_file(
     /// Path of the file: absolute, `~/...`, or relative to the working directory.
     path: String,
@@ -346,7 +431,9 @@ fn write_with(disk: &dyn disk::Disk, ctx: &ToolContext, path: &str, content: &st
         Err(refusal) => return Ok(ToolOutput::error(refusal)),
     };
     if disk.is_dir(&target) {
-        return Ok(ToolOutput::error(format!("{path} is a directory; give a file path to write.")));
+        return Ok(ToolOutput::error(format!(
+            "{path} is a directory; give a file path to write."
+        )));
     }
     if write::looks_like_numbered_display(content) {
         return Ok(error_with(
@@ -362,7 +449,11 @@ fn write_with(disk: &dyn disk::Disk, ctx: &ToolContext, path: &str, content: &st
     }
     let dirs_created = match disk.create_parents(&target) {
         Ok(n) => n,
-        Err(e) => return Ok(ToolOutput::error(format!("Cannot create the directories for {path}: {e}"))),
+        Err(e) => {
+            return Ok(ToolOutput::error(format!(
+                "Cannot create the directories for {path}: {e}"
+            )))
+        }
     };
     let _lock = match disk.lock(&target) {
         Ok(lock) => lock,
@@ -372,8 +463,14 @@ fn write_with(disk: &dyn disk::Disk, ctx: &ToolContext, path: &str, content: &st
         Ok(existing) => existing,
         Err(e) => return Ok(ToolOutput::error(format!("Refusing to write {path}: {e}"))),
     };
-    let style = existing.as_deref().map(write::Style::detect).unwrap_or_default();
-    let before = existing.as_deref().and_then(|bytes| std::str::from_utf8(bytes).ok()).map(|text| style.to_model(text));
+    let style = existing
+        .as_deref()
+        .map(write::Style::detect)
+        .unwrap_or_default();
+    let before = existing
+        .as_deref()
+        .and_then(|bytes| std::str::from_utf8(bytes).ok())
+        .map(|text| style.to_model(text));
     let lint = syntax::review(&target, path, before.as_deref(), content, ctx.hermes_home());
     if let Some(report) = &lint {
         if let Some(refusal) = &report.refusal {
@@ -438,7 +535,12 @@ pub enum PatchMode {
 /// typography inside lines, unescaping literal `\n`/`\t`, pasted line numbers, and
 /// last a similarity search that refuses ties (patch.rs, lines.rs, loose.rs,
 /// fuzzy.rs). Edited Python, JSON, YAML and TOML are checked for syntax (syntax.rs).
-#[tool(toolset = "file", emoji = "🩹", max_result_chars = 100_000, concurrency = "path_scoped")]
+#[tool(
+    toolset = "file",
+    emoji = "🩹",
+    max_result_chars = 100_000,
+    concurrency = "path_scoped"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn patch(
     /// `replace` for one find-and-replace edit (default), `patch` for a V4A multi-file patch.
@@ -459,7 +561,10 @@ pub fn patch(
     match mode.unwrap_or_default() {
         PatchMode::Replace => {
             let Some(path) = path.filter(|p| !p.trim().is_empty()) else {
-                return Ok(patch_error("path is required in mode `replace`: give the file to edit", None));
+                return Ok(patch_error(
+                    "path is required in mode `replace`: give the file to edit",
+                    None,
+                ));
             };
             let Some(old_string) = old_string.filter(|s| !s.is_empty()) else {
                 return Ok(patch_error(
@@ -482,16 +587,33 @@ pub fn patch(
             };
             let replace_all = replace_all.unwrap_or(false);
             match remote::for_task(ctx) {
-                Some(Ok(remote)) => {
-                    patch_replace(&disk::EnvDisk::new(remote), ctx, &state, &path, &old_string, &new_string, replace_all)
-                }
+                Some(Ok(remote)) => patch_replace(
+                    &disk::EnvDisk::new(remote),
+                    ctx,
+                    &state,
+                    &path,
+                    &old_string,
+                    &new_string,
+                    replace_all,
+                ),
                 Some(Err(e)) => Ok(patch_error(&e, None)),
-                None => patch_replace(&disk::HostDisk, ctx, &state, &path, &old_string, &new_string, replace_all),
+                None => patch_replace(
+                    &disk::HostDisk,
+                    ctx,
+                    &state,
+                    &path,
+                    &old_string,
+                    &new_string,
+                    replace_all,
+                ),
             }
         }
         PatchMode::Patch => {
             let Some(text) = patch.filter(|p| !p.trim().is_empty()) else {
-                return Ok(patch_error("patch is required in mode `patch`: give the V4A patch text", None));
+                return Ok(patch_error(
+                    "patch is required in mode `patch`: give the V4A patch text",
+                    None,
+                ));
             };
             match remote::for_task(ctx) {
                 Some(Ok(remote)) => patch_v4a(&disk::EnvDisk::new(remote), ctx, &state, &text),
@@ -533,7 +655,10 @@ fn patch_replace(
         Err(e) => return Ok(patch_error(&format!("Refusing to patch {path}: {e}"), None)),
     };
     if paths::binary_extension(&target).is_some() || paths::has_nul(&bytes) {
-        return Ok(patch_error(&format!("Refusing to patch {path}: it is a binary file."), None));
+        return Ok(patch_error(
+            &format!("Refusing to patch {path}: it is a binary file."),
+            None,
+        ));
     }
     let Ok(raw) = String::from_utf8(bytes) else {
         return Ok(patch_error(
@@ -545,7 +670,11 @@ fn patch_replace(
     // A plain file needs no conversion: spare a large file two copies.
     let plain = style == write::Style::default();
     // The bytes read, kept for the check that nothing changed them before the rename.
-    let (text, converted_from) = if plain { (raw, None) } else { (style.to_model(&raw), Some(raw)) };
+    let (text, converted_from) = if plain {
+        (raw, None)
+    } else {
+        (style.to_model(&raw), Some(raw))
+    };
     let old = old_string.replace("\r\n", "\n");
     let new = new_string.replace("\r\n", "\n");
     let key = disk.state_key(&target);
@@ -591,7 +720,10 @@ fn patch_replace(
         }
         Err(patch::Miss::Ambiguous(why)) => {
             let failures = state.patch_failed(&key);
-            return Ok(patch_error(&format!("Not applied to {path}: {why}."), Some(failure_hint(failures, path))));
+            return Ok(patch_error(
+                &format!("Not applied to {path}: {why}."),
+                Some(failure_hint(failures, path)),
+            ));
         }
     };
     let count = found.ranges.len();
@@ -631,10 +763,17 @@ fn patch_replace(
         ));
     }
     let warning = stale_warning(disk, state, &target, path);
-    let data = if plain { std::borrow::Cow::Borrowed(updated.as_str()) } else { style.to_disk(&updated).into() };
+    let data = if plain {
+        std::borrow::Cow::Borrowed(updated.as_str())
+    } else {
+        style.to_disk(&updated).into()
+    };
     let base = converted_from.as_deref().unwrap_or(&text);
     if let Err(e) = disk.replace_checked(&target, Some(base.as_bytes()), data.as_bytes()) {
-        return Ok(patch_error(&format!("Patch not applied to {path}: {e}"), None));
+        return Ok(patch_error(
+            &format!("Patch not applied to {path}: {e}"),
+            None,
+        ));
     }
     state.patch_succeeded(&key);
     state.record_write(&key, disk.stamp(&target));
@@ -647,7 +786,10 @@ fn patch_replace(
         "replacements": count,
     });
     if found.strategy != patch::Strategy::Exact {
-        result["note"] = json!(format!("old_string was not found verbatim: {}.", found.strategy.describe()));
+        result["note"] = json!(format!(
+            "old_string was not found verbatim: {}.",
+            found.strategy.describe()
+        ));
         result["strategy"] = json!(format!("{:?}", found.strategy));
     }
     if let Some(report) = lint {
@@ -659,7 +801,12 @@ fn patch_replace(
     Ok(ToolOutput::json(&result))
 }
 
-fn patch_v4a(disk: &dyn disk::Disk, ctx: &ToolContext, state: &FileState, text: &str) -> ToolResult {
+fn patch_v4a(
+    disk: &dyn disk::Disk,
+    ctx: &ToolContext,
+    state: &FileState,
+    text: &str,
+) -> ToolResult {
     let ops = match v4a::parse(text) {
         Ok(ops) => ops,
         Err(e) => {
@@ -680,7 +827,12 @@ fn patch_v4a(disk: &dyn disk::Disk, ctx: &ToolContext, state: &FileState, text: 
         for (shown, verb) in std::iter::once((shown, verb)).chain(move_to.map(|to| (to, "Move"))) {
             let target = match disk.patch_target(ctx, shown, verb) {
                 Ok(target) => target,
-                Err(refusal) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {refusal}"), None)),
+                Err(refusal) => {
+                    return Ok(patch_error(
+                        &format!("Patch not applied, no file was changed: {refusal}"),
+                        None,
+                    ))
+                }
             };
             if disk.is_special(&target) {
                 return Ok(patch_error(
@@ -695,9 +847,19 @@ fn patch_v4a(disk: &dyn disk::Disk, ctx: &ToolContext, state: &FileState, text: 
     // Every file of the patch stays locked until it is written.
     let _locks = match disk.lock_all(&targets.values().cloned().collect::<Vec<_>>()) {
         Ok(locks) => locks,
-        Err(e) => return Ok(patch_error(&format!("Patch not applied, no file was changed: {e}"), None)),
+        Err(e) => {
+            return Ok(patch_error(
+                &format!("Patch not applied, no file was changed: {e}"),
+                None,
+            ))
+        }
     };
-    let resolve = |p: &str| targets.get(p).cloned().unwrap_or_else(|| paths::locate(ctx, p));
+    let resolve = |p: &str| {
+        targets
+            .get(p)
+            .cloned()
+            .unwrap_or_else(|| paths::locate(ctx, p))
+    };
     let plan = match v4a::plan(&ops, resolve) {
         Ok(plan) => plan,
         Err(e) => {
@@ -734,7 +896,11 @@ fn patch_v4a(disk: &dyn disk::Disk, ctx: &ToolContext, state: &FileState, text: 
     }
     let mut lint = serde_json::Map::new();
     for (target, shown, before, after) in &plan.checks {
-        let Some(report) = syntax::review(target, shown, before.as_deref(), after, ctx.hermes_home()) else { continue };
+        let Some(report) =
+            syntax::review(target, shown, before.as_deref(), after, ctx.hermes_home())
+        else {
+            continue;
+        };
         if let Some(refusal) = report.refusal {
             let failures = state.patch_failed(&disk.state_key(target));
             return Ok(error_with(
@@ -757,7 +923,10 @@ fn patch_v4a(disk: &dyn disk::Disk, ctx: &ToolContext, state: &FileState, text: 
         }
     }
     if let Err(e) = disk.apply(&plan) {
-        return Ok(patch_error(&format!("Patch not applied (changes already made were undone): {e}"), None));
+        return Ok(patch_error(
+            &format!("Patch not applied (changes already made were undone): {e}"),
+            None,
+        ));
     }
     for touched in &plan.touched {
         state.record_write(&disk.state_key(touched), disk.stamp(touched));
@@ -820,7 +989,12 @@ pub enum OutputMode {
 /// again with the offset the result names.
 ///
 /// Walks with ripgrep's own crates (ignore, grep-searcher, grep-regex).
-#[tool(toolset = "file", emoji = "🔎", max_result_chars = 100_000, concurrency = "read_only")]
+#[tool(
+    toolset = "file",
+    emoji = "🔎",
+    max_result_chars = 100_000,
+    concurrency = "read_only"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn search_files(
     /// Regex to look for in file contents (target `content`), or a glob for file names (target `files`); a name without glob characters matches names containing it.
@@ -842,12 +1016,18 @@ pub fn search_files(
     ctx: &ToolContext,
 ) -> ToolResult {
     if pattern.is_empty() {
-        return Ok(ToolOutput::error("pattern is empty: give a regex (target content) or a glob (target files)"));
+        return Ok(ToolOutput::error(
+            "pattern is empty: give a regex (target content) or a glob (target files)",
+        ));
     }
     let state = ctx.task_state::<FileState>();
     let target = target.unwrap_or(SearchTarget::Content);
-    let shown_root = path.filter(|p| !p.trim().is_empty()).unwrap_or_else(|| ".".into());
-    let limit = limit.unwrap_or(DEFAULT_SEARCH_LIMIT).clamp(1, MAX_SEARCH_LIMIT) as usize;
+    let shown_root = path
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| ".".into());
+    let limit = limit
+        .unwrap_or(DEFAULT_SEARCH_LIMIT)
+        .clamp(1, MAX_SEARCH_LIMIT) as usize;
     let offset = offset.unwrap_or(0) as usize;
     let output_mode = output_mode.unwrap_or(OutputMode::Content);
     let context = context.unwrap_or(0).min(MAX_SEARCH_CONTEXT) as usize;
@@ -859,7 +1039,11 @@ pub fn search_files(
     let probe = match &remote {
         Some(remote) => match remote.probe(&shown_root, false) {
             Ok(probe) => Some(probe),
-            Err(e) => return Ok(ToolOutput::error(format!("Cannot search {shown_root}: {e}"))),
+            Err(e) => {
+                return Ok(ToolOutput::error(format!(
+                    "Cannot search {shown_root}: {e}"
+                )))
+            }
         },
         None => None,
     };
@@ -884,7 +1068,10 @@ pub fn search_files(
         ));
     }
     let (device, exists) = match &probe {
-        Some(probe) => (remote::is_device_path(&probe.real), probe.kind != remote::Kind::Missing),
+        Some(probe) => (
+            remote::is_device_path(&probe.real),
+            probe.kind != remote::Kind::Missing,
+        ),
         None => (paths::is_device_path(&root), root.exists()),
     };
     if device {
@@ -895,10 +1082,16 @@ pub fn search_files(
     if !exists {
         return Ok(ToolOutput::error(format!("Path not found: {shown_root}")));
     }
-    let scope = search::Scope { root, shown_root, cancel: ctx.cancellation() };
+    let scope = search::Scope {
+        root,
+        shown_root,
+        cancel: ctx.cancellation(),
+    };
     let in_env = |failure: remote_search::Failure| match failure {
         remote_search::Failure::Search(e) => search_error(e, &pattern),
-        remote_search::Failure::Env(e) => ToolOutput::error(format!("Cannot search {}: {e}", scope.shown_root)),
+        remote_search::Failure::Env(e) => {
+            ToolOutput::error(format!("Cannot search {}: {e}", scope.shown_root))
+        }
     };
 
     let mut result = serde_json::Map::new();
@@ -917,21 +1110,34 @@ pub fn search_files(
                 },
             };
             total = found.len();
-            let page: Vec<String> = found.into_iter().skip(offset).take(limit).map(|(p, _)| p).collect();
+            let page: Vec<String> = found
+                .into_iter()
+                .skip(offset)
+                .take(limit)
+                .map(|(p, _)| p)
+                .collect();
             shown = page.len();
             result.insert("total_count".into(), json!(total));
             result.insert("files".into(), json!(page));
         }
         SearchTarget::Content => {
             let found = match &remote {
-                Some(remote) => match remote_search::search_content(remote, &scope, &pattern, file_glob.as_deref(), context) {
+                Some(remote) => match remote_search::search_content(
+                    remote,
+                    &scope,
+                    &pattern,
+                    file_glob.as_deref(),
+                    context,
+                ) {
                     Ok(found) => found,
                     Err(failure) => return Ok(in_env(failure)),
                 },
-                None => match search::search_content(&scope, &pattern, file_glob.as_deref(), context) {
-                    Ok(found) => found,
-                    Err(e) => return Ok(search_error(e, &pattern)),
-                },
+                None => {
+                    match search::search_content(&scope, &pattern, file_glob.as_deref(), context) {
+                        Ok(found) => found,
+                        Err(e) => return Ok(search_error(e, &pattern)),
+                    }
+                }
             };
             if found.lower_bound {
                 result.insert("total_count_is_lower_bound".into(), json!(true));
@@ -945,7 +1151,8 @@ pub fn search_files(
                         .skip(offset)
                         .take(limit)
                         .map(|hit| {
-                            let mut item = json!({"path": hit.path, "line": hit.line, "content": hit.content});
+                            let mut item =
+                                json!({"path": hit.path, "line": hit.line, "content": hit.content});
                             if !hit.before.is_empty() {
                                 item["before"] = context_lines(hit.before);
                             }
@@ -961,7 +1168,13 @@ pub fn search_files(
                 }
                 OutputMode::FilesOnly => {
                     total = found.files.len();
-                    let page: Vec<String> = found.files.into_iter().skip(offset).take(limit).map(|(p, _)| p).collect();
+                    let page: Vec<String> = found
+                        .files
+                        .into_iter()
+                        .skip(offset)
+                        .take(limit)
+                        .map(|(p, _)| p)
+                        .collect();
                     shown = page.len();
                     result.insert("total_count".into(), json!(total));
                     result.insert("files".into(), json!(page));
@@ -994,7 +1207,12 @@ pub fn search_files(
             }),
         );
     } else if shown == 0 {
-        result.insert("hint".into(), json!(format!("offset {offset} is past the last of {total} results.")));
+        result.insert(
+            "hint".into(),
+            json!(format!(
+                "offset {offset} is past the last of {total} results."
+            )),
+        );
     }
     if streak == WARN_AT {
         result.insert(
@@ -1006,7 +1224,11 @@ pub fn search_files(
     }
     let mut text = Value::Object(result).to_string();
     if truncated {
-        let unit = if target == SearchTarget::Content && output_mode != OutputMode::Content { "files" } else { "results" };
+        let unit = if target == SearchTarget::Content && output_mode != OutputMode::Content {
+            "files"
+        } else {
+            "results"
+        };
         text.push_str(&format!(
             "\n\n[Showing {unit} {}-{} of {total}. Use offset={} to see more.]",
             offset + 1,
@@ -1018,7 +1240,12 @@ pub fn search_files(
 }
 
 fn context_lines(lines: Vec<(u64, String)>) -> Value {
-    Value::Array(lines.into_iter().map(|(line, content)| json!({"line": line, "content": content})).collect())
+    Value::Array(
+        lines
+            .into_iter()
+            .map(|(line, content)| json!({"line": line, "content": content}))
+            .collect(),
+    )
 }
 
 fn search_error(error: search::SearchError, pattern: &str) -> ToolOutput {
@@ -1072,7 +1299,12 @@ fn failure_hint(failures: u32, path: &str) -> String {
 }
 
 /// A warning when the file changed on disk since this task last read or wrote it.
-fn stale_warning(disk: &dyn disk::Disk, state: &FileState, target: &Path, shown: &str) -> Option<String> {
+fn stale_warning(
+    disk: &dyn disk::Disk,
+    state: &FileState,
+    target: &Path,
+    shown: &str,
+) -> Option<String> {
     let seen = state.last_seen(&disk.state_key(target))?;
     let now = disk.stamp(target)?;
     (seen != now).then(|| {
@@ -1097,6 +1329,9 @@ fn not_found_among(given: &str, similar: Vec<String>) -> ToolOutput {
     if !similar.is_empty() {
         extra.push(("similar_files", json!(similar)));
     }
-    extra.push(("hint", json!("Check the path, or find the file with search_files (target \"files\").")));
+    extra.push((
+        "hint",
+        json!("Check the path, or find the file with search_files (target \"files\")."),
+    ));
     error_with(format!("File not found: {given}"), &extra)
 }

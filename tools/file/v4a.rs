@@ -15,9 +15,9 @@
 //! *** End Patch
 //! ```
 
+use super::diff::{unified_diff_of_regions, Region};
 use super::lines::{self as lines_mod, Normalise};
 use super::loose::Loose;
-use super::diff::{unified_diff_of_regions, Region};
 use super::patch::{closest_region, unified_diff};
 use super::spliced::{Line as SplicedLine, Spliced};
 use super::syntax::Language;
@@ -28,9 +28,18 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
 pub enum Op {
-    Add { path: String, lines: Vec<String> },
-    Delete { path: String },
-    Update { path: String, move_to: Option<String>, hunks: Vec<Hunk> },
+    Add {
+        path: String,
+        lines: Vec<String>,
+    },
+    Delete {
+        path: String,
+    },
+    Update {
+        path: String,
+        move_to: Option<String>,
+        hunks: Vec<Hunk>,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -51,7 +60,10 @@ enum Line {
 
 /// Parses the patch text into operations, or says which line is wrong.
 pub fn parse(text: &str) -> Result<Vec<Op>, String> {
-    let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+    let lines: Vec<&str> = text
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
     let mut i = 0;
     while i < lines.len() && lines[i].trim().is_empty() {
         i += 1;
@@ -118,12 +130,19 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
                     break;
                 }
                 if let Some(rest) = l.strip_prefix("@@") {
-                    hunks.push(Hunk { header: anchor(rest), patch_line: i + 1, ..Hunk::default() });
+                    hunks.push(Hunk {
+                        header: anchor(rest),
+                        patch_line: i + 1,
+                        ..Hunk::default()
+                    });
                     i += 1;
                     continue;
                 }
                 if hunks.is_empty() {
-                    hunks.push(Hunk { patch_line: i + 1, ..Hunk::default() });
+                    hunks.push(Hunk {
+                        patch_line: i + 1,
+                        ..Hunk::default()
+                    });
                 }
                 let hunk = hunks.last_mut().expect("a hunk was just ensured");
                 let parsed = match l.chars().next() {
@@ -150,11 +169,19 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
             }
             hunks.retain(|h| !h.lines.is_empty());
             if hunks.is_empty() && move_to.is_none() {
-                return Err(format!("line {number}: `*** Update File: {path}` has no changes"));
+                return Err(format!(
+                    "line {number}: `*** Update File: {path}` has no changes"
+                ));
             }
-            ops.push(Op::Update { path, move_to, hunks });
+            ops.push(Op::Update {
+                path,
+                move_to,
+                hunks,
+            });
         } else if line.starts_with("*** Move to:") {
-            return Err(format!("line {number}: `*** Move to:` must follow an `*** Update File:` line"));
+            return Err(format!(
+                "line {number}: `*** Move to:` must follow an `*** Update File:` line"
+            ));
         } else {
             return Err(format!(
                 "line {number}: expected `*** Add File:`, `*** Update File:`, `*** Delete File:` or `*** End Patch`, got: {}",
@@ -177,9 +204,14 @@ fn is_marker(line: &str) -> bool {
     }
     let trimmed = line.trim();
     ["*** Begin Patch", "*** End Patch", "*** End of File"].contains(&trimmed)
-        || ["*** Add File:", "*** Delete File:", "*** Update File:", "*** Move to:"]
-            .iter()
-            .any(|marker| trimmed.starts_with(marker))
+        || [
+            "*** Add File:",
+            "*** Delete File:",
+            "*** Update File:",
+            "*** Move to:",
+        ]
+        .iter()
+        .any(|marker| trimmed.starts_with(marker))
 }
 
 fn header_path(line: &str, prefix: &str) -> Option<String> {
@@ -191,7 +223,12 @@ fn header_path(line: &str, prefix: &str) -> Option<String> {
 fn anchor(rest: &str) -> Option<String> {
     let text = rest.trim();
     let text = text.strip_suffix("@@").map(str::trim).unwrap_or(text);
-    if text.is_empty() || (text.starts_with('-') && text.contains('+') && text.chars().any(|c| c.is_ascii_digit()) && !text.chars().any(char::is_alphabetic)) {
+    if text.is_empty()
+        || (text.starts_with('-')
+            && text.contains('+')
+            && text.chars().any(|c| c.is_ascii_digit())
+            && !text.chars().any(char::is_alphabetic))
+    {
         None
     } else {
         Some(text.to_string())
@@ -237,8 +274,14 @@ impl Plan {
 }
 
 enum Step {
-    Write { path: PathBuf, data: Vec<u8>, permissions: Option<std::fs::Permissions> },
-    Remove { path: PathBuf },
+    Write {
+        path: PathBuf,
+        data: Vec<u8>,
+        permissions: Option<std::fs::Permissions>,
+    },
+    Remove {
+        path: PathBuf,
+    },
 }
 
 fn display_path(path: &Path) -> String {
@@ -252,7 +295,12 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
     // the patch may be added again (a rewrite).
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut deleted: Vec<PathBuf> = Vec::new();
-    let claim = |seen: &mut Vec<PathBuf>, deleted: &mut Vec<PathBuf>, path: &Path, shown: &str, adding: bool| -> Result<bool, String> {
+    let claim = |seen: &mut Vec<PathBuf>,
+                 deleted: &mut Vec<PathBuf>,
+                 path: &Path,
+                 shown: &str,
+                 adding: bool|
+     -> Result<bool, String> {
         if adding {
             if let Some(at) = deleted.iter().position(|p| p == path) {
                 deleted.remove(at);
@@ -260,7 +308,9 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
             }
         }
         if seen.iter().any(|p| p == path) {
-            return Err(format!("{shown} appears in more than one operation of this patch; merge them"));
+            return Err(format!(
+                "{shown} appears in more than one operation of this patch; merge them"
+            ));
         }
         seen.push(path.to_path_buf());
         Ok(false)
@@ -281,9 +331,19 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                     }
                     return Err(format!("cannot add {path}: it already exists (use `*** Update File:` to change it)"));
                 }
-                plan.diff.push_str(&unified_diff("", &content, "/dev/null", &format!("b/{path}")));
-                plan.checks.push((target.clone(), path.clone(), None, content.clone()));
-                plan.steps.push(Step::Write { path: target.clone(), data: content.into_bytes(), permissions: None });
+                plan.diff.push_str(&unified_diff(
+                    "",
+                    &content,
+                    "/dev/null",
+                    &format!("b/{path}"),
+                ));
+                plan.checks
+                    .push((target.clone(), path.clone(), None, content.clone()));
+                plan.steps.push(Step::Write {
+                    path: target.clone(),
+                    data: content.into_bytes(),
+                    permissions: None,
+                });
                 plan.files_created.push(path.clone());
                 plan.touched.push(target);
                 plan.changed = true;
@@ -293,13 +353,20 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                 claim(&mut seen, &mut deleted, &target, path, false)?;
                 deleted.push(target.clone());
                 let text = read_text(&target, path)?;
-                plan.diff.push_str(&unified_diff(&text, "", &format!("a/{path}"), "/dev/null"));
-                plan.steps.push(Step::Remove { path: target.clone() });
+                plan.diff
+                    .push_str(&unified_diff(&text, "", &format!("a/{path}"), "/dev/null"));
+                plan.steps.push(Step::Remove {
+                    path: target.clone(),
+                });
                 plan.files_deleted.push(path.clone());
                 plan.touched.push(target);
                 plan.changed = true;
             }
-            Op::Update { path, move_to, hunks } => {
+            Op::Update {
+                path,
+                move_to,
+                hunks,
+            } => {
                 let source = resolve(path);
                 claim(&mut seen, &mut deleted, &source, path, false)?;
                 let raw = read_text(&source, path)?;
@@ -311,14 +378,25 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                 plan.already_applied += replayed;
                 let shown_dest = move_to.as_deref().unwrap_or(path);
                 let (old_name, new_name) = (format!("a/{path}"), format!("b/{shown_dest}"));
-                plan.diff.push_str(&unified_diff_of_regions(&text, &updated, &regions, &old_name, &new_name));
+                plan.diff.push_str(&unified_diff_of_regions(
+                    &text, &updated, &regions, &old_name, &new_name,
+                ));
                 let unchanged = regions.is_empty();
                 let checked = move_to.as_deref().map_or_else(|| source.clone(), &resolve);
                 // Only a language the syntax checks know needs the two texts kept.
                 if !unchanged && Language::of(&checked).is_some() {
-                    plan.checks.push((checked, shown_dest.to_string(), Some(text), updated.clone()));
+                    plan.checks.push((
+                        checked,
+                        shown_dest.to_string(),
+                        Some(text),
+                        updated.clone(),
+                    ));
                 }
-                let data = if plain { updated.into_bytes() } else { style.to_disk(&updated).into_bytes() };
+                let data = if plain {
+                    updated.into_bytes()
+                } else {
+                    style.to_disk(&updated).into_bytes()
+                };
                 match move_to {
                     Some(dest_shown) => {
                         let dest = resolve(dest_shown);
@@ -327,15 +405,26 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                             if std::fs::symlink_metadata(&dest).is_ok() {
                                 return Err(format!("cannot move {path} to {dest_shown}: the destination already exists"));
                             }
-                            let permissions = std::fs::metadata(&source).ok().map(|m| m.permissions());
-                            plan.steps.push(Step::Write { path: dest.clone(), data, permissions });
-                            plan.steps.push(Step::Remove { path: source.clone() });
+                            let permissions =
+                                std::fs::metadata(&source).ok().map(|m| m.permissions());
+                            plan.steps.push(Step::Write {
+                                path: dest.clone(),
+                                data,
+                                permissions,
+                            });
+                            plan.steps.push(Step::Remove {
+                                path: source.clone(),
+                            });
                             plan.files_moved.push((path.clone(), dest_shown.clone()));
                             plan.touched.push(source.clone());
                             plan.touched.push(dest);
                             plan.changed = true;
                         } else if !unchanged {
-                            plan.steps.push(Step::Write { path: source.clone(), data, permissions: None });
+                            plan.steps.push(Step::Write {
+                                path: source.clone(),
+                                data,
+                                permissions: None,
+                            });
                             plan.touched.push(source.clone());
                             plan.changed = true;
                         }
@@ -343,7 +432,11 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                     }
                     None => {
                         if !unchanged {
-                            plan.steps.push(Step::Write { path: source.clone(), data, permissions: None });
+                            plan.steps.push(Step::Write {
+                                path: source.clone(),
+                                data,
+                                permissions: None,
+                            });
                             plan.touched.push(source.clone());
                             plan.changed = true;
                         }
@@ -371,13 +464,21 @@ fn read_text(path: &Path, shown: &str) -> Result<String, String> {
 /// Applies the hunks of one file in order; each must be found after the previous
 /// one. Returns the new text, the regions that changed and how many hunks were found
 /// already applied.
-fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(String, Vec<Region>, usize), String> {
+fn apply_hunks<'a>(
+    text: &'a str,
+    hunks: &'a [Hunk],
+    shown: &str,
+) -> Result<(String, Vec<Region>, usize), String> {
     let trailing_newline = text.ends_with('\n') || text.is_empty();
     let mut lines = Spliced::new(text);
     let mut cursor = 0usize;
     let mut replayed = 0usize;
     for (index, hunk) in hunks.iter().enumerate() {
-        let label = format!("{shown}: hunk {} (patch line {})", index + 1, hunk.patch_line);
+        let label = format!(
+            "{shown}: hunk {} (patch line {})",
+            index + 1,
+            hunk.patch_line
+        );
         let old: Vec<&str> = hunk
             .lines
             .iter()
@@ -392,7 +493,9 @@ fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(Str
         };
         if starts.is_empty() {
             let header = hunk.header.as_deref().unwrap_or_default();
-            return Err(format!("{label}: the anchor line `@@ {header}` was not found in the file"));
+            return Err(format!(
+                "{label}: the anchor line `@@ {header}` was not found in the file"
+            ));
         }
         let at = if old.is_empty() {
             // Pure addition: after the anchor line, or at the end of the file.
@@ -410,14 +513,25 @@ fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(Str
         } else {
             // With several anchor lines, where the lines are is worked out once and each
             // anchor picks among them; with one, the search stops as soon as it can.
-            let places_of_old = if starts.len() > 1 { runs(&lines, &old) } else { None };
+            let places_of_old = if starts.len() > 1 {
+                runs(&lines, &old)
+            } else {
+                None
+            };
             let mut places: Vec<(usize, Level)> = Vec::new();
             for &start in &starts {
                 let from = if hunk.header.is_some() { start } else { cursor };
                 let anchored = hunk.header.is_some();
                 let located = match starts.len() {
                     1 => locate(&lines, &old, from, hunk.at_eof, anchored),
-                    _ => pick(&places_of_old, lines.len(), old.len(), from, hunk.at_eof, anchored),
+                    _ => pick(
+                        &places_of_old,
+                        lines.len(),
+                        old.len(),
+                        from,
+                        hunk.at_eof,
+                        anchored,
+                    ),
                 };
                 match located {
                     Located::At(at, level) => {
@@ -466,17 +580,27 @@ fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(Str
                 .collect();
             if new_side != old && !new_side.iter().all(|l| l.trim().is_empty()) {
                 let found = runs(&lines, &new_side);
-                if let Located::At(at, _) = pick(&found, lines.len(), new_side.len(), cursor, hunk.at_eof, false) {
+                if let Located::At(at, _) = pick(
+                    &found,
+                    lines.len(),
+                    new_side.len(),
+                    cursor,
+                    hunk.at_eof,
+                    false,
+                ) {
                     replayed += 1;
                     cursor = at + new_side.len();
                     continue;
                 }
             }
             let wanted = old.join("\n");
-            let mut message = format!("{label}: its context and removed lines were not found in the file");
+            let mut message =
+                format!("{label}: its context and removed lines were not found in the file");
             let plain: Vec<&str> = lines.texts().collect();
             if let Some((line, snippet, _)) = closest_region(&plain.join("\n"), &wanted) {
-                message.push_str(&format!(". The most similar region starts at line {line}:\n{snippet}"));
+                message.push_str(&format!(
+                    ". The most similar region starts at line {line}:\n{snippet}"
+                ));
             }
             return Err(message);
         };
@@ -490,12 +614,22 @@ fn apply_hunks<'a>(text: &'a str, hunks: &'a [Hunk], shown: &str) -> Result<(Str
 /// Puts the hunk's new lines in place of its old ones at line `at`; returns how
 /// many lines replaced them. Context lines keep the file's text; added lines move
 /// to the file's indentation when the context matched at another one.
-fn splice_hunk<'a>(lines: &mut Spliced<'a>, at: usize, hunk: &'a Hunk, old: &[&str], level: Level) -> usize {
+fn splice_hunk<'a>(
+    lines: &mut Spliced<'a>,
+    at: usize,
+    hunk: &'a Hunk,
+    old: &[&str],
+    level: Level,
+) -> usize {
     let (patch_indent, file_indent) = if level >= Level::Indentation {
         let first = old.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
         (
             old.get(first).map(|l| l.to_string()).unwrap_or_default(),
-            if at + first < lines.len() { lines.line(at + first).text.into_owned() } else { String::new() },
+            if at + first < lines.len() {
+                lines.line(at + first).text.into_owned()
+            } else {
+                String::new()
+            },
         )
     } else {
         (String::new(), String::new())
@@ -509,9 +643,14 @@ fn splice_hunk<'a>(lines: &mut Spliced<'a>, at: usize, hunk: &'a Hunk, old: &[&s
                 old_index += 1;
             }
             Line::Remove(_) => old_index += 1,
-            Line::Add(s) if level >= Level::Indentation => replacement
-                .push(SplicedLine { text: Cow::Owned(reindent(&file_indent, &patch_indent, s)), crlf: false }),
-            Line::Add(s) => replacement.push(SplicedLine { text: Cow::Borrowed(s), crlf: false }),
+            Line::Add(s) if level >= Level::Indentation => replacement.push(SplicedLine {
+                text: Cow::Owned(reindent(&file_indent, &patch_indent, s)),
+                crlf: false,
+            }),
+            Line::Add(s) => replacement.push(SplicedLine {
+                text: Cow::Borrowed(s),
+                crlf: false,
+            }),
         }
     }
     let added = replacement.len();
@@ -525,15 +664,27 @@ fn anchor_lines(lines: &Spliced<'_>, header: &str, cursor: usize) -> Vec<usize> 
     let wanted = header.trim();
     let containing = lines.containing(wanted);
     // Every line equal to the anchor contains it too.
-    let equal: Vec<usize> = containing.iter().copied().filter(|&i| lines.line(i).text.trim() == wanted).collect();
+    let equal: Vec<usize> = containing
+        .iter()
+        .copied()
+        .filter(|&i| lines.line(i).text.trim() == wanted)
+        .collect();
     let chosen = if equal.is_empty() { containing } else { equal };
     let cursor = cursor.min(lines.len());
     let split = chosen.partition_point(|&i| i < cursor);
-    chosen[split..].iter().chain(&chosen[..split]).copied().collect()
+    chosen[split..]
+        .iter()
+        .chain(&chosen[..split])
+        .copied()
+        .collect()
 }
 
 fn line_list(at: &[usize]) -> String {
-    at.iter().take(10).map(|i| (i + 1).to_string()).collect::<Vec<_>>().join(", ")
+    at.iter()
+        .take(10)
+        .map(|i| (i + 1).to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How loosely the lines were compared, in the order tried.
@@ -591,12 +742,23 @@ fn locate(lines: &Spliced<'_>, old: &[&str], from: usize, at_eof: bool, anchored
         let mut candidates = after(if anchored { 1 } else { 2 });
         if candidates.is_empty() {
             // Runs that start before `from` lie within its first `from + k - 1` lines.
-            candidates = runs_within(lines, old, (level, normalise), 0..(from + k - 1).min(len), usize::MAX);
+            candidates = runs_within(
+                lines,
+                old,
+                (level, normalise),
+                0..(from + k - 1).min(len),
+                usize::MAX,
+            );
         }
         if candidates.is_empty() {
             continue;
         }
-        if at_eof && lines.texts_from(len - k).zip(old).all(|(line, wanted)| normalise(line) == normalise(wanted)) {
+        if at_eof
+            && lines
+                .texts_from(len - k)
+                .zip(old)
+                .all(|(line, wanted)| normalise(line) == normalise(wanted))
+        {
             return Located::At(len - k, level);
         }
         if candidates.len() == 1 || anchored {
@@ -611,21 +773,39 @@ fn locate(lines: &Spliced<'_>, old: &[&str], from: usize, at_eof: bool, anchored
 }
 
 /// The first `limit` runs of `old` lying within the lines `within`.
-fn runs_within(lines: &Spliced<'_>, old: &[&str], (level, normalise): (Level, Normalise), within: Range<usize>, limit: usize) -> Vec<usize> {
+fn runs_within(
+    lines: &Spliced<'_>,
+    old: &[&str],
+    (level, normalise): (Level, Normalise),
+    within: Range<usize>,
+    limit: usize,
+) -> Vec<usize> {
     if level == Level::Exact {
         if let Some(found) = lines.exact_runs(old, within.clone(), limit) {
             return found;
         }
     }
     let lines = lines.texts_from(within.start).take(within.len());
-    lines_mod::find_first_runs(lines, old, normalise, true, limit).into_iter().map(|at| at + within.start).collect()
+    lines_mod::find_first_runs(lines, old, normalise, true, limit)
+        .into_iter()
+        .map(|at| at + within.start)
+        .collect()
 }
 
 /// Which of the places `runs` found is meant: after `from` first, then anywhere. More
 /// than one is ambiguous, except that with `anchored` the first place after the anchor
 /// is meant; a hunk tied to the end of the file takes the place there.
-fn pick(runs: &Option<(Level, Vec<usize>)>, len: usize, k: usize, from: usize, at_eof: bool, anchored: bool) -> Located {
-    let Some((level, all)) = runs else { return Located::Missing };
+fn pick(
+    runs: &Option<(Level, Vec<usize>)>,
+    len: usize,
+    k: usize,
+    from: usize,
+    at_eof: bool,
+    anchored: bool,
+) -> Located {
+    let Some((level, all)) = runs else {
+        return Located::Missing;
+    };
     if at_eof && all.contains(&(len - k)) {
         return Located::At(len - k, *level);
     }
@@ -654,12 +834,22 @@ pub fn apply(plan: &Plan) -> Result<(), String> {
         // Undo is for a later step failing: the last step needs no copy of the old file.
         let undoable = index + 1 < plan.steps.len();
         let result = match step {
-            Step::Write { path, data, permissions } => {
-                let previous = if undoable { std::fs::read(path).ok() } else { None };
-                let result = create_parents(path).and_then(|_| atomic_write(path, data)).and_then(|_| match permissions {
-                    Some(p) => std::fs::set_permissions(path, p.clone()),
-                    None => Ok(()),
-                });
+            Step::Write {
+                path,
+                data,
+                permissions,
+            } => {
+                let previous = if undoable {
+                    std::fs::read(path).ok()
+                } else {
+                    None
+                };
+                let result = create_parents(path)
+                    .and_then(|_| atomic_write(path, data))
+                    .and_then(|_| match permissions {
+                        Some(p) => std::fs::set_permissions(path, p.clone()),
+                        None => Ok(()),
+                    });
                 if result.is_ok() && undoable {
                     undo.push(match previous {
                         Some(bytes) => Undo::Restore(path.clone(), bytes),
@@ -709,8 +899,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ops.len(), 3);
-        assert!(matches!(&ops[0], Op::Add { path, lines } if path == "a.txt" && lines == &["hello".to_string()]));
-        assert!(matches!(&ops[1], Op::Update { move_to: Some(m), hunks, .. } if m == "c.txt" && hunks.len() == 1));
+        assert!(
+            matches!(&ops[0], Op::Add { path, lines } if path == "a.txt" && lines == &["hello".to_string()])
+        );
+        assert!(
+            matches!(&ops[1], Op::Update { move_to: Some(m), hunks, .. } if m == "c.txt" && hunks.len() == 1)
+        );
         assert!(matches!(&ops[2], Op::Delete { path } if path == "d.txt"));
     }
 
@@ -718,7 +912,11 @@ mod tests {
     fn rejects_garbage() {
         assert!(parse("hello").is_err());
         assert!(parse("*** Begin Patch\n*** End Patch").is_err());
-        assert!(parse("*** Begin Patch\n*** Update File: x\n@@\n?? what\n*** End Patch").unwrap_err().contains("line 4"));
+        assert!(
+            parse("*** Begin Patch\n*** Update File: x\n@@\n?? what\n*** End Patch")
+                .unwrap_err()
+                .contains("line 4")
+        );
     }
 
     /// The search that stops early chooses what choosing among every place would.
@@ -726,7 +924,14 @@ mod tests {
     fn early_stopping_search_agrees_with_the_full_one() {
         let text = "a\nb\n  a\nb \nc\na\nb\nc\nd\na\nlong line one\nlong line two\nlong line one\nlong line two\n";
         let mut lines = Spliced::new(text);
-        lines.splice(8, 1, vec![SplicedLine { text: Cow::Borrowed("a"), crlf: false }]);
+        lines.splice(
+            8,
+            1,
+            vec![SplicedLine {
+                text: Cow::Borrowed("a"),
+                crlf: false,
+            }],
+        );
         let wanted: [&[&str]; 8] = [
             &["a", "b"],
             &["a"],
@@ -740,7 +945,9 @@ mod tests {
         for old in wanted {
             let all = runs(&lines, old);
             for from in 0..=lines.len() + 1 {
-                for (at_eof, anchored) in [(false, false), (true, false), (false, true), (true, true)] {
+                for (at_eof, anchored) in
+                    [(false, false), (true, false), (false, true), (true, true)]
+                {
                     let early = locate(&lines, old, from, at_eof, anchored);
                     let full = pick(&all, lines.len(), old.len(), from, at_eof, anchored);
                     let shown = |l: &Located| match l {
@@ -748,7 +955,11 @@ mod tests {
                         Located::Ambiguous(all) => format!("ambiguous {all:?}"),
                         Located::Missing => "missing".into(),
                     };
-                    assert_eq!(shown(&early), shown(&full), "{old:?} from {from} eof {at_eof} anchored {anchored}");
+                    assert_eq!(
+                        shown(&early),
+                        shown(&full),
+                        "{old:?} from {from} eof {at_eof} anchored {anchored}"
+                    );
                 }
             }
         }
@@ -756,12 +967,19 @@ mod tests {
 
     #[test]
     fn hunks_apply_in_order() {
-        let ops = parse("*** Begin Patch\n*** Update File: f\n@@\n a\n-b\n+B\n@@\n c\n+d\n*** End Patch").unwrap();
-        let Op::Update { hunks, .. } = &ops[0] else { panic!() };
+        let ops =
+            parse("*** Begin Patch\n*** Update File: f\n@@\n a\n-b\n+B\n@@\n c\n+d\n*** End Patch")
+                .unwrap();
+        let Op::Update { hunks, .. } = &ops[0] else {
+            panic!()
+        };
         let (text, regions, _) = apply_hunks("a\nb\nc\n", hunks, "f").unwrap();
         assert_eq!(text, "a\nB\nc\nd\n");
         assert_eq!(regions.len(), 1);
-        assert_eq!(apply_hunks("a  \nb\nc\n", hunks, "f").unwrap().0, "a  \nB\nc\nd\n");
+        assert_eq!(
+            apply_hunks("a  \nb\nc\n", hunks, "f").unwrap().0,
+            "a  \nB\nc\nd\n"
+        );
         assert!(apply_hunks("x\ny\n", hunks, "f").is_err());
     }
 }

@@ -24,9 +24,13 @@ impl Style {
         // Most files have no carriage return at all: one SIMD scan settles it, and the
         // line breaks need counting only when there is one.
         let crlf = memchr::memchr(b'\r', bytes).is_some_and(|first| {
-            memchr::memmem::find_iter(&bytes[first..], b"\r\n").count() * 2 > bytecount::count(bytes, b'\n')
+            memchr::memmem::find_iter(&bytes[first..], b"\r\n").count() * 2
+                > bytecount::count(bytes, b'\n')
         });
-        Style { crlf, bom: bytes.starts_with(BOM.as_bytes()) }
+        Style {
+            crlf,
+            bom: bytes.starts_with(BOM.as_bytes()),
+        }
     }
 
     /// Text as the model sees it: BOM dropped, CRLF as LF.
@@ -57,8 +61,13 @@ impl Style {
 
 /// Creates the missing ancestors of `path`; returns how many directories were made.
 pub fn create_parents(path: &Path) -> std::io::Result<usize> {
-    let Some(parent) = path.parent() else { return Ok(0) };
-    let missing = parent.ancestors().take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists()).count();
+    let Some(parent) = path.parent() else {
+        return Ok(0);
+    };
+    let missing = parent
+        .ancestors()
+        .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
+        .count();
     if missing > 0 {
         std::fs::create_dir_all(parent)?;
     }
@@ -90,7 +99,12 @@ fn lock_holder(target: &Path) -> PathBuf {
     if std::fs::symlink_metadata(target).is_ok() {
         return target.to_path_buf();
     }
-    target.ancestors().skip(1).find(|dir| dir.is_dir()).map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"))
+    target
+        .ancestors()
+        .skip(1)
+        .find(|dir| dir.is_dir())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// Takes the edit locks of every target (a multi-file patch), in one global order so
@@ -117,7 +131,10 @@ pub fn lock_all_for_edit(targets: &[PathBuf]) -> Result<Vec<EditLock>, String> {
             now.sort();
             now.dedup();
             now
-        } && held.iter().zip(&holders).all(|(lock, holder)| same_inode(&lock._held, holder))
+        } && held
+            .iter()
+            .zip(&holders)
+            .all(|(lock, holder)| same_inode(&lock._held, holder))
         {
             return Ok(held);
         }
@@ -142,7 +159,9 @@ fn lock_one(holder: &Path, deadline: Instant) -> Result<Option<std::fs::File>, S
         .open(holder)
     {
         Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
+            return Ok(None)
+        }
         Err(e) => return Err(format!("cannot lock {} for editing: {e}", holder.display())),
     };
     let mut pause = Duration::from_millis(1);
@@ -153,7 +172,10 @@ fn lock_one(holder: &Path, deadline: Instant) -> Result<Option<std::fs::File>, S
         }
         let err = std::io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(format!("cannot lock {} for editing: {err}", holder.display()));
+            return Err(format!(
+                "cannot lock {} for editing: {err}",
+                holder.display()
+            ));
         }
         if Instant::now() >= deadline {
             return Err(format!(
@@ -193,18 +215,22 @@ fn open_existing(path: &Path) -> std::io::Result<Option<(std::fs::File, std::fs:
         Ok(opened) => Ok(Some(opened)),
         Err(super::paths::OpenError::NotFound) => Ok(None),
         Err(super::paths::OpenError::Io(e)) => Err(e),
-        Err(super::paths::OpenError::Directory) => {
-            Err(std::io::Error::new(std::io::ErrorKind::Other, "it is a directory"))
-        }
-        Err(super::paths::OpenError::NotRegular(what)) => {
-            Err(std::io::Error::new(std::io::ErrorKind::Other, format!("it is {what}")))
-        }
+        Err(super::paths::OpenError::Directory) => Err(std::io::Error::new(
+            std::io::ErrorKind::Other,
+            "it is a directory",
+        )),
+        Err(super::paths::OpenError::NotRegular(what)) => Err(std::io::Error::new(
+            std::io::ErrorKind::Other,
+            format!("it is {what}"),
+        )),
     }
 }
 
 /// What `path` holds now: `None` when it does not exist. Never blocks on a FIFO.
 pub fn current_bytes(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    let Some((mut file, meta)) = open_existing(path)? else { return Ok(None) };
+    let Some((mut file, meta)) = open_existing(path)? else {
+        return Ok(None);
+    };
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut bytes)?;
     Ok(Some(bytes))
@@ -216,7 +242,9 @@ const COMPARE_BLOCK: usize = 1 << 20;
 /// True when `path` holds exactly `base` (`None`: does not exist). The file is
 /// compared block by block, so checking a large file costs no copy of it.
 fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
-    let Some((mut file, meta)) = open_existing(path)? else { return Ok(base.is_none()) };
+    let Some((mut file, meta)) = open_existing(path)? else {
+        return Ok(base.is_none());
+    };
     let Some(base) = base else { return Ok(false) };
     if meta.len() != base.len() as u64 {
         return Ok(false);
@@ -257,7 +285,10 @@ pub fn atomic_write(path: &Path, data: &[u8]) -> std::io::Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let original = std::fs::metadata(path).ok();
     let mut attempt = 0;
     let (temp, mut file) = loop {
@@ -266,7 +297,11 @@ pub fn atomic_write(path: &Path, data: &[u8]) -> std::io::Result<()> {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp) {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+        {
             Ok(file) => break (temp, file),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => attempt += 1,
             Err(e) => return Err(e),
@@ -298,7 +333,10 @@ pub fn looks_like_numbered_display(content: &str) -> bool {
         .iter()
         .filter_map(|line| {
             let trimmed = line.trim_start();
-            let digits = trimmed.len() - trimmed.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            let digits = trimmed.len()
+                - trimmed
+                    .trim_start_matches(|c: char| c.is_ascii_digit())
+                    .len();
             if digits == 0 || !trimmed[digits..].starts_with('|') {
                 return None;
             }
@@ -319,7 +357,9 @@ pub fn looks_like_dedup_stub(content: &str) -> bool {
         return map.get("dedup") == Some(&serde_json::Value::Bool(true))
             || map.get("content_returned") == Some(&serde_json::Value::Bool(false));
     }
-    trimmed.len() < 2000 && trimmed.contains("\"content_returned\"") && trimmed.contains("\"dedup\"")
+    trimmed.len() < 2000
+        && trimmed.contains("\"content_returned\"")
+        && trimmed.contains("\"dedup\"")
 }
 
 #[cfg(test)]
@@ -341,7 +381,9 @@ mod tests {
         let path = dir.path().join("f.txt");
         assert!(holds(&path, None).unwrap());
         // Over one comparison block, differing only near the end.
-        let base: Vec<u8> = (0..COMPARE_BLOCK * 2 + 7).map(|i| b'a' + (i % 26) as u8).collect();
+        let base: Vec<u8> = (0..COMPARE_BLOCK * 2 + 7)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
         std::fs::write(&path, &base).unwrap();
         assert!(holds(&path, Some(&base)).unwrap());
         assert!(!holds(&path, None).unwrap());
@@ -349,7 +391,10 @@ mod tests {
         *other.last_mut().unwrap() = b'!';
         assert!(!holds(&path, Some(&other)).unwrap());
         assert!(!holds(&path, Some(&base[..base.len() - 1])).unwrap());
-        assert!(matches!(replace_checked(&path, Some(&other), b"new"), Err(ReplaceError::BaseChanged)));
+        assert!(matches!(
+            replace_checked(&path, Some(&other), b"new"),
+            Err(ReplaceError::BaseChanged)
+        ));
         assert_eq!(std::fs::read(&path).unwrap(), base);
         replace_checked(&path, Some(&base), b"new").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");

@@ -16,8 +16,20 @@ pub const MAX_SKILL_FILE_BYTES: usize = 1_048_576;
 pub const SUPPORT_DIRS: [&str; 4] = ["assets", "references", "scripts", "templates"];
 /// Folders never searched for skills: metadata, VCS, environments, caches.
 const EXCLUDED_DIRS: [&str; 14] = [
-    ".git", ".github", ".hub", ".archive", ".venv", "venv", "node_modules", "site-packages", "__pycache__", ".tox",
-    ".nox", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+    ".git",
+    ".github",
+    ".hub",
+    ".archive",
+    ".venv",
+    "venv",
+    "node_modules",
+    "site-packages",
+    "__pycache__",
+    ".tox",
+    ".nox",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
 ];
 
 #[derive(Debug, Clone)]
@@ -30,15 +42,27 @@ pub struct Root {
 /// The skill roots for `hermes_home`, the local one first.
 pub fn roots(hermes_home: &Path) -> Vec<Root> {
     let local = hermes_home.join("skills");
-    let mut roots = vec![Root { dir: local.clone(), writable: true }];
+    let mut roots = vec![Root {
+        dir: local.clone(),
+        writable: true,
+    }];
     let config = hermes_runtime::config::Config::load(hermes_home);
     let external = match config.get("skills.external_dirs") {
-        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
         Some(Value::String(one)) => vec![one.clone()],
         _ => Vec::new(),
     };
     let mut add = |dir: PathBuf, writable: bool| {
-        let same = |a: &Path, b: &Path| std::fs::canonicalize(a).ok().zip(std::fs::canonicalize(b).ok()).is_some_and(|(a, b)| a == b);
+        let same = |a: &Path, b: &Path| {
+            std::fs::canonicalize(a)
+                .ok()
+                .zip(std::fs::canonicalize(b).ok())
+                .is_some_and(|(a, b)| a == b)
+        };
         if dir.is_dir() && !roots.iter().any(|r| same(&r.dir, &dir)) {
             roots.push(Root { dir, writable });
         }
@@ -55,7 +79,9 @@ pub fn roots(hermes_home: &Path) -> Vec<Root> {
 fn expand_home(path: &str) -> PathBuf {
     match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ if path == "~" => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(path)),
+        _ if path == "~" => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(path)),
         _ => PathBuf::from(path),
     }
 }
@@ -74,14 +100,19 @@ pub fn parse(content: &str) -> Result<Parsed, String> {
     }
     let rest = &content[3..];
     let Some((yaml, body)) = split_at_closing_fence(rest) else {
-        return Err("SKILL.md frontmatter is not closed: end it with a line holding only `---`.".into());
+        return Err(
+            "SKILL.md frontmatter is not closed: end it with a line holding only `---`.".into(),
+        );
     };
-    let parsed: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(yaml).map_err(|e| format!("The YAML frontmatter does not parse: {e}"))?;
+    let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml)
+        .map_err(|e| format!("The YAML frontmatter does not parse: {e}"))?;
     let Ok(Value::Object(frontmatter)) = serde_json::to_value(parsed) else {
         return Err("The frontmatter must be a YAML mapping of `key: value` pairs.".into());
     };
-    Ok(Parsed { frontmatter, body: body.to_string() })
+    Ok(Parsed {
+        frontmatter,
+        body: body.to_string(),
+    })
 }
 
 /// `(yaml, body)` around the first line after the opening fence that is `---`.
@@ -113,7 +144,9 @@ pub fn validate(content: &str) -> Result<Parsed, String> {
         return Err("The frontmatter must include a `name` field.".into());
     }
     let description = match parsed.frontmatter.get("description") {
-        None | Some(Value::Null) => return Err("The frontmatter must include a `description` field.".into()),
+        None | Some(Value::Null) => {
+            return Err("The frontmatter must include a `description` field.".into())
+        }
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     };
@@ -121,7 +154,9 @@ pub fn validate(content: &str) -> Result<Parsed, String> {
         return Err("The frontmatter `description` must not be empty.".into());
     }
     if description.chars().count() > MAX_DESCRIPTION_LENGTH {
-        return Err(format!("The description exceeds {MAX_DESCRIPTION_LENGTH} characters."));
+        return Err(format!(
+            "The description exceeds {MAX_DESCRIPTION_LENGTH} characters."
+        ));
     }
     if parsed.body.trim().is_empty() {
         return Err("SKILL.md needs instructions after the frontmatter.".into());
@@ -138,8 +173,14 @@ pub fn validate_name(name: &str, what: &str) -> Result<(), String> {
         return Err(format!("{what} exceeds {MAX_NAME_LENGTH} characters."));
     }
     let mut chars = name.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if !first_ok || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c)) {
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !first_ok
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+    {
         return Err(format!(
             "Invalid {} '{name}': use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit.",
             what.to_lowercase()
@@ -169,7 +210,9 @@ fn index_files(root: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         let has_skill = dir.join("SKILL.md").is_file();
         if has_skill {
             found.push(dir.join("SKILL.md"));
@@ -177,11 +220,20 @@ fn index_files(root: &Path) -> Vec<PathBuf> {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let is_dir = entry.path().is_dir();
-            if !is_dir || EXCLUDED_DIRS.contains(&name.as_str()) || (has_skill && SUPPORT_DIRS.contains(&name.as_str())) {
+            if !is_dir
+                || EXCLUDED_DIRS.contains(&name.as_str())
+                || (has_skill && SUPPORT_DIRS.contains(&name.as_str()))
+            {
                 continue;
             }
             // Bounded depth: category/name is two levels; deeper trees are unusual.
-            if entry.path().strip_prefix(root).map(|p| p.components().count()).unwrap_or(99) <= 4 {
+            if entry
+                .path()
+                .strip_prefix(root)
+                .map(|p| p.components().count())
+                .unwrap_or(99)
+                <= 4
+            {
                 stack.push(entry.path());
             }
         }
@@ -205,18 +257,46 @@ fn read_skill(skill_md: &Path, root: &Root) -> Option<Skill> {
         Ok(parsed) => (parsed.frontmatter, parsed.body),
         Err(_) => (Map::new(), head.clone()),
     };
-    let name: String = frontmatter.get("name").and_then(Value::as_str).unwrap_or(&dir_name).chars().take(MAX_NAME_LENGTH).collect();
-    let mut description = frontmatter.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name: String = frontmatter
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or(&dir_name)
+        .chars()
+        .take(MAX_NAME_LENGTH)
+        .collect();
+    let mut description = frontmatter
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if description.is_empty() {
-        description = body.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or_default().to_string();
+        description = body
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .unwrap_or_default()
+            .to_string();
     }
     if description.chars().count() > MAX_DESCRIPTION_LENGTH {
-        description = description.chars().take(MAX_DESCRIPTION_LENGTH - 3).collect::<String>() + "...";
+        description = description
+            .chars()
+            .take(MAX_DESCRIPTION_LENGTH - 3)
+            .collect::<String>()
+            + "...";
     }
     let relative = skill_md.strip_prefix(&root.dir).ok()?;
-    let parts: Vec<String> = relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    let parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
     let category = (parts.len() >= 3).then(|| parts[0].clone());
-    Some(Skill { dir, root: root.clone(), name, description, category })
+    Some(Skill {
+        dir,
+        root: root.clone(),
+        name,
+        description,
+        category,
+    })
 }
 
 /// Every skill of every root; a name already seen in an earlier root is skipped.
@@ -231,7 +311,10 @@ pub fn all_skills(roots: &[Root]) -> Vec<Skill> {
             }
         }
     }
-    skills.sort_by(|a, b| (a.category.as_deref().unwrap_or(""), &a.name).cmp(&(b.category.as_deref().unwrap_or(""), &b.name)));
+    skills.sort_by(|a, b| {
+        (a.category.as_deref().unwrap_or(""), &a.name)
+            .cmp(&(b.category.as_deref().unwrap_or(""), &b.name))
+    });
     skills
 }
 
@@ -242,8 +325,15 @@ pub fn lookup_error(name: &str) -> Option<String> {
     if name.trim().is_empty() {
         return Some("Give the skill's name (see skills_list).".into());
     }
-    if path.is_absolute() || name.contains('\\') || path.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-        return Some(format!("Invalid skill name '{name}': use a skill name or a relative `category/name` path."));
+    if path.is_absolute()
+        || name.contains('\\')
+        || path
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return Some(format!(
+            "Invalid skill name '{name}': use a skill name or a relative `category/name` path."
+        ));
     }
     None
 }
@@ -263,7 +353,13 @@ pub fn find(roots: &[Root], name: &str) -> Vec<Skill> {
         let matches: Vec<Skill> = index_files(&root.dir)
             .iter()
             .filter_map(|skill_md| read_skill(skill_md, root))
-            .filter(|skill| skill.name == name || skill.dir.file_name().is_some_and(|n| n.to_string_lossy() == name))
+            .filter(|skill| {
+                skill.name == name
+                    || skill
+                        .dir
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy() == name)
+            })
             .collect();
         if !matches.is_empty() {
             return matches;
@@ -274,11 +370,16 @@ pub fn find(roots: &[Root], name: &str) -> Vec<Skill> {
 
 /// True when `path` (after resolving symlinks of the parts that exist) stays in `dir`.
 pub fn stays_within(path: &Path, dir: &Path) -> bool {
-    let Ok(base) = std::fs::canonicalize(dir) else { return false };
+    let Ok(base) = std::fs::canonicalize(dir) else {
+        return false;
+    };
     let mut existing = path.to_path_buf();
     let mut tail = Vec::new();
     while !existing.exists() {
-        match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
             (Some(name), Some(parent)) => {
                 tail.push(name);
                 existing = parent.to_path_buf();
@@ -286,7 +387,9 @@ pub fn stays_within(path: &Path, dir: &Path) -> bool {
             _ => return false,
         }
     }
-    let Ok(mut resolved) = std::fs::canonicalize(&existing) else { return false };
+    let Ok(mut resolved) = std::fs::canonicalize(&existing) else {
+        return false;
+    };
     for part in tail.into_iter().rev() {
         resolved.push(part);
     }
@@ -296,7 +399,14 @@ pub fn stays_within(path: &Path, dir: &Path) -> bool {
 /// A relative path inside a skill with no `..`, root or prefix parts.
 pub fn traversal_error(file_path: &str) -> Option<String> {
     let path = Path::new(file_path);
-    if path.is_absolute() || path.components().any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir)) {
+    if path.is_absolute()
+        || path.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+    {
         return Some("Path traversal ('..') and absolute paths are not allowed: give a path inside the skill.".into());
     }
     None
@@ -317,10 +427,14 @@ pub fn linked_files(dir: &Path) -> Map<String, Value> {
 }
 
 fn collect_files(dir: &Path, base: &Path, out: &mut Vec<String>, depth: usize) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
-        let Ok(kind) = entry.file_type() else { continue };
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
         if kind.is_dir() && depth < 6 {
             collect_files(&path, base, out, depth + 1);
         } else if kind.is_file() {

@@ -14,19 +14,35 @@ fn fail(message: impl Into<String>) -> Value {
 
 fn write_text(path: &Path, text: &str) -> Result<(), Value> {
     if paths::is_device_path(path) {
-        return Err(fail(format!("Refusing to write {}: it is a device or kernel file.", path.display())));
+        return Err(fail(format!(
+            "Refusing to write {}: it is a device or kernel file.",
+            path.display()
+        )));
     }
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.is_file() {
-            return Err(fail(format!("Refusing to write {}: it is not a regular file.", path.display())));
+            return Err(fail(format!(
+                "Refusing to write {}: it is not a regular file.",
+                path.display()
+            )));
         }
     }
-    write::create_parents(path).map_err(|e| fail(format!("Cannot create the folders for {}: {e}", path.display())))?;
-    write::atomic_write(path, text.as_bytes()).map_err(|e| fail(format!("Cannot write {}: {e}", path.display())))
+    write::create_parents(path).map_err(|e| {
+        fail(format!(
+            "Cannot create the folders for {}: {e}",
+            path.display()
+        ))
+    })?;
+    write::atomic_write(path, text.as_bytes())
+        .map_err(|e| fail(format!("Cannot write {}: {e}", path.display())))
 }
 
 fn not_found(name: &str, roots: &[Root], suffix: &str) -> Value {
-    let known: Vec<String> = library::all_skills(roots).into_iter().take(20).map(|s| s.name).collect();
+    let known: Vec<String> = library::all_skills(roots)
+        .into_iter()
+        .take(20)
+        .map(|s| s.name)
+        .collect();
     json!({"success": false, "error": format!("Skill '{name}' not found.{suffix}"), "available_skills": known})
 }
 
@@ -64,25 +80,41 @@ fn support_path(file_path: &str) -> Result<(), Value> {
     if let Some(why) = library::traversal_error(file_path) {
         return Err(fail(why));
     }
-    let parts: Vec<&str> = Path::new(file_path).iter().filter_map(|p| p.to_str()).filter(|p| *p != ".").collect();
+    let parts: Vec<&str> = Path::new(file_path)
+        .iter()
+        .filter_map(|p| p.to_str())
+        .filter(|p| *p != ".")
+        .collect();
     if parts.last() == Some(&"SKILL.md") && parts.len() <= 2 {
         return Ok(());
     }
     match parts.first() {
         Some(first) if SUPPORT_DIRS.contains(first) && parts.len() >= 2 => Ok(()),
-        Some(first) if SUPPORT_DIRS.contains(first) => {
-            Err(fail(format!("Give a file path, not just a folder, e.g. '{first}/notes.md'.")))
-        }
-        _ => Err(fail(format!("The file must be under one of: {}. Got: '{file_path}'", SUPPORT_DIRS.join(", ")))),
+        Some(first) if SUPPORT_DIRS.contains(first) => Err(fail(format!(
+            "Give a file path, not just a folder, e.g. '{first}/notes.md'."
+        ))),
+        _ => Err(fail(format!(
+            "The file must be under one of: {}. Got: '{file_path}'",
+            SUPPORT_DIRS.join(", ")
+        ))),
     }
 }
 
 /// Where `file_path` of `skill` is, refusing anything that resolves outside it.
 fn target_in(skill: &Skill, file_path: &str) -> Result<PathBuf, Value> {
-    let parts: Vec<&str> = Path::new(file_path).iter().filter_map(|p| p.to_str()).collect();
-    let target = if parts.last() == Some(&"SKILL.md") && parts.len() <= 2 { skill.skill_md() } else { skill.dir.join(file_path) };
+    let parts: Vec<&str> = Path::new(file_path)
+        .iter()
+        .filter_map(|p| p.to_str())
+        .collect();
+    let target = if parts.last() == Some(&"SKILL.md") && parts.len() <= 2 {
+        skill.skill_md()
+    } else {
+        skill.dir.join(file_path)
+    };
     if !library::stays_within(&target, &skill.dir) {
-        return Err(fail(format!("'{file_path}' resolves outside the skill's folder; refused.")));
+        return Err(fail(format!(
+            "'{file_path}' resolves outside the skill's folder; refused."
+        )));
     }
     Ok(target)
 }
@@ -95,20 +127,33 @@ pub fn create(roots: &[Root], name: &str, content: &str, category: Option<&str>)
     }
     let parsed = library::validate(content).map_err(fail)?;
     if let Some(taken) = library::find(roots, name).first() {
-        return Err(fail(format!("A skill named '{name}' already exists at {}.", taken.dir.display())));
+        return Err(fail(format!(
+            "A skill named '{name}' already exists at {}.",
+            taken.dir.display()
+        )));
     }
     let local = &roots[0].dir;
-    std::fs::create_dir_all(local).map_err(|e| fail(format!("Cannot create {}: {e}", local.display())))?;
+    std::fs::create_dir_all(local)
+        .map_err(|e| fail(format!("Cannot create {}: {e}", local.display())))?;
     let dir = match category {
         Some(category) => local.join(category).join(name),
         None => local.join(name),
     };
     let skill_md = dir.join("SKILL.md");
     if !library::stays_within(&skill_md, local) {
-        return Err(fail("The skill's folder would resolve outside the skills directory; refused."));
+        return Err(fail(
+            "The skill's folder would resolve outside the skills directory; refused.",
+        ));
     }
     write_text(&skill_md, content)?;
-    let description: String = parsed.frontmatter.get("description").and_then(Value::as_str).unwrap_or_default().chars().take(120).collect();
+    let description: String = parsed
+        .frontmatter
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(120)
+        .collect();
     let mut result = json!({
         "success": true,
         "message": format!("Skill '{name}' created."),
@@ -127,7 +172,14 @@ pub fn edit(roots: &[Root], name: &str, content: &str) -> Outcome {
     let parsed = library::validate(content).map_err(fail)?;
     let skill = existing(roots, name)?;
     write_text(&skill.skill_md(), content)?;
-    let description: String = parsed.frontmatter.get("description").and_then(Value::as_str).unwrap_or_default().chars().take(120).collect();
+    let description: String = parsed
+        .frontmatter
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(120)
+        .collect();
     Ok(json!({
         "success": true,
         "message": format!("Skill '{name}' updated (full rewrite)."),
@@ -136,7 +188,14 @@ pub fn edit(roots: &[Root], name: &str, content: &str) -> Outcome {
     }))
 }
 
-pub fn patch(roots: &[Root], name: &str, old: &str, new: &str, file_path: Option<&str>, replace_all: bool) -> Outcome {
+pub fn patch(
+    roots: &[Root],
+    name: &str,
+    old: &str,
+    new: &str,
+    file_path: Option<&str>,
+    replace_all: bool,
+) -> Outcome {
     if old.is_empty() {
         return Err(fail("old_string is required for 'patch'."));
     }
@@ -152,7 +211,8 @@ pub fn patch(roots: &[Root], name: &str, old: &str, new: &str, file_path: Option
     if !target.is_file() {
         return Err(fail(format!("File not found: {label}")));
     }
-    let content = std::fs::read_to_string(&target).map_err(|e| fail(format!("Cannot read {label}: {e}")))?;
+    let content =
+        std::fs::read_to_string(&target).map_err(|e| fail(format!("Cannot read {label}: {e}")))?;
     let found = match find_replace::find(&content, old) {
         Ok(found) => found,
         Err(find_replace::Miss::Ambiguous(places)) => {
@@ -171,13 +231,23 @@ pub fn patch(roots: &[Root], name: &str, old: &str, new: &str, file_path: Option
     }
     let updated = found.apply(&content, new);
     if updated.chars().count() > library::MAX_SKILL_CONTENT_CHARS {
-        return Err(fail(format!("{label} would exceed {} characters.", library::MAX_SKILL_CONTENT_CHARS)));
+        return Err(fail(format!(
+            "{label} would exceed {} characters.",
+            library::MAX_SKILL_CONTENT_CHARS
+        )));
     }
     if target == skill.skill_md() {
-        library::validate(&updated).map_err(|why| fail(format!("Patch would break SKILL.md structure: {why}")))?;
+        library::validate(&updated)
+            .map_err(|why| fail(format!("Patch would break SKILL.md structure: {why}")))?;
     }
     write_text(&target, &updated)?;
-    let clip = |s: &str| if s.chars().count() > 200 { s.chars().take(200).collect::<String>() + "…" } else { s.to_string() };
+    let clip = |s: &str| {
+        if s.chars().count() > 200 {
+            s.chars().take(200).collect::<String>() + "…"
+        } else {
+            s.to_string()
+        }
+    };
     Ok(json!({
         "success": true,
         "message": format!("Patched {label} in skill '{name}' ({count} replacement{}).", if count > 1 { "s" } else { "" }),
@@ -190,7 +260,9 @@ pub fn delete(roots: &[Root], name: &str, absorbed_into: Option<&str>) -> Outcom
     let absorbed = absorbed_into.map(str::trim).filter(|t| !t.is_empty());
     if let Some(target) = absorbed {
         if target == name {
-            return Err(fail(format!("absorbed_into='{target}' cannot be the skill being deleted.")));
+            return Err(fail(format!(
+                "absorbed_into='{target}' cannot be the skill being deleted."
+            )));
         }
         if library::find(roots, target).is_empty() {
             return Err(fail(format!(
@@ -199,16 +271,26 @@ pub fn delete(roots: &[Root], name: &str, absorbed_into: Option<&str>) -> Outcom
         }
     }
     // The folder itself must be a real folder below its root, never the root or a link.
-    let is_link = std::fs::symlink_metadata(&skill.dir).map(|m| m.file_type().is_symlink()).unwrap_or(true);
+    let is_link = std::fs::symlink_metadata(&skill.dir)
+        .map(|m| m.file_type().is_symlink())
+        .unwrap_or(true);
     let root = std::fs::canonicalize(&skill.root.dir).ok();
     let dir = std::fs::canonicalize(&skill.dir).ok();
     let below_root = matches!((&root, &dir), (Some(r), Some(d)) if d != r && d.starts_with(r));
     if is_link || !below_root {
-        return Err(fail(format!("Refusing to delete {}: it is not a skill folder inside its skills directory.", skill.dir.display())));
+        return Err(fail(format!(
+            "Refusing to delete {}: it is not a skill folder inside its skills directory.",
+            skill.dir.display()
+        )));
     }
-    std::fs::remove_dir_all(&skill.dir).map_err(|e| fail(format!("Cannot delete skill '{name}': {e}")))?;
+    std::fs::remove_dir_all(&skill.dir)
+        .map_err(|e| fail(format!("Cannot delete skill '{name}': {e}")))?;
     if let Some(parent) = skill.dir.parent() {
-        if parent != skill.root.dir && std::fs::read_dir(parent).map(|mut d| d.next().is_none()).unwrap_or(false) {
+        if parent != skill.root.dir
+            && std::fs::read_dir(parent)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false)
+        {
             let _ = std::fs::remove_dir(parent);
         }
     }
@@ -228,8 +310,14 @@ pub fn write_file(roots: &[Root], name: &str, file_path: &str, file_content: &st
         )));
     }
     let skill = existing(roots, name).map_err(|mut e| {
-        if e["error"].as_str().is_some_and(|m| m.ends_with("not found.")) {
-            e["error"] = json!(format!("{} Create it first with action='create'.", e["error"].as_str().unwrap_or_default()));
+        if e["error"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("not found."))
+        {
+            e["error"] = json!(format!(
+                "{} Create it first with action='create'.",
+                e["error"].as_str().unwrap_or_default()
+            ));
         }
         e
     })?;
@@ -250,10 +338,18 @@ pub fn remove_file(roots: &[Root], name: &str, file_path: &str) -> Outcome {
     let skill = existing(roots, name)?;
     let target = target_in(&skill, file_path)?;
     if target == skill.skill_md() {
-        return Err(fail("SKILL.md cannot be removed with remove_file; use action='delete' for the whole skill."));
+        return Err(fail(
+            "SKILL.md cannot be removed with remove_file; use action='delete' for the whole skill.",
+        ));
     }
-    if !std::fs::symlink_metadata(&target).map(|m| m.is_file()).unwrap_or(false) {
-        let available: Vec<Value> = library::linked_files(&skill.dir).values().flat_map(|v| v.as_array().cloned().unwrap_or_default()).collect();
+    if !std::fs::symlink_metadata(&target)
+        .map(|m| m.is_file())
+        .unwrap_or(false)
+    {
+        let available: Vec<Value> = library::linked_files(&skill.dir)
+            .values()
+            .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+            .collect();
         return Err(json!({
             "success": false,
             "error": format!("File '{file_path}' not found in skill '{name}'."),
@@ -262,9 +358,15 @@ pub fn remove_file(roots: &[Root], name: &str, file_path: &str) -> Outcome {
     }
     std::fs::remove_file(&target).map_err(|e| fail(format!("Cannot remove {file_path}: {e}")))?;
     if let Some(parent) = target.parent() {
-        if parent != skill.dir && std::fs::read_dir(parent).map(|mut d| d.next().is_none()).unwrap_or(false) {
+        if parent != skill.dir
+            && std::fs::read_dir(parent)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false)
+        {
             let _ = std::fs::remove_dir(parent);
         }
     }
-    Ok(json!({"success": true, "message": format!("File '{file_path}' removed from skill '{name}'.")}))
+    Ok(
+        json!({"success": true, "message": format!("File '{file_path}' removed from skill '{name}'.")}),
+    )
 }

@@ -43,12 +43,17 @@ pub fn skills_list(
         })
         .into());
     }
-    let mut categories: Vec<&str> = skills.iter().filter_map(|s| s.category.as_deref()).collect();
+    let mut categories: Vec<&str> = skills
+        .iter()
+        .filter_map(|s| s.category.as_deref())
+        .collect();
     categories.dedup();
     categories.sort_unstable();
     categories.dedup();
-    let listed: Vec<Value> =
-        skills.iter().map(|s| json!({"name": s.name, "description": s.description, "category": s.category})).collect();
+    let listed: Vec<Value> = skills
+        .iter()
+        .map(|s| json!({"name": s.name, "description": s.description, "category": s.category}))
+        .collect();
     Ok(json!({
         "success": true,
         "skills": listed,
@@ -82,7 +87,11 @@ pub fn skill_view(
         .into());
     }
     let Some(skill) = found.pop() else {
-        let known: Vec<String> = library::all_skills(&roots).into_iter().take(20).map(|s| s.name).collect();
+        let known: Vec<String> = library::all_skills(&roots)
+            .into_iter()
+            .take(20)
+            .map(|s| s.name)
+            .collect();
         return Ok(json!({
             "success": false,
             "error": format!("Skill '{name}' not found."),
@@ -136,10 +145,20 @@ fn view_file(skill: &library::Skill, name: &str, file_path: &str) -> Value {
 
 fn string_list(value: Option<&Value>) -> Vec<String> {
     match value {
-        Some(Value::Array(items)) => items.iter().map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())).collect(),
-        Some(Value::String(text)) => {
-            text.trim_matches(['[', ']']).split(',').map(|t| t.trim().trim_matches(['"', '\'']).to_string()).filter(|t| !t.is_empty()).collect()
-        }
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string())
+            })
+            .collect(),
+        Some(Value::String(text)) => text
+            .trim_matches(['[', ']'])
+            .split(',')
+            .map(|t| t.trim().trim_matches(['"', '\'']).to_string())
+            .filter(|t| !t.is_empty())
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -147,22 +166,49 @@ fn string_list(value: Option<&Value>) -> Vec<String> {
 fn view_skill(skill: &library::Skill, roots: &[Root]) -> Value {
     let content = match std::fs::read_to_string(skill.skill_md()) {
         Ok(content) => content,
-        Err(e) => return json!({"success": false, "error": format!("Failed to read skill '{}': {e}", skill.name)}),
+        Err(e) => {
+            return json!({"success": false, "error": format!("Failed to read skill '{}': {e}", skill.name)})
+        }
     };
-    let frontmatter = library::parse(&content).map(|p| p.frontmatter).unwrap_or_default();
+    let frontmatter = library::parse(&content)
+        .map(|p| p.frontmatter)
+        .unwrap_or_default();
     let hermes = frontmatter.get("metadata").and_then(|m| m.get("hermes"));
-    let tags = string_list(hermes.and_then(|h| h.get("tags")).or(frontmatter.get("tags")));
-    let related = string_list(hermes.and_then(|h| h.get("related_skills")).or(frontmatter.get("related_skills")));
+    let tags = string_list(
+        hermes
+            .and_then(|h| h.get("tags"))
+            .or(frontmatter.get("tags")),
+    );
+    let related = string_list(
+        hermes
+            .and_then(|h| h.get("related_skills"))
+            .or(frontmatter.get("related_skills")),
+    );
     let required_env: Vec<String> = match frontmatter.get("required_environment_variables") {
         Some(Value::Array(items)) => items
             .iter()
-            .filter_map(|i| i.as_str().map(str::to_owned).or_else(|| i.get("name").and_then(Value::as_str).map(str::to_owned)))
+            .filter_map(|i| {
+                i.as_str()
+                    .map(str::to_owned)
+                    .or_else(|| i.get("name").and_then(Value::as_str).map(str::to_owned))
+            })
             .collect(),
-        _ => string_list(frontmatter.get("prerequisites").and_then(|p| p.get("env_vars"))),
+        _ => string_list(
+            frontmatter
+                .get("prerequisites")
+                .and_then(|p| p.get("env_vars")),
+        ),
     };
-    let missing: Vec<&String> = required_env.iter().filter(|n| std::env::var_os(n.as_str()).is_none_or(|v| v.is_empty())).collect();
+    let missing: Vec<&String> = required_env
+        .iter()
+        .filter(|n| std::env::var_os(n.as_str()).is_none_or(|v| v.is_empty()))
+        .collect();
     let linked = library::linked_files(&skill.dir);
-    let relative = skill.skill_md().strip_prefix(&roots[0].dir).map(|p| p.display().to_string()).unwrap_or_else(|_| skill.skill_md().display().to_string());
+    let relative = skill
+        .skill_md()
+        .strip_prefix(&roots[0].dir)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| skill.skill_md().display().to_string());
     let mut result = json!({
         "success": true,
         "name": skill.name,
@@ -228,7 +274,8 @@ pub fn skill_manage(
     ctx: &ToolContext,
 ) -> ToolResult {
     let roots = roots(ctx);
-    let missing = |what: &str| -> ToolResult { Ok(json!({"success": false, "error": what}).into()) };
+    let missing =
+        |what: &str| -> ToolResult { Ok(json!({"success": false, "error": what}).into()) };
     let outcome = match action {
         SkillAction::Create => match content.as_deref().filter(|c| !c.is_empty()) {
             Some(content) => manage::create(&roots, &name, content, category.as_deref()),

@@ -5,7 +5,9 @@
 //! `E("pending_approval")`.
 
 use hermes_command_guard::{detect_hardline, match_deny_rule, sudo_stdin_guard};
-use hermes_runtime::approval::{call_approval, is_isolated_backend, messages, Approvals, GuardOptions, ResultKind};
+use hermes_runtime::approval::{
+    call_approval, is_isolated_backend, messages, Approvals, GuardOptions, ResultKind,
+};
 use hermes_runtime::ToolContext;
 use serde_json::{json, Value};
 
@@ -33,10 +35,15 @@ pub fn approval_gate(
         return floors_only(&approvals, command, env_type, has_host_access);
     }
     let (context, options) = call_approval(ctx);
-    let options = GuardOptions { has_host_access, ..options };
+    let options = GuardOptions {
+        has_host_access,
+        ..options
+    };
     let verdict = approvals.check_all_command_guards(command, env_type, &context, &options);
     let mut shape = verdict.to_json();
-    let Value::Object(fields) = &mut shape else { unreachable!("verdicts serialise to objects") };
+    let Value::Object(fields) = &mut shape else {
+        unreachable!("verdicts serialise to objects")
+    };
     fields.remove("approved");
     match verdict.kind {
         ResultKind::Approved => Ok(if verdict.user_approved {
@@ -52,7 +59,10 @@ pub fn approval_gate(
             Err(pending)
         }
         _ => {
-            let message = verdict.message.clone().unwrap_or_else(|| "BLOCKED: the command was not approved.".into());
+            let message = verdict
+                .message
+                .clone()
+                .unwrap_or_else(|| "BLOCKED: the command was not approved.".into());
             let mut refusal = envelope("blocked", &message);
             fields.remove("message");
             merge(&mut refusal, fields);
@@ -69,7 +79,12 @@ fn merge(target: &mut Value, fields: &serde_json::Map<String, Value>) {
 
 /// With `force`: only what is never bypassed (deny rules; on host backends also the
 /// hardline floor and the sudo -S guard).
-fn floors_only(approvals: &Approvals, command: &str, env_type: &str, has_host_access: bool) -> Result<Option<Value>, Value> {
+fn floors_only(
+    approvals: &Approvals,
+    command: &str,
+    env_type: &str,
+    has_host_access: bool,
+) -> Result<Option<Value>, Value> {
     let guard = approvals.guard_context();
     if let Some(glob) = match_deny_rule(command, &guard) {
         let mut refusal = envelope("blocked", &messages::deny_rule(&glob));
@@ -117,7 +132,9 @@ fn read_script(path: &std::path::Path) -> Result<ScriptText, String> {
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(|e| format!("cannot be opened: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("cannot be examined: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be examined: {e}"))?;
     if !meta.is_file() {
         return Err("is not a regular file".into());
     }
@@ -134,7 +151,9 @@ fn read_script(path: &std::path::Path) -> Result<ScriptText, String> {
     if bytes.contains(&0) {
         return Ok(ScriptText::Binary);
     }
-    Ok(ScriptText::Text(String::from_utf8_lossy(&bytes).into_owned()))
+    Ok(ScriptText::Text(
+        String::from_utf8_lossy(&bytes).into_owned(),
+    ))
 }
 
 /// Whether the file is a program for an interpreter other than a shell (by how it is run,
@@ -260,8 +279,13 @@ struct ScriptCheck<'a> {
 
 impl ScriptCheck<'_> {
     fn check(&self, command: &str, depth: usize) -> Result<Option<Value>, Value> {
-        let (cwd, env_type, has_host_access, ctx, force) =
-            (self.cwd, self.env_type, self.has_host_access, self.ctx, self.force);
+        let (cwd, env_type, has_host_access, ctx, force) = (
+            self.cwd,
+            self.env_type,
+            self.has_host_access,
+            self.ctx,
+            self.force,
+        );
         let guard = Approvals::for_home(ctx.hermes_home()).guard_context();
         let mut note = None;
         for run in hermes_command_guard::scripts_run_by_path(command, &guard) {
@@ -280,12 +304,18 @@ impl ScriptCheck<'_> {
                 continue;
             }
             if depth >= MAX_SCRIPT_DEPTH {
-                skip_or_refuse(&format!("is nested more than {MAX_SCRIPT_DEPTH} scripts deep"))?;
+                skip_or_refuse(&format!(
+                    "is nested more than {MAX_SCRIPT_DEPTH} scripts deep"
+                ))?;
                 continue;
             }
             let text = match read_script(&resolve_script_path(&run.path, cwd)) {
                 Ok(ScriptText::Text(text)) => text,
-                Ok(ScriptText::Binary) if run.kind == hermes_command_guard::ScriptKind::Executable => continue,
+                Ok(ScriptText::Binary)
+                    if run.kind == hermes_command_guard::ScriptKind::Executable =>
+                {
+                    continue
+                }
                 Ok(ScriptText::Binary) => {
                     skip_or_refuse("is not text")?;
                     continue;
@@ -302,7 +332,12 @@ impl ScriptCheck<'_> {
             };
             let checked = format!("# {}, run by the command\n{text}", run.path);
             let verdict = if self.contained {
-                floors_only(&Approvals::for_home(ctx.hermes_home()), &checked, env_type, has_host_access)
+                floors_only(
+                    &Approvals::for_home(ctx.hermes_home()),
+                    &checked,
+                    env_type,
+                    has_host_access,
+                )
             } else {
                 approval_gate(&checked, env_type, has_host_access, ctx, force)
             };
@@ -333,7 +368,10 @@ fn edit_line(line: &mut String, key: char) -> bool {
         }
         '\u{15}' | '\u{3}' => line.clear(),
         '\u{17}' => {
-            let kept = line.trim_end().rfind(char::is_whitespace).map_or(0, |i| i + 1);
+            let kept = line
+                .trim_end()
+                .rfind(char::is_whitespace)
+                .map_or(0, |i| i + 1);
             line.truncate(kept);
         }
         '\t' => line.push(' '),
@@ -385,7 +423,12 @@ pub fn submitted_input_gate(
         .filter(|l| !l.trim().is_empty())
     {
         let verdict = if contained {
-            floors_only(&Approvals::for_home(ctx.hermes_home()), line, env_type, has_host_access)
+            floors_only(
+                &Approvals::for_home(ctx.hermes_home()),
+                line,
+                env_type,
+                has_host_access,
+            )
         } else {
             approval_gate(line, env_type, has_host_access, ctx, false)
         };
@@ -427,12 +470,20 @@ pub fn sandboxed_approval_gate(
     sandbox: Option<hermes_sandbox::Mode>,
 ) -> Result<Clearance, Value> {
     let Some(mode) = sandbox.filter(|m| *m != hermes_sandbox::Mode::Off) else {
-        return approval_gate(command, env_type, has_host_access, ctx, force).map(|note| Clearance { note, escalate: false });
+        return approval_gate(command, env_type, has_host_access, ctx, force).map(|note| {
+            Clearance {
+                note,
+                escalate: false,
+            }
+        });
     };
     let approvals = Approvals::for_home(ctx.hermes_home());
     if force {
         floors_only(&approvals, command, env_type, has_host_access)?;
-        return Ok(Clearance { note: Some(json!("granted by the user; ran outside the sandbox")), escalate: true });
+        return Ok(Clearance {
+            note: Some(json!("granted by the user; ran outside the sandbox")),
+            escalate: true,
+        });
     }
     let finding = approvals.check_dangerous_command(command);
     let context = sandbox_approval_context(ctx);
@@ -446,13 +497,18 @@ pub fn sandboxed_approval_gate(
                 mode.as_str()
             ))
         });
-        return Ok(Clearance { note, escalate: false });
+        return Ok(Clearance {
+            note,
+            escalate: false,
+        });
     }
     let note = approval_gate(command, env_type, has_host_access, ctx, false)?;
     let escalate = finding.is_some() && is_personal_grant(&approvals, &context, note.as_ref());
     let note = match (escalate, note) {
         (true, Some(Value::String(n))) => Some(json!(format!("{n}; ran outside the sandbox"))),
-        (true, None) => Some(json!("granted earlier by the user; ran outside the sandbox")),
+        (true, None) => Some(json!(
+            "granted earlier by the user; ran outside the sandbox"
+        )),
         (_, note) => note,
     };
     Ok(Clearance { note, escalate })
@@ -465,7 +521,11 @@ fn sandbox_approval_context(ctx: &ToolContext) -> hermes_runtime::approval::Appr
 
 /// Whether an approved flagged command was approved by a person (now, or by a session
 /// or permanent grant) rather than by a blanket bypass or a model.
-fn is_personal_grant(approvals: &Approvals, context: &hermes_runtime::approval::ApprovalContext, note: Option<&Value>) -> bool {
+fn is_personal_grant(
+    approvals: &Approvals,
+    context: &hermes_runtime::approval::ApprovalContext,
+    note: Option<&Value>,
+) -> bool {
     match note.and_then(Value::as_str) {
         Some("granted by the user") => true,
         Some(_) => false,
@@ -481,14 +541,26 @@ fn is_personal_grant(approvals: &Approvals, context: &hermes_runtime::approval::
 
 /// When a sandboxed command failed on a write the sandbox refused, the note that says so
 /// and names the keys that govern it.
-pub fn sandbox_refusal_note(mode: hermes_sandbox::Mode, exit_code: i32, output: &str) -> Option<String> {
-    let refused = ["Read-only file system", "Permission denied", "Operation not permitted"];
-    if mode == hermes_sandbox::Mode::Off || exit_code == 0 || !refused.iter().any(|r| output.contains(r)) {
+pub fn sandbox_refusal_note(
+    mode: hermes_sandbox::Mode,
+    exit_code: i32,
+    output: &str,
+) -> Option<String> {
+    let refused = [
+        "Read-only file system",
+        "Permission denied",
+        "Operation not permitted",
+    ];
+    if mode == hermes_sandbox::Mode::Off
+        || exit_code == 0
+        || !refused.iter().any(|r| output.contains(r))
+    {
         return None;
     }
     let writable = match mode {
         hermes_sandbox::Mode::ReadOnly => "nothing is writable".to_string(),
-        _ => "only the working directory, /tmp and terminal.sandbox.writable_roots are writable".to_string(),
+        _ => "only the working directory, /tmp and terminal.sandbox.writable_roots are writable"
+            .to_string(),
     };
     Some(format!(
         "Permission denied by the sandbox: this command ran inside the OS sandbox (terminal.sandbox.mode: {}), where \

@@ -29,7 +29,11 @@ pub fn blank_inert(command: &str) -> String {
     let mut out = String::with_capacity(command.len());
     let mut i = 0;
     let mut pending_heredocs: Vec<(String, bool)> = Vec::new();
-    let at_word_start = |out: &str| out.chars().last().is_none_or(|c| c.is_whitespace() || ";&|()".contains(c));
+    let at_word_start = |out: &str| {
+        out.chars()
+            .last()
+            .is_none_or(|c| c.is_whitespace() || ";&|()".contains(c))
+    };
     while i < chars.len() {
         let c = chars[i];
         match c {
@@ -77,7 +81,8 @@ pub fn blank_inert(command: &str) -> String {
                     i += 1;
                 }
                 let mut word = String::new();
-                while i < chars.len() && !chars[i].is_whitespace() && !";&|<>()".contains(chars[i]) {
+                while i < chars.len() && !chars[i].is_whitespace() && !";&|<>()".contains(chars[i])
+                {
                     if chars[i] != '\'' && chars[i] != '"' && chars[i] != '\\' {
                         word.push(chars[i]);
                     }
@@ -102,7 +107,11 @@ pub fn blank_inert(command: &str) -> String {
                             i += 1;
                         }
                         let line: String = chars[start..i].iter().collect();
-                        let line_cmp = if strip_tabs { line.trim_start_matches('\t') } else { line.as_str() };
+                        let line_cmp = if strip_tabs {
+                            line.trim_start_matches('\t')
+                        } else {
+                            line.as_str()
+                        };
                         out.extend(std::iter::repeat_n(' ', i - start));
                         if i < chars.len() {
                             out.push('\n');
@@ -124,7 +133,10 @@ pub fn blank_inert(command: &str) -> String {
 }
 
 static COMMAND_START_WORD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)(?:^|[;&|(\n{]|&&|\|\|)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(nohup|setsid|disown)\b").expect("valid regex")
+    Regex::new(
+        r"(?m)(?:^|[;&|(\n{]|&&|\|\|)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(nohup|setsid|disown)\b",
+    )
+    .expect("valid regex")
 });
 
 static SERVER: LazyLock<Regex> = LazyLock::new(|| {
@@ -206,15 +218,27 @@ mod tests {
         assert_eq!(kind("sleep 5 &"), Some(GuidanceKind::Ampersand));
         assert_eq!(kind("python3 server.py &"), Some(GuidanceKind::Ampersand));
         assert_eq!(kind("nohup make test"), Some(GuidanceKind::Detach));
-        assert_eq!(kind("nohup ./worker.sh > /dev/null 2>&1"), Some(GuidanceKind::Detach));
+        assert_eq!(
+            kind("nohup ./worker.sh > /dev/null 2>&1"),
+            Some(GuidanceKind::Detach)
+        );
         assert_eq!(kind("cmd1 & cmd2"), Some(GuidanceKind::Ampersand));
-        assert_eq!(kind("cat <<EOF\nhi\nEOF\nsleep 5 &"), Some(GuidanceKind::Ampersand));
-        assert_eq!(kind("echo '<<EOF'\nsleep 5 &"), Some(GuidanceKind::Ampersand));
+        assert_eq!(
+            kind("cat <<EOF\nhi\nEOF\nsleep 5 &"),
+            Some(GuidanceKind::Ampersand)
+        );
+        assert_eq!(
+            kind("echo '<<EOF'\nsleep 5 &"),
+            Some(GuidanceKind::Ampersand)
+        );
         assert_eq!(kind("# <<EOF\nsleep 5 &"), Some(GuidanceKind::Ampersand));
         assert_eq!(kind("npm run dev"), Some(GuidanceKind::Server));
         assert_eq!(kind("echo hello"), None);
         assert_eq!(kind("pnpm dev --help"), None);
-        assert_eq!(kind("python3 - <<PY\nprint(oct(st.st_mode & 0o7777))\nPY"), None);
+        assert_eq!(
+            kind("python3 - <<PY\nprint(oct(st.st_mode & 0o7777))\nPY"),
+            None
+        );
         assert_eq!(kind("ls 2>&1 | grep x && echo ok"), None);
         assert_eq!(kind("echo 'a & b'"), None);
         assert_eq!(kind("make &> log.txt"), None);

@@ -89,7 +89,10 @@ pub struct TerminalRequest {
 
 impl TerminalRequest {
     pub fn new(command: impl Into<String>) -> Self {
-        Self { command: command.into(), ..Self::default() }
+        Self {
+            command: command.into(),
+            ..Self::default()
+        }
     }
 }
 
@@ -97,11 +100,15 @@ impl TerminalRequest {
 pub(crate) fn has_host_access(config: &TerminalConfig) -> bool {
     match config.backend.as_str() {
         "local" | "ssh" => true,
-        "docker" => config.docker_mount_cwd
-            || config.docker_volumes.as_ref().is_ok_and(|v| v.iter().any(|v| {
-                let host = v.split(':').next().unwrap_or("");
-                host.starts_with('/') || host.starts_with('~') || host.starts_with('.')
-            })),
+        "docker" => {
+            config.docker_mount_cwd
+                || config.docker_volumes.as_ref().is_ok_and(|v| {
+                    v.iter().any(|v| {
+                        let host = v.split(':').next().unwrap_or("");
+                        host.starts_with('/') || host.starts_with('~') || host.starts_with('.')
+                    })
+                })
+        }
         _ => false,
     }
 }
@@ -122,7 +129,12 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
         return envelope("error", &env::unknown_backend(&config.backend).reason);
     }
     let timeout = match req.timeout {
-        Some(t) if t <= 0 => return envelope("error", &format!("timeout must be at least 1 second, got {t}")),
+        Some(t) if t <= 0 => {
+            return envelope(
+                "error",
+                &format!("timeout must be at least 1 second, got {t}"),
+            )
+        }
         Some(t) => t as u64,
         None => config.timeout,
     };
@@ -145,7 +157,14 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
     // Approval, before anything runs.
     let host_access = has_host_access(&config);
     let sandbox = (config.backend == "local").then_some(config.sandbox.mode);
-    let clearance = match approval::sandboxed_approval_gate(command, &config.backend, host_access, ctx, force, sandbox) {
+    let clearance = match approval::sandboxed_approval_gate(
+        command,
+        &config.backend,
+        host_access,
+        ctx,
+        force,
+        sandbox,
+    ) {
         Ok(clearance) => clearance,
         Err(refusal) => return refusal,
     };
@@ -157,12 +176,24 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
     }
 
     if let Some(missing) = env::availability(&config) {
-        return envelope("disabled", &format!("the {} terminal backend is not available: {missing}", config.backend));
+        return envelope(
+            "disabled",
+            &format!(
+                "the {} terminal backend is not available: {missing}",
+                config.backend
+            ),
+        );
     }
     let slot = match env::get_or_create(&config, ctx.task_id(), ctx.cwd()) {
         Ok(slot) => slot,
         Err(e) => {
-            let mut out = envelope("degraded", &format!("the {} environment could not be reached: {}", config.backend, e.reason));
+            let mut out = envelope(
+                "degraded",
+                &format!(
+                    "the {} environment could not be reached: {}",
+                    config.backend, e.reason
+                ),
+            );
             out["reason"] = json!(e.reason);
             if let Some(hint) = &e.retry_hint {
                 out["retry_hint"] = json!(hint);
@@ -184,15 +215,34 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
     // Inside the OS sandbox a script is contained like the command that runs it, so only
     // the floors apply to its text; outside it, its text is asked about like a command.
     let contained = sandbox.is_some_and(|m| m != hermes_sandbox::Mode::Off) && !clearance.escalate;
-    let clearance = match approval::script_gate(command, &start_dir, &config.backend, host_access, ctx, force, contained) {
-        Ok(note) => approval::Clearance { note: note.or(clearance.note), ..clearance },
+    let clearance = match approval::script_gate(
+        command,
+        &start_dir,
+        &config.backend,
+        host_access,
+        ctx,
+        force,
+        contained,
+    ) {
+        Ok(note) => approval::Clearance {
+            note: note.or(clearance.note),
+            ..clearance
+        },
         Err(refusal) => return refusal,
     };
 
     if background {
         return start_background(req, &slot, workdir, ctx, clearance);
     }
-    run_foreground(command, &slot, workdir.as_deref(), timeout, &config, ctx, clearance)
+    run_foreground(
+        command,
+        &slot,
+        workdir.as_deref(),
+        timeout,
+        &config,
+        ctx,
+        clearance,
+    )
 }
 
 fn start_background(
@@ -227,7 +277,9 @@ fn start_background(
         pty = false;
         pty_note = Some("pty was turned off: `gh auth login --with-token` reads the token from a pipe, not a terminal".into());
     }
-    let script = slot.session.wrap_background(&req.command, workdir.as_deref());
+    let script = slot
+        .session
+        .wrap_background(&req.command, workdir.as_deref());
     let spawned = process_registry::spawn(
         slot.env.as_ref(),
         process_registry::SpawnRequest {
@@ -320,7 +372,9 @@ pub fn execute(
                 exited_at = Some(Instant::now());
             }
         }
-        if exit.is_some() && (eof || exited_at.is_some_and(|t| t.elapsed() > Duration::from_millis(300))) {
+        if exit.is_some()
+            && (eof || exited_at.is_some_and(|t| t.elapsed() > Duration::from_millis(300)))
+        {
             break;
         }
         if Instant::now() >= deadline {
@@ -351,7 +405,12 @@ pub fn execute(
     } else {
         exit.unwrap_or(-1)
     };
-    Execution { capture, exit_code, timed_out, interrupted }
+    Execution {
+        capture,
+        exit_code,
+        timed_out,
+        interrupted,
+    }
 }
 
 fn run_foreground(
@@ -369,7 +428,8 @@ fn run_foreground(
     let body = slot.session.wrap_body(command, workdir);
     let login = restore.is_empty();
     let started = if clearance.escalate {
-        slot.env.run_bash_escalated(&format!("{restore}{body}"), login, None)
+        slot.env
+            .run_bash_escalated(&format!("{restore}{body}"), login, None)
     } else if login {
         slot.env.run_foreground(&body, true)
     } else {
@@ -378,7 +438,14 @@ fn run_foreground(
     let mut run = match started {
         Ok(run) => run,
         Err(e) => {
-            let mut out = envelope("degraded", &format!("the {} environment failed to start the command: {}", slot.env.backend(), e.reason));
+            let mut out = envelope(
+                "degraded",
+                &format!(
+                    "the {} environment failed to start the command: {}",
+                    slot.env.backend(),
+                    e.reason
+                ),
+            );
             out["reason"] = json!(e.reason);
             if let Some(hint) = &e.retry_hint {
                 out["retry_hint"] = json!(hint);
@@ -427,7 +494,11 @@ fn run_foreground(
         "exit_code": exec.exit_code,
         "error": null,
     });
-    out["cwd"] = json!(marker.cwd.clone().or_else(|| workdir.map(str::to_owned)).unwrap_or_else(|| slot.session.cwd()));
+    out["cwd"] = json!(marker
+        .cwd
+        .clone()
+        .or_else(|| workdir.map(str::to_owned))
+        .unwrap_or_else(|| slot.session.cwd()));
     if slot.env.take_recreated() {
         out["environment_recreated"] = json!(true);
     }
@@ -461,7 +532,11 @@ fn run_foreground(
         out["approval"] = note;
     }
     if let Some(mode) = slot.env.sandbox_mode().filter(|_| !clearance.escalate) {
-        if let Some(note) = approval::sandbox_refusal_note(mode, exec.exit_code, out["output"].as_str().unwrap_or("")) {
+        if let Some(note) = approval::sandbox_refusal_note(
+            mode,
+            exec.exit_code,
+            out["output"].as_str().unwrap_or(""),
+        ) {
             out["sandbox"] = json!(note);
         }
     }
@@ -486,7 +561,9 @@ fn run_foreground(
 
 /// The spill file holds the raw stream, marker line included: remove it.
 fn strip_marker_from_file(path: &std::path::Path, session: &snapshot::ShellSession) {
-    let Ok(mut text) = std::fs::read_to_string(path) else { return };
+    let Ok(mut text) = std::fs::read_to_string(path) else {
+        return;
+    };
     let before = text.len();
     session.strip_marker(&mut text);
     if text.len() != before {
@@ -545,7 +622,16 @@ pub fn process(
     limit: Option<i64>,
     ctx: &ToolContext,
 ) -> ToolResult {
-    Ok(run_process(action, session_id.as_deref(), data.as_deref(), timeout, offset, limit, ctx).into())
+    Ok(run_process(
+        action,
+        session_id.as_deref(),
+        data.as_deref(),
+        timeout,
+        offset,
+        limit,
+        ctx,
+    )
+    .into())
 }
 
 fn status_error(status: &str, error: impl Into<String>) -> Value {
@@ -563,13 +649,19 @@ pub fn run_process(
     ctx: &ToolContext,
 ) -> Value {
     if action == ProcessAction::List {
-        let rows: Vec<Value> = process_registry::list(ctx.task_id()).iter().map(|e| e.list_row()).collect();
+        let rows: Vec<Value> = process_registry::list(ctx.task_id())
+            .iter()
+            .map(|e| e.list_row())
+            .collect();
         return json!({"processes": rows});
     }
     let Some(session_id) = session_id.filter(|s| !s.trim().is_empty()) else {
         return status_error(
             "error",
-            format!("session_id is required for action '{}' (see action=list for the ids)", action.name()),
+            format!(
+                "session_id is required for action '{}' (see action=list for the ids)",
+                action.name()
+            ),
         );
     };
     let entry = match process_registry::find(ctx.task_id(), session_id) {
@@ -605,12 +697,19 @@ pub fn run_process(
         ProcessAction::Wait => {
             let max = config.as_ref().map(|c| c.timeout).unwrap_or(180);
             let wait_for = match timeout {
-                Some(t) if t <= 0 => return status_error("error", format!("timeout must be at least 1 second, got {t}")),
+                Some(t) if t <= 0 => {
+                    return status_error(
+                        "error",
+                        format!("timeout must be at least 1 second, got {t}"),
+                    )
+                }
                 Some(t) => (t as u64).min(max),
                 None => max,
             };
             let cancel = ctx.cancellation().clone();
-            match entry.wait(Duration::from_secs(wait_for), &move || cancel.is_cancelled()) {
+            match entry.wait(Duration::from_secs(wait_for), &move || {
+                cancel.is_cancelled()
+            }) {
                 Some(exit) => {
                     let full = entry.output();
                     let tail = process_registry::tail_chars(&full, 2_000);
@@ -648,7 +747,9 @@ pub fn run_process(
             if entry.exit().is_some() {
                 return status_error("already_exited", format!("{} has already exited", entry.id));
             }
-            let grace = Duration::from_secs_f64(config.as_ref().map(|c| c.term_grace_seconds).unwrap_or(2.0));
+            let grace = Duration::from_secs_f64(
+                config.as_ref().map(|c| c.term_grace_seconds).unwrap_or(2.0),
+            );
             match entry.kill(grace, "process.kill") {
                 Ok(()) => json!({
                     "status": "killed",
@@ -665,7 +766,10 @@ pub fn run_process(
         }
         ProcessAction::Write | ProcessAction::Submit => {
             if entry.exit().is_some() {
-                return status_error("already_exited", format!("{} has already exited; it cannot take input", entry.id));
+                return status_error(
+                    "already_exited",
+                    format!("{} has already exited; it cannot take input", entry.id),
+                );
             }
             let mut text = data.unwrap_or("").to_string();
             if action == ProcessAction::Submit {
@@ -675,7 +779,14 @@ pub fn run_process(
             }
             let host_access = config.as_ref().is_none_or(has_host_access);
             let env_type = entry.backend.as_str();
-            match approval::submitted_input_gate(&entry.typed_line(), &text, env_type, host_access, ctx, entry.contained) {
+            match approval::submitted_input_gate(
+                &entry.typed_line(),
+                &text,
+                env_type,
+                host_access,
+                ctx,
+                entry.contained,
+            ) {
                 Ok(rest) => entry.set_typed_line(rest),
                 Err(refusal) => return refusal,
             }
@@ -689,8 +800,13 @@ pub fn run_process(
                 return status_error("already_exited", format!("{} has already exited", entry.id));
             }
             match entry.close_stdin() {
-                Ok(()) => json!({"status": "ok", "message": format!("sent end of input to {}", entry.id)}),
-                Err(e) => status_error("error", format!("cannot close the input of {}: {e}", entry.id)),
+                Ok(()) => {
+                    json!({"status": "ok", "message": format!("sent end of input to {}", entry.id)})
+                }
+                Err(e) => status_error(
+                    "error",
+                    format!("cannot close the input of {}: {e}", entry.id),
+                ),
             }
         }
     }

@@ -7,7 +7,11 @@ pub fn validate(workdir: &str) -> Result<(), String> {
         return Err("Blocked: workdir is empty".into());
     }
     for c in workdir.chars() {
-        let ok = c.is_alphanumeric() || matches!(c, '/' | '\\' | ':' | '_' | '-' | '.' | '~' | ' ' | '+' | '@' | '=' | ',');
+        let ok = c.is_alphanumeric()
+            || matches!(
+                c,
+                '/' | '\\' | ':' | '_' | '-' | '.' | '~' | ' ' | '+' | '@' | '=' | ','
+            );
         if !ok {
             let shown = match c {
                 '\n' => "\\n (newline)".to_string(),
@@ -32,10 +36,23 @@ mod tests {
 
     #[test]
     fn vectors() {
-        for ok in [r"C:\Users\Alice\project", "C:/Users/Alice/project", r"\\server\share\project", "/tmp/a b", "~/proj", "/données/ü"] {
+        for ok in [
+            r"C:\Users\Alice\project",
+            "C:/Users/Alice/project",
+            r"\\server\share\project",
+            "/tmp/a b",
+            "~/proj",
+            "/données/ü",
+        ] {
             assert!(validate(ok).is_ok(), "{ok}");
         }
-        for bad in [r"C:\Users\Alice\project; rm -rf /", r"C:\Users\Alice\project$(whoami)", "/tmp/a\nb", "/tmp/`x`", "/tmp|x"] {
+        for bad in [
+            r"C:\Users\Alice\project; rm -rf /",
+            r"C:\Users\Alice\project$(whoami)",
+            "/tmp/a\nb",
+            "/tmp/`x`",
+            "/tmp|x",
+        ] {
             assert!(validate(bad).unwrap_err().starts_with("Blocked:"), "{bad}");
         }
     }

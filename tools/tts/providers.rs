@@ -20,15 +20,26 @@ pub struct TtsConfig {
 impl TtsConfig {
     pub fn load(hermes_home: &Path) -> TtsConfig {
         let config = hermes_runtime::config::Config::load(hermes_home);
-        TtsConfig { section: config.get("tts").cloned().unwrap_or(Value::Null) }
+        TtsConfig {
+            section: config.get("tts").cloned().unwrap_or(Value::Null),
+        }
     }
 
     fn get(&self, provider: &str, key: &str) -> Option<String> {
-        self.section.get(provider)?.get(key)?.as_str().map(str::to_owned).filter(|s| !s.is_empty())
+        self.section
+            .get(provider)?
+            .get(key)?
+            .as_str()
+            .map(str::to_owned)
+            .filter(|s| !s.is_empty())
     }
 
     pub fn provider_name(&self) -> Option<String> {
-        self.section.get("provider").and_then(Value::as_str).map(|p| p.trim().to_lowercase()).filter(|p| !p.is_empty())
+        self.section
+            .get("provider")
+            .and_then(Value::as_str)
+            .map(|p| p.trim().to_lowercase())
+            .filter(|p| !p.is_empty())
     }
 }
 
@@ -42,7 +53,13 @@ pub enum Provider {
 }
 
 impl Provider {
-    pub const ALL: [Provider; 5] = [Provider::Piper, Provider::Espeak, Provider::Edge, Provider::OpenAi, Provider::ElevenLabs];
+    pub const ALL: [Provider; 5] = [
+        Provider::Piper,
+        Provider::Espeak,
+        Provider::Edge,
+        Provider::OpenAi,
+        Provider::ElevenLabs,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -82,17 +99,23 @@ impl Provider {
     /// `Ok` when this engine can run here, else what it lacks.
     pub fn availability(self, config: &TtsConfig) -> Result<(), String> {
         match self {
-            Provider::Espeak => find_program(&["espeak-ng", "espeak"]).map(|_| ()).ok_or_else(|| "espeak-ng is not installed".into()),
+            Provider::Espeak => find_program(&["espeak-ng", "espeak"])
+                .map(|_| ())
+                .ok_or_else(|| "espeak-ng is not installed".into()),
             Provider::Piper => {
                 find_program(&["piper"]).ok_or("the piper command is not installed")?;
-                let model = config.get("piper", "model").ok_or("tts.piper.model (a .onnx voice file) is not configured")?;
+                let model = config
+                    .get("piper", "model")
+                    .ok_or("tts.piper.model (a .onnx voice file) is not configured")?;
                 if Path::new(&model).is_file() {
                     Ok(())
                 } else {
                     Err(format!("the piper voice {model} does not exist"))
                 }
             }
-            Provider::Edge => find_program(&["edge-tts"]).map(|_| ()).ok_or_else(|| "the edge-tts command (pip package edge-tts) is not installed".into()),
+            Provider::Edge => find_program(&["edge-tts"]).map(|_| ()).ok_or_else(|| {
+                "the edge-tts command (pip package edge-tts) is not installed".into()
+            }),
             Provider::OpenAi => key("OPENAI_API_KEY").map(|_| ()),
             Provider::ElevenLabs => key("ELEVENLABS_API_KEY").map(|_| ()),
         }
@@ -102,32 +125,61 @@ impl Provider {
     pub fn synthesize(self, text: &str, path: &Path, config: &TtsConfig) -> Result<(), String> {
         match self {
             Provider::Espeak => {
-                let program = find_program(&["espeak-ng", "espeak"]).ok_or("espeak-ng is not installed")?;
-                let mut args = vec!["--stdin".to_string(), "-w".to_string(), path.display().to_string()];
+                let program =
+                    find_program(&["espeak-ng", "espeak"]).ok_or("espeak-ng is not installed")?;
+                let mut args = vec![
+                    "--stdin".to_string(),
+                    "-w".to_string(),
+                    path.display().to_string(),
+                ];
                 if let Some(voice) = config.get("espeak", "voice") {
                     args.extend(["-v".into(), voice]);
                 }
-                if let Some(speed) = config.section.get("espeak").and_then(|e| e.get("speed")).and_then(Value::as_u64) {
+                if let Some(speed) = config
+                    .section
+                    .get("espeak")
+                    .and_then(|e| e.get("speed"))
+                    .and_then(Value::as_u64)
+                {
                     args.extend(["-s".into(), speed.clamp(80, 500).to_string()]);
                 }
                 run_with_stdin(&program, &args, text)
             }
             Provider::Piper => {
-                let program = find_program(&["piper"]).ok_or("the piper command is not installed")?;
-                let model = config.get("piper", "model").ok_or("tts.piper.model is not configured")?;
-                let args = vec!["--model".to_string(), model, "--output_file".to_string(), path.display().to_string()];
+                let program =
+                    find_program(&["piper"]).ok_or("the piper command is not installed")?;
+                let model = config
+                    .get("piper", "model")
+                    .ok_or("tts.piper.model is not configured")?;
+                let args = vec![
+                    "--model".to_string(),
+                    model,
+                    "--output_file".to_string(),
+                    path.display().to_string(),
+                ];
                 run_with_stdin(&program, &args, text)
             }
             Provider::Edge => {
-                let program = find_program(&["edge-tts"]).ok_or("the edge-tts command is not installed")?;
-                let voice = config.get("edge", "voice").unwrap_or_else(|| "en-US-AriaNeural".into());
+                let program =
+                    find_program(&["edge-tts"]).ok_or("the edge-tts command is not installed")?;
+                let voice = config
+                    .get("edge", "voice")
+                    .unwrap_or_else(|| "en-US-AriaNeural".into());
                 // `--text=` keeps text that starts with `-` from being read as an option.
-                let args = vec!["--voice".to_string(), voice, format!("--text={text}"), "--write-media".to_string(), path.display().to_string()];
+                let args = vec![
+                    "--voice".to_string(),
+                    voice,
+                    format!("--text={text}"),
+                    "--write-media".to_string(),
+                    path.display().to_string(),
+                ];
                 run_with_stdin(&program, &args, "")
             }
             Provider::OpenAi => {
                 let api_key = key("OPENAI_API_KEY")?;
-                let base = config.get("openai", "base_url").unwrap_or_else(|| "https://api.openai.com/v1".into());
+                let base = config
+                    .get("openai", "base_url")
+                    .unwrap_or_else(|| "https://api.openai.com/v1".into());
                 let format = match path.extension().and_then(|e| e.to_str()) {
                     Some("ogg") | Some("opus") => "opus",
                     Some("wav") => "wav",
@@ -141,36 +193,58 @@ impl Provider {
                     "response_format": format,
                 });
                 let url = format!("{}/audio/speech", base.trim_end_matches('/'));
-                let audio = post_for_audio(&url, &[("Authorization", format!("Bearer {api_key}"))], &body)?;
-                std::fs::write(path, audio).map_err(|e| format!("cannot write {}: {e}", path.display()))
+                let audio = post_for_audio(
+                    &url,
+                    &[("Authorization", format!("Bearer {api_key}"))],
+                    &body,
+                )?;
+                std::fs::write(path, audio)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))
             }
             Provider::ElevenLabs => {
                 let api_key = key("ELEVENLABS_API_KEY")?;
-                let voice = config.get("elevenlabs", "voice_id").unwrap_or_else(|| "pNInz6obpgDQGcFmaJgB".into());
-                let format = if path.extension().is_some_and(|e| e == "ogg") { "opus_48000_64" } else { "mp3_44100_128" };
-                let url = format!("https://api.elevenlabs.io/v1/text-to-speech/{voice}?output_format={format}");
+                let voice = config
+                    .get("elevenlabs", "voice_id")
+                    .unwrap_or_else(|| "pNInz6obpgDQGcFmaJgB".into());
+                let format = if path.extension().is_some_and(|e| e == "ogg") {
+                    "opus_48000_64"
+                } else {
+                    "mp3_44100_128"
+                };
+                let url = format!(
+                    "https://api.elevenlabs.io/v1/text-to-speech/{voice}?output_format={format}"
+                );
                 let body = json!({
                     "text": text,
                     "model_id": config.get("elevenlabs", "model_id").unwrap_or_else(|| "eleven_multilingual_v2".into()),
                 });
                 let audio = post_for_audio(&url, &[("xi-api-key", api_key)], &body)?;
-                std::fs::write(path, audio).map_err(|e| format!("cannot write {}: {e}", path.display()))
+                std::fs::write(path, audio)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))
             }
         }
     }
 }
 
 fn key(name: &str) -> Result<String, String> {
-    std::env::var(name).ok().filter(|k| !k.trim().is_empty()).ok_or_else(|| format!("{name} is not set"))
+    std::env::var(name)
+        .ok()
+        .filter(|k| !k.trim().is_empty())
+        .ok_or_else(|| format!("{name} is not set"))
 }
 
 /// The first of `names` found on PATH.
 pub fn find_program(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     names.iter().find_map(|name| {
-        std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
-            std::fs::metadata(candidate).is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
-        })
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|candidate| {
+                std::fs::metadata(candidate).is_ok_and(|m| {
+                    m.is_file()
+                        && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+                })
+            })
     })
 }
 
@@ -192,11 +266,17 @@ fn run_with_stdin(program: &Path, args: &[String], text: &str) -> Result<(), Str
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("{} took longer than {}s and was stopped", program.display(), SYNTHESIS_TIMEOUT.as_secs()));
+                return Err(format!(
+                    "{} took longer than {}s and was stopped",
+                    program.display(),
+                    SYNTHESIS_TIMEOUT.as_secs()
+                ));
             }
             Err(e) => return Err(format!("waiting for {} failed: {e}", program.display())),
         }
@@ -209,21 +289,41 @@ fn run_with_stdin(program: &Path, args: &[String], text: &str) -> Result<(), Str
     if let Some(mut pipe) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
     }
-    Err(format!("{} failed ({status}): {}", program.display(), stderr.trim().chars().take(500).collect::<String>()))
+    Err(format!(
+        "{} failed ({status}): {}",
+        program.display(),
+        stderr.trim().chars().take(500).collect::<String>()
+    ))
 }
 
 fn post_for_audio(url: &str, headers: &[(&str, String)], body: &Value) -> Result<Vec<u8>, String> {
-    let config = ureq::Agent::config_builder().timeout_global(Some(SYNTHESIS_TIMEOUT)).http_status_as_error(false).build();
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(SYNTHESIS_TIMEOUT))
+        .http_status_as_error(false)
+        .build();
     let agent = ureq::Agent::new_with_config(config);
     let mut request = agent.post(url);
     for (name, value) in headers {
         request = request.header(*name, value);
     }
-    let mut response = request.send_json(body).map_err(|e| format!("POST {url} failed: {e}"))?;
+    let mut response = request
+        .send_json(body)
+        .map_err(|e| format!("POST {url} failed: {e}"))?;
     let status = response.status().as_u16();
-    let bytes = response.body_mut().with_config().limit(MAX_AUDIO_BYTES).read_to_vec().map_err(|e| format!("cannot read the audio: {e}"))?;
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_AUDIO_BYTES)
+        .read_to_vec()
+        .map_err(|e| format!("cannot read the audio: {e}"))?;
     if !(200..300).contains(&status) {
-        return Err(format!("POST {url} answered {status}: {}", String::from_utf8_lossy(&bytes).chars().take(300).collect::<String>()));
+        return Err(format!(
+            "POST {url} answered {status}: {}",
+            String::from_utf8_lossy(&bytes)
+                .chars()
+                .take(300)
+                .collect::<String>()
+        ));
     }
     Ok(bytes)
 }
@@ -232,17 +332,42 @@ fn post_for_audio(url: &str, headers: &[(&str, String)], body: &Value) -> Result
 /// ffmpeg when installed, else sox. `Err` when neither can.
 pub fn convert(from: &Path, to: &Path) -> Result<(), String> {
     let (program, args): (PathBuf, Vec<String>) = if let Some(ffmpeg) = find_program(&["ffmpeg"]) {
-        (ffmpeg, vec!["-y".into(), "-loglevel".into(), "error".into(), "-i".into(), from.display().to_string(), to.display().to_string()])
+        (
+            ffmpeg,
+            vec![
+                "-y".into(),
+                "-loglevel".into(),
+                "error".into(),
+                "-i".into(),
+                from.display().to_string(),
+                to.display().to_string(),
+            ],
+        )
     } else if let Some(sox) = find_program(&["sox"]) {
-        (sox, vec![from.display().to_string(), to.display().to_string()])
+        (
+            sox,
+            vec![from.display().to_string(), to.display().to_string()],
+        )
     } else {
         return Err("neither ffmpeg nor sox is installed".into());
     };
-    let out = Command::new(&program).args(&args).stdin(Stdio::null()).output().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let out = Command::new(&program)
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
     if out.status.success() && to.is_file() {
         Ok(())
     } else {
         let _ = std::fs::remove_file(to);
-        Err(format!("{} could not convert: {}", program.display(), String::from_utf8_lossy(&out.stderr).trim().chars().take(300).collect::<String>()))
+        Err(format!(
+            "{} could not convert: {}",
+            program.display(),
+            String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .chars()
+                .take(300)
+                .collect::<String>()
+        ))
     }
 }

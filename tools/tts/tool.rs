@@ -15,10 +15,16 @@ fn resolve(config: &TtsConfig) -> Result<Provider, String> {
     if let Some(name) = config.provider_name() {
         return Provider::from_name(&name).ok_or_else(|| {
             let known: Vec<&str> = Provider::ALL.iter().map(|p| p.name()).collect();
-            format!("tts.provider '{name}' is not an engine of this runtime (known: {})", known.join(", "))
+            format!(
+                "tts.provider '{name}' is not an engine of this runtime (known: {})",
+                known.join(", ")
+            )
         });
     }
-    Ok([Provider::Piper, Provider::Espeak].into_iter().find(|p| p.availability(config).is_ok()).unwrap_or(Provider::Edge))
+    Ok([Provider::Piper, Provider::Espeak]
+        .into_iter()
+        .find(|p| p.availability(config).is_ok())
+        .unwrap_or(Provider::Edge))
 }
 
 /// Available exactly when the engine that a call would use can run.
@@ -50,17 +56,31 @@ pub fn text_to_speech(
         Err(e) => return fail(format!("TTS configuration error: {e}")),
     };
     if let Err(why) = provider.availability(&config) {
-        return fail(format!("TTS provider {} is not available: {why}", provider.name()));
+        return fail(format!(
+            "TTS provider {} is not available: {why}",
+            provider.name()
+        ));
     }
     let text: String = text.chars().take(provider.max_chars()).collect();
-    let target = match output_path.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+    let target = match output_path
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
         Some(given) => {
-            if std::path::Path::new(given).components().any(|c| c == std::path::Component::ParentDir) {
-                return fail(format!("output_path contains a '..' component: {given}. Use a path without '..'."));
+            if std::path::Path::new(given)
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+            {
+                return fail(format!(
+                    "output_path contains a '..' component: {given}. Use a path without '..'."
+                ));
             }
             let resolved = ctx.resolve_path(given);
             if crate::tools::file::paths::is_device_path(&resolved) {
-                return fail(format!("Refusing to write {given}: it is a device or kernel file."));
+                return fail(format!(
+                    "Refusing to write {given}: it is a device or kernel file."
+                ));
             }
             if resolved.is_dir() {
                 return fail(format!("{given} is a folder; give a file path."));
@@ -69,7 +89,9 @@ pub fn text_to_speech(
         }
         None => {
             let stamp = chrono::Local::now().format("%Y%m%d_%H%M%S_%3f");
-            ctx.hermes_home().join("cache/audio").join(format!("tts_{stamp}.{}", provider.native_extension()))
+            ctx.hermes_home()
+                .join("cache/audio")
+                .join(format!("tts_{stamp}.{}", provider.native_extension()))
         }
     };
     if let Some(parent) = target.parent() {
@@ -100,9 +122,17 @@ pub fn text_to_speech(
 /// Synthesises in the engine's own format beside `target`, then converts when the
 /// requested extension differs. Without a converter the native file is kept under
 /// the target's name with the native extension, and that path is returned.
-fn synthesize_to(provider: Provider, text: &str, target: &std::path::Path, config: &TtsConfig) -> Result<PathBuf, String> {
+fn synthesize_to(
+    provider: Provider,
+    text: &str,
+    target: &std::path::Path,
+    config: &TtsConfig,
+) -> Result<PathBuf, String> {
     let native = provider.native_extension();
-    let wanted = target.extension().and_then(|e| e.to_str()).map(str::to_lowercase);
+    let wanted = target
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_lowercase);
     let keyed = matches!(provider, Provider::OpenAi | Provider::ElevenLabs);
     if wanted.as_deref() == Some(native) || (keyed && wanted.is_some()) {
         provider.synthesize(text, target, config)?;
@@ -116,14 +146,16 @@ fn synthesize_to(provider: Provider, text: &str, target: &std::path::Path, confi
     let result = provider.synthesize(text, &temp, config).and_then(|_| {
         if wanted.is_none() {
             let file = target.with_extension(native);
-            std::fs::rename(&temp, &file).map_err(|e| format!("cannot move the audio into place: {e}"))?;
+            std::fs::rename(&temp, &file)
+                .map_err(|e| format!("cannot move the audio into place: {e}"))?;
             return Ok(file);
         }
         match providers::convert(&temp, target) {
             Ok(()) => Ok(target.to_path_buf()),
             Err(_) => {
                 let file = target.with_extension(native);
-                std::fs::rename(&temp, &file).map_err(|e| format!("cannot move the audio into place: {e}"))?;
+                std::fs::rename(&temp, &file)
+                    .map_err(|e| format!("cannot move the audio into place: {e}"))?;
                 Ok(file)
             }
         }

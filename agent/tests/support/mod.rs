@@ -47,12 +47,17 @@ impl ScriptedModel {
     /// Replies in order; past the end of the script, a final answer "script exhausted".
     pub fn script(replies: Vec<Reply>) -> ScriptedModel {
         ScriptedModel::respond(move |_, n| {
-            replies.get(n).cloned().unwrap_or_else(|| Reply::Json(final_answer("script exhausted")))
+            replies
+                .get(n)
+                .cloned()
+                .unwrap_or_else(|| Reply::Json(final_answer("script exhausted")))
         })
     }
 
     /// `responder(request_body, request_number)` decides each reply.
-    pub fn respond(responder: impl Fn(&Value, usize) -> Reply + Send + Sync + 'static) -> ScriptedModel {
+    pub fn respond(
+        responder: impl Fn(&Value, usize) -> Reply + Send + Sync + 'static,
+    ) -> ScriptedModel {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let address = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -75,7 +80,12 @@ impl ScriptedModel {
                 }
             });
         }
-        ScriptedModel { base_url: format!("http://{address}/v1"), requests, stop, address }
+        ScriptedModel {
+            base_url: format!("http://{address}/v1"),
+            requests,
+            stop,
+            address,
+        }
     }
 
     pub fn request_count(&self) -> usize {
@@ -95,7 +105,12 @@ impl Drop for ScriptedModel {
     }
 }
 
-fn serve_one(stream: TcpStream, requests: &Mutex<Vec<Value>>, responder: &Responder, counter: &AtomicUsize) {
+fn serve_one(
+    stream: TcpStream,
+    requests: &Mutex<Vec<Value>>,
+    responder: &Responder,
+    counter: &AtomicUsize,
+) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut request_line = String::new();
@@ -153,7 +168,10 @@ fn write_reply(mut stream: TcpStream, reply: Reply) {
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body.as_bytes())).and_then(|_| stream.flush());
+    let _ = stream
+        .write_all(head.as_bytes())
+        .and_then(|_| stream.write_all(body.as_bytes()))
+        .and_then(|_| stream.flush());
 }
 
 /// A completion whose message is a final answer.
@@ -192,6 +210,12 @@ pub fn last_message(request: &Value, role: &str) -> Option<String> {
 pub fn offered_tools(request: &Value) -> Vec<String> {
     request["tools"]
         .as_array()
-        .map(|tools| tools.iter().filter_map(|t| t["function"]["name"].as_str()).map(str::to_owned).collect())
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }

@@ -18,16 +18,16 @@ use regex::Regex;
 use crate::rules::lazy_set::LazySet;
 use crate::rules::rule_literals;
 
+use crate::disks::{disk_use, DiskUse};
+use crate::pipelines;
 use crate::rules::hardline::{is_fork_bomb, is_raw_device_wipe};
 use crate::rules::paths::{
     hermes_env_or_config, project_sensitive, sensitive, system_config, user_sensitive,
     BLOCK_DEVICE, PATH_END,
 };
-use crate::disks::{disk_use, DiskUse};
-use crate::pipelines;
 use crate::sudo;
-use crate::writes::{is_system_path, moved_away_paths, written_paths};
 use crate::variants::Analysis;
+use crate::writes::{is_system_path, moved_away_paths, written_paths};
 
 enum Check {
     Anywhere(String),
@@ -77,7 +77,8 @@ fn code(key: &'static str, check: fn(&Analysis) -> bool) -> Rule {
 const GATEWAY_OUTSIDE_SYSTEMD: &str =
     "start gateway outside systemd (use 'systemctl --user restart hermes-gateway')";
 const PACKAGE_UNINSTALL: &str = "package manager uninstall";
-const DYNAMIC_COMMAND: &str = "command name only known at run time (variable, substitution or glob in command position)";
+const DYNAMIC_COMMAND: &str =
+    "command name only known at run time (variable, substitution or glob in command position)";
 const SYSTEM_FILE_WRITE: &str = "overwrite, move or truncate a system or credential file";
 
 fn stdin_program_key(analysis: &Analysis) -> Option<&'static str> {
@@ -90,9 +91,21 @@ fn stdin_program_key(analysis: &Analysis) -> Option<&'static str> {
 
 /// Home-relative files whose change grants access or runs code at the next login.
 const USER_CREDENTIAL_FILES: &[&str] = &[
-    "~/.ssh/", "~/.bashrc", "~/.bash_profile", "~/.profile", "~/.zshrc", "~/.zprofile", "~/.netrc",
-    "~/.pgpass", "~/.aws/", "~/.config/gcloud/", "~/.kube/config", "~/.docker/config.json",
-    "~/.hermes/.env", "~/.hermes/config.yaml", "~/.gnupg/",
+    "~/.ssh/",
+    "~/.bashrc",
+    "~/.bash_profile",
+    "~/.profile",
+    "~/.zshrc",
+    "~/.zprofile",
+    "~/.netrc",
+    "~/.pgpass",
+    "~/.aws/",
+    "~/.config/gcloud/",
+    "~/.kube/config",
+    "~/.docker/config.json",
+    "~/.hermes/.env",
+    "~/.hermes/config.yaml",
+    "~/.gnupg/",
 ];
 
 fn is_credential_file(path: &str) -> bool {
@@ -497,22 +510,22 @@ fn rule_table() -> Vec<Rule> {
             "sudo with combined-flag privilege escalation",
             sudo::has_combined_privilege_flag,
         ),
-        code(
-            pipelines::REMOTE_TO_SHELL,
-            |a| stdin_program_key(a) == Some(pipelines::REMOTE_TO_SHELL),
-        ),
-        code(
-            pipelines::REMOTE_TO_INTERPRETER,
-            |a| stdin_program_key(a) == Some(pipelines::REMOTE_TO_INTERPRETER),
-        ),
-        code(
-            pipelines::PIPE_TO_PROGRAM,
-            |a| stdin_program_key(a) == Some(pipelines::PIPE_TO_PROGRAM),
-        ),
+        code(pipelines::REMOTE_TO_SHELL, |a| {
+            stdin_program_key(a) == Some(pipelines::REMOTE_TO_SHELL)
+        }),
+        code(pipelines::REMOTE_TO_INTERPRETER, |a| {
+            stdin_program_key(a) == Some(pipelines::REMOTE_TO_INTERPRETER)
+        }),
+        code(pipelines::PIPE_TO_PROGRAM, |a| {
+            stdin_program_key(a) == Some(pipelines::PIPE_TO_PROGRAM)
+        }),
         code(DYNAMIC_COMMAND, |a| a.commands().any(|c| c.dynamic_exec)),
         code(
             "define a shell alias (later commands run under another name)",
-            |a| a.commands().any(|c| c.exec_name == "alias" && c.arg_values().any(|v| v.contains('='))),
+            |a| {
+                a.commands()
+                    .any(|c| c.exec_name == "alias" && c.arg_values().any(|v| v.contains('=')))
+            },
         ),
         code(SYSTEM_FILE_WRITE, writes_system_file),
         at_executable(
@@ -623,9 +636,15 @@ pub(crate) fn dangerous_rule_finding(analysis: &Analysis) -> Option<&'static str
         .zip(&compiled.set_index)
         .find_map(|(rule, index)| {
             let hit = match (&rule.check, index) {
-                (Check::Anywhere(_), Some(i)) => compiled.anywhere.matches_any(*i, &analysis.texts, &anywhere),
+                (Check::Anywhere(_), Some(i)) => {
+                    compiled
+                        .anywhere
+                        .matches_any(*i, &analysis.texts, &anywhere)
+                }
                 (Check::AtExecutable(_), Some(i)) => {
-                    compiled.at_executable.matches_any(*i, &analysis.exec_lines, &at_executable)
+                    compiled
+                        .at_executable
+                        .matches_any(*i, &analysis.exec_lines, &at_executable)
                 }
                 (Check::Code(check), _) => check(analysis),
                 _ => false,
@@ -673,18 +692,24 @@ static SQL_WHERE: LazyLock<Regex> =
 /// A necessary condition of a case-insensitive keyword match (none of these keywords has
 /// a letter whose Unicode case folding reaches beyond ASCII, such as `k` or `s`).
 fn contains_ascii_ci(text: &str, keyword: &str) -> bool {
-    text.as_bytes().windows(keyword.len()).any(|window| window.eq_ignore_ascii_case(keyword.as_bytes()))
+    text.as_bytes()
+        .windows(keyword.len())
+        .any(|window| window.eq_ignore_ascii_case(keyword.as_bytes()))
 }
 
 fn sql_delete_without_where(analysis: &Analysis) -> bool {
     // Only texts with the keyword get to the regexes (and compile them).
-    analysis.texts.iter().filter(|text| contains_ascii_ci(text, "delete")).any(|text| {
-        SQL_DELETE_FROM.find_iter(text).any(|m| {
-            let rest = &text[m.end()..];
-            let line = rest.split('\n').next().unwrap_or(rest);
-            !SQL_WHERE.is_match(line)
+    analysis
+        .texts
+        .iter()
+        .filter(|text| contains_ascii_ci(text, "delete"))
+        .any(|text| {
+            SQL_DELETE_FROM.find_iter(text).any(|m| {
+                let rest = &text[m.end()..];
+                let line = rest.split('\n').next().unwrap_or(rest);
+                !SQL_WHERE.is_match(line)
+            })
         })
-    })
 }
 
 /// The literal text before the first unquoted glob/brace character of a word, if any.
@@ -730,10 +755,12 @@ static HERMES_WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)(?-u:\b)hermes(?-u:\b)|ai\.hermes").expect("valid regex"));
 
 fn launchctl_hermes_lifecycle(analysis: &Analysis) -> bool {
-    analysis
-        .texts
-        .iter()
-        .any(|t| contains_ascii_ci(t, "launchctl") && LAUNCHCTL.is_match(t) && LAUNCHCTL_VERB.is_match(t) && HERMES_WORD.is_match(t))
+    analysis.texts.iter().any(|t| {
+        contains_ascii_ci(t, "launchctl")
+            && LAUNCHCTL.is_match(t)
+            && LAUNCHCTL_VERB.is_match(t)
+            && HERMES_WORD.is_match(t)
+    })
 }
 
 #[cfg(test)]
@@ -750,12 +777,26 @@ mod tests {
     /// Texts to compare on: every corpus command, as written and upper-cased, and each
     /// line split at its separators (closer to the texts the analysis produces).
     fn sample_texts() -> Vec<String> {
-        let corpora = [include_str!("../../tests/corpus/categories.tsv"), include_str!("../../tests/holdout/unseen.tsv")];
+        let corpora = [
+            include_str!("../../tests/corpus/categories.tsv"),
+            include_str!("../../tests/holdout/unseen.tsv"),
+        ];
         let mut texts = Vec::new();
-        for line in corpora.iter().flat_map(|c| c.lines()).filter(|l| !l.starts_with('#')) {
-            let command = line.split_once('\t').map_or(line, |(_, c)| c).replace("\\n", "\n");
+        for line in corpora
+            .iter()
+            .flat_map(|c| c.lines())
+            .filter(|l| !l.starts_with('#'))
+        {
+            let command = line
+                .split_once('\t')
+                .map_or(line, |(_, c)| c)
+                .replace("\\n", "\n");
             texts.push(command.to_uppercase());
-            texts.extend(command.split([';', '|', '&']).map(|part| part.trim().to_string()));
+            texts.extend(
+                command
+                    .split([';', '|', '&'])
+                    .map(|part| part.trim().to_string()),
+            );
             texts.push(command);
         }
         texts
@@ -768,7 +809,10 @@ mod tests {
         let texts = sample_texts();
         for anchored in [false, true] {
             let patterns = patterns_of_kind(anchored);
-            let eager = RegexSetBuilder::new(patterns.iter().map(|(full, _)| full)).size_limit(64 << 20).build().unwrap();
+            let eager = RegexSetBuilder::new(patterns.iter().map(|(full, _)| full))
+                .size_limit(64 << 20)
+                .build()
+                .unwrap();
             // Literals read afresh, not the remembered ones (another test keeps those fresh).
             let lazy = LazySet::new(patterns.clone(), &[]);
             let mut hits = 0;
@@ -778,7 +822,12 @@ mod tests {
                 let expected = eager.matches(text.as_bytes());
                 for slot in 0..patterns.len() {
                     let got = lazy.matches_any(slot, one, &candidates);
-                    assert_eq!(got, expected.matched(slot), "pattern {:?} on {text:?}", patterns[slot].0);
+                    assert_eq!(
+                        got,
+                        expected.matched(slot),
+                        "pattern {:?} on {text:?}",
+                        patterns[slot].0
+                    );
                     hits += usize::from(got);
                 }
             }
@@ -791,14 +840,19 @@ mod tests {
         rule_table()
             .into_iter()
             .filter_map(|rule| match (rule.check, anchored) {
-                (Check::Anywhere(p), false) | (Check::AtExecutable(p), true) => Some((compile_pattern(&p, anchored), p)),
+                (Check::Anywhere(p), false) | (Check::AtExecutable(p), true) => {
+                    Some((compile_pattern(&p, anchored), p))
+                }
                 _ => None,
             })
             .collect()
     }
 
     fn bare_patterns(anchored: bool) -> Vec<String> {
-        patterns_of_kind(anchored).into_iter().map(|(_, bare)| bare).collect()
+        patterns_of_kind(anchored)
+            .into_iter()
+            .map(|(_, bare)| bare)
+            .collect()
     }
 
     /// `rule_literals.rs` holds the literals of the current rules; when it does not, this
@@ -816,7 +870,9 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/rules/rule_literals.rs");
         if std::fs::read_to_string(path).ok().as_deref() != Some(source.as_str()) {
             std::fs::write(path, &source).expect("rule_literals.rs is writable");
-            panic!("src/rules/rule_literals.rs was stale and has been rewritten; review and commit it");
+            panic!(
+                "src/rules/rule_literals.rs was stale and has been rewritten; review and commit it"
+            );
         }
     }
 
@@ -825,7 +881,14 @@ mod tests {
     fn almost_every_rule_has_a_required_literal() {
         let patterns = patterns_of_kind(false);
         let lazy = LazySet::new(patterns.clone(), &[]);
-        let unfiltered: Vec<&str> = lazy.unfiltered().iter().map(|&i| patterns[i].1.as_str()).collect();
-        assert!(unfiltered.len() <= 2, "rules without a literal: {unfiltered:#?}");
+        let unfiltered: Vec<&str> = lazy
+            .unfiltered()
+            .iter()
+            .map(|&i| patterns[i].1.as_str())
+            .collect();
+        assert!(
+            unfiltered.len() <= 2,
+            "rules without a literal: {unfiltered:#?}"
+        );
     }
 }

@@ -12,7 +12,9 @@ use crate::command::SimpleCommand;
 use crate::disks::{disk_use, DiskUse};
 use crate::rules::paths::{is_block_device, BLOCK_DEVICE};
 use crate::variants::{Analysis, Source};
-use crate::writes::{moved_away_paths, normalise_absolute, operands, written_paths, POWER_STATE, SYSRQ_TRIGGER};
+use crate::writes::{
+    moved_away_paths, normalise_absolute, operands, written_paths, POWER_STATE, SYSRQ_TRIGGER,
+};
 use crate::GuardContext;
 
 pub(crate) const ROOT_DELETE: &str = "recursive delete of root filesystem";
@@ -34,7 +36,8 @@ pub(crate) const SIGNAL_INIT: &str = "signal to init (PID 1)";
 pub(crate) const SYSRQ: &str = "write to /proc/sysrq-trigger (instant reboot, crash or power-off)";
 pub(crate) const DISK_REWRITE: &str = "partition table or disk rewrite";
 pub(crate) const SYSTEM_DIR_MOVE: &str = "move of root, system or home directory";
-pub(crate) const SYSTEM_PERMISSIONS: &str = "recursive permission or ownership change of system directory";
+pub(crate) const SYSTEM_PERMISSIONS: &str =
+    "recursive permission or ownership change of system directory";
 
 const SYSTEM_DIRS: &[&str] = &[
     "home", "root", "etc", "usr", "var", "bin", "sbin", "boot", "lib",
@@ -134,21 +137,39 @@ fn delete_key(target: DeleteTarget) -> Option<&'static str> {
     }
 }
 
-fn rm_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str>) -> Option<&'static str> {
+fn rm_finding(
+    command: &SimpleCommand,
+    ctx: &GuardContext,
+    cwd: Option<&str>,
+) -> Option<&'static str> {
     worst_target(operands(command, &[]), ctx, cwd).and_then(delete_key)
 }
 
 /// `tar --remove-files` deletes what it archived; `find START -delete` / `-exec rm` deletes
 /// what it walks.
-fn deleting_tool_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str>) -> Option<&'static str> {
+fn deleting_tool_finding(
+    command: &SimpleCommand,
+    ctx: &GuardContext,
+    cwd: Option<&str>,
+) -> Option<&'static str> {
     let args: Vec<&str> = command.arg_values().collect();
     let operands: Vec<&str> = match command.exec_name.as_str() {
-        "tar" | "bsdtar" | "gtar" if args.contains(&"--remove-files") => {
-            operands(command, &["-f", "--file", "-C", "--directory", "-T", "--files-from", "-X", "--exclude-from"])
-                .into_iter()
-                .filter(|o| !o.ends_with(".tar") && !o.contains(".tar.") && !o.ends_with(".tgz"))
-                .collect()
-        }
+        "tar" | "bsdtar" | "gtar" if args.contains(&"--remove-files") => operands(
+            command,
+            &[
+                "-f",
+                "--file",
+                "-C",
+                "--directory",
+                "-T",
+                "--files-from",
+                "-X",
+                "--exclude-from",
+            ],
+        )
+        .into_iter()
+        .filter(|o| !o.ends_with(".tar") && !o.contains(".tar.") && !o.ends_with(".tgz"))
+        .collect(),
         "find" if deletes_what_it_finds(&args) => args
             .iter()
             .take_while(|a| !a.starts_with(['-', '(', '!']))
@@ -163,7 +184,9 @@ fn deletes_what_it_finds(args: &[&str]) -> bool {
     args.iter().enumerate().any(|(i, a)| {
         *a == "-delete"
             || (matches!(*a, "-exec" | "-execdir" | "-ok" | "-okdir")
-                && args.get(i + 1).is_some_and(|p| crate::command::basename(p) == "rm"))
+                && args
+                    .get(i + 1)
+                    .is_some_and(|p| crate::command::basename(p) == "rm"))
     })
 }
 
@@ -171,20 +194,39 @@ fn is_recursive_option(value: &str) -> bool {
     value == "--recursive" || short_cluster(value).is_some_and(|c| c.contains('R'))
 }
 
-fn permission_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str>) -> Option<&'static str> {
-    if !matches!(command.exec_name.as_str(), "chmod" | "chown" | "chgrp" | "setfacl" | "chattr") {
+fn permission_finding(
+    command: &SimpleCommand,
+    ctx: &GuardContext,
+    cwd: Option<&str>,
+) -> Option<&'static str> {
+    if !matches!(
+        command.exec_name.as_str(),
+        "chmod" | "chown" | "chgrp" | "setfacl" | "chattr"
+    ) {
         return None;
     }
-    if !command.arg_values().take_while(|v| *v != "--").any(is_recursive_option) {
+    if !command
+        .arg_values()
+        .take_while(|v| *v != "--")
+        .any(is_recursive_option)
+    {
         return None;
     }
-    match worst_target(operands(command, &["-m", "-M", "-x", "-X", "--reference"]), ctx, cwd) {
+    match worst_target(
+        operands(command, &["-m", "-M", "-x", "-X", "--reference"]),
+        ctx,
+        cwd,
+    ) {
         Some(DeleteTarget::Root | DeleteTarget::SystemDir) => Some(SYSTEM_PERMISSIONS),
         _ => None,
     }
 }
 
-fn move_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str>) -> Option<&'static str> {
+fn move_finding(
+    command: &SimpleCommand,
+    ctx: &GuardContext,
+    cwd: Option<&str>,
+) -> Option<&'static str> {
     let sources = moved_away_paths(command);
     worst_target(sources.iter().map(String::as_str), ctx, cwd).map(|_| SYSTEM_DIR_MOVE)
 }
@@ -239,31 +281,63 @@ fn first_verb(command: &SimpleCommand, value_options: &[&str]) -> Option<String>
 }
 
 const SYSTEMCTL_VALUE_OPTIONS: &[&str] = &[
-    "-H", "-M", "-t", "-p", "-s", "-o", "-n", "--host", "--machine", "--type", "--property", "--signal",
-    "--output", "--lines", "--root", "--kill-whom",
+    "-H",
+    "-M",
+    "-t",
+    "-p",
+    "-s",
+    "-o",
+    "-n",
+    "--host",
+    "--machine",
+    "--type",
+    "--property",
+    "--signal",
+    "--output",
+    "--lines",
+    "--root",
+    "--kill-whom",
 ];
 
 /// Targets whose activation stops or restarts the whole system.
 const POWER_TARGETS: &[&str] = &[
-    "poweroff", "reboot", "halt", "kexec", "rescue", "emergency", "shutdown", "soft-reboot", "ctrl-alt-del",
-    "final", "sleep", "suspend", "hibernate", "hybrid-sleep",
+    "poweroff",
+    "reboot",
+    "halt",
+    "kexec",
+    "rescue",
+    "emergency",
+    "shutdown",
+    "soft-reboot",
+    "ctrl-alt-del",
+    "final",
+    "sleep",
+    "suspend",
+    "hibernate",
+    "hybrid-sleep",
 ];
 
 fn is_power_target(unit: &str) -> bool {
     let unit = unit.to_lowercase();
-    unit.strip_suffix(".target")
-        .is_some_and(|name| POWER_TARGETS.contains(&name) && !matches!(name, "sleep" | "suspend" | "hibernate" | "hybrid-sleep"))
+    unit.strip_suffix(".target").is_some_and(|name| {
+        POWER_TARGETS.contains(&name)
+            && !matches!(name, "sleep" | "suspend" | "hibernate" | "hybrid-sleep")
+    })
 }
 
 fn systemctl_finding(command: &SimpleCommand) -> Option<&'static str> {
     let verb = first_verb(command, SYSTEMCTL_VALUE_OPTIONS)?;
     match verb.as_str() {
-        "poweroff" | "reboot" | "halt" | "kexec" | "rescue" | "emergency" | "soft-reboot" => Some(SYSTEMCTL_POWER),
-        "start" | "isolate" | "restart" | "try-restart" | "reload-or-restart" | "enqueue" => operands(command, SYSTEMCTL_VALUE_OPTIONS)
-            .iter()
-            .skip(1)
-            .any(|unit| is_power_target(unit))
-            .then_some(SYSTEMCTL_POWER),
+        "poweroff" | "reboot" | "halt" | "kexec" | "rescue" | "emergency" | "soft-reboot" => {
+            Some(SYSTEMCTL_POWER)
+        }
+        "start" | "isolate" | "restart" | "try-restart" | "reload-or-restart" | "enqueue" => {
+            operands(command, SYSTEMCTL_VALUE_OPTIONS)
+                .iter()
+                .skip(1)
+                .any(|unit| is_power_target(unit))
+                .then_some(SYSTEMCTL_POWER)
+        }
         _ => None,
     }
 }
@@ -274,38 +348,59 @@ fn kill_finding(command: &SimpleCommand) -> Option<&'static str> {
     if args.contains(&"-1") {
         return Some(KILL_ALL);
     }
-    if args.iter().any(|a| matches!(*a, "-l" | "-L" | "--list" | "--table")) {
+    if args
+        .iter()
+        .any(|a| matches!(*a, "-l" | "-L" | "--list" | "--table"))
+    {
         return None;
     }
-    operands(command, &["-s", "-n", "--signal", "-q", "--queue", "--timeout"])
-        .into_iter()
-        .find_map(|pid| match pid {
-            "-1" => Some(KILL_ALL),
-            "1" => Some(SIGNAL_INIT),
-            _ => None,
-        })
+    operands(
+        command,
+        &["-s", "-n", "--signal", "-q", "--queue", "--timeout"],
+    )
+    .into_iter()
+    .find_map(|pid| match pid {
+        "-1" => Some(KILL_ALL),
+        "1" => Some(SIGNAL_INIT),
+        _ => None,
+    })
 }
 
 /// D-Bus calls asking logind to power the machine off or restart it.
 fn dbus_power_call(command: &SimpleCommand) -> bool {
-    let text: String = command.arg_values().collect::<Vec<_>>().join(" ").to_lowercase();
+    let text: String = command
+        .arg_values()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase();
     text.contains("login1")
-        && ["poweroff", "reboot", "halt", "kexec", "suspend", "hibernate"]
-            .iter()
-            .any(|verb| text.contains(verb))
+        && [
+            "poweroff",
+            "reboot",
+            "halt",
+            "kexec",
+            "suspend",
+            "hibernate",
+        ]
+        .iter()
+        .any(|verb| text.contains(verb))
 }
 
 fn writes_power_file(command: &SimpleCommand) -> Option<&'static str> {
-    written_paths(command).iter().find_map(|path| {
-        match normalise_absolute(path).as_deref() {
+    written_paths(command)
+        .iter()
+        .find_map(|path| match normalise_absolute(path).as_deref() {
             Some(SYSRQ_TRIGGER) => Some(SYSRQ),
             Some(POWER_STATE) => Some(SHUTDOWN),
             _ => None,
-        }
-    })
+        })
 }
 
-fn command_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str>) -> Option<&'static str> {
+fn command_finding(
+    command: &SimpleCommand,
+    ctx: &GuardContext,
+    cwd: Option<&str>,
+) -> Option<&'static str> {
     if command
         .redirects
         .iter()
@@ -321,7 +416,8 @@ fn command_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str
     let first_arg = || command.args().first().map(|w| w.value.to_lowercase());
     let found = match name {
         "rm" => rm_finding(command, ctx, cwd),
-        "mkfs" | "mke2fs" | "mkntfs" | "mkdosfs" | "mkexfatfs" | "mkreiserfs" | "mkudffs" | "mkfs_msdos" => Some(MKFS),
+        "mkfs" | "mke2fs" | "mkntfs" | "mkdosfs" | "mkexfatfs" | "mkreiserfs" | "mkudffs"
+        | "mkfs_msdos" => Some(MKFS),
         n if n.starts_with("mkfs.") => Some(MKFS),
         "mkswap" | "newfs" => any_block_device(command).then_some(MKFS),
         n if n.starts_with("newfs_") => any_block_device(command).then_some(MKFS),
@@ -345,7 +441,9 @@ fn command_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str
                 .any(|v| ERASERS.contains(&v.as_str()))
                 .then_some(MKFS)
         }
-        "wipefs" | "sgdisk" | "blkdiscard" | "shred" if is_raw_device_wipe(command) => Some(RAW_WIPE),
+        "wipefs" | "sgdisk" | "blkdiscard" | "shred" if is_raw_device_wipe(command) => {
+            Some(RAW_WIPE)
+        }
         "dd" => command
             .arg_values()
             .any(|v| {
@@ -356,9 +454,20 @@ fn command_finding(command: &SimpleCommand, ctx: &GuardContext, cwd: Option<&str
         "kill" => kill_finding(command),
         "killall5" => Some(KILL_ALL),
         "shutdown" | "reboot" | "halt" | "poweroff" => Some(SHUTDOWN),
-        "kexec" => (!command
-            .arg_values()
-            .any(|v| matches!(v, "-l" | "--load" | "-p" | "--load-panic" | "-u" | "--unload" | "-h" | "--help" | "-v" | "--version")))
+        "kexec" => (!command.arg_values().any(|v| {
+            matches!(
+                v,
+                "-l" | "--load"
+                    | "-p"
+                    | "--load-panic"
+                    | "-u"
+                    | "--unload"
+                    | "-h"
+                    | "--help"
+                    | "-v"
+                    | "--version"
+            )
+        }))
         .then_some(SHUTDOWN),
         "busctl" | "dbus-send" | "gdbus" | "qdbus" => dbus_power_call(command).then_some(SHUTDOWN),
         "init" | "telinit" => match first_arg().as_deref() {
@@ -422,9 +531,9 @@ pub(crate) fn is_fork_bomb(text: &str) -> bool {
     // Both shapes need a brace and a pipe; most commands have neither.
     (text.contains('{') && text.contains('|'))
         && (FORK_BOMB_COLON.is_match(text)
-        || FORK_BOMB_NAMED
-            .captures_iter(text)
-            .any(|c| c[1] == c[2] && c[2] == c[3]))
+            || FORK_BOMB_NAMED
+                .captures_iter(text)
+                .any(|c| c[1] == c[2] && c[2] == c[3]))
 }
 
 const SHELL_CARRIERS: &[&str] = &["eval", "sh", "bash", "zsh", "ksh", "dash", "source", "."];

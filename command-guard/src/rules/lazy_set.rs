@@ -62,9 +62,13 @@ impl LazySet {
         let mut unfiltered = Vec::new();
         let mut slots = Vec::with_capacity(rules.len());
         for (index, (pattern, bare)) in rules.into_iter().enumerate() {
-            let remembered = known.get(index).filter(|k| k.fingerprint == fingerprint(&bare));
+            let remembered = known
+                .get(index)
+                .filter(|k| k.fingerprint == fingerprint(&bare));
             let required = match remembered {
-                Some(k) => k.literals.map(|set| set.iter().map(|l| l.as_bytes().to_vec()).collect()),
+                Some(k) => k
+                    .literals
+                    .map(|set| set.iter().map(|l| l.as_bytes().to_vec()).collect()),
                 None => required_literals_of(&bare),
             };
             match required {
@@ -82,7 +86,10 @@ impl LazySet {
                 }
                 None => unfiltered.push(index),
             }
-            slots.push(Slot { pattern, regex: OnceLock::new() });
+            slots.push(Slot {
+                pattern,
+                regex: OnceLock::new(),
+            });
         }
         let automaton = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
@@ -92,13 +99,21 @@ impl LazySet {
             .kind(Some(AhoCorasickKind::NoncontiguousNFA))
             .build(&literals)
             .expect("rule literals build an automaton");
-        LazySet { slots, automaton, slots_of_literal, unfiltered }
+        LazySet {
+            slots,
+            automaton,
+            slots_of_literal,
+            unfiltered,
+        }
     }
 
     /// The slots each text may match (one automaton pass per text).
     pub(crate) fn candidates(&self, texts: &[String]) -> Candidates {
         let words_per_text = self.slots.len().div_ceil(64).max(1);
-        let mut candidates = Candidates { words_per_text, bits: vec![0; words_per_text * texts.len()] };
+        let mut candidates = Candidates {
+            words_per_text,
+            bits: vec![0; words_per_text * texts.len()],
+        };
         for (text_index, text) in texts.iter().enumerate() {
             for &slot in &self.unfiltered {
                 candidates.set(text_index, slot);
@@ -113,11 +128,15 @@ impl LazySet {
     }
 
     /// Whether the regex of `slot` matches any of `texts` (those it is a candidate for).
-    pub(crate) fn matches_any(&self, slot: usize, texts: &[String], candidates: &Candidates) -> bool {
-        texts
-            .iter()
-            .enumerate()
-            .any(|(index, text)| candidates.get(index, slot) && self.regex(slot).is_match(text.as_bytes()))
+    pub(crate) fn matches_any(
+        &self,
+        slot: usize,
+        texts: &[String],
+        candidates: &Candidates,
+    ) -> bool {
+        texts.iter().enumerate().any(|(index, text)| {
+            candidates.get(index, slot) && self.regex(slot).is_match(text.as_bytes())
+        })
     }
 
     fn regex(&self, slot: usize) -> &Regex {
@@ -153,7 +172,9 @@ pub(crate) struct KnownLiterals {
 
 /// FNV-1a of the pattern text.
 pub(crate) fn fingerprint(pattern: &str) -> u64 {
-    pattern.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3))
+    pattern.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Rust source of a `KnownLiterals` table for `patterns` (what `rule_literals.rs` holds).
@@ -163,12 +184,18 @@ pub(crate) fn known_literals_source(name: &str, patterns: &[String]) -> String {
     for pattern in patterns {
         let literals = match required_literals_of(pattern) {
             Some(set) => {
-                let quoted: Vec<String> = set.iter().map(|l| format!("{:?}", String::from_utf8_lossy(l))).collect();
+                let quoted: Vec<String> = set
+                    .iter()
+                    .map(|l| format!("{:?}", String::from_utf8_lossy(l)))
+                    .collect();
                 format!("Some(&[{}])", quoted.join(", "))
             }
             None => "None".to_string(),
         };
-        out.push_str(&format!("    KnownLiterals {{ fingerprint: {:#018x}, literals: {literals} }},\n", fingerprint(pattern)));
+        out.push_str(&format!(
+            "    KnownLiterals {{ fingerprint: {:#018x}, literals: {literals} }},\n",
+            fingerprint(pattern)
+        ));
     }
     out.push_str("];\n");
     out
@@ -193,7 +220,9 @@ fn required(ast: &Ast) -> Option<Vec<Vec<u8>>> {
             let at_least_once = match &repetition.op.kind {
                 RepetitionKind::OneOrMore => true,
                 RepetitionKind::Range(range) => match range {
-                    RepetitionRange::Exactly(n) | RepetitionRange::AtLeast(n) | RepetitionRange::Bounded(n, _) => *n >= 1,
+                    RepetitionRange::Exactly(n)
+                    | RepetitionRange::AtLeast(n)
+                    | RepetitionRange::Bounded(n, _) => *n >= 1,
                 },
                 RepetitionKind::ZeroOrOne | RepetitionKind::ZeroOrMore => false,
             };
@@ -204,7 +233,10 @@ fn required(ast: &Ast) -> Option<Vec<Vec<u8>>> {
         Ast::Concat(concat) => {
             let mut best: Option<Vec<Vec<u8>>> = None;
             let mut consider = |set: Vec<Vec<u8>>| {
-                if best.as_ref().is_none_or(|b| selectivity(&set) > selectivity(b)) {
+                if best
+                    .as_ref()
+                    .is_none_or(|b| selectivity(&set) > selectivity(b))
+                {
                     best = Some(set);
                 }
             };
@@ -250,7 +282,10 @@ fn required(ast: &Ast) -> Option<Vec<Vec<u8>>> {
 
 /// Longer shortest literal first, then fewer literals.
 fn selectivity(set: &[Vec<u8>]) -> (usize, std::cmp::Reverse<usize>) {
-    (set.iter().map(Vec::len).min().unwrap_or(0), std::cmp::Reverse(set.len()))
+    (
+        set.iter().map(Vec::len).min().unwrap_or(0),
+        std::cmp::Reverse(set.len()),
+    )
 }
 
 #[cfg(test)]
@@ -258,19 +293,32 @@ mod tests {
     use super::required_literals_of;
 
     fn literals(pattern: &str) -> Option<Vec<String>> {
-        required_literals_of(pattern).map(|set| set.into_iter().map(|l| String::from_utf8(l).unwrap()).collect())
+        required_literals_of(pattern).map(|set| {
+            set.into_iter()
+                .map(|l| String::from_utf8(l).unwrap())
+                .collect()
+        })
     }
 
     #[test]
     fn the_most_selective_part_of_a_sequence_is_kept() {
-        assert_eq!(literals(r"\bgit(?:\s+-\S+)*\s+push\b"), Some(vec!["push".into()]));
-        assert_eq!(literals(r#">\s*["']?/dev/(?:sd|hd)[a-z]"#), Some(vec!["/dev/".into()]));
+        assert_eq!(
+            literals(r"\bgit(?:\s+-\S+)*\s+push\b"),
+            Some(vec!["push".into()])
+        );
+        assert_eq!(
+            literals(r#">\s*["']?/dev/(?:sd|hd)[a-z]"#),
+            Some(vec!["/dev/".into()])
+        );
         assert_eq!(literals(r"\brm\s+-[a-z]*r"), Some(vec!["rm".into()]));
     }
 
     #[test]
     fn every_branch_of_an_alternation_must_have_literals() {
-        assert_eq!(literals(r"\b(?:curl|wget)\b"), Some(vec!["curl".into(), "wget".into()]));
+        assert_eq!(
+            literals(r"\b(?:curl|wget)\b"),
+            Some(vec!["curl".into(), "wget".into()])
+        );
         assert_eq!(literals(r"(?:^|x)"), None);
         assert_eq!(literals(r"(?:x|[ab])"), None);
         assert_eq!(literals(r"[\s\S]*"), None);

@@ -3,5 +3,5 @@
 pub(crate) mod dangerous;
 pub(crate) mod hardline;
 pub(crate) mod lazy_set;
-mod rule_literals;
 pub(crate) mod paths;
+mod rule_literals;

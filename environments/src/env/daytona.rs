@@ -35,8 +35,15 @@ pub const MAX_DISK_GIB: u64 = 10;
 const START_WAIT: Duration = Duration::from_secs(600);
 
 /// States on the way to `started`; anything else ends the wait.
-const TRANSIENT_STATES: &[&str] =
-    &["creating", "starting", "pending_build", "building_snapshot", "pulling_snapshot", "restoring", "unknown"];
+const TRANSIENT_STATES: &[&str] = &[
+    "creating",
+    "starting",
+    "pending_build",
+    "building_snapshot",
+    "pulling_snapshot",
+    "restoring",
+    "unknown",
+];
 
 pub struct DaytonaEnv {
     api: Api,
@@ -51,7 +58,10 @@ pub struct DaytonaEnv {
 const MISSING_KEY: &str = "DAYTONA_API_KEY is not set (environment or terminal.daytona_api_key)";
 
 pub fn availability(config: &TerminalConfig) -> Option<String> {
-    config.secret("DAYTONA_API_KEY", "daytona_api_key").is_none().then(|| MISSING_KEY.to_string())
+    config
+        .secret("DAYTONA_API_KEY", "daytona_api_key")
+        .is_none()
+        .then(|| MISSING_KEY.to_string())
 }
 
 fn gib(mb: u64) -> u64 {
@@ -67,7 +77,8 @@ pub fn create_body(config: &TerminalConfig, task_id: &str) -> Value {
     match &config.daytona_snapshot {
         Some(snapshot) => body["snapshot"] = json!(snapshot),
         None => {
-            body["buildInfo"] = json!({"dockerfileContent": format!("FROM {}\n", config.daytona_image)});
+            body["buildInfo"] =
+                json!({"dockerfileContent": format!("FROM {}\n", config.daytona_image)});
             body["cpu"] = json!((config.container_cpu.ceil() as u64).clamp(1, MAX_CPU));
             body["memory"] = json!(gib(config.container_memory_mb).clamp(1, MAX_MEMORY_GIB));
             body["disk"] = json!(gib(config.container_disk_mb).clamp(1, MAX_DISK_GIB));
@@ -79,12 +90,17 @@ pub fn create_body(config: &TerminalConfig, task_id: &str) -> Value {
 /// The command line sent to `process/execute`: bash running the wrapped script, whatever
 /// shell (or none) the toolbox daemon puts in front of it.
 pub fn execute_command(script: &str, login: bool, stdin: Option<&[u8]>, rid: &str) -> String {
-    format!("bash -c {}", sh_quote(&wrapped_script(script, login, stdin, rid)))
+    format!(
+        "bash -c {}",
+        sh_quote(&wrapped_script(script, login, stdin, rid))
+    )
 }
 
 impl DaytonaEnv {
     pub fn start(config: &TerminalConfig, task_id: &str) -> Result<DaytonaEnv, EnvError> {
-        let key = config.secret("DAYTONA_API_KEY", "daytona_api_key").ok_or_else(|| EnvError::new(MISSING_KEY))?;
+        let key = config
+            .secret("DAYTONA_API_KEY", "daytona_api_key")
+            .ok_or_else(|| EnvError::new(MISSING_KEY))?;
         let exec_timeout = config.max_foreground_timeout.max(config.timeout) + 60;
         let http_timeout = Duration::from_secs(exec_timeout + 30);
         let org = config.secret("DAYTONA_ORGANIZATION_ID", "daytona_organization_id");
@@ -92,11 +108,20 @@ impl DaytonaEnv {
             Some(org) => api.header("X-Daytona-Organization-ID", org),
             None => api,
         };
-        let api = with_org(Api::new("Daytona", &config.daytona_api_url, &key, http_timeout));
+        let api = with_org(Api::new(
+            "Daytona",
+            &config.daytona_api_url,
+            &key,
+            http_timeout,
+        ));
         let created = api.json("POST", "/sandbox", Some(&create_body(config, task_id)))?;
         let sandbox_id = created["id"]
             .as_str()
-            .ok_or_else(|| EnvError::new(format!("Daytona API: the created sandbox has no id: {created}")))?
+            .ok_or_else(|| {
+                EnvError::new(format!(
+                    "Daytona API: the created sandbox has no id: {created}"
+                ))
+            })?
             .to_string();
         let started = match wait_until_started(&api, &sandbox_id, created) {
             Ok(started) => started,
@@ -105,9 +130,16 @@ impl DaytonaEnv {
                 return Err(e);
             }
         };
-        let proxy = match started["toolboxProxyUrl"].as_str().filter(|u| !u.is_empty()) {
+        let proxy = match started["toolboxProxyUrl"]
+            .as_str()
+            .filter(|u| !u.is_empty())
+        {
             Some(url) => url.to_string(),
-            None => api.json("GET", &format!("/sandbox/{sandbox_id}/toolbox-proxy-url"), None)?["url"]
+            None => api.json(
+                "GET",
+                &format!("/sandbox/{sandbox_id}/toolbox-proxy-url"),
+                None,
+            )?["url"]
                 .as_str()
                 .ok_or_else(|| EnvError::new("Daytona API: no toolbox proxy URL for the sandbox"))?
                 .to_string(),
@@ -140,8 +172,10 @@ fn wait_until_started(api: &Api, id: &str, mut sandbox: Value) -> Result<Value, 
         }
         if !TRANSIENT_STATES.contains(&state.as_str()) {
             let reason = sandbox["errorReason"].as_str().unwrap_or("no reason given");
-            return Err(EnvError::new(format!("Daytona sandbox {id} did not start: state {state} ({reason})"))
-                .hint("check the image or snapshot and the organisation's quota, then retry"));
+            return Err(EnvError::new(format!(
+                "Daytona sandbox {id} did not start: state {state} ({reason})"
+            ))
+            .hint("check the image or snapshot and the organisation's quota, then retry"));
         }
         if Instant::now() >= deadline {
             return Err(EnvError::new(format!(
@@ -161,15 +195,31 @@ impl Environment for DaytonaEnv {
         "daytona"
     }
 
-    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!("{}-{}", random_hex(8), self.counter.fetch_add(1, Ordering::Relaxed));
+    fn run_bash(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
+        let rid = format!(
+            "{}-{}",
+            random_hex(8),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
         let command = execute_command(script, login, stdin.as_deref(), &rid);
         let body = json!({"command": command, "timeout": self.exec_timeout});
         let toolbox = self.toolbox.clone();
         let killer = self.toolbox.clone();
         let cancel = move || {
-            let kill = format!("bash -c {}", sh_quote(&remote_kill_script("/tmp", &rid, Duration::from_secs(1))));
-            let _ = killer.json("POST", "/process/execute", Some(&json!({"command": kill, "timeout": 30})));
+            let kill = format!(
+                "bash -c {}",
+                sh_quote(&remote_kill_script("/tmp", &rid, Duration::from_secs(1)))
+            );
+            let _ = killer.json(
+                "POST",
+                "/process/execute",
+                Some(&json!({"command": kill, "timeout": 30})),
+            );
         };
         Ok(Box::new(ThreadRun::start(
             move || match toolbox.send("POST", "/process/execute", Some(&body)) {
@@ -178,12 +228,19 @@ impl Environment for DaytonaEnv {
                         v["result"].as_str().unwrap_or("").as_bytes().to_vec(),
                         v["exitCode"].as_i64().unwrap_or(-1) as i32,
                     ),
-                    Err(e) => (format!("[daytona error] the execute answer is not JSON: {e}").into_bytes(), -1),
+                    Err(e) => (
+                        format!("[daytona error] the execute answer is not JSON: {e}").into_bytes(),
+                        -1,
+                    ),
                 },
                 Ok((status, bytes)) => {
                     let text = String::from_utf8_lossy(&bytes);
                     let code = if status == 408 { 124 } else { -1 };
-                    (format!("[daytona error] process/execute answered HTTP {status}: {text}").into_bytes(), code)
+                    (
+                        format!("[daytona error] process/execute answered HTTP {status}: {text}")
+                            .into_bytes(),
+                        code,
+                    )
                 }
                 Err(e) => (format!("[daytona error] {e}").into_bytes(), -1),
             },
@@ -200,16 +257,25 @@ impl Environment for DaytonaEnv {
     }
 
     fn fetch_file(&self, path: &str, max_bytes: usize) -> Result<Vec<u8>, EnvError> {
-        let (status, bytes) = self.toolbox.send("GET", &format!("/files/download?path={}", url_encode(path)), None)?;
+        let (status, bytes) = self.toolbox.send(
+            "GET",
+            &format!("/files/download?path={}", url_encode(path)),
+            None,
+        )?;
         if !(200..300).contains(&status) {
-            return Err(EnvError::new(format!("{path}: HTTP {status}: {}", String::from_utf8_lossy(&bytes))));
+            return Err(EnvError::new(format!(
+                "{path}: HTTP {status}: {}",
+                String::from_utf8_lossy(&bytes)
+            )));
         }
         Ok(bytes.into_iter().take(max_bytes).collect())
     }
 
     fn cleanup(&self) {
         if !self.cleaned.swap(true, Ordering::SeqCst) {
-            let _ = self.api.send("DELETE", &format!("/sandbox/{}", self.sandbox_id), None);
+            let _ = self
+                .api
+                .send("DELETE", &format!("/sandbox/{}", self.sandbox_id), None);
         }
     }
 

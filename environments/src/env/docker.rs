@@ -40,15 +40,22 @@ pub fn binary(config: &TerminalConfig) -> Option<String> {
     if let Some(b) = &config.docker_binary {
         return Some(b.clone());
     }
-    ["docker", "podman"].iter().find(|b| which(b).is_some()).map(|b| b.to_string())
+    ["docker", "podman"]
+        .iter()
+        .find(|b| which(b).is_some())
+        .map(|b| b.to_string())
 }
 
 pub fn availability(config: &TerminalConfig) -> Option<String> {
     let Some(bin) = binary(config) else {
-        return Some("neither docker nor podman was found on PATH (or set TERMINAL_DOCKER_BINARY)".into());
+        return Some(
+            "neither docker nor podman was found on PATH (or set TERMINAL_DOCKER_BINARY)".into(),
+        );
     };
     if !bin.contains('/') && which(&bin).is_none() {
-        return Some(format!("the container CLI '{bin}' (TERMINAL_DOCKER_BINARY) was not found on PATH"));
+        return Some(format!(
+            "the container CLI '{bin}' (TERMINAL_DOCKER_BINARY) was not found on PATH"
+        ));
     }
     if bin.contains('/') && !std::path::Path::new(&bin).is_file() {
         return Some(format!("{bin} (TERMINAL_DOCKER_BINARY) does not exist"));
@@ -60,7 +67,15 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
 }
 
 /// The `run` arguments (after the binary and its global args) for a new container.
-pub fn run_args(name: &str, image: &str, cpu: f64, memory_mb: u64, volumes: &[String], task_id: &str, extra: &[String]) -> Vec<String> {
+pub fn run_args(
+    name: &str,
+    image: &str,
+    cpu: f64,
+    memory_mb: u64,
+    volumes: &[String],
+    task_id: &str,
+    extra: &[String],
+) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "run".into(),
         "-d".into(),
@@ -69,7 +84,13 @@ pub fn run_args(name: &str, image: &str, cpu: f64, memory_mb: u64, volumes: &[St
         "--label".into(),
         "hermes-agent=1".into(),
         "--label".into(),
-        format!("hermes-task={}", task_id.chars().filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c)).collect::<String>()),
+        format!(
+            "hermes-task={}",
+            task_id
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                .collect::<String>()
+        ),
         "--cap-drop".into(),
         "ALL".into(),
         "--security-opt".into(),
@@ -92,7 +113,12 @@ pub fn run_args(name: &str, image: &str, cpu: f64, memory_mb: u64, volumes: &[St
 }
 
 /// The `exec` arguments running `bash -c script`; env vars are passed by name only.
-pub fn exec_args(container: &str, forward_env: &[String], interactive: bool, script: &str) -> Vec<String> {
+pub fn exec_args(
+    container: &str,
+    forward_env: &[String],
+    interactive: bool,
+    script: &str,
+) -> Vec<String> {
     let mut args = vec!["exec".to_string()];
     if interactive {
         args.push("-i".into());
@@ -102,21 +128,35 @@ pub fn exec_args(container: &str, forward_env: &[String], interactive: bool, scr
             args.extend(["-e".into(), name.clone()]);
         }
     }
-    args.extend([container.to_string(), "bash".into(), "-c".into(), script.to_string()]);
+    args.extend([
+        container.to_string(),
+        "bash".into(),
+        "-c".into(),
+        script.to_string(),
+    ]);
     args
 }
 
 /// Whether a volume's host side reaches the host's files (`/`, `~`, `./`, `../`, a drive).
 fn is_host_volume(volume: &str) -> bool {
     let host = volume.split(':').next().unwrap_or("");
-    host.starts_with('/') || host.starts_with('~') || host.starts_with("./") || host.starts_with("../")
+    host.starts_with('/')
+        || host.starts_with('~')
+        || host.starts_with("./")
+        || host.starts_with("../")
         || (host.len() >= 2 && host.as_bytes()[1] == b':')
 }
 
 impl DockerEnv {
-    pub fn start(config: &TerminalConfig, task_id: &str, local_cwd: &std::path::Path) -> Result<DockerEnv, EnvError> {
+    pub fn start(
+        config: &TerminalConfig,
+        task_id: &str,
+        local_cwd: &std::path::Path,
+    ) -> Result<DockerEnv, EnvError> {
         let binary = binary(config).ok_or_else(|| {
-            EnvError::new("neither docker nor podman was found on PATH (or set TERMINAL_DOCKER_BINARY)")
+            EnvError::new(
+                "neither docker nor podman was found on PATH (or set TERMINAL_DOCKER_BINARY)",
+            )
         })?;
         let mut volumes = match &config.docker_volumes {
             Ok(v) => v.clone(),
@@ -178,13 +218,22 @@ impl DockerEnv {
             ))
             .hint("check that the image exists locally or can be pulled, and that the container engine runs"));
         }
-        let id = String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap_or("").to_string();
-        *self.container.lock().unwrap_or_else(|p| p.into_inner()) = if id.is_empty() { self.name.clone() } else { id };
+        let id = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_string();
+        *self.container.lock().unwrap_or_else(|p| p.into_inner()) =
+            if id.is_empty() { self.name.clone() } else { id };
         Ok(())
     }
 
     pub fn container_id(&self) -> String {
-        self.container.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.container
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn is_running(&self) -> bool {
@@ -203,25 +252,51 @@ impl Environment for DockerEnv {
         "docker"
     }
 
-    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
+    fn run_bash(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
         if !self.is_running() {
             // The container is gone (removed or crashed): build a new one.
-            let _ = self.cli().args(["rm", "-f", &self.container_id()]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+            let _ = self
+                .cli()
+                .args(["rm", "-f", &self.container_id()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
             self.create_container()?;
             self.recreated.store(true, Ordering::SeqCst);
         }
-        let rid = format!("{}-{}", random_hex(8), self.counter.fetch_add(1, Ordering::Relaxed));
+        let rid = format!(
+            "{}-{}",
+            random_hex(8),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
         let wrapped = remote_wrap(script, login, "/tmp", &rid);
         let container = self.container_id();
         let mut cmd = self.cli();
-        cmd.args(exec_args(&container, &self.forward_env, stdin.is_some(), &wrapped));
-        let run = ChildRun::spawn(cmd, stdin, false).map_err(|e| EnvError::new(format!("cannot run {}: {e}", self.binary)))?;
+        cmd.args(exec_args(
+            &container,
+            &self.forward_env,
+            stdin.is_some(),
+            &wrapped,
+        ));
+        let run = ChildRun::spawn(cmd, stdin, false)
+            .map_err(|e| EnvError::new(format!("cannot run {}: {e}", self.binary)))?;
         let binary = self.binary.clone();
         let global = self.global_args.clone();
         let run = run.with_remote_kill(Box::new(move |grace: Duration| {
             let _ = Command::new(&binary)
                 .args(&global)
-                .args(["exec", &container, "bash", "-c", &remote_kill_script("/tmp", &rid, grace)])
+                .args([
+                    "exec",
+                    &container,
+                    "bash",
+                    "-c",
+                    &remote_kill_script("/tmp", &rid, grace),
+                ])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -235,7 +310,12 @@ impl Environment for DockerEnv {
     }
 
     fn default_cwd(&self) -> String {
-        if self.spec.volumes.iter().any(|v| v.split(':').nth(1) == Some("/workspace")) {
+        if self
+            .spec
+            .volumes
+            .iter()
+            .any(|v| v.split(':').nth(1) == Some("/workspace"))
+        {
             "/workspace".into()
         } else {
             "/root".into()
@@ -245,12 +325,21 @@ impl Environment for DockerEnv {
     fn fetch_file(&self, path: &str, max_bytes: usize) -> Result<Vec<u8>, EnvError> {
         let out = self
             .cli()
-            .args(["exec", &self.container_id(), "bash", "-c", &format!("head -c {max_bytes} -- {}", sh_quote(path))])
+            .args([
+                "exec",
+                &self.container_id(),
+                "bash",
+                "-c",
+                &format!("head -c {max_bytes} -- {}", sh_quote(path)),
+            ])
             .stdin(Stdio::null())
             .output()
             .map_err(|e| EnvError::new(format!("cannot run {}: {e}", self.binary)))?;
         if !out.status.success() {
-            return Err(EnvError::new(format!("{path}: {}", String::from_utf8_lossy(&out.stderr).trim())));
+            return Err(EnvError::new(format!(
+                "{path}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
         }
         Ok(out.stdout)
     }

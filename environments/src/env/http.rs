@@ -32,7 +32,8 @@ impl Api {
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Api {
-        self.extra_headers.push((name.to_string(), value.to_string()));
+        self.extra_headers
+            .push((name.to_string(), value.to_string()));
         self
     }
 
@@ -40,8 +41,14 @@ impl Api {
         format!("{}{}", self.base, path)
     }
 
-    fn headers<B>(&self, mut req: ureq::RequestBuilder<B>, accept: &str) -> ureq::RequestBuilder<B> {
-        req = req.header("Authorization", &format!("Bearer {}", self.bearer)).header("Accept", accept);
+    fn headers<B>(
+        &self,
+        mut req: ureq::RequestBuilder<B>,
+        accept: &str,
+    ) -> ureq::RequestBuilder<B> {
+        req = req
+            .header("Authorization", &format!("Bearer {}", self.bearer))
+            .header("Accept", accept);
         for (k, v) in &self.extra_headers {
             req = req.header(k, v);
         }
@@ -76,7 +83,12 @@ impl Api {
     }
 
     /// Sends a request; `body` as JSON when given. Returns the status and raw body.
-    pub fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Vec<u8>), EnvError> {
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Vec<u8>), EnvError> {
         self.send_accepting(method, path, body, "application/json")
     }
 
@@ -90,9 +102,17 @@ impl Api {
     ) -> Result<(u16, Vec<u8>), EnvError> {
         let mut response = self.call(method, path, body, accept)?;
         let status = response.status().as_u16();
-        let bytes = response.body_mut().with_config().limit(MAX_BODY).read_to_vec().map_err(|e| {
-            EnvError::new(format!("{} API {method} {path}: cannot read the response: {e}", self.provider))
-        })?;
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .map_err(|e| {
+                EnvError::new(format!(
+                    "{} API {method} {path}: cannot read the response: {e}",
+                    self.provider
+                ))
+            })?;
         Ok((status, bytes))
     }
 
@@ -107,7 +127,11 @@ impl Api {
     ) -> Result<(u16, Box<dyn std::io::Read + Send>), EnvError> {
         let response = self.call(method, path, body, accept)?;
         let status = response.status().as_u16();
-        let reader = response.into_body().into_with_config().limit(MAX_BODY).reader();
+        let reader = response
+            .into_body()
+            .into_with_config()
+            .limit(MAX_BODY)
+            .reader();
         Ok((status, Box::new(reader)))
     }
 
@@ -132,8 +156,12 @@ impl Api {
         if bytes.is_empty() {
             return Ok(Value::Null);
         }
-        serde_json::from_slice(&bytes)
-            .map_err(|e| EnvError::new(format!("{} API {method} {path}: the answer is not JSON: {e}", self.provider)))
+        serde_json::from_slice(&bytes).map_err(|e| {
+            EnvError::new(format!(
+                "{} API {method} {path}: the answer is not JSON: {e}",
+                self.provider
+            ))
+        })
     }
 }
 
@@ -141,7 +169,9 @@ impl Api {
 pub fn url_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

@@ -7,10 +7,10 @@ mod ready;
 mod spawn;
 
 use super::{ChildRun, EnvError, Environment, ReadEvent, Running};
-use ready::ReadyShell;
 use crate::config::TerminalConfig;
 use crate::snapshot::ShellSession;
 use hermes_sandbox::{Mode, Policy, WrapOptions};
+use ready::ReadyShell;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -64,7 +64,10 @@ pub struct LocalCommand {
 impl LocalCommand {
     /// Runs `start` (which spawns this command) so that the child inherits the sandbox's
     /// Landlock scopes.
-    pub fn launch<T: Send + 'static>(&self, start: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
+    pub fn launch<T: Send + 'static>(
+        &self,
+        start: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> std::io::Result<T> {
         match self.scoped {
             Some(required) => hermes_sandbox::spawn_scoped(required, start),
             None => start(),
@@ -73,7 +76,10 @@ impl LocalCommand {
 
     pub fn to_command(&self) -> Command {
         let mut cmd = Command::new(&self.argv[0]);
-        cmd.args(&self.argv[1..]).env_clear().envs(self.env.iter().cloned()).current_dir(&self.cwd);
+        cmd.args(&self.argv[1..])
+            .env_clear()
+            .envs(self.env.iter().cloned())
+            .current_dir(&self.cwd);
         cmd
     }
 }
@@ -81,15 +87,31 @@ impl LocalCommand {
 impl LocalEnv {
     pub fn new(config: &TerminalConfig, cwd: PathBuf) -> Result<Self, EnvError> {
         let settings = &config.sandbox;
-        let state_dir = if settings.mode == Mode::Off { None } else { Some(make_state_dir()?) };
-        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let state_dir = if settings.mode == Mode::Off {
+            None
+        } else {
+            Some(make_state_dir()?)
+        };
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
         let expand = |root: &str| match (root.strip_prefix("~/"), &home) {
             (Some(rest), Some(home)) => home.join(rest),
             _ if root == "~" => home.clone().unwrap_or_else(|| PathBuf::from(root)),
             _ => PathBuf::from(root),
         };
-        let mut writable_roots = vec![cwd.clone(), PathBuf::from(local_temp_dir()), PathBuf::from("/tmp")];
-        writable_roots.extend(config.cwd.as_deref().filter(|c| c.starts_with('/') || c.starts_with('~')).map(expand));
+        let mut writable_roots = vec![
+            cwd.clone(),
+            PathBuf::from(local_temp_dir()),
+            PathBuf::from("/tmp"),
+        ];
+        writable_roots.extend(
+            config
+                .cwd
+                .as_deref()
+                .filter(|c| c.starts_with('/') || c.starts_with('~'))
+                .map(expand),
+        );
         writable_roots.extend(settings.writable_roots.iter().map(|r| expand(r)));
         let policy = Policy {
             mode: settings.mode,
@@ -104,26 +126,68 @@ impl LocalEnv {
             },
         };
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
-        Ok(Self { cwd, policy, state_dir, passthrough: config.env_passthrough.clone(), launcher, ready: Mutex::default(), closed: Default::default(), forks: Default::default(), foreground_runs: Default::default() })
+        Ok(Self {
+            cwd,
+            policy,
+            state_dir,
+            passthrough: config.env_passthrough.clone(),
+            launcher,
+            ready: Mutex::default(),
+            closed: Default::default(),
+            forks: Default::default(),
+            foreground_runs: Default::default(),
+        })
     }
 
     /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
     /// (outside it only when `launch.escalate`), with the allow-listed environment. An
     /// error when the sandbox cannot start here (it never falls back to no sandbox).
-    pub fn command_line(&self, argv: Vec<OsString>, cwd: &Path, launch: Launch) -> Result<LocalCommand, EnvError> {
+    pub fn command_line(
+        &self,
+        argv: Vec<OsString>,
+        cwd: &Path,
+        launch: Launch,
+    ) -> Result<LocalCommand, EnvError> {
         let cwd = nearest_existing(cwd);
         let argv = if launch.escalate {
             argv
         } else {
-            self.policy.wrap(&argv, &cwd, WrapOptions { new_session: !launch.pty, tty: launch.tty.as_deref() }).map_err(|e| EnvError::new(e.0))?
+            self.policy
+                .wrap(
+                    &argv,
+                    &cwd,
+                    WrapOptions {
+                        new_session: !launch.pty,
+                        tty: launch.tty.as_deref(),
+                    },
+                )
+                .map_err(|e| EnvError::new(e.0))?
         };
         let scoped = (!launch.escalate && self.policy.is_active()).then_some(self.policy.network);
-        Ok(LocalCommand { argv, env: child_env(&self.passthrough), cwd, scoped })
+        Ok(LocalCommand {
+            argv,
+            env: child_env(&self.passthrough),
+            cwd,
+            scoped,
+        })
     }
 
-    fn start(&self, script: &str, login: bool, stdin: Option<Vec<u8>>, escalate: bool) -> Result<Box<dyn Running>, EnvError> {
+    fn start(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+        escalate: bool,
+    ) -> Result<Box<dyn Running>, EnvError> {
         let argv = bash_argv(script, login)?;
-        let launch = self.command_line(argv, &self.cwd, Launch { escalate, ..Launch::default() })?;
+        let launch = self.command_line(
+            argv,
+            &self.cwd,
+            Launch {
+                escalate,
+                ..Launch::default()
+            },
+        )?;
         let cmd = launch.to_command();
         let run = launch
             .launch(move || ChildRun::spawn(cmd, stdin, false))
@@ -139,7 +203,12 @@ impl LocalEnv {
     /// (never a new sandbox for it), that will restore `session`'s state once told, in
     /// `env` (a child's environment). `ended`: the command before it has ended, so the
     /// snapshot is final. `None` when it cannot be started that way.
-    fn start_ready(&self, session: &ShellSession, env: Vec<(OsString, OsString)>, ended: bool) -> Option<ReadyShell> {
+    fn start_ready(
+        &self,
+        session: &ShellSession,
+        env: Vec<(OsString, OsString)>,
+        ended: bool,
+    ) -> Option<ReadyShell> {
         if !self.policy.is_active() {
             return None;
         }
@@ -162,18 +231,42 @@ impl LocalEnv {
             restore_later = Some(file);
             Some(shell_end)
         };
-        let argv = bash_argv(&ready::prelude(if restore_file.is_some() { ready::SOURCE_FD_5 } else { &restore }), false).ok()?;
+        let argv = bash_argv(
+            &ready::prelude(if restore_file.is_some() {
+                ready::SOURCE_FD_5
+            } else {
+                &restore
+            }),
+            false,
+        )
+        .ok()?;
         let channel = ready::Channel::new().ok()?;
         let script_end = OwnedFd::from(channel.script.try_clone().ok()?);
-        let shell_ends: Vec<&OwnedFd> = [Some(&script_end), Some(&channel.go_read), restore_file.as_ref()].into_iter().flatten().collect();
-        let Some(run) = self.launcher.run_if_idle(&argv, &start_env, &nearest_existing(&self.cwd), &shell_ends) else {
+        let shell_ends: Vec<&OwnedFd> = [
+            Some(&script_end),
+            Some(&channel.go_read),
+            restore_file.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let Some(run) =
+            self.launcher
+                .run_if_idle(&argv, &start_env, &nearest_existing(&self.cwd), &shell_ends)
+        else {
             // Beside a running command: the next time, a second sandbox waits for it.
             if !ended {
                 self.launcher.warm_up();
             }
             return None;
         };
-        Some(ReadyShell::new(&restore, env, channel, restore_later, Launched(run)))
+        Some(ReadyShell::new(
+            &restore,
+            env,
+            channel,
+            restore_later,
+            Launched(run),
+        ))
     }
 
     /// Lets the waiting shell restore `session`'s state: the command before it has ended.
@@ -187,11 +280,17 @@ impl LocalEnv {
     /// `session`'s state restored, then `body`, in the shell waiting for it when that one
     /// still fits; from the task's second such command on, the shell for the next one is
     /// started meanwhile.
-    fn run_restored(&self, session: &ShellSession, body: &str, runs: usize) -> Result<Box<dyn Running>, EnvError> {
+    fn run_restored(
+        &self,
+        session: &ShellSession,
+        body: &str,
+        runs: usize,
+    ) -> Result<Box<dyn Running>, EnvError> {
         let restore = session.restore();
         let env = child_env(&self.passthrough);
         if let Some(mut shell) = self.take_ready() {
-            let fits = shell.matches(&restore, &env) && self.launcher.is_current(&mut shell.waiting.0);
+            let fits =
+                shell.matches(&restore, &env) && self.launcher.is_current(&mut shell.waiting.0);
             if fits && self.restore_in(&mut shell, session) {
                 match shell.hand_over(body) {
                     Ok(run) => {
@@ -223,7 +322,12 @@ impl LocalEnv {
     /// Sandbox off: forked from the task's waiting bash when it has one that fits; else
     /// started as usual, and from the task's second such command on a waiting bash is
     /// started meanwhile for the next.
-    fn run_forked(&self, session: &ShellSession, body: &str, runs: usize) -> Result<Box<dyn Running>, EnvError> {
+    fn run_forked(
+        &self,
+        session: &ShellSession,
+        body: &str,
+        runs: usize,
+    ) -> Result<Box<dyn Running>, EnvError> {
         let env = child_env(&self.passthrough);
         let restore = session.restore();
         let waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -240,7 +344,9 @@ impl LocalEnv {
             let mut slot = self.forks.lock().unwrap_or_else(|p| p.into_inner());
             if slot.is_none() {
                 if let Some(bash) = find_bash() {
-                    *slot = fork_server::ForkServer::start(&bash, env, &nearest_existing(&self.cwd)).ok();
+                    *slot =
+                        fork_server::ForkServer::start(&bash, env, &nearest_existing(&self.cwd))
+                            .ok();
                 }
             }
         }
@@ -255,13 +361,21 @@ type Lighter = (Vec<(OsString, OsString)>, Vec<u8>);
 /// [`crate::snapshot::lighter_snapshot`]), for that shell to source from a descriptor
 /// through `/proc/self/fd`; `None` (restore from the snapshot file) when there is no
 /// snapshot yet, it cannot be read, or this machine has no `/proc` to source it through.
-fn lighter_restore(session: &ShellSession, env: &[(OsString, OsString)], move_exports: bool) -> Option<Lighter> {
+fn lighter_restore(
+    session: &ShellSession,
+    env: &[(OsString, OsString)],
+    move_exports: bool,
+) -> Option<Lighter> {
     static PROC_FDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if !session.snapshot_ready() || !*PROC_FDS.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
         return None;
     }
     let snapshot = std::fs::read(&session.snapshot_path).ok()?;
-    Some(crate::snapshot::lighter_snapshot(&snapshot, env, move_exports))
+    Some(crate::snapshot::lighter_snapshot(
+        &snapshot,
+        env,
+        move_exports,
+    ))
 }
 
 /// `bash [-l] -c script`.
@@ -318,7 +432,8 @@ fn read_only_places(hermes_home: &Path, home: Option<&Path>) -> Vec<hermes_sandb
 /// A fresh 0700 directory `<prefix>-<random>` under the temp dir; an error names it.
 fn private_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = PathBuf::from(local_temp_dir()).join(format!("{prefix}-{}", super::super::output::random_hex(12)));
+    let dir = PathBuf::from(local_temp_dir())
+        .join(format!("{prefix}-{}", super::super::output::random_hex(12)));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
@@ -330,8 +445,14 @@ fn private_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
 /// sandbox binds over protected files that do not exist yet.
 fn make_state_dir() -> Result<PathBuf, EnvError> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = private_temp_dir("hermes-sandbox").map_err(|e| EnvError::new(format!("cannot create the sandbox state directory {e}")))?;
-    let failed = |e: std::io::Error| EnvError::new(format!("cannot create the sandbox state directory {}: {e}", dir.display()));
+    let dir = private_temp_dir("hermes-sandbox")
+        .map_err(|e| EnvError::new(format!("cannot create the sandbox state directory {e}")))?;
+    let failed = |e: std::io::Error| {
+        EnvError::new(format!(
+            "cannot create the sandbox state directory {}: {e}",
+            dir.display()
+        ))
+    };
     let empty = dir.join("empty");
     std::fs::write(&empty, b"").map_err(failed)?;
     std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o444)).map_err(failed)?;
@@ -370,12 +491,18 @@ fn search_bash() -> Option<PathBuf> {
             }
         }
     }
-    ["/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"].iter().map(PathBuf::from).find(|p| p.is_file())
+    ["/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
 }
 
 /// The temp dir: an absolute `TMPDIR`, else `/tmp`.
 pub fn local_temp_dir() -> String {
-    std::env::var("TMPDIR").ok().filter(|t| t.starts_with('/')).map(|t| t.trim_end_matches('/').to_string())
+    std::env::var("TMPDIR")
+        .ok()
+        .filter(|t| t.starts_with('/'))
+        .map(|t| t.trim_end_matches('/').to_string())
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| "/tmp".to_string())
 }
@@ -386,10 +513,20 @@ pub fn local_temp_dir() -> String {
 pub fn child_env(passthrough: &[String]) -> Vec<(OsString, OsString)> {
     // One copy of the server's environment (each costs a lock and every variable).
     let server: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let path = server.iter().find(|(k, _)| k == "PATH").and_then(|(_, v)| v.to_str()).unwrap_or_default().to_string();
+    let path = server
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .and_then(|(_, v)| v.to_str())
+        .unwrap_or_default()
+        .to_string();
     let forced: Vec<(OsString, OsString)> = server
         .iter()
-        .filter_map(|(key, value)| Some((key.to_str()?.strip_prefix("_HERMES_FORCE_")?.into(), value.clone())))
+        .filter_map(|(key, value)| {
+            Some((
+                key.to_str()?.strip_prefix("_HERMES_FORCE_")?.into(),
+                value.clone(),
+            ))
+        })
         .collect();
     let mut env = hermes_sandbox::child_env(server, passthrough);
     let mut set = |name: OsString, value: OsString| {
@@ -400,8 +537,13 @@ pub fn child_env(passthrough: &[String]) -> Vec<(OsString, OsString)> {
         set(name, value);
     }
     if !path.split(':').any(|d| d == "/usr/bin") {
-        let extra = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/homebrew/bin";
-        let joined = if path.is_empty() { extra.to_string() } else { format!("{path}:{extra}") };
+        let extra =
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/homebrew/bin";
+        let joined = if path.is_empty() {
+            extra.to_string()
+        } else {
+            format!("{path}:{extra}")
+        };
         set("PATH".into(), joined.into());
     }
     set("PYTHONUNBUFFERED".into(), "1".into());
@@ -413,7 +555,12 @@ impl Environment for LocalEnv {
         "local"
     }
 
-    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
+    fn run_bash(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
         self.start(script, login, stdin, false)
     }
 
@@ -425,7 +572,12 @@ impl Environment for LocalEnv {
         }
         if self.policy.is_active() {
             let argv = bash_argv(script, login)?;
-            if let Some(run) = self.launcher.run(&argv, &child_env(&self.passthrough), &nearest_existing(&self.cwd), &[]) {
+            if let Some(run) = self.launcher.run(
+                &argv,
+                &child_env(&self.passthrough),
+                &nearest_existing(&self.cwd),
+                &[],
+            ) {
                 return Ok(Box::new(Launched(run)));
             }
         }
@@ -434,8 +586,15 @@ impl Environment for LocalEnv {
 
     /// In the shell started ahead for this command when it is still what a fresh start
     /// would be (sandbox), or forked from the task's waiting bash (sandbox off).
-    fn run_foreground_restored(&self, session: &ShellSession, body: &str) -> Result<Box<dyn Running>, EnvError> {
-        let runs = self.foreground_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    fn run_foreground_restored(
+        &self,
+        session: &ShellSession,
+        body: &str,
+    ) -> Result<Box<dyn Running>, EnvError> {
+        let runs = self
+            .foreground_runs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
         if !self.policy.is_active() {
             return self.run_forked(session, body, runs);
         }
@@ -446,7 +605,11 @@ impl Environment for LocalEnv {
     /// one-off subtasks), and a shell started for nothing still costs a bash start. The
     /// waiting shell restores the state now: the command before it has ended.
     fn prepare_foreground(&self, session: &ShellSession) {
-        if self.foreground_runs.load(std::sync::atomic::Ordering::Relaxed) < 2 {
+        if self
+            .foreground_runs
+            .load(std::sync::atomic::Ordering::Relaxed)
+            < 2
+        {
             return;
         }
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
@@ -457,7 +620,10 @@ impl Environment for LocalEnv {
             *slot = self.start_ready(session, child_env(&self.passthrough), true);
         }
         // A shell that cannot be told is retired, with the slot free again.
-        if slot.as_mut().is_some_and(|shell| !self.restore_in(shell, session)) {
+        if slot
+            .as_mut()
+            .is_some_and(|shell| !self.restore_in(shell, session))
+        {
             if let Some(shell) = slot.take() {
                 drop(slot);
                 shell.retire();
@@ -467,14 +633,24 @@ impl Environment for LocalEnv {
 
     /// A shell waiting for the next command is retired first: this command may change
     /// the snapshot it sourced.
-    fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
+    fn run_bash_escalated(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
         if let Some(shell) = self.take_ready() {
             shell.retire();
         }
         self.start(script, login, stdin, true)
     }
 
-    fn local_command(&self, argv: Vec<OsString>, cwd: &Path, launch: Launch) -> Option<Result<LocalCommand, EnvError>> {
+    fn local_command(
+        &self,
+        argv: Vec<OsString>,
+        cwd: &Path,
+        launch: Launch,
+    ) -> Option<Result<LocalCommand, EnvError>> {
         Some(self.command_line(argv, cwd, launch))
     }
 
@@ -497,7 +673,9 @@ impl Environment for LocalEnv {
         use std::io::Read;
         let file = std::fs::File::open(path).map_err(|e| EnvError::new(format!("{path}: {e}")))?;
         let mut out = Vec::new();
-        file.take(max_bytes as u64).read_to_end(&mut out).map_err(|e| EnvError::new(format!("{path}: {e}")))?;
+        file.take(max_bytes as u64)
+            .read_to_end(&mut out)
+            .map_err(|e| EnvError::new(format!("{path}: {e}")))?;
         Ok(out)
     }
 
@@ -536,9 +714,17 @@ pub fn nearest_existing(path: &Path) -> PathBuf {
 /// (pid, ppid, pgrp, state) of every process, from /proc.
 fn process_table() -> Vec<(u32, u32, i32, char)> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
         if let Some(row) = stat_of(pid) {
             out.push(row);
         }
@@ -563,7 +749,8 @@ pub fn is_alive(pid: u32) -> bool {
         None => {
             // No /proc: fall back to kill(0).
             // SAFETY: signal 0 only checks existence.
-            !std::path::Path::new("/proc/self").exists() && unsafe { libc::kill(pid as i32, 0) } == 0
+            !std::path::Path::new("/proc/self").exists()
+                && unsafe { libc::kill(pid as i32, 0) } == 0
         }
     }
 }

@@ -28,7 +28,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The backend names `TERMINAL_ENV` / `terminal.backend` accept.
-pub const BACKENDS: &[&str] = &["local", "ssh", "docker", "singularity", "modal", "daytona", "vercel_sandbox"];
+pub const BACKENDS: &[&str] = &[
+    "local",
+    "ssh",
+    "docker",
+    "singularity",
+    "modal",
+    "daytona",
+    "vercel_sandbox",
+];
 
 /// A failure to reach or build the environment (not a failure of the command).
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +47,10 @@ pub struct EnvError {
 
 impl EnvError {
     pub fn new(reason: impl Into<String>) -> Self {
-        Self { reason: reason.into(), retry_hint: None }
+        Self {
+            reason: reason.into(),
+            retry_hint: None,
+        }
     }
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.retry_hint = Some(hint.into());
@@ -81,11 +92,15 @@ pub trait Running: Send {
     fn kill(&mut self, grace: Duration) -> Vec<u32>;
     /// Sends bytes to the script's stdin.
     fn write_stdin(&mut self, _data: &[u8]) -> io::Result<usize> {
-        Err(io::Error::other("this process has no stdin (start it with pty=true to interact with it)"))
+        Err(io::Error::other(
+            "this process has no stdin (start it with pty=true to interact with it)",
+        ))
     }
     /// Closes stdin (end of input).
     fn close_stdin(&mut self) -> io::Result<()> {
-        Err(io::Error::other("this process has no stdin (start it with pty=true to interact with it)"))
+        Err(io::Error::other(
+            "this process has no stdin (start it with pty=true to interact with it)",
+        ))
     }
 }
 
@@ -94,7 +109,12 @@ pub trait Environment: Send + Sync {
     /// The backend name (`local`, `ssh`, ...).
     fn backend(&self) -> &'static str;
     /// Starts `bash -c script` (`bash -l -c` when `login`), stdout and stderr merged.
-    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError>;
+    fn run_bash(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError>;
     /// The environment's temp directory (`/tmp` or an absolute `TMPDIR`).
     fn temp_dir(&self) -> String;
     /// The working directory a task starts in.
@@ -127,7 +147,11 @@ pub trait Environment: Send + Sync {
     /// Starts a foreground command whose script is `session`'s restore step (which
     /// brings back the task's shell state) followed by `body`. A backend may have a shell
     /// waiting that has already restored it (see [`Environment::prepare_foreground`]).
-    fn run_foreground_restored(&self, session: &crate::snapshot::ShellSession, body: &str) -> Result<Box<dyn Running>, EnvError> {
+    fn run_foreground_restored(
+        &self,
+        session: &crate::snapshot::ShellSession,
+        body: &str,
+    ) -> Result<Box<dyn Running>, EnvError> {
         self.run_foreground(&format!("{}{body}", session.restore()), false)
     }
     /// Called once a foreground command has ended: a backend may start the next
@@ -136,7 +160,12 @@ pub trait Environment: Send + Sync {
     fn prepare_foreground(&self, _session: &crate::snapshot::ShellSession) {}
     /// Runs a script a person approved outside the OS sandbox (local backend only; the
     /// others have no sandbox of this program's and run it as [`Environment::run_bash`]).
-    fn run_bash_escalated(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
+    fn run_bash_escalated(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
         self.run_bash(script, login, stdin)
     }
     /// For launchers of local children other than bash on pipes (pseudo-terminals, code
@@ -162,7 +191,10 @@ pub trait Environment: Send + Sync {
 
 /// Quotes a string for a POSIX shell.
 pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b)) {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b))
+    {
         return s.to_string();
     }
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -198,10 +230,15 @@ pub struct ChildRun {
 impl ChildRun {
     /// Spawns `cmd` in a new session with merged output; `stdin` is written by a helper
     /// thread and then closed.
-    pub fn spawn(mut cmd: Command, stdin: Option<Vec<u8>>, keep_stdin_open: bool) -> io::Result<ChildRun> {
+    pub fn spawn(
+        mut cmd: Command,
+        stdin: Option<Vec<u8>>,
+        keep_stdin_open: bool,
+    ) -> io::Result<ChildRun> {
         let (read_end, write_end) = pipe()?;
         let write_clone = write_end.try_clone()?;
-        cmd.stdout(Stdio::from(write_end)).stderr(Stdio::from(write_clone));
+        cmd.stdout(Stdio::from(write_end))
+            .stderr(Stdio::from(write_clone));
         if stdin.is_some() || keep_stdin_open {
             cmd.stdin(Stdio::piped());
         } else {
@@ -227,7 +264,13 @@ impl ChildRun {
                 let _ = pipe_in.write_all(&data);
             });
         }
-        Ok(ChildRun { child, reader: Some(read_end), stdin: child_stdin, exit: None, remote_kill: None })
+        Ok(ChildRun {
+            child,
+            reader: Some(read_end),
+            stdin: child_stdin,
+            exit: None,
+            remote_kill: None,
+        })
     }
 
     pub fn with_remote_kill(mut self, kill: RemoteKill) -> Self {
@@ -267,7 +310,9 @@ impl Running for ChildRun {
     }
 
     fn read(&mut self, wait: Duration) -> ReadEvent {
-        let Some(fd) = self.reader.as_ref() else { return ReadEvent::Eof };
+        let Some(fd) = self.reader.as_ref() else {
+            return ReadEvent::Eof;
+        };
         let event = read_pipe(fd, wait);
         if let ReadEvent::Eof = event {
             self.reader = None;
@@ -308,14 +353,18 @@ impl Running for ChildRun {
                 pipe_in.flush()?;
                 Ok(data.len())
             }
-            None => Err(io::Error::other("this process has no stdin (start it with pty=true to interact with it)")),
+            None => Err(io::Error::other(
+                "this process has no stdin (start it with pty=true to interact with it)",
+            )),
         }
     }
 
     fn close_stdin(&mut self) -> io::Result<()> {
         match self.stdin.take() {
             Some(_) => Ok(()),
-            None => Err(io::Error::other("stdin is already closed or was never open")),
+            None => Err(io::Error::other(
+                "stdin is already closed or was never open",
+            )),
         }
     }
 }
@@ -338,12 +387,21 @@ pub struct ThreadRun {
 }
 
 impl ThreadRun {
-    pub fn start(work: impl FnOnce() -> (Vec<u8>, i32) + Send + 'static, cancel: Option<Box<dyn FnMut() + Send>>) -> Self {
+    pub fn start(
+        work: impl FnOnce() -> (Vec<u8>, i32) + Send + 'static,
+        cancel: Option<Box<dyn FnMut() + Send>>,
+    ) -> Self {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(work());
         });
-        ThreadRun { rx, pending_exit: None, data: None, done: false, cancel }
+        ThreadRun {
+            rx,
+            pending_exit: None,
+            data: None,
+            done: false,
+            cancel,
+        }
     }
 }
 
@@ -431,11 +489,20 @@ pub fn remote_kill_script(tmp: &str, rid: &str, grace: Duration) -> String {
 // ------------------------------------------------------------------ selection and cache
 
 /// Builds the environment the configuration names.
-pub fn create(config: &TerminalConfig, task_id: &str, local_cwd: &std::path::Path) -> Result<Arc<dyn Environment>, EnvError> {
+pub fn create(
+    config: &TerminalConfig,
+    task_id: &str,
+    local_cwd: &std::path::Path,
+) -> Result<Arc<dyn Environment>, EnvError> {
     match config.backend.as_str() {
-        "local" => Ok(Arc::new(local::LocalEnv::new(config, local_cwd.to_path_buf())?)),
+        "local" => Ok(Arc::new(local::LocalEnv::new(
+            config,
+            local_cwd.to_path_buf(),
+        )?)),
         "ssh" => Ok(Arc::new(ssh::SshEnv::connect(config)?)),
-        "docker" => Ok(Arc::new(docker::DockerEnv::start(config, task_id, local_cwd)?)),
+        "docker" => Ok(Arc::new(docker::DockerEnv::start(
+            config, task_id, local_cwd,
+        )?)),
         "singularity" => Ok(Arc::new(singularity::SingularityEnv::start(config)?)),
         "modal" => Ok(Arc::new(modal::ModalEnv::start(config, task_id)?)),
         "daytona" => Ok(Arc::new(daytona::DaytonaEnv::start(config, task_id)?)),
@@ -483,23 +550,37 @@ fn slots() -> &'static Mutex<HashMap<String, Arc<Slot>>> {
 /// Per-task creation locks, so two calls of one task never build two environments.
 fn creation_lock(key: &str) -> Arc<Mutex<()>> {
     static LOCKS: OnceLock<Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
-    let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     Arc::clone(locks.entry(key.to_string()).or_default())
 }
 
 /// The task's environment, created on first use (or when the configuration changed).
-pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::path::Path) -> Result<Arc<Slot>, EnvError> {
+pub fn get_or_create(
+    config: &TerminalConfig,
+    task_id: &str,
+    local_cwd: &std::path::Path,
+) -> Result<Arc<Slot>, EnvError> {
     start_reaper();
     let fingerprint = config.fingerprint();
     let lock = creation_lock(task_id);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-    let existing = slots().lock().unwrap_or_else(|p| p.into_inner()).get(task_id).cloned();
+    let existing = slots()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(task_id)
+        .cloned();
     if let Some(slot) = existing {
         if slot.fingerprint == fingerprint {
             *slot.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
             return Ok(slot);
         }
-        slots().lock().unwrap_or_else(|p| p.into_inner()).remove(task_id);
+        slots()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(task_id);
         slot.env.cleanup();
     }
     let env = create(config, task_id, local_cwd)?;
@@ -511,7 +592,11 @@ pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::pa
     // Local tasks alike start from one login shell: same settings, server environment
     // and directory give the same start-up files the same input.
     let shared_as = (env.backend() == "local").then(|| {
-        format!("{fingerprint}|{}|{:?}", local_cwd.display(), local::child_env(&config.env_passthrough))
+        format!(
+            "{fingerprint}|{}|{:?}",
+            local_cwd.display(),
+            local::child_env(&config.env_passthrough)
+        )
     });
     session.init(env.as_ref(), shared_as);
     let slot = Arc::new(Slot {
@@ -521,7 +606,10 @@ pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::pa
         last_used: Mutex::new(Instant::now()),
         run_lock: Mutex::new(()),
     });
-    slots().lock().unwrap_or_else(|p| p.into_inner()).insert(task_id.to_string(), Arc::clone(&slot));
+    slots()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(task_id.to_string(), Arc::clone(&slot));
     Ok(slot)
 }
 
@@ -529,7 +617,11 @@ pub fn get_or_create(config: &TerminalConfig, task_id: &str, local_cwd: &std::pa
 /// file tools resolve relative paths against it, so `cd sub` then `read_file x` reads
 /// `sub/x`. `None` before the task's first command or on a remote backend.
 pub fn local_task_cwd(task_id: &str) -> Option<std::path::PathBuf> {
-    let slot = slots().lock().unwrap_or_else(|p| p.into_inner()).get(task_id).cloned()?;
+    let slot = slots()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(task_id)
+        .cloned()?;
     if slot.env.backend() != "local" {
         return None;
     }
@@ -539,7 +631,10 @@ pub fn local_task_cwd(task_id: &str) -> Option<std::path::PathBuf> {
 
 /// Drops a task's environment (e.g. after an infrastructure failure) and cleans it up.
 pub fn evict(task_id: &str) {
-    let slot = slots().lock().unwrap_or_else(|p| p.into_inner()).remove(task_id);
+    let slot = slots()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(task_id);
     if let Some(slot) = slot {
         slot.session.remove_files(slot.env.as_ref());
         slot.env.cleanup();
@@ -554,7 +649,11 @@ pub fn cleanup_task(task_id: &str) {
 
 /// Cleans up every environment; registered to run at process exit.
 pub fn cleanup_all_environments() {
-    let all: Vec<(String, Arc<Slot>)> = slots().lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+    let all: Vec<(String, Arc<Slot>)> = slots()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain()
+        .collect();
     crate::process_registry::kill_all_processes();
     for (_, slot) in all {
         slot.session.remove_files(slot.env.as_ref());
@@ -596,7 +695,11 @@ pub fn reap_idle(max_idle: Duration) -> Vec<String> {
         .collect();
     let mut reaped = Vec::new();
     for (task, slot) in candidates {
-        let idle = slot.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+        let idle = slot
+            .last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed();
         if idle > max_idle && !crate::process_registry::task_has_running(&task) {
             evict(&task);
             reaped.push(task);

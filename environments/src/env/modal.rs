@@ -47,12 +47,19 @@ pub fn venv_dir(config: &TerminalConfig) -> PathBuf {
 
 /// Whether the venv has the package (a cheap look at site-packages, no interpreter run).
 fn venv_has_modal(venv: &Path) -> bool {
-    let Ok(entries) = std::fs::read_dir(venv.join("lib")) else { return false };
-    entries.flatten().any(|e| e.path().join("site-packages/modal/__init__.py").is_file())
+    let Ok(entries) = std::fs::read_dir(venv.join("lib")) else {
+        return false;
+    };
+    entries
+        .flatten()
+        .any(|e| e.path().join("site-packages/modal/__init__.py").is_file())
 }
 
 fn token_pair(config: &TerminalConfig) -> (Option<String>, Option<String>) {
-    (config.secret("MODAL_TOKEN_ID", "modal_token_id"), config.secret("MODAL_TOKEN_SECRET", "modal_token_secret"))
+    (
+        config.secret("MODAL_TOKEN_ID", "modal_token_id"),
+        config.secret("MODAL_TOKEN_SECRET", "modal_token_secret"),
+    )
 }
 
 /// The SDK's own credentials file.
@@ -112,12 +119,18 @@ fn bridge_python(config: &TerminalConfig) -> Result<PathBuf, EnvError> {
         return Ok(python);
     }
     let run = |cmd: &mut Command, what: &str| -> Result<(), EnvError> {
-        let out = cmd.stdin(Stdio::null()).output().map_err(|e| EnvError::new(format!("{what}: {e}")))?;
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| EnvError::new(format!("{what}: {e}")))?;
         if out.status.success() {
             return Ok(());
         }
-        Err(EnvError::new(format!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim()))
-            .hint("install the package by hand into that venv, or set TERMINAL_MODAL_PYTHON"))
+        Err(EnvError::new(format!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+        .hint("install the package by hand into that venv, or set TERMINAL_MODAL_PYTHON"))
     };
     if !python.is_file() {
         run(
@@ -126,7 +139,14 @@ fn bridge_python(config: &TerminalConfig) -> Result<PathBuf, EnvError> {
         )?;
     }
     run(
-        Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", MODAL_REQUIREMENT]),
+        Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            MODAL_REQUIREMENT,
+        ]),
         &format!("pip install '{MODAL_REQUIREMENT}' into {}", venv.display()),
     )?;
     Ok(python)
@@ -147,30 +167,46 @@ impl Bridge {
     fn start(config: &TerminalConfig) -> Result<Bridge, EnvError> {
         let python = bridge_python(config)?;
         let dir = modal_dir(config);
-        std::fs::create_dir_all(&dir).map_err(|e| EnvError::new(format!("cannot create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| EnvError::new(format!("cannot create {}: {e}", dir.display())))?;
         let script = dir.join("modal_bridge.py");
         if std::fs::read_to_string(&script).ok().as_deref() != Some(BRIDGE_SOURCE) {
             std::fs::write(&script, BRIDGE_SOURCE)
                 .map_err(|e| EnvError::new(format!("cannot write {}: {e}", script.display())))?;
         }
         let mut cmd = Command::new(&python);
-        cmd.arg(&script).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.arg(&script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         if let (Some(id), Some(secret)) = token_pair(config) {
-            cmd.env("MODAL_TOKEN_ID", id).env("MODAL_TOKEN_SECRET", secret);
+            cmd.env("MODAL_TOKEN_ID", id)
+                .env("MODAL_TOKEN_SECRET", secret);
         }
-        let mut child =
-            cmd.spawn().map_err(|e| EnvError::new(format!("cannot start the modal bridge with {}: {e}", python.display())))?;
+        let mut child = cmd.spawn().map_err(|e| {
+            EnvError::new(format!(
+                "cannot start the modal bridge with {}: {e}",
+                python.display()
+            ))
+        })?;
         let pending: Pending = Arc::default();
         let stderr_tail: Arc<Mutex<String>> = Arc::default();
         let (ready_tx, ready_rx) = channel();
-        pending.lock().unwrap_or_else(|p| p.into_inner()).insert(0, ready_tx);
+        pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(0, ready_tx);
         let stdout = child.stdout.take().expect("piped stdout");
         let routes = Arc::clone(&pending);
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                let Ok(answer) = serde_json::from_str::<Value>(&line) else { continue };
-                let Some(id) = answer["id"].as_u64() else { continue };
+                let Ok(answer) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                let Some(id) = answer["id"].as_u64() else {
+                    continue;
+                };
                 if let Some(tx) = routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
                     let _ = tx.send(answer);
                 }
@@ -188,7 +224,9 @@ impl Bridge {
                 tail.push('\n');
                 if tail.len() > 4000 {
                     let cut = tail.len() - 4000;
-                    let cut = (cut..tail.len()).find(|i| tail.is_char_boundary(*i)).unwrap_or(0);
+                    let cut = (cut..tail.len())
+                        .find(|i| tail.is_char_boundary(*i))
+                        .unwrap_or(0);
                     tail.drain(..cut);
                 }
             }
@@ -214,15 +252,26 @@ impl Bridge {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         request["id"] = json!(id);
         let (tx, rx) = channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
         let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
         let sent = match stdin.as_mut() {
-            Some(pipe) => writeln!(pipe, "{request}").and_then(|_| pipe.flush()).is_ok(),
+            Some(pipe) => writeln!(pipe, "{request}")
+                .and_then(|_| pipe.flush())
+                .is_ok(),
             None => false,
         };
         if !sent {
-            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-            return Err(EnvError::new(format!("the modal bridge is not running{}", self.stderr_note())));
+            self.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            return Err(EnvError::new(format!(
+                "the modal bridge is not running{}",
+                self.stderr_note()
+            )));
         }
         Ok(rx)
     }
@@ -231,12 +280,14 @@ impl Bridge {
         match rx.recv_timeout(limit) {
             Ok(answer) if answer.get("error").is_some() => Err(self.failure(op, &answer)),
             Ok(answer) => Ok(answer),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                Err(EnvError::new(format!("the modal bridge did not answer {op} within {}s", limit.as_secs())))
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                Err(EnvError::new(format!("the modal bridge exited during {op}{}", self.stderr_note())))
-            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(EnvError::new(format!(
+                "the modal bridge did not answer {op} within {}s",
+                limit.as_secs()
+            ))),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(EnvError::new(format!(
+                "the modal bridge exited during {op}{}",
+                self.stderr_note()
+            ))),
         }
     }
 
@@ -314,7 +365,10 @@ impl ModalEnv {
                 return Err(e);
             }
         };
-        let sandbox_id = created["sandbox_id"].as_str().unwrap_or_default().to_string();
+        let sandbox_id = created["sandbox_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         Ok(ModalEnv {
             bridge,
             sandbox_id,
@@ -330,8 +384,17 @@ impl Environment for ModalEnv {
         "modal"
     }
 
-    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!("{}-{}", random_hex(8), self.counter.fetch_add(1, Ordering::Relaxed));
+    fn run_bash(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
+        let rid = format!(
+            "{}-{}",
+            random_hex(8),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
         let request = json!({
             "op": "exec",
             "argv": ["bash", "-c", remote_wrap(script, login, "/tmp", &rid)],
@@ -371,16 +434,24 @@ impl Environment for ModalEnv {
 
     fn fetch_file(&self, path: &str, max_bytes: usize) -> Result<Vec<u8>, EnvError> {
         let script = format!("head -c {max_bytes} -- {}", super::sh_quote(path));
-        let answer = self.bridge.call(json!({"op": "exec", "argv": ["bash", "-c", script], "timeout": 60}), Duration::from_secs(90))?;
+        let answer = self.bridge.call(
+            json!({"op": "exec", "argv": ["bash", "-c", script], "timeout": 60}),
+            Duration::from_secs(90),
+        )?;
         if answer["exit_code"] != 0 {
-            return Err(EnvError::new(format!("{path}: {}", answer["output"].as_str().unwrap_or("").trim())));
+            return Err(EnvError::new(format!(
+                "{path}: {}",
+                answer["output"].as_str().unwrap_or("").trim()
+            )));
         }
         Ok(answer["output"].as_str().unwrap_or("").as_bytes().to_vec())
     }
 
     fn cleanup(&self) {
         if !self.cleaned.swap(true, Ordering::SeqCst) {
-            let _ = self.bridge.call(json!({"op": "terminate"}), Duration::from_secs(60));
+            let _ = self
+                .bridge
+                .call(json!({"op": "terminate"}), Duration::from_secs(60));
             self.bridge.stop();
         }
     }

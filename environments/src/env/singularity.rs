@@ -36,7 +36,10 @@ pub fn binary(config: &TerminalConfig) -> Option<String> {
     if let Some(b) = &config.singularity_binary {
         return Some(b.clone());
     }
-    ["apptainer", "singularity"].iter().find(|b| which(b).is_some()).map(|b| b.to_string())
+    ["apptainer", "singularity"]
+        .iter()
+        .find(|b| which(b).is_some())
+        .map(|b| b.to_string())
 }
 
 pub fn availability(config: &TerminalConfig) -> Option<String> {
@@ -52,9 +55,16 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
 
 /// The variables the container may see: `(name, value)` from the allow-list, read from
 /// `host` (the host's environment).
-pub fn allowed_env(host: &dyn Fn(&str) -> Option<String>, passthrough: &[String]) -> Vec<(String, String)> {
+pub fn allowed_env(
+    host: &dyn Fn(&str) -> Option<String>,
+    passthrough: &[String],
+) -> Vec<(String, String)> {
     let mut env = vec![("PATH".to_string(), CONTAINER_PATH.to_string())];
-    for name in ["LANG", "TERM"].iter().map(|n| n.to_string()).chain(passthrough.iter().cloned()) {
+    for name in ["LANG", "TERM"]
+        .iter()
+        .map(|n| n.to_string())
+        .chain(passthrough.iter().cloned())
+    {
         if env.iter().any(|(n, _)| *n == name) || !is_env_name(&name) {
             continue;
         }
@@ -74,14 +84,27 @@ fn is_env_name(name: &str) -> bool {
 /// The allow-list as the CLI's environment: both prefixes, for either binary.
 fn cli_env(env: &[(String, String)]) -> Vec<(String, String)> {
     env.iter()
-        .flat_map(|(k, v)| [(format!("APPTAINERENV_{k}"), v.clone()), (format!("SINGULARITYENV_{k}"), v.clone())])
+        .flat_map(|(k, v)| {
+            [
+                (format!("APPTAINERENV_{k}"), v.clone()),
+                (format!("SINGULARITYENV_{k}"), v.clone()),
+            ]
+        })
         .collect()
 }
 
 /// `instance start` arguments.
 pub fn start_args(image: &str, instance: &str, cpus: f64, memory_mb: u64) -> Vec<String> {
-    let mut args: Vec<String> =
-        ["instance", "start", "--containall", "--no-home", "--cleanenv", "--writable-tmpfs"].map(String::from).into();
+    let mut args: Vec<String> = [
+        "instance",
+        "start",
+        "--containall",
+        "--no-home",
+        "--cleanenv",
+        "--writable-tmpfs",
+    ]
+    .map(String::from)
+    .into();
     if cpus > 0.0 {
         args.extend(["--cpus".into(), format!("{cpus}")]);
     }
@@ -94,7 +117,14 @@ pub fn start_args(image: &str, instance: &str, cpus: f64, memory_mb: u64) -> Vec
 
 /// `exec` arguments running `bash -c script` in the instance.
 pub fn exec_args(instance: &str, script: &str) -> Vec<String> {
-    vec!["exec".into(), "--cleanenv".into(), format!("instance://{instance}"), "bash".into(), "-c".into(), script.into()]
+    vec![
+        "exec".into(),
+        "--cleanenv".into(),
+        format!("instance://{instance}"),
+        "bash".into(),
+        "-c".into(),
+        script.into(),
+    ]
 }
 
 /// `instance stop` arguments.
@@ -109,9 +139,19 @@ pub fn is_remote_image(image: &str) -> bool {
 
 /// Where the SIF converted from `image` is kept.
 pub fn sif_path(hermes_home: &Path, image: &str) -> PathBuf {
-    let name: String =
-        image.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
-    hermes_home.join("cache/singularity").join(format!("{name}.sif"))
+    let name: String = image
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    hermes_home
+        .join("cache/singularity")
+        .join(format!("{name}.sif"))
 }
 
 /// The image to start: a local path as is, a remote one converted to a cached SIF once.
@@ -125,7 +165,8 @@ fn local_image(binary: &str, config: &TerminalConfig) -> Result<String, EnvError
         return Ok(sif.display().to_string());
     }
     let dir = sif.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| EnvError::new(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| EnvError::new(format!("cannot create {}: {e}", dir.display())))?;
     // Built under a temporary name so a failed or concurrent build never leaves a partial
     // SIF where the next start would use it.
     let partial = dir.join(format!(".{}.{}.partial", random_hex(8), std::process::id()));
@@ -144,7 +185,8 @@ fn local_image(binary: &str, config: &TerminalConfig) -> Result<String, EnvError
         ))
         .hint("check the image name and the network, then retry"));
     }
-    std::fs::rename(&partial, &sif).map_err(|e| EnvError::new(format!("cannot store {}: {e}", sif.display())))?;
+    std::fs::rename(&partial, &sif)
+        .map_err(|e| EnvError::new(format!("cannot store {}: {e}", sif.display())))?;
     Ok(sif.display().to_string())
 }
 
@@ -158,7 +200,12 @@ impl SingularityEnv {
         let env = allowed_env(&|name| std::env::var(name).ok(), &config.env_passthrough);
         let instance = format!("hermes-{}", random_hex(8));
         let out = Command::new(&binary)
-            .args(start_args(&image, &instance, config.container_cpu, config.container_memory_mb))
+            .args(start_args(
+                &image,
+                &instance,
+                config.container_cpu,
+                config.container_memory_mb,
+            ))
             .envs(cli_env(&env))
             .stdin(Stdio::null())
             .output()
@@ -169,7 +216,12 @@ impl SingularityEnv {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        Ok(SingularityEnv { binary, instance, env, counter: AtomicU64::new(0) })
+        Ok(SingularityEnv {
+            binary,
+            instance,
+            env,
+            counter: AtomicU64::new(0),
+        })
     }
 
     fn exec(&self, script: &str) -> Command {
@@ -188,19 +240,36 @@ impl Environment for SingularityEnv {
         "singularity"
     }
 
-    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!("{}-{}", random_hex(8), self.counter.fetch_add(1, Ordering::Relaxed));
+    fn run_bash(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
+        let rid = format!(
+            "{}-{}",
+            random_hex(8),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
         let wrapped = remote_wrap(script, login, "/tmp", &rid);
         let run = ChildRun::spawn(self.exec(&wrapped), stdin, false)
             .map_err(|e| EnvError::new(format!("cannot run {}: {e}", self.binary)))?;
-        let (binary, instance, env) = (self.binary.clone(), self.instance.clone(), self.env.clone());
-        Ok(Box::new(run.with_remote_kill(Box::new(move |grace: Duration| {
-            let _ = exec_command(&binary, &instance, &env, &remote_kill_script("/tmp", &rid, grace))
+        let (binary, instance, env) =
+            (self.binary.clone(), self.instance.clone(), self.env.clone());
+        Ok(Box::new(run.with_remote_kill(Box::new(
+            move |grace: Duration| {
+                let _ = exec_command(
+                    &binary,
+                    &instance,
+                    &env,
+                    &remote_kill_script("/tmp", &rid, grace),
+                )
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status();
-        }))))
+            },
+        ))))
     }
 
     fn temp_dir(&self) -> String {
@@ -218,7 +287,10 @@ impl Environment for SingularityEnv {
             .output()
             .map_err(|e| EnvError::new(e.to_string()))?;
         if !out.status.success() {
-            return Err(EnvError::new(format!("{path}: {}", String::from_utf8_lossy(&out.stderr).trim())));
+            return Err(EnvError::new(format!(
+                "{path}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
         }
         Ok(out.stdout)
     }

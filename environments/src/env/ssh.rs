@@ -23,11 +23,15 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
         return Some("the ssh client was not found on PATH (install openssh-client)".into());
     }
     if config.ssh_host.is_none() {
-        return Some("no ssh host: set TERMINAL_SSH_HOST or terminal.ssh_host in config.yaml".into());
+        return Some(
+            "no ssh host: set TERMINAL_SSH_HOST or terminal.ssh_host in config.yaml".into(),
+        );
     }
     if let Some(key) = &config.ssh_key {
         if !std::path::Path::new(&expand_home(key)).is_file() {
-            return Some(format!("the ssh key {key} (TERMINAL_SSH_KEY / terminal.ssh_key) does not exist"));
+            return Some(format!(
+                "the ssh key {key} (TERMINAL_SSH_KEY / terminal.ssh_key) does not exist"
+            ));
         }
     }
     None
@@ -35,7 +39,9 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
 
 pub fn which(program: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
 }
 
 fn expand_home(path: &str) -> String {
@@ -68,7 +74,14 @@ impl SshEnv {
             remote_tmp: "/tmp".into(),
         };
         let out = env
-            .command(&["-o", "ControlMaster=yes", "-o", "ControlPersist=600", "-f", "-N"])
+            .command(&[
+                "-o",
+                "ControlMaster=yes",
+                "-o",
+                "ControlPersist=600",
+                "-f",
+                "-N",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -98,11 +111,16 @@ impl SshEnv {
     /// The options every ssh call uses.
     pub fn base_args(&self) -> Vec<String> {
         let mut args: Vec<String> = [
-            "-o", "BatchMode=yes",
-            "-o", "ConnectTimeout=10",
-            "-o", "ServerAliveInterval=30",
-            "-o", "StrictHostKeyChecking=accept-new",
-            "-o", "LogLevel=ERROR",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "ServerAliveInterval=30",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            "LogLevel=ERROR",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -110,7 +128,12 @@ impl SshEnv {
         args.extend(["-o".into(), format!("ControlPath={}", self.control_path)]);
         args.extend(["-p".into(), self.port.to_string()]);
         if let Some(key) = &self.key {
-            args.extend(["-i".into(), key.clone(), "-o".into(), "IdentitiesOnly=yes".into()]);
+            args.extend([
+                "-i".into(),
+                key.clone(),
+                "-o".into(),
+                "IdentitiesOnly=yes".into(),
+            ]);
         }
         if let Some(kh) = &self.known_hosts {
             args.extend(["-o".into(), format!("UserKnownHostsFile={kh}")]);
@@ -130,11 +153,21 @@ impl Environment for SshEnv {
         "ssh"
     }
 
-    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!("{}-{}", random_hex(8), self.counter.fetch_add(1, Ordering::Relaxed));
+    fn run_bash(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
+        let rid = format!(
+            "{}-{}",
+            random_hex(8),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
         let wrapped = remote_wrap(script, login, &self.remote_tmp, &rid);
         let cmd = self.remote(&format!("bash -c {}", sh_quote(&wrapped)));
-        let run = ChildRun::spawn(cmd, stdin, false).map_err(|e| EnvError::new(format!("cannot run ssh: {e}")))?;
+        let run = ChildRun::spawn(cmd, stdin, false)
+            .map_err(|e| EnvError::new(format!("cannot run ssh: {e}")))?;
         let killer_args = self.base_args();
         let target = self.target.clone();
         let tmp = self.remote_tmp.clone();
@@ -144,7 +177,10 @@ impl Environment for SshEnv {
                 .args(["-o", "ControlMaster=no"])
                 .arg(&target)
                 .arg("--")
-                .arg(format!("bash -c {}", sh_quote(&remote_kill_script(&tmp, &rid, grace))))
+                .arg(format!(
+                    "bash -c {}",
+                    sh_quote(&remote_kill_script(&tmp, &rid, grace))
+                ))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -168,7 +204,10 @@ impl Environment for SshEnv {
             .output()
             .map_err(|e| EnvError::new(format!("cannot run ssh: {e}")))?;
         if !out.status.success() {
-            return Err(EnvError::new(format!("{path}: {}", String::from_utf8_lossy(&out.stderr).trim())));
+            return Err(EnvError::new(format!(
+                "{path}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
         }
         Ok(out.stdout)
     }

@@ -45,12 +45,21 @@ pub struct Credentials {
 /// The `owner_id` (team) and `project_id` claims of a Vercel OIDC token.
 pub fn oidc_claims(token: &str) -> Result<(String, String), String> {
     use base64::Engine;
-    let payload = token.split('.').nth(1).ok_or("it is not a JWT (header.payload.signature)")?;
+    let payload = token
+        .split('.')
+        .nth(1)
+        .ok_or("it is not a JWT (header.payload.signature)")?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
         .map_err(|e| format!("its payload is not base64url: {e}"))?;
-    let claims: Value = serde_json::from_slice(&bytes).map_err(|e| format!("its payload is not JSON: {e}"))?;
-    let claim = |name: &str| claims[name].as_str().map(str::to_owned).ok_or(format!("it has no {name} claim"));
+    let claims: Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("its payload is not JSON: {e}"))?;
+    let claim = |name: &str| {
+        claims[name]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or(format!("it has no {name} claim"))
+    };
     Ok((claim("owner_id")?, claim("project_id")?))
 }
 
@@ -74,12 +83,16 @@ pub fn credentials(config: &TerminalConfig) -> Result<Credentials, String> {
     let (team_id, project_id) = match (team, project) {
         (Some(team), Some(project)) => (team, project),
         (team, project) => {
-            let (owner, claimed_project) =
-                oidc_claims(&token).map_err(|e| format!("VERCEL_OIDC_TOKEN cannot be read: {e}"))?;
+            let (owner, claimed_project) = oidc_claims(&token)
+                .map_err(|e| format!("VERCEL_OIDC_TOKEN cannot be read: {e}"))?;
             (team.unwrap_or(owner), project.unwrap_or(claimed_project))
         }
     };
-    Ok(Credentials { token, team_id, project_id })
+    Ok(Credentials {
+        token,
+        team_id,
+        project_id,
+    })
 }
 
 pub fn availability(config: &TerminalConfig) -> Option<String> {
@@ -124,13 +137,23 @@ impl VercelEnv {
         }
         let creds = credentials(config).map_err(EnvError::new)?;
         let exec_timeout = config.max_foreground_timeout.max(config.timeout) + 60;
-        let api = Api::new("Vercel Sandbox", &config.vercel_api_url, &creds.token, Duration::from_secs(exec_timeout + 30));
+        let api = Api::new(
+            "Vercel Sandbox",
+            &config.vercel_api_url,
+            &creds.token,
+            Duration::from_secs(exec_timeout + 30),
+        );
         let team_query = format!("teamId={}", url_encode(&creds.team_id));
-        let created =
-            api.json("POST", &format!("/v2/sandboxes?{team_query}"), Some(&create_body(config, &creds.project_id)))?;
+        let created = api.json(
+            "POST",
+            &format!("/v2/sandboxes?{team_query}"),
+            Some(&create_body(config, &creds.project_id)),
+        )?;
         let session_id = created["session"]["id"]
             .as_str()
-            .ok_or_else(|| EnvError::new(format!("Vercel Sandbox API: no session.id in {created}")))?
+            .ok_or_else(|| {
+                EnvError::new(format!("Vercel Sandbox API: no session.id in {created}"))
+            })?
             .to_string();
         let env = VercelEnv {
             api,
@@ -140,7 +163,9 @@ impl VercelEnv {
             counter: AtomicU64::new(0),
             cleaned: AtomicBool::new(false),
         };
-        if let Err(e) = env.wait_until_running(created["session"]["status"].as_str().unwrap_or("pending")) {
+        if let Err(e) =
+            env.wait_until_running(created["session"]["status"].as_str().unwrap_or("pending"))
+        {
             env.cleanup();
             return Err(e);
         }
@@ -148,7 +173,10 @@ impl VercelEnv {
     }
 
     fn path(&self, tail: &str) -> String {
-        format!("/v2/sandboxes/sessions/{}{tail}?{}", self.session_id, self.team_query)
+        format!(
+            "/v2/sandboxes/sessions/{}{tail}?{}",
+            self.session_id, self.team_query
+        )
     }
 
     fn wait_until_running(&self, first: &str) -> Result<(), EnvError> {
@@ -160,8 +188,11 @@ impl VercelEnv {
                 "running" => return Ok(()),
                 "pending" => {}
                 other => {
-                    return Err(EnvError::new(format!("Vercel sandbox {} is {other}, not running", self.session_id))
-                        .hint("retry; check the project's sandbox quota"))
+                    return Err(EnvError::new(format!(
+                        "Vercel sandbox {} is {other}, not running",
+                        self.session_id
+                    ))
+                    .hint("retry; check the project's sandbox quota"))
                 }
             }
             if Instant::now() >= deadline {
@@ -173,24 +204,38 @@ impl VercelEnv {
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_secs(2));
-            status = self.api.json("GET", &self.path(""), None)?["session"]["status"].as_str().unwrap_or("").to_string();
+            status = self.api.json("GET", &self.path(""), None)?["session"]["status"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
         }
     }
 }
 
 /// Runs one command to its end through the x-ndjson stream: (stdout+stderr, exit code).
 /// The command's id is published in `cmd_id` as soon as the first line names it.
-fn run_streamed(api: &Api, path: &str, body: &Value, cmd_id: &Mutex<Option<String>>) -> Result<(Vec<u8>, i32), EnvError> {
+fn run_streamed(
+    api: &Api,
+    path: &str,
+    body: &Value,
+    cmd_id: &Mutex<Option<String>>,
+) -> Result<(Vec<u8>, i32), EnvError> {
     let (status, reader) = api.open("POST", path, Some(body), NDJSON)?;
     if !(200..300).contains(&status) {
         let mut text = String::new();
         let _ = std::io::Read::read_to_string(&mut std::io::Read::take(reader, 2000), &mut text);
-        return Err(EnvError::new(format!("Vercel Sandbox API: the command was refused with HTTP {status}: {text}")));
+        return Err(EnvError::new(format!(
+            "Vercel Sandbox API: the command was refused with HTTP {status}: {text}"
+        )));
     }
     let mut output = Vec::new();
     for line in BufReader::new(reader).lines() {
-        let line = line.map_err(|e| EnvError::new(format!("Vercel Sandbox API: the command stream broke: {e}")))?;
-        let Ok(item) = serde_json::from_str::<Value>(&line) else { continue };
+        let line = line.map_err(|e| {
+            EnvError::new(format!("Vercel Sandbox API: the command stream broke: {e}"))
+        })?;
+        let Ok(item) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
         if let Some(command) = item.get("command") {
             if let Some(code) = command["exitCode"].as_i64() {
                 return Ok((output, code as i32));
@@ -201,7 +246,9 @@ fn run_streamed(api: &Api, path: &str, body: &Value, cmd_id: &Mutex<Option<Strin
             continue;
         }
         match item["stream"].as_str() {
-            Some("stdout" | "stderr") => output.extend_from_slice(item["data"].as_str().unwrap_or("").as_bytes()),
+            Some("stdout" | "stderr") => {
+                output.extend_from_slice(item["data"].as_str().unwrap_or("").as_bytes())
+            }
             Some("error") => {
                 return Err(EnvError::new(format!(
                     "Vercel Sandbox API: the command failed: {}",
@@ -211,7 +258,9 @@ fn run_streamed(api: &Api, path: &str, body: &Value, cmd_id: &Mutex<Option<Strin
             _ => {}
         }
     }
-    Err(EnvError::new("Vercel Sandbox API: the command stream ended before the command finished"))
+    Err(EnvError::new(
+        "Vercel Sandbox API: the command stream ended before the command finished",
+    ))
 }
 
 fn command_body(script: String, timeout_ms: u64) -> Value {
@@ -223,9 +272,21 @@ impl Environment for VercelEnv {
         "vercel_sandbox"
     }
 
-    fn run_bash(&self, script: &str, login: bool, stdin: Option<Vec<u8>>) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!("{}-{}", random_hex(8), self.counter.fetch_add(1, Ordering::Relaxed));
-        let body = command_body(wrapped_script(script, login, stdin.as_deref(), &rid), self.exec_timeout_ms);
+    fn run_bash(
+        &self,
+        script: &str,
+        login: bool,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Box<dyn Running>, EnvError> {
+        let rid = format!(
+            "{}-{}",
+            random_hex(8),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
+        let body = command_body(
+            wrapped_script(script, login, stdin.as_deref(), &rid),
+            self.exec_timeout_ms,
+        );
         let cmd_id: Arc<Mutex<Option<String>>> = Arc::default();
         let (api, killer) = (self.api.clone(), self.api.clone());
         let (run_path, published) = (self.path("/cmd"), Arc::clone(&cmd_id));
@@ -233,7 +294,10 @@ impl Environment for VercelEnv {
         let session = self.session_id.clone();
         let team_query = self.team_query.clone();
         let cancel = move || {
-            let kill_group = command_body(remote_kill_script("/tmp", &rid, Duration::from_secs(1)), 30_000);
+            let kill_group = command_body(
+                remote_kill_script("/tmp", &rid, Duration::from_secs(1)),
+                30_000,
+            );
             let _ = run_streamed(&killer, &kill_command_path, &kill_group, &Mutex::new(None));
             if let Some(id) = cmd_id.lock().unwrap_or_else(|p| p.into_inner()).clone() {
                 let path = format!("/v2/sandboxes/sessions/{session}/cmd/{id}/kill?{team_query}");
@@ -258,10 +322,17 @@ impl Environment for VercelEnv {
     }
 
     fn fetch_file(&self, path: &str, max_bytes: usize) -> Result<Vec<u8>, EnvError> {
-        let (status, bytes) =
-            self.api.send_accepting("POST", &self.path("/fs/read"), Some(&json!({"path": path})), "application/octet-stream")?;
+        let (status, bytes) = self.api.send_accepting(
+            "POST",
+            &self.path("/fs/read"),
+            Some(&json!({"path": path})),
+            "application/octet-stream",
+        )?;
         if !(200..300).contains(&status) {
-            return Err(EnvError::new(format!("{path}: HTTP {status}: {}", String::from_utf8_lossy(&bytes))));
+            return Err(EnvError::new(format!(
+                "{path}: HTTP {status}: {}",
+                String::from_utf8_lossy(&bytes)
+            )));
         }
         Ok(bytes.into_iter().take(max_bytes).collect())
     }

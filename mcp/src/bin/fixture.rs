@@ -19,7 +19,9 @@ fn main() -> ExitCode {
         Some("serve") => {
             let registry = Arc::new(Registry::new(&hermes_mcp::testing::EMPTY_CATALOG));
             let http = match args.iter().position(|a| a == "--http") {
-                Some(i) => match hermes_mcp::server::parse_http_addr(args.get(i + 1).map_or("", String::as_str)) {
+                Some(i) => match hermes_mcp::server::parse_http_addr(
+                    args.get(i + 1).map_or("", String::as_str),
+                ) {
                     Ok(addr) => Some(addr),
                     Err(e) => {
                         eprintln!("error: {e}");
@@ -28,7 +30,12 @@ fn main() -> ExitCode {
                 },
                 None => None,
             };
-            match hermes_mcp::server::run(registry, Selection::default(), http, HttpOptions::default()) {
+            match hermes_mcp::server::run(
+                registry,
+                Selection::default(),
+                http,
+                HttpOptions::default(),
+            ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -54,22 +61,32 @@ fn conformance_client(url: &str) -> ExitCode {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let home = std::env::temp_dir().join(format!("hermes-mcp-conformance-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&home);
-    let config = json!({"mcp_servers": {"conf": {"url": url, "timeout": 20, "connect_timeout": 20}}});
+    let config =
+        json!({"mcp_servers": {"conf": {"url": url, "timeout": 20, "connect_timeout": 20}}});
     if std::fs::write(home.join("config.yaml"), config.to_string()).is_err() {
         eprintln!("error: cannot write {}", home.display());
         return ExitCode::from(1);
     }
-    let registry = Arc::new(Registry::with_home(&hermes_mcp::testing::EMPTY_CATALOG, home.clone()));
+    let registry = Arc::new(Registry::with_home(
+        &hermes_mcp::testing::EMPTY_CATALOG,
+        home.clone(),
+    ));
     let report = hermes_mcp::attach(&registry);
     print!("{report}");
     let call = |name: &str, args: Value| {
-        let result = registry.handle_function_call(&ToolCall::new(name, args), &ToolContext::builder().build());
+        let result = registry
+            .handle_function_call(&ToolCall::new(name, args), &ToolContext::builder().build());
         println!("{name} -> {result}");
         result
     };
     let failed = match scenario.as_str() {
-        "tools_call" => hermes_mcp::convert::is_error_result(&call("mcp_conf_add_numbers", json!({"a": 5, "b": 3}))),
-        "sse-retry" => hermes_mcp::convert::is_error_result(&call("mcp_conf_test_reconnection", json!({}))),
+        "tools_call" => hermes_mcp::convert::is_error_result(&call(
+            "mcp_conf_add_numbers",
+            json!({"a": 5, "b": 3}),
+        )),
+        "sse-retry" => {
+            hermes_mcp::convert::is_error_result(&call("mcp_conf_test_reconnection", json!({})))
+        }
         _ => report.servers.iter().any(|s| s.error.is_some()),
     };
     report.clients.shutdown();

@@ -15,8 +15,14 @@ pub fn manifest_dir() -> PathBuf {
 
 /// A binary of the npm packages in mcp/tests/node; fails the test when missing.
 pub fn node_bin(name: &str) -> PathBuf {
-    let path = manifest_dir().join("tests/node/node_modules/.bin").join(name);
-    assert!(path.exists(), "{} is missing: run {SETUP} (it installs the npm packages the MCP tests use)", path.display());
+    let path = manifest_dir()
+        .join("tests/node/node_modules/.bin")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run {SETUP} (it installs the npm packages the MCP tests use)",
+        path.display()
+    );
     path
 }
 
@@ -24,7 +30,11 @@ pub fn node_bin(name: &str) -> PathBuf {
 pub fn node_path_env() -> String {
     let node = node_bin("node");
     let bin = node.parent().unwrap().to_path_buf();
-    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
 
 /// The test venv's `python3`, with the `mcp` package 1.x; fails the test when missing.
@@ -44,11 +54,17 @@ pub fn home_with_config(config: &str) -> tempfile::TempDir {
 }
 
 pub fn registry(home: &Path) -> Arc<Registry> {
-    Arc::new(Registry::with_home(&hermes_mcp::testing::EMPTY_CATALOG, home.to_path_buf()))
+    Arc::new(Registry::with_home(
+        &hermes_mcp::testing::EMPTY_CATALOG,
+        home.to_path_buf(),
+    ))
 }
 
 pub fn call(registry: &Registry, name: &str, args: Value) -> String {
-    registry.handle_function_call(&ToolCall::new(name, args), &ToolContext::builder().task_id("test").build())
+    registry.handle_function_call(
+        &ToolCall::new(name, args),
+        &ToolContext::builder().task_id("test").build(),
+    )
 }
 
 pub fn call_json(registry: &Registry, name: &str, args: Value) -> Value {
@@ -70,7 +86,11 @@ pub fn wait_for(seconds: u64, mut check: impl FnMut() -> bool) -> bool {
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Kills the child when dropped.
@@ -84,7 +104,9 @@ impl Drop for ChildGuard {
 }
 
 pub fn wait_for_port(port: u16, seconds: u64) -> bool {
-    wait_for(seconds, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+    wait_for(seconds, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
 }
 
 /// A loopback port that forwards HTTP/1.1 to `target`, adding `header` (a whole
@@ -96,8 +118,11 @@ pub fn header_proxy(target: u16, header: &str) -> u16 {
     let header = format!("{header}\r\n");
     std::thread::spawn(move || {
         for client in listener.incoming().flatten() {
-            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else { continue };
-            let (mut back_from, mut back_to) = (server.try_clone().unwrap(), client.try_clone().unwrap());
+            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                continue;
+            };
+            let (mut back_from, mut back_to) =
+                (server.try_clone().unwrap(), client.try_clone().unwrap());
             std::thread::spawn(move || {
                 let _ = std::io::copy(&mut back_from, &mut back_to);
                 let _ = back_to.shutdown(std::net::Shutdown::Write);
@@ -112,7 +137,11 @@ pub fn header_proxy(target: u16, header: &str) -> u16 {
     port
 }
 
-fn forward_requests(client: std::net::TcpStream, mut server: &std::net::TcpStream, header: &str) -> std::io::Result<()> {
+fn forward_requests(
+    client: std::net::TcpStream,
+    mut server: &std::net::TcpStream,
+    header: &str,
+) -> std::io::Result<()> {
     use std::io::{BufRead, Read, Write};
     let mut reader = std::io::BufReader::new(client);
     loop {

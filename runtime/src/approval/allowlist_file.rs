@@ -26,10 +26,14 @@ struct FileLock {
 
 impl FileLock {
     fn exclusive(target: &Path) -> Result<FileLock, String> {
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "config.yaml".into());
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "config.yaml".into());
         let path = target.with_file_name(format!(".{name}.lock"));
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -64,7 +68,9 @@ pub fn read_allowlist(config_path: &Path) -> Option<Vec<String>> {
     match config.state {
         crate::config::ConfigState::Missing => Some(Vec::new()),
         crate::config::ConfigState::Broken(_) => None,
-        crate::config::ConfigState::Loaded(_) => Some(parse_allowlist(config.get("command_allowlist")).0),
+        crate::config::ConfigState::Loaded(_) => {
+            Some(parse_allowlist(config.get("command_allowlist")).0)
+        }
     }
 }
 
@@ -196,17 +202,29 @@ pub fn resolve_symlinks(path: &Path) -> PathBuf {
 /// Temp file `.<stem>_<random>.tmp` beside the target, fsync, rename over it; the target's
 /// permission bits are kept.
 pub fn atomic_write(target: &Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
-    let stem = target.file_stem().and_then(|s| s.to_str()).unwrap_or("config");
+    let stem = target
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("config");
     let permissions = std::fs::metadata(target).ok().map(|m| m.permissions());
     let (tmp_path, mut file) = {
         let mut attempt = 0;
         loop {
             let candidate = dir.join(format!(".{stem}_{}.tmp", super::random_hex(8)));
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&candidate) {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&candidate)
+            {
                 Ok(file) => break (candidate, file),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => attempt += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
+                    attempt += 1
+                }
                 Err(e) => return Err(format!("{}: cannot create temp file: {e}", dir.display())),
             }
         }

@@ -38,14 +38,20 @@ pub struct CallApprovalGate {
 impl CallApprovalGate {
     pub fn for_call(ctx: &ToolContext) -> CallApprovalGate {
         let (context, options) = call_approval(ctx);
-        CallApprovalGate { approvals: Approvals::for_home(ctx.hermes_home()), context, options }
+        CallApprovalGate {
+            approvals: Approvals::for_home(ctx.hermes_home()),
+            context,
+            options,
+        }
     }
 }
 
 impl crate::hooks::ApprovalGate for CallApprovalGate {
     fn approve(&self, tool: &str, message: &str, rule_key: &str) -> Result<bool, String> {
         let rule = Some(rule_key).filter(|k| !k.is_empty());
-        let verdict = self.approvals.request_tool_approval(tool, message, rule, &self.context, &self.options);
+        let verdict =
+            self.approvals
+                .request_tool_approval(tool, message, rule, &self.context, &self.options);
         Ok(verdict.is_approved())
     }
 }

@@ -47,7 +47,9 @@ impl NoHumanReason {
         match self {
             NoHumanReason::SingleQuery => "approvals.single_query_mode",
             NoHumanReason::Cron => "approvals.cron_mode",
-            NoHumanReason::Unattended(_) | NoHumanReason::Unspecified => "approvals.unattended_mode",
+            NoHumanReason::Unattended(_) | NoHumanReason::Unspecified => {
+                "approvals.unattended_mode"
+            }
         }
     }
 
@@ -80,7 +82,11 @@ impl ApprovalContext {
     /// Same as [`from_env`](Self::from_env) with any source of variables.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> ApprovalContext {
         let flag = |name: &str| env_truthy(get(name).as_deref());
-        let text = |name: &str| get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let text = |name: &str| {
+            get(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
         ApprovalContext {
             session_key: text("HERMES_SESSION_KEY"),
             interactive: flag("HERMES_INTERACTIVE"),
@@ -100,12 +106,18 @@ impl ApprovalContext {
         self.session_key
             .clone()
             .filter(|k| !k.is_empty())
-            .or_else(|| std::env::var("HERMES_SESSION_KEY").ok().filter(|k| !k.trim().is_empty()))
+            .or_else(|| {
+                std::env::var("HERMES_SESSION_KEY")
+                    .ok()
+                    .filter(|k| !k.trim().is_empty())
+            })
             .unwrap_or_else(|| "default".to_string())
     }
 
     pub fn is_unattended_platform(&self) -> bool {
-        self.platform.as_deref().is_some_and(|p| UNATTENDED_PLATFORMS.contains(&p))
+        self.platform
+            .as_deref()
+            .is_some_and(|p| UNATTENDED_PLATFORMS.contains(&p))
     }
 
     /// Nobody can be asked here, whatever other flags say.
@@ -115,7 +127,9 @@ impl ApprovalContext {
 
     /// A messaging gateway with a person behind it (needs a platform).
     pub fn is_gateway(&self) -> bool {
-        self.attended() && self.gateway_session && self.platform.as_deref().is_some_and(|p| !p.is_empty())
+        self.attended()
+            && self.gateway_session
+            && self.platform.as_deref().is_some_and(|p| !p.is_empty())
     }
 
     pub fn is_cli(&self) -> bool {
@@ -137,7 +151,9 @@ impl ApprovalContext {
         } else if self.cron {
             Some(NoHumanReason::Cron)
         } else if self.is_unattended_platform() {
-            Some(NoHumanReason::Unattended(self.platform.clone().unwrap_or_default()))
+            Some(NoHumanReason::Unattended(
+                self.platform.clone().unwrap_or_default(),
+            ))
         } else if !self.has_human() {
             Some(NoHumanReason::Unspecified)
         } else {

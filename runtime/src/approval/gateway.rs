@@ -61,8 +61,14 @@ pub(crate) struct Entry {
 /// How a gateway wait ended.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum GatewayAnswer {
-    Answer { choice: Choice, reason: Option<String>, coalesced: bool },
-    Timeout { coalesced: bool },
+    Answer {
+        choice: Choice,
+        reason: Option<String>,
+        coalesced: bool,
+    },
+    Timeout {
+        coalesced: bool,
+    },
     NotifyFailed(String),
     Interrupted,
     /// No notify callback registered for the session.
@@ -98,7 +104,9 @@ fn dequeue(state: &mut State, session: &str, id: &str) {
 }
 
 fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl Approvals {
@@ -139,7 +147,10 @@ impl Approvals {
         request_id: Option<&str>,
     ) -> usize {
         let choice = Choice::parse_resolution(choice);
-        let reason = reason.map(str::trim).filter(|r| !r.is_empty()).map(str::to_string);
+        let reason = reason
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
         let mut state = self.lock();
         let queue = state.queues.get(session).cloned().unwrap_or_default();
         let chosen: Vec<String> = match request_id {
@@ -173,7 +184,10 @@ impl Approvals {
             .into_iter()
             .flatten()
             .filter_map(|id| state.entries.get(id))
-            .map(|entry| GatewayApprovalRequest { waiters: entry.waiters, ..entry.request.clone() })
+            .map(|entry| GatewayApprovalRequest {
+                waiters: entry.waiters,
+                ..entry.request.clone()
+            })
             .collect()
     }
 
@@ -185,16 +199,26 @@ impl Approvals {
     /// Marks a pending request as shown to the user; false when it is not pending.
     pub fn ack_gateway_approval(&self, session: &str, request_id: &str) -> bool {
         let mut state = self.lock();
-        let pending = state.queues.get(session).is_some_and(|q| q.iter().any(|id| id == request_id));
+        let pending = state
+            .queues
+            .get(session)
+            .is_some_and(|q| q.iter().any(|id| id == request_id));
         if !pending {
             return false;
         }
-        state.entries.get_mut(request_id).map(|e| e.request.acked = true).is_some()
+        state
+            .entries
+            .get_mut(request_id)
+            .map(|e| e.request.acked = true)
+            .is_some()
     }
 
     /// Whether the session has a request waiting for a human.
     pub fn has_blocking_approval(&self, session: &str) -> bool {
-        self.lock().queues.get(session).is_some_and(|q| !q.is_empty())
+        self.lock()
+            .queues
+            .get(session)
+            .is_some_and(|q| !q.is_empty())
     }
 
     /// Sends (or joins) a request and waits for its answer.
@@ -254,16 +278,23 @@ impl Approvals {
                             waiters: 1,
                         },
                     );
-                    state.queues.entry(ask.session.to_string()).or_default().push(id.clone());
+                    state
+                        .queues
+                        .entry(ask.session.to_string())
+                        .or_default()
+                        .push(id.clone());
                     drop(state);
                     coalesced = false;
-                    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(&request)))
-                        .unwrap_or_else(|_| Err("the notify callback panicked".to_string()));
+                    let sent =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(&request)))
+                            .unwrap_or_else(|_| Err("the notify callback panicked".to_string()));
                     if let Err(error) = sent {
                         let mut state = self.lock();
                         dequeue(&mut state, ask.session, &id);
                         if let Some(entry) = state.entries.get_mut(&id) {
-                            entry.resolution.get_or_insert(Resolution::NotifyFailed(error.clone()));
+                            entry
+                                .resolution
+                                .get_or_insert(Resolution::NotifyFailed(error.clone()));
                             entry.waiters -= 1;
                             if entry.waiters == 0 {
                                 state.entries.remove(&id);
@@ -279,7 +310,13 @@ impl Approvals {
             let deadline = Instant::now() + ask.timeout;
             match self.wait_entry(ask.session, &id, deadline, is_leader) {
                 Resolution::Answer(Choice::Once, _) if !is_leader => continue,
-                Resolution::Answer(choice, reason) => return GatewayAnswer::Answer { choice, reason, coalesced },
+                Resolution::Answer(choice, reason) => {
+                    return GatewayAnswer::Answer {
+                        choice,
+                        reason,
+                        coalesced,
+                    }
+                }
                 Resolution::Timeout => return GatewayAnswer::Timeout { coalesced },
                 Resolution::Interrupted => return GatewayAnswer::Interrupted,
                 Resolution::NotifyFailed(e) => return GatewayAnswer::NotifyFailed(e),
@@ -287,7 +324,13 @@ impl Approvals {
         }
     }
 
-    fn wait_entry(&self, session: &str, id: &str, own_deadline: Instant, is_leader: bool) -> Resolution {
+    fn wait_entry(
+        &self,
+        session: &str,
+        id: &str,
+        own_deadline: Instant,
+        is_leader: bool,
+    ) -> Resolution {
         let heartbeat_every = super::read(&self.heartbeat_every);
         let started = Instant::now();
         let mut last_beat = started;
@@ -297,7 +340,11 @@ impl Approvals {
                 return Resolution::Interrupted;
             };
             let now = Instant::now();
-            let deadline = if is_leader { entry.deadline } else { own_deadline };
+            let deadline = if is_leader {
+                entry.deadline
+            } else {
+                own_deadline
+            };
             if entry.resolution.is_none() && now >= deadline {
                 if !is_leader {
                     entry.waiters -= 1;
@@ -328,8 +375,15 @@ impl Approvals {
                 }
             }
             let until_beat = heartbeat_every.saturating_sub(now.duration_since(last_beat));
-            let wait = (deadline - now).min(Duration::from_secs(1)).min(until_beat).max(Duration::from_millis(1));
-            state = self.wake.wait_timeout(state, wait).unwrap_or_else(|p| p.into_inner()).0;
+            let wait = (deadline - now)
+                .min(Duration::from_secs(1))
+                .min(until_beat)
+                .max(Duration::from_millis(1));
+            state = self
+                .wake
+                .wait_timeout(state, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 }

@@ -11,8 +11,8 @@ use super::result::{Choice, GuardResult, Outcome, ResultKind};
 use super::smart::{unreviewable, ReviewRequest, SmartVerdict};
 use super::{read, Approvals};
 use hermes_command_guard::{
-    detect_dangerous, detect_hardline, match_deny_rule, matches_allowlist, sudo_stdin_guard, GuardContext,
-    MALFORMED_PAYLOAD_KEY, PARSER_LIMIT_KEY,
+    detect_dangerous, detect_hardline, match_deny_rule, matches_allowlist, sudo_stdin_guard,
+    GuardContext, MALFORMED_PAYLOAD_KEY, PARSER_LIMIT_KEY,
 };
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -33,8 +33,14 @@ pub fn is_isolated_backend(env_type: &str, has_host_access: bool) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanVerdict {
     Allow,
-    Block { rule_id: String, summary: String },
-    Warn { rule_id: String, summary: String },
+    Block {
+        rule_id: String,
+        summary: String,
+    },
+    Warn {
+        rule_id: String,
+        summary: String,
+    },
     /// The scanner could not run; `security.tirith_fail_open` decides.
     Unavailable(String),
 }
@@ -72,14 +78,19 @@ impl Approvals {
                 .filter(|r| r != p)
                 .map(|r| r.to_string_lossy().into_owned())
         };
-        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
         let temp = std::env::temp_dir();
         GuardContext {
             home_real: home.as_deref().and_then(real),
             home: home.map(|h| h.to_string_lossy().into_owned()),
             hermes_home: Some(self.hermes_home.to_string_lossy().into_owned()),
             hermes_home_real: real(&self.hermes_home),
-            temp_dir: std::fs::canonicalize(&temp).unwrap_or(temp).to_string_lossy().into_owned(),
+            temp_dir: std::fs::canonicalize(&temp)
+                .unwrap_or(temp)
+                .to_string_lossy()
+                .into_owned(),
             deny_globs: self.policy().deny.clone(),
         }
     }
@@ -109,7 +120,11 @@ impl Approvals {
 
     fn flags(&self, command: &str, guard: &GuardContext) -> Vec<Flag> {
         let mut flags: Vec<Flag> = detect_dangerous(command, guard)
-            .map(|f| Flag { key: f.key, description: f.description, from_scanner: false })
+            .map(|f| Flag {
+                key: f.key,
+                description: f.description,
+                from_scanner: false,
+            })
             .into_iter()
             .collect();
         flags.extend(self.scanner_flag(command));
@@ -130,7 +145,9 @@ impl Approvals {
         // 1. Isolated backends: the operator's deny rules only.
         if is_isolated_backend(env_type, options.has_host_access) {
             return match match_deny_rule(command, &guard) {
-                Some(glob) => GuardResult::with_message(ResultKind::UserDeny, messages::deny_rule(&glob)),
+                Some(glob) => {
+                    GuardResult::with_message(ResultKind::UserDeny, messages::deny_rule(&glob))
+                }
                 None => GuardResult::approved(),
             };
         }
@@ -139,9 +156,13 @@ impl Approvals {
         if let Some(finding) = detect_hardline(command, &guard) {
             let saved = (finding.key == PARSER_LIMIT_KEY || finding.key == MALFORMED_PAYLOAD_KEY)
                 .then(|| save_blocked_script(&self.hermes_home, command));
-            let saved_ref = saved.as_ref().map(|r| r.as_ref().map(|p| p.to_str().unwrap_or("")).map_err(|_| ()));
-            let mut result =
-                GuardResult::with_message(ResultKind::Hardline, messages::hardline(&finding.description, saved_ref));
+            let saved_ref = saved
+                .as_ref()
+                .map(|r| r.as_ref().map(|p| p.to_str().unwrap_or("")).map_err(|_| ()));
+            let mut result = GuardResult::with_message(
+                ResultKind::Hardline,
+                messages::hardline(&finding.description, saved_ref),
+            );
             result.pattern_key = Some(finding.key);
             result.description = Some(finding.description);
             return result;
@@ -155,7 +176,11 @@ impl Approvals {
 
         // 3. Bypasses.
         let session = ctx.session_key();
-        if self.process_yolo() || ctx.yolo || self.is_session_yolo(&session) || policy.mode == ApprovalMode::Off {
+        if self.process_yolo()
+            || ctx.yolo
+            || self.is_session_yolo(&session)
+            || policy.mode == ApprovalMode::Off
+        {
             return GuardResult::approved();
         }
 
@@ -182,7 +207,9 @@ impl Approvals {
         let flags: Vec<Flag> = {
             let all = self.flags(command, &guard);
             let state = self.lock();
-            all.into_iter().filter(|f| !state.is_approved(&session, &f.key)).collect()
+            all.into_iter()
+                .filter(|f| !state.is_approved(&session, &f.key))
+                .collect()
         };
         if flags.is_empty() {
             return GuardResult::approved();
@@ -229,7 +256,11 @@ impl Approvals {
         let timeout = options.timeout.unwrap_or(policy.timeout);
         let pattern_keys: Vec<String> = flags.iter().map(|f| f.key.clone()).collect();
         let pattern_key = pattern_keys[0].clone();
-        let description = flags.iter().map(|f| f.description.as_str()).collect::<Vec<_>>().join("; ");
+        let description = flags
+            .iter()
+            .map(|f| f.description.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
         let allow_permanent = !once_only && flags.iter().any(|f| !f.from_scanner);
         let base = |kind: ResultKind| GuardResult {
             pattern_key: Some(pattern_key.clone()),
@@ -252,7 +283,10 @@ impl Approvals {
             match self.smart_review(command, &description) {
                 SmartVerdict::Approve => {
                     self.lock().set_streak(session, 0);
-                    return GuardResult { smart_approved: true, ..GuardResult::approved() };
+                    return GuardResult {
+                        smart_approved: true,
+                        ..GuardResult::approved()
+                    };
                 }
                 SmartVerdict::Deny => {
                     {
@@ -263,7 +297,10 @@ impl Approvals {
                     smart_denied = true;
                     if !human_reachable {
                         return GuardResult {
-                            message: Some(messages::smart_denied(&description, self.breaker_streak(session))),
+                            message: Some(messages::smart_denied(
+                                &description,
+                                self.breaker_streak(session),
+                            )),
                             smart_denied: true,
                             ..base(ResultKind::Blocked)
                         };
@@ -316,7 +353,11 @@ impl Approvals {
                 self.observe("post_approval_response", &payload);
             };
             match waited {
-                GatewayAnswer::Answer { choice, reason, coalesced } => {
+                GatewayAnswer::Answer {
+                    choice,
+                    reason,
+                    coalesced,
+                } => {
                     post(choice.as_str());
                     answer = Some((choice, reason, coalesced));
                 }
@@ -362,8 +403,10 @@ impl Approvals {
                         title: None,
                         tool: Some(tool.to_string()),
                     };
-                    let choice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prompter.prompt(&request)))
-                        .unwrap_or(Choice::Deny);
+                    let choice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        prompter.prompt(&request)
+                    }))
+                    .unwrap_or(Choice::Deny);
                     let mut payload = hook_payload("cli");
                     payload["choice"] = json!(choice.as_str());
                     self.observe("post_approval_response", &payload);
@@ -387,7 +430,10 @@ impl Approvals {
             let streak = self.breaker_streak(session);
             let (outcome, message) = match choice {
                 Choice::Timeout => (Outcome::Timeout, messages::timed_out(&description, streak)),
-                _ => (Outcome::Denied, messages::human_denied(&description, reason.as_deref(), streak)),
+                _ => (
+                    Outcome::Denied,
+                    messages::human_denied(&description, reason.as_deref(), streak),
+                ),
             };
             return GuardResult {
                 message: Some(message),
@@ -455,7 +501,9 @@ pub(crate) fn save_blocked_script(hermes_home: &Path, command: &str) -> Result<P
             }
         }
     }
-    let epoch = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let path = dir.join(format!("blocked-{epoch}-{}.sh", super::random_hex(4)));
     std::fs::write(&path, command).map_err(|e| e.to_string())?;
     Ok(path)
@@ -486,7 +534,11 @@ impl Approvals {
             return GuardResult::approved();
         }
         let session = ctx.session_key();
-        if self.process_yolo() || ctx.yolo || self.is_session_yolo(&session) || self.policy().mode == ApprovalMode::Off {
+        if self.process_yolo()
+            || ctx.yolo
+            || self.is_session_yolo(&session)
+            || self.policy().mode == ApprovalMode::Off
+        {
             return GuardResult::approved();
         }
         let flag = Flag {
@@ -526,7 +578,11 @@ impl Approvals {
             .unwrap_or_else(|| format!("{tool}:{}", short_digest(reason)));
         let flag = Flag {
             key: format!("plugin_rule:{rule}"),
-            description: if reason.trim().is_empty() { format!("{tool} needs approval") } else { reason.to_string() },
+            description: if reason.trim().is_empty() {
+                format!("{tool} needs approval")
+            } else {
+                reason.to_string()
+            },
             from_scanner: false,
         };
         let session = ctx.session_key();
@@ -534,7 +590,9 @@ impl Approvals {
             return GuardResult::approved();
         }
         if !ctx.has_human() {
-            let label = ctx.no_human_reason().map_or_else(|| "this context".to_string(), |r| r.label());
+            let label = ctx
+                .no_human_reason()
+                .map_or_else(|| "this context".to_string(), |r| r.label());
             let mut message = format!(
                 "BLOCKED: the {tool} call needs a person's approval ({}) and nobody can approve it in {label}. \
                  Do not retry it or rephrase it; find another approach.",
@@ -558,9 +616,7 @@ impl Approvals {
         match reason {
             NoHumanReason::SingleQuery => policy.single_query_mode,
             NoHumanReason::Cron => policy.cron_mode,
-            NoHumanReason::Unattended(_) | NoHumanReason::Unspecified => {
-                policy.unattended_mode
-            }
+            NoHumanReason::Unattended(_) | NoHumanReason::Unspecified => policy.unattended_mode,
         }
     }
 }
@@ -590,8 +646,14 @@ pub struct HookApprovalGate {
 
 impl crate::hooks::ApprovalGate for HookApprovalGate {
     fn approve(&self, tool: &str, message: &str, rule_key: &str) -> Result<bool, String> {
-        let ctx = self.context.clone().unwrap_or_else(ApprovalContext::from_env);
+        let ctx = self
+            .context
+            .clone()
+            .unwrap_or_else(ApprovalContext::from_env);
         let rule = Some(rule_key).filter(|k| !k.is_empty());
-        Ok(self.approvals.request_tool_approval(tool, message, rule, &ctx, &self.options).is_approved())
+        Ok(self
+            .approvals
+            .request_tool_approval(tool, message, rule, &ctx, &self.options)
+            .is_approved())
     }
 }

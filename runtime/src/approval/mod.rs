@@ -22,23 +22,29 @@ mod redact;
 mod result;
 mod smart;
 
-pub use allowlist_file::{atomic_write, read_allowlist, replace_allowlist_block, resolve_symlinks, save_allowlist};
+pub use allowlist_file::{
+    atomic_write, read_allowlist, replace_allowlist_block, resolve_symlinks, save_allowlist,
+};
 pub use call::{call_approval, CallApprovalGate};
 pub use context::{env_truthy, ApprovalContext, NoHumanReason, UNATTENDED_PLATFORMS};
 pub use gateway::{GatewayApprovalRequest, HeartbeatCallback, NotifyCallback};
-pub use guard::{is_isolated_backend, CommandScanner, GuardOptions, HookApprovalGate, ScanVerdict, ISOLATED_BACKENDS};
+pub use guard::{
+    is_isolated_backend, CommandScanner, GuardOptions, HookApprovalGate, ScanVerdict,
+    ISOLATED_BACKENDS,
+};
 pub use policy::{
-    parse_allowlist, parse_mode, parse_no_human_mode, ApprovalMode, ApprovalPolicy, NoHumanMode, SmartEndpoint,
+    parse_allowlist, parse_mode, parse_no_human_mode, ApprovalMode, ApprovalPolicy, NoHumanMode,
+    SmartEndpoint,
 };
 pub use prompt::{
-    parse_answer, prompt_dangerous_approval, render_prompt, ApprovalPrompter, PromptIo, PromptRequest, ReadOutcome,
-    StreamIo, TerminalPrompter, TtyIo,
+    parse_answer, prompt_dangerous_approval, render_prompt, ApprovalPrompter, PromptIo,
+    PromptRequest, ReadOutcome, StreamIo, TerminalPrompter, TtyIo,
 };
 pub use redact::redact_secrets;
 pub use result::{Choice, GuardResult, Outcome, ResultKind};
 pub use smart::{
-    http_post_json, parse_verdict, review_messages, unreviewable, xml_escape, Guardian, HttpGuardian, ReviewRequest,
-    SmartVerdict, MAX_REVIEW_CHARS, SYSTEM_PROMPT,
+    http_post_json, parse_verdict, review_messages, unreviewable, xml_escape, Guardian,
+    HttpGuardian, ReviewRequest, SmartVerdict, MAX_REVIEW_CHARS, SYSTEM_PROMPT,
 };
 
 use hermes_command_guard::legacy_key_aliases;
@@ -83,7 +89,10 @@ impl State {
     }
 
     fn streak(&self, session: &str) -> u32 {
-        self.streaks.iter().find(|(s, _)| s == session).map_or(0, |(_, n)| *n)
+        self.streaks
+            .iter()
+            .find(|(s, _)| s == session)
+            .map_or(0, |(_, n)| *n)
     }
 
     fn set_streak(&mut self, session: &str, value: u32) {
@@ -117,7 +126,9 @@ pub struct Approvals {
 
 impl std::fmt::Debug for Approvals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Approvals").field("hermes_home", &self.hermes_home).finish_non_exhaustive()
+        f.debug_struct("Approvals")
+            .field("hermes_home", &self.hermes_home)
+            .finish_non_exhaustive()
     }
 }
 
@@ -145,9 +156,15 @@ impl Approvals {
         Approvals {
             hermes_home: hermes_home.into(),
             policy: RwLock::new(Arc::new(policy)),
-            state: Mutex::new(State { baseline: permanent.clone(), permanent, ..State::default() }),
+            state: Mutex::new(State {
+                baseline: permanent.clone(),
+                permanent,
+                ..State::default()
+            }),
             wake: Condvar::new(),
-            process_yolo: AtomicBool::new(env_truthy(std::env::var("HERMES_YOLO_MODE").ok().as_deref())),
+            process_yolo: AtomicBool::new(env_truthy(
+                std::env::var("HERMES_YOLO_MODE").ok().as_deref(),
+            )),
             guardian: RwLock::new(guardian),
             guardian_from_config: AtomicBool::new(true),
             scanner: RwLock::new(None),
@@ -164,9 +181,13 @@ impl Approvals {
     /// allowlist are read again, so an operator's edit applies without a restart.
     pub fn for_home(hermes_home: &Path) -> Arc<Approvals> {
         type Signature = Option<(std::time::SystemTime, u64)>;
-        static BY_HOME: OnceLock<Mutex<HashMap<PathBuf, (Arc<Approvals>, Signature)>>> = OnceLock::new();
+        static BY_HOME: OnceLock<Mutex<HashMap<PathBuf, (Arc<Approvals>, Signature)>>> =
+            OnceLock::new();
         let signature = crate::config::file_signature(&crate::config::Config::path_in(hermes_home));
-        let mut homes = BY_HOME.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        let mut homes = BY_HOME
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let (approvals, seen) = homes
             .entry(hermes_home.to_path_buf())
             .or_insert_with(|| (Arc::new(Approvals::load(hermes_home)), signature));
@@ -252,7 +273,11 @@ impl Approvals {
 
     /// Approves `key` for `session` (session scope).
     pub fn approve_session(&self, session: &str, key: &str) {
-        self.lock().sessions.entry(session.to_string()).or_default().insert(key.to_string());
+        self.lock()
+            .sessions
+            .entry(session.to_string())
+            .or_default()
+            .insert(key.to_string());
     }
 
     /// Whether `key` (or one of its legacy aliases) is approved for `session` or permanently.
@@ -280,7 +305,10 @@ impl Approvals {
                 state.permanent = set.clone();
                 state.baseline = set;
             }
-            None => eprintln!("warning: {}: command_allowlist not reloaded (file unreadable)", self.config_path().display()),
+            None => eprintln!(
+                "warning: {}: command_allowlist not reloaded (file unreadable)",
+                self.config_path().display()
+            ),
         }
     }
 
@@ -295,7 +323,8 @@ impl Approvals {
             Ok(written) => {
                 let mut state = self.lock();
                 // Keep entries added while the file was being written.
-                let added_meanwhile: Vec<String> = state.permanent.difference(&memory).cloned().collect();
+                let added_meanwhile: Vec<String> =
+                    state.permanent.difference(&memory).cloned().collect();
                 state.permanent = written.clone();
                 state.permanent.extend(added_meanwhile);
                 state.baseline = written;
@@ -342,7 +371,10 @@ impl Approvals {
 
 /// The HTTP reviewer of `approvals.smart.*`, when configured.
 fn configured_guardian(policy: &ApprovalPolicy) -> Option<Arc<dyn Guardian>> {
-    policy.smart.clone().map(|endpoint| Arc::new(HttpGuardian::new(endpoint)) as Arc<dyn Guardian>)
+    policy
+        .smart
+        .clone()
+        .map(|endpoint| Arc::new(HttpGuardian::new(endpoint)) as Arc<dyn Guardian>)
 }
 
 static RANDOM_COUNTER: AtomicU64 = AtomicU64::new(0);

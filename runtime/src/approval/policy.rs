@@ -133,7 +133,9 @@ impl ApprovalPolicy {
                 .filter(|s| !s.trim().is_empty())
                 .collect(),
             Some(other) => {
-                warnings.push(format!("approvals.deny must be a list of globs, got {other}; ignored"));
+                warnings.push(format!(
+                    "approvals.deny must be a list of globs, got {other}; ignored"
+                ));
                 Vec::new()
             }
         };
@@ -146,7 +148,10 @@ impl ApprovalPolicy {
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
             };
-            match (text("approvals.smart.base_url"), text("approvals.smart.model")) {
+            match (
+                text("approvals.smart.base_url"),
+                text("approvals.smart.model"),
+            ) {
                 (Some(base_url), Some(model)) => Some(SmartEndpoint {
                     base_url,
                     model,
@@ -191,7 +196,8 @@ impl ApprovalPolicy {
 
     /// The breaker threshold when enabled.
     pub fn breaker_threshold(&self) -> Option<u32> {
-        (self.denial_breaker_threshold > 0).then(|| self.denial_breaker_threshold.min(u32::MAX as i64) as u32)
+        (self.denial_breaker_threshold > 0)
+            .then(|| self.denial_breaker_threshold.min(u32::MAX as i64) as u32)
     }
 }
 
@@ -208,12 +214,16 @@ pub fn parse_mode(value: Option<&Value>) -> (ApprovalMode, Option<String>) {
             "manual" | "" => (ApprovalMode::Manual, None),
             other => (
                 ApprovalMode::Manual,
-                Some(format!("approvals.mode '{other}' is not one of manual, smart, off; using manual")),
+                Some(format!(
+                    "approvals.mode '{other}' is not one of manual, smart, off; using manual"
+                )),
             ),
         },
         Some(other) => (
             ApprovalMode::Manual,
-            Some(format!("approvals.mode must be manual, smart or off, got {other}; using manual")),
+            Some(format!(
+                "approvals.mode must be manual, smart or off, got {other}; using manual"
+            )),
         ),
     }
 }
@@ -222,7 +232,12 @@ pub fn parse_mode(value: Option<&Value>) -> (ApprovalMode, Option<String>) {
 pub fn parse_no_human_mode(value: Option<&Value>) -> NoHumanMode {
     match value {
         Some(Value::Bool(true)) => NoHumanMode::Approve,
-        Some(Value::String(s)) if matches!(s.trim().to_ascii_lowercase().as_str(), "approve" | "off" | "allow" | "yes") => {
+        Some(Value::String(s))
+            if matches!(
+                s.trim().to_ascii_lowercase().as_str(),
+                "approve" | "off" | "allow" | "yes"
+            ) =>
+        {
             NoHumanMode::Approve
         }
         _ => NoHumanMode::Deny,
@@ -250,14 +265,18 @@ pub fn parse_allowlist(value: Option<&Value>) -> (Vec<String>, Option<String>) {
             let warning = Some("command_allowlist should be a YAML list of strings; a single string was read as YAML".to_string());
             match serde_yaml_ng::from_str::<Value>(text) {
                 Ok(Value::Array(items)) => (strings(&items), warning),
-                Ok(Value::String(s)) if !s.trim().is_empty() => (vec![s.trim().to_string()], warning),
+                Ok(Value::String(s)) if !s.trim().is_empty() => {
+                    (vec![s.trim().to_string()], warning)
+                }
                 _ if !text.trim().is_empty() => (vec![text.trim().to_string()], warning),
                 _ => (Vec::new(), warning),
             }
         }
         Some(other) => (
             Vec::new(),
-            Some(format!("command_allowlist must be a list of strings, got {other}; ignored")),
+            Some(format!(
+                "command_allowlist must be a list of strings, got {other}; ignored"
+            )),
         ),
     }
 }

@@ -128,7 +128,11 @@ pub fn render_prompt(request: &PromptRequest) -> String {
         text.push_str(line);
         text.push('\n');
     }
-    let choices: Vec<String> = request.choices().iter().map(|word| format!("[{}]{}", &word[..1], &word[1..])).collect();
+    let choices: Vec<String> = request
+        .choices()
+        .iter()
+        .map(|word| format!("[{}]{}", &word[..1], &word[1..]))
+        .collect();
     text.push_str(&format!(
         "\nAllow this command? {} (default: deny, {}s) > ",
         choices.join(" / "),
@@ -180,7 +184,10 @@ pub struct StreamIo {
 }
 
 impl StreamIo {
-    pub fn new(reader: impl Read + Send + 'static, writer: impl Write + Send + 'static) -> StreamIo {
+    pub fn new(
+        reader: impl Read + Send + 'static,
+        writer: impl Write + Send + 'static,
+    ) -> StreamIo {
         StreamIo {
             reader: Arc::new(Mutex::new(Box::new(std::io::BufReader::new(reader)))),
             writer: Box::new(writer),
@@ -202,7 +209,11 @@ fn read_line_bytes(reader: &mut dyn BufRead) -> ReadOutcome {
         Ok(0) => ReadOutcome::Eof,
         Ok(_) if line.contains(&0x03) => ReadOutcome::Interrupted,
         Ok(_) if line.first() == Some(&0x04) => ReadOutcome::Eof,
-        Ok(_) => ReadOutcome::Line(String::from_utf8_lossy(&line).trim_end_matches(['\r', '\n']).to_string()),
+        Ok(_) => ReadOutcome::Line(
+            String::from_utf8_lossy(&line)
+                .trim_end_matches(['\r', '\n'])
+                .to_string(),
+        ),
     }
 }
 
@@ -231,7 +242,9 @@ impl PromptIo for StreamIo {
                 self.pending = Some(rx);
                 ReadOutcome::Timeout
             }
-            Err(RecvTimeoutError::Disconnected) => ReadOutcome::Failed("reader thread ended".into()),
+            Err(RecvTimeoutError::Disconnected) => {
+                ReadOutcome::Failed("reader thread ended".into())
+            }
         }
     }
 }
@@ -247,7 +260,10 @@ pub struct TtyIo {
 
 impl TtyIo {
     pub fn new(path: impl Into<PathBuf>) -> TtyIo {
-        TtyIo { path: path.into(), file: None }
+        TtyIo {
+            path: path.into(),
+            file: None,
+        }
     }
 
     /// The controlling terminal.
@@ -294,7 +310,10 @@ mod raw {
             mode.c_cc[libc::VTIME] = 0;
             // SAFETY: fd is open; mode is a valid termios derived from the current one.
             unsafe { libc::tcsetattr(fd, libc::TCSANOW, &mode) };
-            ModeGuard { fd, saved: Some(saved) }
+            ModeGuard {
+                fd,
+                saved: Some(saved),
+            }
         }
 
         pub fn is_tty(&self) -> bool {
@@ -313,7 +332,11 @@ mod raw {
 
     /// Waits until `fd` is readable: `Ok(false)` on timeout.
     pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> std::io::Result<bool> {
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         loop {
             // SAFETY: one valid pollfd.
             let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
@@ -420,7 +443,9 @@ pub struct TerminalPrompter {
 
 impl TerminalPrompter {
     pub fn new(io: impl PromptIo + 'static) -> TerminalPrompter {
-        TerminalPrompter { io: Mutex::new(Box::new(io)) }
+        TerminalPrompter {
+            io: Mutex::new(Box::new(io)),
+        }
     }
 
     /// Prompts on `/dev/tty`.

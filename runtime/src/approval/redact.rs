@@ -20,14 +20,23 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "$1***$2",
         ),
         // `-----BEGIN ... PRIVATE KEY-----` with no end line: drop everything after it.
-        rule(r"(?s)(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?:[^*].*)?$", "$1***"),
+        rule(
+            r"(?s)(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?:[^*].*)?$",
+            "$1***",
+        ),
         // Authorization headers (any scheme word after the colon is kept).
-        rule(r#"(?i)(authorization\s*:\s*(?:bearer|basic|token)\s+)[^\s'"`]+"#, "$1***"),
+        rule(
+            r#"(?i)(authorization\s*:\s*(?:bearer|basic|token)\s+)[^\s'"`]+"#,
+            "$1***",
+        ),
         rule(r#"(?i)(authorization\s*:\s*)([^\s'"`]{8,})"#, "$1***"),
         // Bare bearer tokens (e.g. `--token "Bearer abc"`).
         rule(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}", "$1***"),
         // JSON web tokens.
-        rule(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}", "***JWT***"),
+        rule(
+            r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}",
+            "***JWT***",
+        ),
         // OpenAI / Anthropic style keys.
         rule(r"\bsk-[A-Za-z0-9_-]{8,}", "sk-***"),
         // GitHub tokens.

@@ -135,7 +135,10 @@ impl GuardResult {
     }
 
     pub(crate) fn with_message(kind: ResultKind, message: String) -> GuardResult {
-        GuardResult { message: Some(message), ..GuardResult::new(kind) }
+        GuardResult {
+            message: Some(message),
+            ..GuardResult::new(kind)
+        }
     }
 
     pub fn is_approved(&self) -> bool {

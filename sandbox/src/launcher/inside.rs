@@ -15,9 +15,13 @@ pub fn serve(control: RawFd) -> i32 {
         // sandbox's own PID namespace, where bubblewrap's init is 1 and we are 2, and
         // only when started with the channel a server set up.
         let mut stat: libc::stat = std::mem::zeroed();
-        let is_socket = libc::fstat(control, &mut stat) == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK;
+        let is_socket =
+            libc::fstat(control, &mut stat) == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK;
         if libc::getpid() != 2 || !is_socket {
-            eprintln!("{} is only run by the terminal inside its sandbox", super::LAUNCHER_ARG);
+            eprintln!(
+                "{} is only run by the terminal inside its sandbox",
+                super::LAUNCHER_ARG
+            );
             return 2;
         }
         if libc::fcntl(control, libc::F_SETFD, libc::FD_CLOEXEC) != 0 {
@@ -40,7 +44,13 @@ pub fn serve(control: RawFd) -> i32 {
     }
     loop {
         match protocol::receive(&control) {
-            Ok(Some(Request::Run { cwd, argv, env, output, extra })) => {
+            Ok(Some(Request::Run {
+                cwd,
+                argv,
+                env,
+                output,
+                extra,
+            })) => {
                 let status = run(&control, &cwd, &argv, &env, output, extra);
                 if protocol::send_line(&control, &format!("exit {status}")).is_err() {
                     return 0;
@@ -58,15 +68,28 @@ pub fn serve(control: RawFd) -> i32 {
 
 /// Starts one command and waits for it (and for a kill request); everything it left
 /// behind is killed before this returns the command's status (`-N` for signal N).
-fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output: OwnedFd, extra: Vec<OwnedFd>) -> i32 {
+fn run(
+    control: &OwnedFd,
+    cwd: &[u8],
+    argv: &[Vec<u8>],
+    env: &[Vec<u8>],
+    output: OwnedFd,
+    extra: Vec<OwnedFd>,
+) -> i32 {
     let Some(exec) = Exec::new(cwd, argv, env) else {
-        let _ = write_all(&output, b"the sandbox launcher got an empty or malformed command\n");
+        let _ = write_all(
+            &output,
+            b"the sandbox launcher got an empty or malformed command\n",
+        );
         return 126;
     };
     let pid = match exec.spawn(&output, &extra) {
         Ok(pid) => pid,
         Err(e) => {
-            let _ = write_all(&output, format!("cannot start {}: {e}\n", String::from_utf8_lossy(&argv[0])).as_bytes());
+            let _ = write_all(
+                &output,
+                format!("cannot start {}: {e}\n", String::from_utf8_lossy(&argv[0])).as_bytes(),
+            );
             return 127;
         }
     };
@@ -79,9 +102,17 @@ fn run(control: &OwnedFd, cwd: &[u8], argv: &[Vec<u8>], env: &[Vec<u8>], output:
         if status.is_some() {
             break;
         }
-        let mut fds = vec![libc::pollfd { fd: control.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        let mut fds = vec![libc::pollfd {
+            fd: control.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
         if let Some(fd) = &pidfd {
-            fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
         }
         // Without a pidfd (old kernels) the exit is noticed by polling.
         let wait = if pidfd.is_some() { -1 } else { 5 };
@@ -117,7 +148,11 @@ impl Exec {
         let c = |bytes: &[u8]| CString::new(bytes.to_vec()).ok();
         let argv: Vec<CString> = argv.iter().map(|a| c(a)).collect::<Option<_>>()?;
         let env: Vec<CString> = env.iter().map(|e| c(e)).collect::<Option<_>>()?;
-        (!argv.is_empty()).then_some(Exec { cwd: c(cwd)?, argv, env })
+        (!argv.is_empty()).then_some(Exec {
+            cwd: c(cwd)?,
+            argv,
+            env,
+        })
     }
 
     /// Starts the command with `posix_spawn` (the C library's vfork-style clone: no copy
@@ -127,8 +162,18 @@ impl Exec {
     /// ignored, as in every program it spawns), output and errors on the pipe, no input,
     /// `extra` as descriptors 3, 4, .... A working directory that is gone falls back to `/`.
     fn spawn(&self, output: &OwnedFd, extra: &[OwnedFd]) -> std::io::Result<libc::pid_t> {
-        let argv: Vec<*mut libc::c_char> = self.argv.iter().map(|a| a.as_ptr().cast_mut()).chain([std::ptr::null_mut()]).collect();
-        let env: Vec<*mut libc::c_char> = self.env.iter().map(|e| e.as_ptr().cast_mut()).chain([std::ptr::null_mut()]).collect();
+        let argv: Vec<*mut libc::c_char> = self
+            .argv
+            .iter()
+            .map(|a| a.as_ptr().cast_mut())
+            .chain([std::ptr::null_mut()])
+            .collect();
+        let env: Vec<*mut libc::c_char> = self
+            .env
+            .iter()
+            .map(|e| e.as_ptr().cast_mut())
+            .chain([std::ptr::null_mut()])
+            .collect();
         // Copied above every target first, so no placement overwrites the source of
         // another (the copies close on exec, and here when dropped).
         let lowest_copy = 3 + extra.len() as libc::c_int;
@@ -136,7 +181,8 @@ impl Exec {
             .iter()
             .map(|fd| {
                 // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
-                let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest_copy) };
+                let copy =
+                    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest_copy) };
                 if copy < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -157,10 +203,25 @@ impl Exec {
             let mut pid = 0;
             // SAFETY: NUL-terminated argv and envp arrays of valid strings, initialised
             // actions and attributes, all alive for the call.
-            checked(unsafe { libc::posix_spawn(&mut pid, argv[0], &actions.0, &attributes.0, argv.as_ptr(), env.as_ptr()) })?;
+            checked(unsafe {
+                libc::posix_spawn(
+                    &mut pid,
+                    argv[0],
+                    &actions.0,
+                    &attributes.0,
+                    argv.as_ptr(),
+                    env.as_ptr(),
+                )
+            })?;
             Ok(pid)
         };
-        attempt(&self.cwd).or_else(|first| if self.cwd.as_bytes() == b"/" { Err(first) } else { attempt(&CString::from(c"/")).map_err(|_| first) })
+        attempt(&self.cwd).or_else(|first| {
+            if self.cwd.as_bytes() == b"/" {
+                Err(first)
+            } else {
+                attempt(&CString::from(c"/")).map_err(|_| first)
+            }
+        })
     }
 }
 
@@ -180,12 +241,22 @@ impl SpawnActions {
 
     fn dup2(&mut self, from: &OwnedFd, to: RawFd) -> std::io::Result<()> {
         // SAFETY: initialised actions; the descriptor is open for as long as they are used.
-        checked(unsafe { libc::posix_spawn_file_actions_adddup2(&mut self.0, from.as_raw_fd(), to) })
+        checked(unsafe {
+            libc::posix_spawn_file_actions_adddup2(&mut self.0, from.as_raw_fd(), to)
+        })
     }
 
     fn open_null_as_input(&mut self) -> std::io::Result<()> {
         // SAFETY: initialised actions and a static path (the C library copies it).
-        checked(unsafe { libc::posix_spawn_file_actions_addopen(&mut self.0, 0, c"/dev/null".as_ptr(), libc::O_RDONLY, 0) })
+        checked(unsafe {
+            libc::posix_spawn_file_actions_addopen(
+                &mut self.0,
+                0,
+                c"/dev/null".as_ptr(),
+                libc::O_RDONLY,
+                0,
+            )
+        })
     }
 
     fn chdir(&mut self, dir: &CString) -> std::io::Result<()> {
@@ -203,7 +274,11 @@ impl Drop for SpawnActions {
 
 /// A `posix_spawn*` call's answer (0, or the error number) as a result.
 fn checked(failed: libc::c_int) -> std::io::Result<()> {
-    if failed == 0 { Ok(()) } else { Err(std::io::Error::from_raw_os_error(failed)) }
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(failed))
+    }
 }
 
 /// `posix_spawn` attributes for a command: a new session, every signal at its default
@@ -226,10 +301,18 @@ impl SpawnAttributes {
             libc::sigdelset(&mut defaults, libc::SIGSTOP);
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
-            checked(libc::posix_spawnattr_setsigdefault(&mut attributes.0, &defaults))?;
+            checked(libc::posix_spawnattr_setsigdefault(
+                &mut attributes.0,
+                &defaults,
+            ))?;
             checked(libc::posix_spawnattr_setsigmask(&mut attributes.0, &none))?;
-            let flags = libc::POSIX_SPAWN_SETSID as libc::c_int | libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK;
-            checked(libc::posix_spawnattr_setflags(&mut attributes.0, flags as libc::c_short))?;
+            let flags = libc::POSIX_SPAWN_SETSID as libc::c_int
+                | libc::POSIX_SPAWN_SETSIGDEF
+                | libc::POSIX_SPAWN_SETSIGMASK;
+            checked(libc::posix_spawnattr_setflags(
+                &mut attributes.0,
+                flags as libc::c_short,
+            ))?;
             Ok(attributes)
         }
     }

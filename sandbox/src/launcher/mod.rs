@@ -49,7 +49,10 @@ const CONTROL_FD: RawFd = 9;
 /// Where bubblewrap finds the launcher's executable (below [`CONTROL_FD`], above the
 /// seccomp programs' descriptors from 3).
 const PROGRAM_FD: RawFd = 8;
-const OPTIONS: WrapOptions<'static> = WrapOptions { new_session: true, tty: None };
+const OPTIONS: WrapOptions<'static> = WrapOptions {
+    new_session: true,
+    tty: None,
+};
 
 fn program_slot() -> &'static Mutex<Option<Arc<OwnedFd>>> {
     static PROGRAM: OnceLock<Mutex<Option<Arc<OwnedFd>>>> = OnceLock::new();
@@ -63,7 +66,10 @@ fn program_slot() -> &'static Mutex<Option<Arc<OwnedFd>>> {
 /// of its own.
 pub fn set_program(path: impl AsRef<Path>) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_CLOEXEC).open(path.as_ref());
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path.as_ref());
     let mut slot = program_slot().lock().unwrap_or_else(|p| p.into_inner());
     *slot = None;
     *slot = Some(Arc::new(OwnedFd::from(opened?)));
@@ -71,7 +77,10 @@ pub fn set_program(path: impl AsRef<Path>) -> std::io::Result<()> {
 }
 
 fn program() -> Option<Arc<OwnedFd>> {
-    program_slot().lock().unwrap_or_else(|p| p.into_inner()).clone()
+    program_slot()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
 /// When this process was started as the launcher, serves and exits; otherwise returns
@@ -96,7 +105,11 @@ pub enum Output {
 /// Waits at most `wait` for `fd` (the read end of a pipe) to be readable, then reads
 /// what is there, 64 KiB at most; `Eof` once every writer is gone.
 pub fn read_ready(fd: &OwnedFd, wait: Duration) -> Output {
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd.
     if unsafe { libc::poll(&mut pfd, 1, wait.as_millis().min(i32::MAX as u128) as i32) } <= 0 {
         return Output::Idle;
@@ -109,7 +122,12 @@ pub fn read_ready(fd: &OwnedFd, wait: Duration) -> Output {
         return Output::Data(buf);
     }
     let e = std::io::Error::last_os_error();
-    if got < 0 && matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock) {
+    if got < 0
+        && matches!(
+            e.kind(),
+            std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+        )
+    {
         return Output::Idle;
     }
     Output::Eof
@@ -130,11 +148,24 @@ impl Sandbox {
         // Inside the sandbox `/proc/self/fd/N` is bubblewrap's inherited descriptor: the
         // file opened by `set_program`, wherever its path now leads.
         let executable = format!("/proc/self/fd/{PROGRAM_FD}");
-        let argv = policy.wrap(&[executable.into(), LAUNCHER_ARG.into()], Path::new("/"), OPTIONS).map_err(|e| e.0)?;
+        let argv = policy
+            .wrap(
+                &[executable.into(), LAUNCHER_ARG.into()],
+                Path::new("/"),
+                OPTIONS,
+            )
+            .map_err(|e| e.0)?;
         let (ours, theirs) = protocol::socket_pair().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).env_clear().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        let placements = [(theirs.as_raw_fd(), CONTROL_FD), (program.as_raw_fd(), PROGRAM_FD)];
+        cmd.args(&argv[1..])
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let placements = [
+            (theirs.as_raw_fd(), CONTROL_FD),
+            (program.as_raw_fd(), PROGRAM_FD),
+        ];
         use std::os::unix::process::CommandExt;
         // SAFETY: dup2 and fcntl are async-signal-safe.
         unsafe {
@@ -156,9 +187,15 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let child = crate::spawn_scoped(policy.network, move || cmd.spawn()).map_err(|e| e.to_string())?;
+        let child =
+            crate::spawn_scoped(policy.network, move || cmd.spawn()).map_err(|e| e.to_string())?;
         drop(theirs);
-        let mut sandbox = Sandbox { child, control: ours, layout, pending: Vec::new() };
+        let mut sandbox = Sandbox {
+            child,
+            control: ours,
+            layout,
+            pending: Vec::new(),
+        };
         match sandbox.next_line(Duration::from_secs(10)) {
             Ok(Some(line)) if line == "ready" => Ok(sandbox),
             _ => Err("the launcher inside the sandbox did not start".into()),
@@ -184,13 +221,23 @@ impl Sandbox {
             }
             let mut buf = [0u8; 256];
             // SAFETY: reading into a stack buffer.
-            let n = unsafe { libc::recv(self.control.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            let n = unsafe {
+                libc::recv(
+                    self.control.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
             match n {
                 0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
                 n if n > 0 => self.pending.extend_from_slice(&buf[..n as usize]),
                 _ => {
                     let e = std::io::Error::last_os_error();
-                    if !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) {
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) {
                         return Err(e);
                     }
                 }
@@ -225,7 +272,11 @@ impl Drop for Sandbox {
 /// Waits at most `wait` (to the microsecond: a command's exit is often that close) for
 /// `fd` to be readable; poll's answer (1 readable, 0 not yet, -1 failed).
 pub fn poll_readable(fd: RawFd, wait: Duration) -> i32 {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     let timeout = libc::timespec {
         tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: wait.subsec_nanos() as libc::c_long,
@@ -279,7 +330,12 @@ pub struct Launcher {
 impl Launcher {
     pub fn new(policy: Policy) -> Launcher {
         let program = program().filter(|_| policy.is_active());
-        Launcher { policy, program, pool: Arc::default(), fixed_layout: Mutex::default() }
+        Launcher {
+            policy,
+            program,
+            pool: Arc::default(),
+            fixed_layout: Mutex::default(),
+        }
     }
 
     /// The bubblewrap arguments a fresh sandbox would get now, and what they stand on.
@@ -306,10 +362,14 @@ impl Launcher {
         // Remembered only when worked out again once every name it read is watched, with
         // nothing changed meanwhile: a change made before the watches shows in that look.
         for _ in 0..3 {
-            let Some(generation) = real_paths.lookups().and_then(layout_watch::watch) else { break };
+            let Some(generation) = real_paths.lookups().and_then(layout_watch::watch) else {
+                break;
+            };
             real_paths = RealPaths::default();
             layout = fixed_layout(&self.policy, OPTIONS, &mut real_paths);
-            let Some(lookups) = real_paths.lookups() else { break };
+            let Some(lookups) = real_paths.lookups() else {
+                break;
+            };
             if layout_watch::covers(lookups) && layout_watch::generation() == Some(generation) {
                 *remembered = Some((generation, layout.clone()));
                 break;
@@ -323,7 +383,13 @@ impl Launcher {
     /// `None` when there is no sandbox to run it in: no launcher program, the task's
     /// sandbox is busy, or it could not start; the caller then wraps the command in a
     /// sandbox of its own.
-    pub fn run(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> Option<LaunchedRun> {
+    pub fn run(
+        &self,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+        cwd: &Path,
+        extra: &[&OwnedFd],
+    ) -> Option<LaunchedRun> {
         self.run_in(argv, env, cwd, extra, true)
     }
 
@@ -331,14 +397,22 @@ impl Launcher {
     /// otherwise): for work started ahead, which is not worth a new sandbox. Its walls are
     /// not compared with a fresh sandbox's here: [`Launcher::is_current`] does that when
     /// the work is used.
-    pub fn run_if_idle(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> Option<LaunchedRun> {
+    pub fn run_if_idle(
+        &self,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+        cwd: &Path,
+        extra: &[&OwnedFd],
+    ) -> Option<LaunchedRun> {
         self.run_in(argv, env, cwd, extra, false)
     }
 
     /// Starts a sandbox in the background when none is idle, for [`Launcher::run_if_idle`]
     /// to find later (a task keeps two at most). Nobody waits for it.
     pub fn warm_up(&self) {
-        let Some(program) = self.program.clone() else { return };
+        let Some(program) = self.program.clone() else {
+            return;
+        };
         {
             let mut pool = lock(&self.pool);
             if pool.closed || pool.warming || !pool.idle.is_empty() {
@@ -347,19 +421,32 @@ impl Launcher {
             pool.warming = true;
         }
         let (policy, pool) = (self.policy.clone(), Arc::clone(&self.pool));
-        let started = std::thread::Builder::new().name("sandbox-warm-up".into()).spawn(move || {
-            let sandbox = Sandbox::start(&policy, &program, crate::bwrap::layout(&policy, Path::new("/"), OPTIONS));
-            lock(&pool).warming = false;
-            if let Ok(sandbox) = sandbox {
-                keep_idle(&pool, sandbox);
-            }
-        });
+        let started = std::thread::Builder::new()
+            .name("sandbox-warm-up".into())
+            .spawn(move || {
+                let sandbox = Sandbox::start(
+                    &policy,
+                    &program,
+                    crate::bwrap::layout(&policy, Path::new("/"), OPTIONS),
+                );
+                lock(&pool).warming = false;
+                if let Ok(sandbox) = sandbox {
+                    keep_idle(&pool, sandbox);
+                }
+            });
         if started.is_err() {
             lock(&self.pool).warming = false;
         }
     }
 
-    fn run_in(&self, argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd], may_start: bool) -> Option<LaunchedRun> {
+    fn run_in(
+        &self,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+        cwd: &Path,
+        extra: &[&OwnedFd],
+        may_start: bool,
+    ) -> Option<LaunchedRun> {
         let program = self.program.as_ref()?;
         let layout = may_start.then(|| self.layout());
         // Sandboxes whose launcher is gone, or (for a command to start now) whose walls
@@ -368,7 +455,11 @@ impl Launcher {
         let mut chosen = None;
         let mut pool = lock(&self.pool);
         while let Some(mut sandbox) = pool.idle.pop() {
-            if !sandbox.alive() || layout.as_ref().is_some_and(|layout| sandbox.layout != *layout) {
+            if !sandbox.alive()
+                || layout
+                    .as_ref()
+                    .is_some_and(|layout| sandbox.layout != *layout)
+            {
                 stale.push(sandbox);
             } else {
                 chosen = Some(sandbox);
@@ -391,17 +482,28 @@ impl Launcher {
         let mut fields: Vec<&[u8]> = vec![b"run", cwd.as_os_str().as_bytes(), argc.as_bytes()];
         fields.extend(argv.iter().map(|a| a.as_bytes()));
         fields.extend(env.iter().map(Vec::as_slice));
-        let fds: Vec<RawFd> = [&write_end].into_iter().chain(extra.iter().copied()).map(|fd| fd.as_raw_fd()).collect();
+        let fds: Vec<RawFd> = [&write_end]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .map(|fd| fd.as_raw_fd())
+            .collect();
         protocol::send(&sandbox.control, &fields, &fds).ok()?;
         drop(write_end);
-        Some(LaunchedRun { sandbox: Some(sandbox), home: Arc::clone(&self.pool), output: Some(read_end), exit: None })
+        Some(LaunchedRun {
+            sandbox: Some(sandbox),
+            home: Arc::clone(&self.pool),
+            output: Some(read_end),
+            exit: None,
+        })
     }
 
     /// Whether `run` still runs in the sandbox a fresh command would get (its launcher
     /// alive, the walls unchanged): a command started ahead is used only then.
     pub fn is_current(&self, run: &mut LaunchedRun) -> bool {
         let layout = self.layout();
-        run.sandbox.as_mut().is_some_and(|sandbox| sandbox.layout == layout && sandbox.alive())
+        run.sandbox
+            .as_mut()
+            .is_some_and(|sandbox| sandbox.layout == layout && sandbox.alive())
     }
 
     /// Ends the idle sandboxes (and everything in them); none is kept idle after this.
@@ -432,7 +534,9 @@ impl LaunchedRun {
 
     /// Waits at most `wait` for output.
     pub fn read(&mut self, wait: Duration) -> Output {
-        let Some(fd) = self.output.as_ref() else { return Output::Eof };
+        let Some(fd) = self.output.as_ref() else {
+            return Output::Eof;
+        };
         let output = read_ready(fd, wait);
         if let Output::Eof = output {
             self.output = None;
@@ -454,7 +558,9 @@ impl LaunchedRun {
     }
 
     fn await_exit(&mut self, wait: Duration) {
-        let Some(sandbox) = self.sandbox.as_mut() else { return };
+        let Some(sandbox) = self.sandbox.as_mut() else {
+            return;
+        };
         match sandbox.next_line(wait) {
             Ok(Some(line)) => {
                 if let Some(code) = line.strip_prefix("exit ").and_then(|c| c.parse().ok()) {
@@ -484,7 +590,9 @@ impl LaunchedRun {
         if self.exit.is_some() {
             return Vec::new();
         }
-        let Some(sandbox) = self.sandbox.as_ref() else { return Vec::new() };
+        let Some(sandbox) = self.sandbox.as_ref() else {
+            return Vec::new();
+        };
         let ms = grace.as_millis().to_string();
         if protocol::send(&sandbox.control, &[b"kill", ms.as_bytes()], &[]).is_ok() {
             self.await_exit(grace + Duration::from_secs(2));

@@ -13,8 +13,16 @@ const MAX_REQUEST: usize = 16 << 20;
 
 pub enum Request {
     /// `extra` become the command's descriptors 3, 4, ...
-    Run { cwd: Vec<u8>, argv: Vec<Vec<u8>>, env: Vec<Vec<u8>>, output: OwnedFd, extra: Vec<OwnedFd> },
-    Kill { grace: Duration },
+    Run {
+        cwd: Vec<u8>,
+        argv: Vec<Vec<u8>>,
+        env: Vec<Vec<u8>>,
+        output: OwnedFd,
+        extra: Vec<OwnedFd>,
+    },
+    Kill {
+        grace: Duration,
+    },
 }
 
 fn io_result(n: isize) -> std::io::Result<usize> {
@@ -36,7 +44,11 @@ pub fn send(socket: &OwnedFd, fields: &[&[u8]], fds: &[RawFd]) -> std::io::Resul
     message.extend_from_slice(&payload);
     let mut sent = 0;
     while sent < message.len() {
-        let n = if sent == 0 { send_with_fds(socket, &message, fds)? } else { send_plain(socket, &message[sent..])? };
+        let n = if sent == 0 {
+            send_with_fds(socket, &message, fds)?
+        } else {
+            send_plain(socket, &message[sent..])?
+        };
         sent += n;
     }
     Ok(())
@@ -44,14 +56,24 @@ pub fn send(socket: &OwnedFd, fields: &[&[u8]], fds: &[RawFd]) -> std::io::Resul
 
 fn send_plain(socket: &OwnedFd, bytes: &[u8]) -> std::io::Result<usize> {
     // SAFETY: sending from a valid buffer; MSG_NOSIGNAL turns a closed peer into EPIPE.
-    io_result(unsafe { libc::send(socket.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) })
+    io_result(unsafe {
+        libc::send(
+            socket.as_raw_fd(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    })
 }
 
 fn send_with_fds(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<usize> {
     if fds.is_empty() {
         return send_plain(socket, bytes);
     }
-    let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut _, iov_len: bytes.len() };
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut _,
+        iov_len: bytes.len(),
+    };
     let fds_len = std::mem::size_of_val(fds) as u32;
     // SAFETY: CMSG_SPACE is a pure size computation.
     let space = unsafe { libc::CMSG_SPACE(fds_len) } as usize;
@@ -77,11 +99,18 @@ fn send_with_fds(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Resu
 
 /// Reads exactly `buf.len()` bytes, collecting any descriptor that arrives; `false` on
 /// end of stream before the first byte.
-fn receive_exact(socket: &OwnedFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> std::io::Result<bool> {
+fn receive_exact(
+    socket: &OwnedFd,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+) -> std::io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
         let rest = &mut buf[got..];
-        let mut iov = libc::iovec { iov_base: rest.as_mut_ptr().cast(), iov_len: rest.len() };
+        let mut iov = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
         // SAFETY: as in `send_with_fds`; room for a few descriptors.
         let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
         let mut control = vec![0u8; space];
@@ -95,9 +124,12 @@ fn receive_exact(socket: &OwnedFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> st
             if n >= 0 {
                 let mut header = libc::CMSG_FIRSTHDR(&msg);
                 while !header.is_null() {
-                    if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                    if (*header).cmsg_level == libc::SOL_SOCKET
+                        && (*header).cmsg_type == libc::SCM_RIGHTS
+                    {
                         let data = libc::CMSG_DATA(header).cast::<RawFd>();
-                        let count = ((*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                        let count = ((*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                            / std::mem::size_of::<RawFd>();
                         for i in 0..count {
                             fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                         }
@@ -139,21 +171,37 @@ pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
     match fields.first().map(|k| k.as_slice()) {
         Some(b"kill") => {
-            let ms: u64 = fields.get(1).and_then(|f| text(f).parse().ok()).ok_or_else(|| bad("kill without a grace"))?;
-            Ok(Some(Request::Kill { grace: Duration::from_millis(ms) }))
+            let ms: u64 = fields
+                .get(1)
+                .and_then(|f| text(f).parse().ok())
+                .ok_or_else(|| bad("kill without a grace"))?;
+            Ok(Some(Request::Kill {
+                grace: Duration::from_millis(ms),
+            }))
         }
         Some(b"run") => {
             let mut fds = fds.into_iter();
-            let output = fds.next().ok_or_else(|| bad("run without an output pipe"))?;
+            let output = fds
+                .next()
+                .ok_or_else(|| bad("run without an output pipe"))?;
             let extra = fds.collect();
-            let argc: usize = fields.get(2).and_then(|f| text(f).parse().ok()).ok_or_else(|| bad("run without argc"))?;
+            let argc: usize = fields
+                .get(2)
+                .and_then(|f| text(f).parse().ok())
+                .ok_or_else(|| bad("run without argc"))?;
             if fields.len() < 3 + argc {
                 return Err(bad("run with fewer arguments than announced"));
             }
             let cwd = fields[1].clone();
             let env = fields.split_off(3 + argc);
             let argv = fields.split_off(3);
-            Ok(Some(Request::Run { cwd, argv, env, output, extra }))
+            Ok(Some(Request::Run {
+                cwd,
+                argv,
+                env,
+                output,
+                extra,
+            }))
         }
         _ => Err(bad("unknown request")),
     }
@@ -177,7 +225,14 @@ pub fn send_line(socket: &OwnedFd, line: &str) -> std::io::Result<()> {
 pub fn socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: socketpair fills two descriptors on success.
-    let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -66,7 +66,11 @@ enum Reply {
 
 impl ForkServer {
     /// Starts the waiting bash `bash` in `cwd` with exactly `env`.
-    pub(super) fn start(bash: &Path, env: Vec<(OsString, OsString)>, cwd: &Path) -> std::io::Result<ForkServer> {
+    pub(super) fn start(
+        bash: &Path,
+        env: Vec<(OsString, OsString)>,
+        cwd: &Path,
+    ) -> std::io::Result<ForkServer> {
         let fifo_dir = super::private_temp_dir("hermes-shell")?;
         let started = (|| {
             let channel = super::ready::Channel::new()?;
@@ -75,9 +79,24 @@ impl ForkServer {
             let script_end = OwnedFd::from(channel.script.try_clone()?);
             let restore = super::ready::memory_file(b"")?;
             let restore_end = OwnedFd::from(restore.try_clone()?);
-            let shell = spawn(&argv, &env, cwd, &[&script_end, &channel.go_read, &reply_end, &restore_end])?;
+            let shell = spawn(
+                &argv,
+                &env,
+                cwd,
+                &[&script_end, &channel.go_read, &reply_end, &restore_end],
+            )?;
             let (script, go) = channel.into_kept();
-            Ok(ForkServer { env: env.clone(), shell, script, restore, go, replies, pending: Vec::new(), fifo_dir: fifo_dir.clone(), commands: 0 })
+            Ok(ForkServer {
+                env: env.clone(),
+                shell,
+                script,
+                restore,
+                go,
+                replies,
+                pending: Vec::new(),
+                fifo_dir: fifo_dir.clone(),
+                commands: 0,
+            })
         })();
         if started.is_err() {
             let _ = std::fs::remove_dir_all(&fifo_dir);
@@ -95,7 +114,13 @@ impl ForkServer {
     /// `body`; the server back when it cannot (it is gone, or the script holds a NUL), to
     /// be dropped (which ends it). `home` gets the server back once the command has ended
     /// cleanly.
-    pub(super) fn run(mut self, lighter: Option<&[u8]>, restore: &str, body: &str, home: &Slot) -> Result<Forked, ForkServer> {
+    pub(super) fn run(
+        mut self,
+        lighter: Option<&[u8]>,
+        restore: &str,
+        body: &str,
+        home: &Slot,
+    ) -> Result<Forked, ForkServer> {
         use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::FileExt;
         if body.contains('\0') || restore.contains('\0') || self.shell.try_wait().is_some() {
@@ -103,7 +128,10 @@ impl ForkServer {
         }
         // The command before has ended and nothing it started has descriptor 6 open.
         let restore_step = match lighter {
-            Some(text) if self.restore.set_len(0).is_ok() && self.restore.write_all_at(text, 0).is_ok() => {
+            Some(text)
+                if self.restore.set_len(0).is_ok()
+                    && self.restore.write_all_at(text, 0).is_ok() =>
+            {
                 "builtin source /proc/self/fd/6 >/dev/null 2>&1\n"
             }
             _ => restore,
@@ -111,15 +139,28 @@ impl ForkServer {
         let script = format!("{restore_step}command exec 6<&-\n{body}");
         self.commands += 1;
         let fifo_path = self.fifo_dir.join(self.commands.to_string());
-        let Ok(output) = make_fifo(&fifo_path) else { return Err(self) };
-        let message = format!("{}\nbuiltin unset __hermes_body __hermes_fifo\n{script}\0", fifo_path.display());
+        let Ok(output) = make_fifo(&fifo_path) else {
+            return Err(self);
+        };
+        let message = format!(
+            "{}\nbuiltin unset __hermes_body __hermes_fifo\n{script}\0",
+            fifo_path.display()
+        );
         // The shell reads from the shared offset and leaves it after the NUL: back to 0.
-        let written = self.script.write_all_at(message.as_bytes(), 0).is_ok() && self.script.seek(SeekFrom::Start(0)).is_ok();
+        let written = self.script.write_all_at(message.as_bytes(), 0).is_ok()
+            && self.script.seek(SeekFrom::Start(0)).is_ok();
         if !written || !super::ready::write_without_waiting(&self.go, b"\n") {
             let _ = std::fs::remove_file(&fifo_path);
             return Err(self);
         }
-        Ok(Forked { server: Some(self), home: Arc::clone(home), output: Some(output), fifo_path, pid: None, exit: None })
+        Ok(Forked {
+            server: Some(self),
+            home: Arc::clone(home),
+            output: Some(output),
+            fifo_path,
+            pid: None,
+            exit: None,
+        })
     }
 
     /// Reads what the shell has answered, waiting at most `wait` for a first byte.
@@ -128,7 +169,10 @@ impl ForkServer {
             if let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.pending.drain(..=end).collect();
                 let line = String::from_utf8_lossy(&line[..end]).into_owned();
-                let number = |prefix: &str| line.strip_prefix(prefix).and_then(|n| n.trim().parse::<i64>().ok());
+                let number = |prefix: &str| {
+                    line.strip_prefix(prefix)
+                        .and_then(|n| n.trim().parse::<i64>().ok())
+                };
                 if let Some(pid) = number("pid ").and_then(|p| u32::try_from(p).ok()) {
                     return Some(Ok(Reply::Pid(pid)));
                 }
@@ -173,7 +217,9 @@ impl Forked {
     fn take_replies(&mut self, wait: Duration) {
         let mut wait = wait;
         while self.exit.is_none() {
-            let Some(server) = self.server.as_mut() else { return };
+            let Some(server) = self.server.as_mut() else {
+                return;
+            };
             match server.next_reply(wait) {
                 Some(Ok(Reply::Pid(pid))) => self.pid = Some(pid),
                 Some(Ok(Reply::Exit(code))) => self.exit = Some(code),
@@ -224,7 +270,9 @@ impl Running for Forked {
         if self.exit.is_some() {
             return Vec::new();
         }
-        let Some(pid) = self.known_pid() else { return Vec::new() };
+        let Some(pid) = self.known_pid() else {
+            return Vec::new();
+        };
         let survivors = super::kill_tree(pid, grace, &mut || {});
         // The waiting bash reports the end; it is then free for the next command.
         let deadline = Instant::now() + Duration::from_secs(1);
@@ -238,7 +286,9 @@ impl Running for Forked {
 impl Drop for Forked {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.fifo_path);
-        let Some(server) = self.server.take() else { return };
+        let Some(server) = self.server.take() else {
+            return;
+        };
         // Only a shell whose command has ended and been answered for takes the next one.
         if self.exit.is_some() && server.pending.is_empty() {
             let mut home = self.home.lock().unwrap_or_else(|p| p.into_inner());
@@ -261,7 +311,12 @@ fn make_fifo(path: &Path) -> std::io::Result<OwnedFd> {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: as above; open returns a new descriptor or -1.
-    let fd = unsafe { libc::open(name.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         let e = std::io::Error::last_os_error();
         let _ = std::fs::remove_file(path);

@@ -76,7 +76,9 @@ fn new_memory_file() -> std::io::Result<std::fs::File> {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: a fresh descriptor owned by nobody else.
-    Ok(std::fs::File::from(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }))
+    Ok(std::fs::File::from(unsafe {
+        <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+    }))
 }
 
 /// The descriptors a waiting shell gets as 3 and 4, and the ends of them kept here.
@@ -95,7 +97,11 @@ impl Channel {
         if unsafe { libc::fcntl(go_write.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Channel { script, go_read, go_write })
+        Ok(Channel {
+            script,
+            go_read,
+            go_write,
+        })
     }
 
     /// The ends kept here once the shell has its own: the script file and the go pipe.
@@ -107,9 +113,23 @@ impl Channel {
 impl ReadyShell {
     /// `channel`'s shell ends (its descriptors 3 and 4) are dropped here: the shell has them.
     /// `restore_later`: the shell's descriptor 5, to be filled by [`ReadyShell::restore_now`].
-    pub(super) fn new(restore: &str, env: Vec<(OsString, OsString)>, channel: Channel, restore_later: Option<std::fs::File>, waiting: super::Launched) -> ReadyShell {
+    pub(super) fn new(
+        restore: &str,
+        env: Vec<(OsString, OsString)>,
+        channel: Channel,
+        restore_later: Option<std::fs::File>,
+        waiting: super::Launched,
+    ) -> ReadyShell {
         let (script, go_write) = channel.into_kept();
-        ReadyShell { restore: restore.to_string(), env, script, go: go_write, restoring: false, restore_later, waiting }
+        ReadyShell {
+            restore: restore.to_string(),
+            env,
+            script,
+            go: go_write,
+            restoring: false,
+            restore_later,
+            waiting,
+        }
     }
 
     /// Whether this shell ran `restore` in `env`.
@@ -121,7 +141,10 @@ impl ReadyShell {
     /// has ended (it wrote the snapshot last). `text` gives, for the environment the
     /// shell started in, what a shell started with a descriptor 5 to fill sources. False
     /// when the shell cannot be told (it is to be retired).
-    pub(super) fn restore_now(&mut self, text: impl FnOnce(&[(OsString, OsString)]) -> Vec<u8>) -> bool {
+    pub(super) fn restore_now(
+        &mut self,
+        text: impl FnOnce(&[(OsString, OsString)]) -> Vec<u8>,
+    ) -> bool {
         use std::os::unix::fs::FileExt;
         if self.restoring {
             return true;
@@ -144,7 +167,9 @@ impl ReadyShell {
         }
         // At offset 0 without moving the shared offset, which the shell reads from.
         let message = format!("builtin unset __hermes_body\n{body}\0");
-        if self.script.write_all_at(message.as_bytes(), 0).is_err() || !write_without_waiting(&self.go, b"\n") {
+        if self.script.write_all_at(message.as_bytes(), 0).is_err()
+            || !write_without_waiting(&self.go, b"\n")
+        {
             return Err(self);
         }
         Ok(Box::new(self.waiting))
@@ -153,7 +178,9 @@ impl ReadyShell {
     /// Ends a shell that will not be used: with its pipe closed it exits without running
     /// anything (and is killed should it not, within a second).
     pub(super) fn retire(self) {
-        let ReadyShell { go, mut waiting, .. } = self;
+        let ReadyShell {
+            go, mut waiting, ..
+        } = self;
         drop(go);
         let run = &mut waiting;
         let deadline = Instant::now() + Duration::from_secs(1);

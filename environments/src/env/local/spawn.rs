@@ -23,7 +23,12 @@ pub(super) struct Spawned {
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
-    CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a command argument"))
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a NUL byte in a command argument",
+        )
+    })
 }
 
 /// A close-on-exec copy of `fd` numbered 10 or above, so no placement below overwrites
@@ -48,20 +53,41 @@ fn check(rc: libc::c_int) -> io::Result<()> {
 
 /// Starts `argv` (program first, an absolute path) in `cwd` with exactly `env` and
 /// `extra` as its descriptors 3, 4, ....
-pub(super) fn spawn(argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path, extra: &[&OwnedFd]) -> io::Result<Spawned> {
-    let args: Vec<CString> = argv.iter().map(|a| c_string(a.as_bytes())).collect::<io::Result<_>>()?;
+pub(super) fn spawn(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+    extra: &[&OwnedFd],
+) -> io::Result<Spawned> {
+    let args: Vec<CString> = argv
+        .iter()
+        .map(|a| c_string(a.as_bytes()))
+        .collect::<io::Result<_>>()?;
     let vars: Vec<CString> = env
         .iter()
         .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
         .collect::<io::Result<_>>()?;
     let dir = c_string(cwd.as_os_str().as_bytes())?;
-    let program = args.first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command to run"))?;
-    let arg_ptrs: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr() as *mut _).chain([std::ptr::null_mut()]).collect();
-    let env_ptrs: Vec<*mut libc::c_char> = vars.iter().map(|v| v.as_ptr() as *mut _).chain([std::ptr::null_mut()]).collect();
+    let program = args
+        .first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command to run"))?;
+    let arg_ptrs: Vec<*mut libc::c_char> = args
+        .iter()
+        .map(|a| a.as_ptr() as *mut _)
+        .chain([std::ptr::null_mut()])
+        .collect();
+    let env_ptrs: Vec<*mut libc::c_char> = vars
+        .iter()
+        .map(|v| v.as_ptr() as *mut _)
+        .chain([std::ptr::null_mut()])
+        .collect();
     let (read_end, write_end) = pipe()?;
     let output = high_copy(write_end.as_raw_fd())?;
     drop(write_end);
-    let extra: Vec<OwnedFd> = extra.iter().map(|fd| high_copy(fd.as_raw_fd())).collect::<io::Result<_>>()?;
+    let extra: Vec<OwnedFd> = extra
+        .iter()
+        .map(|fd| high_copy(fd.as_raw_fd()))
+        .collect::<io::Result<_>>()?;
     // SAFETY: the attribute and file-action objects are initialised before use and
     // destroyed on every path; every pointer handed to posix_spawn outlives the call.
     unsafe {
@@ -73,23 +99,56 @@ pub(super) fn spawn(argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path,
             return Err(e);
         }
         let result = (|| -> io::Result<libc::pid_t> {
-            check(libc::posix_spawn_file_actions_adddup2(&mut actions, output.as_raw_fd(), 1))?;
-            check(libc::posix_spawn_file_actions_adddup2(&mut actions, output.as_raw_fd(), 2))?;
+            check(libc::posix_spawn_file_actions_adddup2(
+                &mut actions,
+                output.as_raw_fd(),
+                1,
+            ))?;
+            check(libc::posix_spawn_file_actions_adddup2(
+                &mut actions,
+                output.as_raw_fd(),
+                2,
+            ))?;
             for (target, fd) in (3..).zip(&extra) {
-                check(libc::posix_spawn_file_actions_adddup2(&mut actions, fd.as_raw_fd(), target))?;
+                check(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions,
+                    fd.as_raw_fd(),
+                    target,
+                ))?;
             }
-            check(libc::posix_spawn_file_actions_addopen(&mut actions, 0, c"/dev/null".as_ptr(), libc::O_RDONLY, 0))?;
-            check(libc::posix_spawn_file_actions_addchdir_np(&mut actions, dir.as_ptr()))?;
+            check(libc::posix_spawn_file_actions_addopen(
+                &mut actions,
+                0,
+                c"/dev/null".as_ptr(),
+                libc::O_RDONLY,
+                0,
+            ))?;
+            check(libc::posix_spawn_file_actions_addchdir_np(
+                &mut actions,
+                dir.as_ptr(),
+            ))?;
             let mut all: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut all);
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             check(libc::posix_spawnattr_setsigdefault(&mut attr, &all))?;
             check(libc::posix_spawnattr_setsigmask(&mut attr, &none))?;
-            let flags = libc::POSIX_SPAWN_SETSID as libc::c_int | libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK;
-            check(libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short))?;
+            let flags = libc::POSIX_SPAWN_SETSID as libc::c_int
+                | libc::POSIX_SPAWN_SETSIGDEF
+                | libc::POSIX_SPAWN_SETSIGMASK;
+            check(libc::posix_spawnattr_setflags(
+                &mut attr,
+                flags as libc::c_short,
+            ))?;
             let mut pid: libc::pid_t = 0;
-            check(libc::posix_spawn(&mut pid, program.as_ptr(), &actions, &attr, arg_ptrs.as_ptr(), env_ptrs.as_ptr()))?;
+            check(libc::posix_spawn(
+                &mut pid,
+                program.as_ptr(),
+                &actions,
+                &attr,
+                arg_ptrs.as_ptr(),
+                env_ptrs.as_ptr(),
+            ))?;
             Ok(pid)
         })();
         libc::posix_spawn_file_actions_destroy(&mut actions);
@@ -97,7 +156,12 @@ pub(super) fn spawn(argv: &[OsString], env: &[(OsString, OsString)], cwd: &Path,
         let pid = result?;
         let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
         let pidfd = (pidfd >= 0).then(|| OwnedFd::from_raw_fd(pidfd as RawFd));
-        Ok(Spawned { pid, pidfd, reader: Some(read_end), exit: None })
+        Ok(Spawned {
+            pid,
+            pidfd,
+            reader: Some(read_end),
+            exit: None,
+        })
     }
 }
 
@@ -115,7 +179,9 @@ impl Spawned {
 
 /// Reads `output` (waiting at most `wait`), closing it at its end.
 pub(super) fn read_output(output: &mut Option<OwnedFd>, wait: Duration) -> ReadEvent {
-    let Some(fd) = output.as_ref() else { return ReadEvent::Eof };
+    let Some(fd) = output.as_ref() else {
+        return ReadEvent::Eof;
+    };
     let event = super::super::read_pipe(fd, wait);
     if let ReadEvent::Eof = event {
         *output = None;
