@@ -27,7 +27,6 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[allow(dead_code)] // the tests' helpers; the bench uses a few
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "../tests/sandbox_fakes/mod.rs"]

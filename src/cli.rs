@@ -114,7 +114,8 @@ enum Command {
     },
     /// Classify a shell command: safe, dangerous (needs approval), hardline (never
     /// runs on a host) or blocked (sudo password guessing, an operator deny rule).
-    CheckCommand {
+    #[command(name = "check-command")]
+    Classify {
         /// Print `{"verdict", "description", "key"}` instead of a line of text.
         #[arg(long)]
         json: bool,
@@ -190,7 +191,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
     // MCP servers and plugins join the registry for the commands that list or call
     // tools; the connections live as long as `_extensions`. (`mcp` attaches its own.)
     let _extensions = match cli.command {
-        Command::Toolsets { .. } | Command::CheckCommand { .. } | Command::Mcp { .. } => None,
+        Command::Toolsets { .. } | Command::Classify { .. } | Command::Mcp { .. } => None,
         _ => Some(hermes_mcp::attach(&registry)),
     };
     let output = match cli.command {
@@ -254,7 +255,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        Command::CheckCommand { json, command } => {
+        Command::Classify { json, command } => {
             check_command(&registry, &command_line(&command), json)
         }
         Command::Mcp {

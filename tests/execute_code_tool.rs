@@ -6,7 +6,6 @@
 //! HTTP server on 127.0.0.1, not a model).
 
 mod binary;
-#[allow(dead_code)]
 mod common;
 #[path = "../agent/tests/support/mod.rs"]
 mod support;

@@ -4,7 +4,6 @@
 //! Nobody can approve here (no interactive terminal), so a flagged command is refused; every
 //! victim is a file in a temp dir, and each test checks it survived.
 
-#[allow(dead_code)]
 mod common;
 #[path = "../command-guard/tests/corpus/mod.rs"]
 mod corpus;

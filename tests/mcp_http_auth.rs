@@ -49,9 +49,13 @@ fn start(home: &std::path::Path, token_env: Option<&str>) -> McpServer {
     if let Some(token) = token_env {
         command.env("HERMES_MCP_SERVER_TOKEN", token);
     }
-    let mut child = command.spawn().unwrap();
-    let mut stderr = Vec::new();
-    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    // Owned by the guard from the start, so a failed start still kills the server.
+    let mut server = McpServer {
+        child: command.spawn().unwrap(),
+        port,
+        stderr: Vec::new(),
+    };
+    let mut reader = BufReader::new(server.child.stderr.take().unwrap());
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         let mut line = String::new();
@@ -59,18 +63,14 @@ fn start(home: &std::path::Path, token_env: Option<&str>) -> McpServer {
             break;
         }
         let listening = line.contains("streamable HTTP on");
-        stderr.push(line);
+        server.stderr.push(line);
         if listening {
             // Keep draining so the server never blocks on a full stderr pipe.
             std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-            return McpServer {
-                child,
-                port,
-                stderr,
-            };
+            return server;
         }
     }
-    panic!("the MCP server did not start: {stderr:?}");
+    panic!("the MCP server did not start: {:?}", server.stderr);
 }
 
 struct Answer {
@@ -86,8 +86,7 @@ impl Answer {
             .body
             .lines()
             .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
-            .filter(|d| d.trim_start().starts_with('{'))
-            .last()
+            .rfind(|d| d.trim_start().starts_with('{'))
             .unwrap_or(&self.body);
         serde_json::from_str(text.trim())
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.head, self.body))

@@ -10,7 +10,6 @@ use serde_json::{json, Value};
 use std::process::Command;
 use tempfile::TempDir;
 
-#[allow(dead_code)]
 mod common;
 
 struct Fixture {

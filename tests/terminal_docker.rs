@@ -194,7 +194,7 @@ fn docker_backend_through_podman() {
     assert!(!r["output"].as_str().unwrap().contains("sleep4721"), "{r}");
 
     // Cleanup removes the container.
-    terminal::cleanup_task(&ctx.task_id().to_string());
+    terminal::cleanup_task(ctx.task_id());
     assert!(containers_named(podman, &task_label).is_empty());
 }
 

@@ -248,6 +248,7 @@ fn backgrounded_grandchild_does_not_hang_the_call() {
     assert_eq!(r["output"], "finished");
     assert_eq!(r["exit_code"], 0);
     let pid = read_pid(&t.path("sleeper.pid"));
+    // SAFETY: kill(2) on a pid read from the test's own file touches no memory.
     unsafe {
         libc_kill(pid);
     }

@@ -11,7 +11,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-#[allow(dead_code)]
 mod common;
 use common::host_pids_running;
 

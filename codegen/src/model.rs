@@ -130,7 +130,7 @@ pub fn build(
             .params
             .iter()
             .filter_map(|p| match p {
-                Param::Arg(a) => Some(a),
+                Param::Arg(a) => Some(&**a),
                 Param::Context => None,
             })
             .collect();

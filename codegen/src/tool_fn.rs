@@ -19,7 +19,7 @@ pub struct ToolFn {
 pub enum Param {
     /// `&ToolContext`: passed by the runtime, not part of the schema.
     Context,
-    Arg(ArgParam),
+    Arg(Box<ArgParam>),
 }
 
 pub struct ArgParam {
@@ -216,13 +216,13 @@ pub fn analyze_tool_fn(item: &ItemFn, attr: ToolAttr) -> syn::Result<ToolFn> {
         if let Type::Reference(_) = ty {
             return Err(syn::Error::new_spanned(&typed.ty, format!("parameter `{arg_name}` must own its value (e.g. `String`, not `&str`): arguments are read from JSON")));
         }
-        params.push(Param::Arg(ArgParam {
+        params.push(Param::Arg(Box::new(ArgParam {
             name: arg_name,
             span: typed.span(),
             ty,
             optional,
             description,
-        }));
+        })));
     }
     Ok(ToolFn {
         attr,

@@ -491,8 +491,8 @@ fn last_command_word(command: &str) -> Option<String> {
         .rsplit(['|', ';', '&', '\n'])
         .map(str::trim)
         .find(|s| !s.is_empty())?;
-    let mut words = segment.split_whitespace().peekable();
-    while let Some(word) = words.next() {
+    let words = segment.split_whitespace().peekable();
+    for word in words {
         if word.contains('=') && !word.starts_with('-') && !word.starts_with('=') {
             continue;
         }

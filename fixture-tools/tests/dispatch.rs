@@ -220,9 +220,12 @@ fn error_sanitiser_strips_protocol_frames() {
     assert_eq!(long.len(), "[TOOL_ERROR] ".len() + 2045 + 3);
 }
 
+/// What a post-call hook saw: tool, status, error text, generation.
+type PostRecord = (String, CallStatus, Option<String>, u64);
+
 struct Policy {
     decision: PreDecision,
-    posts: Mutex<Vec<(String, CallStatus, Option<String>, u64)>>,
+    posts: Mutex<Vec<PostRecord>>,
     transforms: Mutex<Vec<u64>>,
     replace_with: Option<String>,
 }

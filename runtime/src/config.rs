@@ -355,8 +355,7 @@ pub fn record_runtime_grants(hermes_home: &Path, entries: &[String]) -> std::io:
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(hermes_home.join(GRANTS_FILE))?;
     if !file.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::Other,
+        return Err(std::io::Error::other(
             "the grants file is not a regular file",
         ));
     }

@@ -153,6 +153,7 @@ fn on_local_filesystem(directory: &Path) -> bool {
     let Ok(path) = std::ffi::CString::new(directory.as_os_str().as_encoded_bytes()) else {
         return false;
     };
+    // SAFETY: statfs is plain data, valid when zeroed.
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a zeroed out-buffer of the right type.
     let rc = unsafe { libc::statfs(path.as_ptr(), &mut stat) };

@@ -28,6 +28,8 @@ fn environment_signals() {
     // HERMES_YOLO_MODE is read once, when the instance is built.
     let yolo = Approvals::load(dir.path());
     assert!(yolo.process_yolo());
+    // SAFETY: this test binary runs this one test, so no other thread reads the
+    // environment meanwhile.
     unsafe { std::env::remove_var("HERMES_YOLO_MODE") };
     assert!(yolo.process_yolo());
     let plain = ApprovalContext {
@@ -49,6 +51,8 @@ fn environment_signals() {
         .is_hardline());
     assert!(!Approvals::load(dir.path()).process_yolo());
 
+    // SAFETY: this test binary runs this one test, so no other thread reads the
+    // environment meanwhile.
     unsafe { std::env::remove_var("HERMES_SESSION_KEY") };
     assert_eq!(ApprovalContext::default().session_key(), "default");
 }

@@ -177,6 +177,7 @@ fn answer_on_master(
                 events: libc::POLLIN,
                 revents: 0,
             };
+            // SAFETY: one pollfd owned here, its count given as 1.
             if unsafe { libc::poll(&mut pfd, 1, 200) } <= 0 {
                 break;
             }

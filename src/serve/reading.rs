@@ -213,7 +213,7 @@ fn watch(server: &Arc<Server>) {
                 input.watchdog_asleep.store(true, SeqCst);
                 // A call claimed before the flag was up has not woken us: look again.
                 while input.watchdog_asleep.load(SeqCst)
-                    && input.inline.load(SeqCst) % 2 == 0
+                    && input.inline.load(SeqCst).is_multiple_of(2)
                     && !input.ended.load(SeqCst)
                 {
                     std::thread::park();

@@ -31,6 +31,9 @@ impl IncomingCall {
     }
 }
 
+// A call is moved a few times on its way to a worker; boxing it would add an allocation
+// to every call for the sake of the rarer batch.
+#[allow(clippy::large_enum_variant)]
 pub enum Request {
     One(IncomingCall),
     Batch(Vec<IncomingCall>),

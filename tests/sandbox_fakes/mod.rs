@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+// Its own copy, so this module works in test binaries that do not include `common`.
+#[allow(clippy::duplicate_mod)]
 #[path = "../common/serve_process.rs"]
 mod serve_process;
 

@@ -49,13 +49,16 @@ pub struct FileState {
     inner: Mutex<Inner>,
 }
 
+/// (offset, limit) of a region read -> the file's stamp then, and the stubs handed out since.
+type RegionsRead = HashMap<(u64, u64), (Stamp, u32)>;
+
 #[derive(Default)]
 struct Inner {
     /// Path -> how it looked when this task last read (or wrote) it.
     seen: HashMap<PathBuf, Stamp>,
     /// Path -> (offset, limit) of each region read -> stamp at read time and stubs
     /// handed out since. Looked up by the path as borrowed, with no copy of it.
-    dedup: HashMap<PathBuf, HashMap<(u64, u64), (Stamp, u32)>>,
+    dedup: HashMap<PathBuf, RegionsRead>,
     /// The last read/search call: its key, the activity epoch it ran in, how many in a row.
     streak: Option<(String, u64, u32)>,
     /// Consecutive failed patches per file.

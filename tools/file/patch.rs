@@ -151,13 +151,14 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
         fuzzy::Outcome::Found { first, count, kind } => {
             let last = spans[first + count - 1];
             let end = if with_newline { last.next } else { last.end };
+            let place = spans[first].start..end;
             let strategy = match kind {
                 fuzzy::Kind::AnchoredBlock => Strategy::AnchoredBlock,
                 fuzzy::Kind::CloseLines => Strategy::CloseLines,
             };
             Ok(Found::new(
                 strategy,
-                vec![spans[first].start..end],
+                vec![place],
                 old,
                 Fit::Reindent,
                 NewText::AsGiven,

@@ -304,6 +304,7 @@ fn on_kernel_filesystem(file: &File) -> bool {
         0xde5e_81e4, // efivarfs
         0x0000_1cd1, // devpts
     ];
+    // SAFETY: statfs is plain data, valid when zeroed.
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: a valid descriptor and a zeroed out-buffer of the right type.
     let rc = unsafe { libc::fstatfs(std::os::fd::AsRawFd::as_raw_fd(file), &mut stat) };

@@ -215,14 +215,10 @@ fn open_existing(path: &Path) -> std::io::Result<Option<(std::fs::File, std::fs:
         Ok(opened) => Ok(Some(opened)),
         Err(super::paths::OpenError::NotFound) => Ok(None),
         Err(super::paths::OpenError::Io(e)) => Err(e),
-        Err(super::paths::OpenError::Directory) => Err(std::io::Error::new(
-            std::io::ErrorKind::Other,
-            "it is a directory",
-        )),
-        Err(super::paths::OpenError::NotRegular(what)) => Err(std::io::Error::new(
-            std::io::ErrorKind::Other,
-            format!("it is {what}"),
-        )),
+        Err(super::paths::OpenError::Directory) => Err(std::io::Error::other("it is a directory")),
+        Err(super::paths::OpenError::NotRegular(what)) => {
+            Err(std::io::Error::other(format!("it is {what}")))
+        }
     }
 }
 

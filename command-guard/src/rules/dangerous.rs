@@ -820,13 +820,13 @@ mod tests {
                 let one = std::slice::from_ref(text);
                 let candidates = lazy.candidates(one);
                 let expected = eager.matches(text.as_bytes());
-                for slot in 0..patterns.len() {
+                for (slot, pattern) in patterns.iter().enumerate() {
                     let got = lazy.matches_any(slot, one, &candidates);
                     assert_eq!(
                         got,
                         expected.matched(slot),
                         "pattern {:?} on {text:?}",
-                        patterns[slot].0
+                        pattern.0
                     );
                     hits += usize::from(got);
                 }

@@ -181,8 +181,8 @@ impl Approvals {
     /// allowlist are read again, so an operator's edit applies without a restart.
     pub fn for_home(hermes_home: &Path) -> Arc<Approvals> {
         type Signature = Option<(std::time::SystemTime, u64)>;
-        static BY_HOME: OnceLock<Mutex<HashMap<PathBuf, (Arc<Approvals>, Signature)>>> =
-            OnceLock::new();
+        type ByHome = HashMap<PathBuf, (Arc<Approvals>, Signature)>;
+        static BY_HOME: OnceLock<Mutex<ByHome>> = OnceLock::new();
         let signature = crate::config::file_signature(&crate::config::Config::path_in(hermes_home));
         let mut homes = BY_HOME
             .get_or_init(Default::default)

@@ -301,6 +301,7 @@ mod raw {
         pub fn enter(fd: RawFd) -> ModeGuard {
             // SAFETY: termios is plain data; tcgetattr fills it or fails.
             let mut mode: libc::termios = unsafe { std::mem::zeroed() };
+            // SAFETY: `mode` is a termios owned here; an invalid descriptor only fails.
             if unsafe { libc::tcgetattr(fd, &mut mode) } != 0 {
                 return ModeGuard { fd, saved: None };
             }

@@ -232,7 +232,9 @@ impl SpawnActions {
     fn new() -> std::io::Result<SpawnActions> {
         // SAFETY: zeroed storage, initialised by the call before any other use.
         let mut actions = SpawnActions(unsafe { std::mem::zeroed() });
-        if let Err(e) = checked(unsafe { libc::posix_spawn_file_actions_init(&mut actions.0) }) {
+        // SAFETY: the storage is owned and of the type the call initialises.
+        let init = unsafe { libc::posix_spawn_file_actions_init(&mut actions.0) };
+        if let Err(e) = checked(init) {
             std::mem::forget(actions);
             return Err(e);
         }

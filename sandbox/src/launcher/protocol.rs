@@ -114,6 +114,8 @@ fn receive_exact(
         // SAFETY: as in `send_with_fds`; room for a few descriptors.
         let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
         let mut control = vec![0u8; space];
+        // SAFETY: the header points at `iov` and `control`, both alive and sized as
+        // declared for the whole call.
         let n = unsafe {
             let mut msg: libc::msghdr = std::mem::zeroed();
             msg.msg_iov = &mut iov;
