@@ -131,33 +131,24 @@ pub fn is_valid_toolset_name(name: &str) -> bool {
 }
 
 fn unknown_key_message(key: &str) -> String {
-    let closest = KEYS
-        .iter()
-        .map(|k| (edit_distance(key, k), *k))
-        .min()
-        .filter(|(distance, _)| *distance <= 3)
-        .map(|(_, k)| format!(" (did you mean `{k}`?)"))
-        .unwrap_or_default();
+    let closest = did_you_mean(key, KEYS.iter().copied());
     format!(
         "unknown key `{key}` in #[tool(...)]{closest}; the keys are: {}",
         KEYS.join(", ")
     )
 }
 
-/// Levenshtein distance, for "did you mean" hints on a handful of short words.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous_diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous_diagonal + usize::from(ca != *cb);
-            previous_diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
+/// ` (did you mean `x`?)` for the known word closest to `wanted`, when one is within
+/// three edits (the typos worth pointing at); empty otherwise. Ties go to the word that
+/// sorts first, so the hint is the same on every build.
+pub fn did_you_mean<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    known
+        .into_iter()
+        .map(|k| (strsim::levenshtein(wanted, k), k))
+        .min()
+        .filter(|(distance, _)| *distance <= 3)
+        .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+        .unwrap_or_default()
 }
 
 fn expect_str(key: &str, value: &Expr) -> syn::Result<LitStr> {

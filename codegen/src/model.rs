@@ -298,14 +298,8 @@ fn build_toolsets(
         if planned.contains(&name.name) {
             return Some(name.name.clone());
         }
-        let known: Vec<&String> = names.keys().chain(planned.iter()).collect();
-        let hint = known
-            .iter()
-            .map(|k| (crate::attr::edit_distance(&name.name, k), *k))
-            .min()
-            .filter(|(d, _)| *d <= 3)
-            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
-            .unwrap_or_default();
+        let known = names.keys().chain(planned.iter()).map(String::as_str);
+        let hint = crate::attr::did_you_mean(&name.name, known);
         diagnostics.push(Diagnostic::at(
             rel_path,
             name.span,
