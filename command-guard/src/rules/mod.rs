@@ -4,4 +4,6 @@ pub(crate) mod dangerous;
 pub(crate) mod hardline;
 pub(crate) mod lazy_set;
 pub(crate) mod paths;
+// Written by a test, byte for byte (see `remembered_rule_literals_are_fresh`): left as written.
+#[rustfmt::skip]
 mod rule_literals;
