@@ -13,6 +13,9 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 pub const MAX_STDOUT_BYTES: usize = 50_000;
+/// How often a running script's call asks whether it was cancelled. Its exit is not
+/// waited for this way: the kernel reports that when it happens.
+const CANCEL_CHECK: Duration = Duration::from_millis(20);
 pub const MAX_STDERR_BYTES: usize = 10_000;
 
 /// The descriptor the script finds its end of the tool socket on. Above the ones the
@@ -132,15 +135,33 @@ pub struct Finished {
 /// Waits for the child until it exits, `timeout` passes or `cancelled()` turns true;
 /// then its whole process tree is stopped (TERM, a grace period, KILL).
 pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -> Finished {
+    // Each reader says when its pipe closed, so the wait for the last output ends then.
+    let (closed, pipe_closed) = std::sync::mpsc::channel::<()>();
+    let read_capped = |pipe: Box<dyn Read + Send>, cap: usize| {
+        let closed = closed.clone();
+        std::thread::spawn(move || {
+            let captured = capture(pipe, cap);
+            let _ = closed.send(());
+            captured
+        })
+    };
     let stdout = child
         .stdout
         .take()
-        .map(|p| std::thread::spawn(move || capture(p, MAX_STDOUT_BYTES)));
+        .map(|p| read_capped(Box::new(p), MAX_STDOUT_BYTES));
     let stderr = child
         .stderr
         .take()
-        .map(|p| std::thread::spawn(move || capture(p, MAX_STDERR_BYTES)));
+        .map(|p| read_capped(Box::new(p), MAX_STDERR_BYTES));
+    drop(closed);
     let deadline = Instant::now() + timeout;
+    // Readable once the child has exited: a wait on it ends at the exit, not at the
+    // next tick. Without one (a kernel before 5.3), the wait is a sleep.
+    let exited = rustix::process::pidfd_open(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .ok();
     let ending = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ending::Exited(status.code().unwrap_or(-1)),
@@ -151,24 +172,33 @@ pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -
             stop_tree(&mut child);
             break Ending::Cancelled;
         }
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             stop_tree(&mut child);
             break Ending::TimedOut;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        let pause = (deadline - now).min(CANCEL_CHECK);
+        match (&exited, rustix::event::Timespec::try_from(pause)) {
+            (Some(exited), Ok(pause)) => {
+                let mut watched = [rustix::event::PollFd::new(
+                    exited,
+                    rustix::event::PollFlags::IN,
+                )];
+                let _ = rustix::event::poll(&mut watched, Some(&pause));
+            }
+            _ => std::thread::sleep(pause),
+        }
     };
     // Background children that keep the pipes open would hold the readers: they are
     // still in the group (so its id is not reused), and go with it. (Inside the sandbox
     // they went already: the end of its first process ends its whole PID namespace.)
     let settle = Instant::now() + Duration::from_secs(1);
-    let open = || {
-        stdout.as_ref().is_some_and(|h| !h.is_finished())
-            || stderr.as_ref().is_some_and(|h| !h.is_finished())
-    };
-    while open() && Instant::now() < settle {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    if open() {
+    let readers = usize::from(stdout.is_some()) + usize::from(stderr.is_some());
+    let all_closed = (0..readers).all(|_| {
+        let left = settle.saturating_duration_since(Instant::now());
+        pipe_closed.recv_timeout(left).is_ok()
+    });
+    if !all_closed {
         // SAFETY: the group still has members (they hold our pipes), so its id is ours;
         // the child itself is reaped, so its pid alone could name another process now.
         unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) };
