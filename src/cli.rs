@@ -173,7 +173,18 @@ impl SelectionArgs {
 pub fn run(catalog: &'static Catalog) -> ExitCode {
     let cli = Cli::parse();
     quiet_panics();
-    let registry = Arc::new(Registry::new(catalog));
+    let registry = Registry::new(catalog);
+    // Servers, the agent and the scheduler outlive many calls and watch config.yaml for
+    // edits; the other commands read it for one command.
+    let long_lived = matches!(
+        cli.command,
+        Command::Serve { .. } | Command::Mcp { .. } | Command::Agent { .. } | Command::Cron { .. }
+    );
+    let registry = Arc::new(if long_lived {
+        registry
+    } else {
+        registry.without_config_watch()
+    });
     // Tools that run sessions or scripts (cronjob, execute_code) reach the registry
     // and the kind of session through `current`.
     let kind = match cli.command {

@@ -276,6 +276,14 @@ impl Registry {
         }
     }
 
+    /// For a process that reads the configuration for one command and exits: config.yaml
+    /// is looked at on the file each time, with no inotify watch, whose set-up and
+    /// tear-down at exit would cost more than the command's look at the file.
+    pub fn without_config_watch(self) -> Registry {
+        let _ = self.config_watch.set(None);
+        self
+    }
+
     /// Replaces the check cache, e.g. with one on a test clock.
     pub fn with_check_cache(mut self, checks: CheckCache) -> Registry {
         self.checks = checks;
