@@ -856,3 +856,101 @@ fn what_a_command_run_outside_the_sandbox_changes_reaches_the_next_command() {
     let r = server.call("terminal", json!({"command": "echo ${ESCALATED-lost}"}));
     assert_eq!(output(&r), "yes", "{r}");
 }
+
+/// Every file under `dir` (recursively) whose name starts with `prefix`.
+fn files_named(dir: &std::path::Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_named(&path, prefix));
+        } else if entry.file_name().to_string_lossy().starts_with(prefix) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_sandbox_own_files_are_out_of_every_sandbox_and_removed_when_the_server_ends() {
+    let f = fixture();
+    // The runtime directory lies under /tmp, a writable root of every sandbox: only the
+    // sandbox's own hiding keeps its files out of reach.
+    let runtime = tempfile::tempdir().unwrap();
+    let base = runtime.path().join("hermes-tools");
+    for ending in ["end of input", "SIGTERM", "SIGINT"] {
+        let token = format!("tok-{}", ending.len() * 7919);
+        let mut cmd = f.command(&["serve"]);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path());
+        let mut server = common::ServeSession::spawn(cmd, json!({"task_id": "a"}));
+        let r = server.call(
+            "terminal",
+            json!({"command": format!("export SECRET_TOKEN={token}; true")}),
+        );
+        assert_eq!(r["exit_code"], 0, "{r}");
+        let snapshots: Vec<PathBuf> = files_named(&base, "hermes-snap-")
+            .into_iter()
+            .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(&token)))
+            .collect();
+        assert!(
+            !snapshots.is_empty(),
+            "task a's snapshot is in the server's private directory under {}",
+            base.display()
+        );
+        let programs = files_named(&base, "seccomp-");
+        assert_eq!(programs.len(), 2, "{programs:?}");
+        let before: Vec<Vec<u8>> = programs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let overwrite: String = programs
+            .iter()
+            .map(|p| format!("printf x > {} && echo WROTE; ", p.display()))
+            .collect();
+
+        let other = server.call_in(
+            &json!({"task_id": "b"}),
+            "terminal",
+            json!({"command": format!(
+                "cat {snap}; grep -rs {token} {base} /tmp/hermes-sandbox-* /dev/shm; {overwrite}",
+                snap = snapshots[0].display(),
+                base = base.display(),
+            )}),
+        );
+        assert!(!output(&other).contains(&token), "{other}");
+        assert!(!output(&other).contains("WROTE"), "{other}");
+        let own = server.call("terminal", json!({"command": overwrite}));
+        assert!(!output(&own).contains("WROTE"), "{own}");
+        let after: Vec<Vec<u8>> = programs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        assert_eq!(
+            before, after,
+            "a sandboxed command changed a seccomp program"
+        );
+        // The state still works for the task itself.
+        let own = server.call("terminal", json!({"command": "echo $SECRET_TOKEN"}));
+        assert_eq!(output(&own), token, "{own}");
+
+        let pid = server.pid();
+        match ending {
+            "SIGTERM" => unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            },
+            "SIGINT" => unsafe {
+                libc::kill(pid as i32, libc::SIGINT);
+            },
+            _ => {}
+        }
+        drop(server);
+        let left: Vec<String> = std::fs::read_dir(&base)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!("srv-{pid}-")))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "after {ending}: {left:?} left in {}",
+            base.display()
+        );
+    }
+}

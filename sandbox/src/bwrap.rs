@@ -46,6 +46,7 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         mode: Mode::ReadOnly,
         writable_roots: Vec::new(),
         state_dirs: Vec::new(),
+        hidden: Vec::new(),
         protected: Vec::new(),
         network: false,
         empty_file: None,
@@ -202,9 +203,32 @@ pub(crate) fn fixed_layout(
             );
         }
     }
-    let writable = policy.resolved_writable(real_paths);
+    let mut writable = policy.resolved_writable(real_paths);
     for root in &writable {
         layout.bind("--bind", root, root);
+    }
+    // The sandbox's own files: covered after the writable roots (one of them may hold
+    // them), then only the task's own state directory is bound back, writable.
+    let hidden: Vec<PathBuf> = policy
+        .hidden
+        .iter()
+        .filter_map(|place| real_paths.existing(place))
+        .collect();
+    for place in &hidden {
+        layout.args.push("--tmpfs".into());
+        layout.args.push(place.as_os_str().to_owned());
+    }
+    if policy.is_active() {
+        for dir in &policy.state_dirs {
+            if let Some(real) = real_paths.existing(dir) {
+                layout.bind("--bind", &real, &real);
+                writable.push(real);
+            }
+        }
+    }
+    for place in &hidden {
+        layout.args.push("--remount-ro".into());
+        layout.args.push(place.as_os_str().to_owned());
     }
     let mut held: Vec<PathBuf> = Vec::new();
     // Trees first, so a file inside a protected tree needs no mount of its own.

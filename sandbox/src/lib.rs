@@ -26,6 +26,9 @@
 //! namespace can. A missing feature fails closed: [`Policy::wrap`] returns an error that
 //! names `terminal.sandbox.mode: off`, never an unsandboxed argv.
 //!
+//! The sandbox's own files (seccomp programs, snapshots) live in [`run_dir`], a
+//! private directory per server that no sandbox can see.
+//!
 //! [`child_env`] is the environment allow-list children start from; [`launcher`] keeps a
 //! sandbox per task with a small launcher inside, so a command costs a spawn (`posix_spawn`).
 
@@ -36,6 +39,7 @@ mod layout_watch;
 mod policy;
 mod protected;
 mod real_paths;
+pub mod run_dir;
 mod scope;
 mod syscalls;
 

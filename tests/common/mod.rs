@@ -139,6 +139,11 @@ impl ServeSession {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// One call; its decoded result.
     pub fn call(&mut self, tool: &str, args: serde_json::Value) -> serde_json::Value {
         let scope = self.scope.clone();
