@@ -15,7 +15,7 @@
 //! `{"type": "process_notification", "session_id": <process id>, "task_id": ..., "event": "completed" | "watch_match" | ..., ...}`.
 
 use crate::serve::ClarifyHub;
-use hermes_runtime::approval::{redact_secrets, ApprovalPrompter, Choice, PromptRequest};
+use hermes_runtime::approval::{shown_command, ApprovalPrompter, Choice, PromptRequest};
 use hermes_runtime::context::Cancellation;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -74,7 +74,7 @@ impl ApprovalPrompter for ClientApprover {
             "session_id": self.session_id,
             "task_id": self.task_id,
             "tool": request.tool.as_deref().unwrap_or("terminal"),
-            "command": redact_secrets(&request.command),
+            "command": shown_command(&request.command),
             "description": request.description,
             "choices": choices,
         });

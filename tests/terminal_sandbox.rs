@@ -826,37 +826,6 @@ fn a_command_that_replaces_the_server_binary_changes_nothing_a_later_sandbox_run
     );
 }
 
-#[test]
-fn what_a_command_run_outside_the_sandbox_changes_reaches_the_next_command() {
-    // A task's next shell waits with the state restored; a granted command runs outside
-    // the sandbox, not in it, and the next command still sees what it changed.
-    let f = fixture();
-    let target = f.outside.path().join("victim");
-    let command = format!("rm -rf {} && export ESCALATED=yes", target.display());
-    f.config("command_allowlist:\n  - 'delete in root path'\n");
-    let mut serve = f.command(&["serve"]);
-    serve.env("HERMES_INTERACTIVE", "1");
-    let mut server = common::ServeSession::spawn(serve, json!({"task_id": "t1"}));
-    for _ in 0..2 {
-        let r = server.call("terminal", json!({"command": "true"}));
-        assert_eq!(r["exit_code"], 0, "{r}");
-    }
-    let r = server.call("terminal", json!({"command": command}));
-    assert!(
-        r["approval"]
-            .as_str()
-            .unwrap_or("")
-            .contains("outside the sandbox"),
-        "{r}"
-    );
-    assert!(
-        !target.exists(),
-        "the granted command did not run outside the sandbox"
-    );
-    let r = server.call("terminal", json!({"command": "echo ${ESCALATED-lost}"}));
-    assert_eq!(output(&r), "yes", "{r}");
-}
-
 /// Every file under `dir` (recursively) whose name starts with `prefix`.
 fn files_named(dir: &std::path::Path, prefix: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();

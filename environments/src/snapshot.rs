@@ -157,6 +157,53 @@ impl ShellSession {
 
     /// The rest of [`ShellSession::wrap`], after the state is restored.
     pub fn wrap_body(&self, command: &str, cwd_override: Option<&str>) -> String {
+        self.wrap_body_dumping_to(command, cwd_override, &self.snapshot_path)
+    }
+
+    /// The script a command a person approved runs as outside the sandbox: nothing of
+    /// the task's state is restored (its exports, functions, aliases and PATH are the
+    /// model's, and could change what the approved command runs), so it is the command
+    /// shown, in a login shell. What its shell ends with is saved beside the snapshot for
+    /// [`ShellSession::merge_approved`] to lay over the task's state.
+    pub fn wrap_approved(&self, command: &str, cwd_override: Option<&str>) -> String {
+        self.wrap_body_dumping_to(command, cwd_override, &self.approved_dump_path())
+    }
+
+    /// As [`ShellSession::wrap_background`], with nothing of the task's state restored
+    /// (see [`ShellSession::wrap_approved`]).
+    pub fn wrap_approved_background(&self, command: &str, cwd_override: Option<&str>) -> String {
+        self.background_script(String::new(), command, cwd_override)
+    }
+
+    fn approved_dump_path(&self) -> String {
+        format!("{}.approved", self.snapshot_path)
+    }
+
+    /// Lays what a command run by [`ShellSession::wrap_approved`] left (its exports,
+    /// functions, aliases) over the task's snapshot, so the commands after it see them.
+    pub fn merge_approved(&self) {
+        const END: &str = "\nbuiltin return 0\n";
+        let dump_path = self.approved_dump_path();
+        let Ok(approved) = std::fs::read_to_string(&dump_path) else {
+            return;
+        };
+        let _ = std::fs::remove_file(&dump_path);
+        let Ok(mut state) = std::fs::read_to_string(&self.snapshot_path) else {
+            return;
+        };
+        if let Some(end) = state.find(END) {
+            state.truncate(end + 1);
+        }
+        state.push_str(&approved);
+        let _ = std::fs::write(&self.snapshot_path, state);
+    }
+
+    fn wrap_body_dumping_to(
+        &self,
+        command: &str,
+        cwd_override: Option<&str>,
+        dump: &str,
+    ) -> String {
         let cwd = cwd_override
             .map(str::to_owned)
             .unwrap_or_else(|| self.cwd());
@@ -171,7 +218,7 @@ impl ShellSession {
         s.push_str("__hermes_ec=$?\n");
         if ready {
             s.push_str("umask 077\n");
-            s.push_str(&dump_snapshot(&self.snapshot_path));
+            s.push_str(&dump_snapshot(dump));
             s.push('\n');
         }
         // `cd -P .` makes $PWD physical without a subshell.
@@ -185,10 +232,18 @@ impl ShellSession {
     /// The script a background process runs: restore state, cd, run (state is not saved
     /// back, so a long-running process never overwrites later changes).
     pub fn wrap_background(&self, command: &str, cwd_override: Option<&str>) -> String {
+        self.background_script(self.restore(), command, cwd_override)
+    }
+
+    fn background_script(
+        &self,
+        mut s: String,
+        command: &str,
+        cwd_override: Option<&str>,
+    ) -> String {
         let cwd = cwd_override
             .map(str::to_owned)
             .unwrap_or_else(|| self.cwd());
-        let mut s = self.restore();
         s.push_str("export PYTHONUNBUFFERED=1 AI_AGENT=\"${AI_AGENT:-hermes-agent}\" HERMES_AGENT=\"${HERMES_AGENT:-true}\"\n");
         s.push_str(&format!("builtin cd -- {} || exit 126\n", cd_target(&cwd)));
         s.push_str(&format!("eval {}\n", sh_quote(command)));

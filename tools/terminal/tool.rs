@@ -277,9 +277,13 @@ fn start_background(
         pty = false;
         pty_note = Some("pty was turned off: `gh auth login --with-token` reads the token from a pipe, not a terminal".into());
     }
-    let script = slot
-        .session
-        .wrap_background(&req.command, workdir.as_deref());
+    let script = if clearance.escalate {
+        slot.session
+            .wrap_approved_background(&req.command, workdir.as_deref())
+    } else {
+        slot.session
+            .wrap_background(&req.command, workdir.as_deref())
+    };
     let spawned = process_registry::spawn(
         slot.env.as_ref(),
         process_registry::SpawnRequest {
@@ -428,8 +432,8 @@ fn run_foreground(
     let body = slot.session.wrap_body(command, workdir);
     let login = restore.is_empty();
     let started = if clearance.escalate {
-        slot.env
-            .run_bash_escalated(&format!("{restore}{body}"), login, None)
+        let approved = slot.session.wrap_approved(command, workdir);
+        slot.env.run_bash_escalated(&approved, true, None)
     } else if login {
         slot.env.run_foreground(&body, true)
     } else {
@@ -463,6 +467,9 @@ fn run_foreground(
         &move || cancel.is_cancelled(),
     );
     drop(run);
+    if clearance.escalate {
+        slot.session.merge_approved();
+    }
     if !login {
         // The next command's shell starts (and restores the state) while this result is made.
         slot.env.prepare_foreground(&slot.session);

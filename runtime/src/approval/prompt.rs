@@ -2,8 +2,8 @@
 //! offers once / session / always / deny, and turns the answer into a [`Choice`]. Anything
 //! that is not a clear grant refuses.
 
-use super::redact::redact_secrets;
 use super::result::Choice;
+use super::shown::shown_command;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -114,7 +114,8 @@ pub trait PromptIo: Send {
     fn read_answer(&mut self, timeout: Duration) -> ReadOutcome;
 }
 
-/// The prompt text for a request (command redacted).
+/// The prompt text for a request: the command as it will run, control characters
+/// made visible ([`shown_command`]).
 pub fn render_prompt(request: &PromptRequest) -> String {
     let mut text = String::new();
     let title = request.title.as_deref().unwrap_or("Dangerous command");
@@ -123,7 +124,7 @@ pub fn render_prompt(request: &PromptRequest) -> String {
         text.push_str("   The smart reviewer judged this command dangerous.\n");
     }
     text.push('\n');
-    for line in redact_secrets(&request.command).lines() {
+    for line in shown_command(&request.command).lines() {
         text.push_str("    ");
         text.push_str(line);
         text.push('\n');
