@@ -923,3 +923,133 @@ fn the_sandbox_own_files_are_out_of_every_sandbox_and_removed_when_the_server_en
         );
     }
 }
+
+/// Starts up to 3,000 processes that each wait `seconds`, waits for them, and prints
+/// how many it could start.
+const FORKS: &str = "import os, time, sys
+started = 0
+try:
+    for _ in range(3000):
+        if os.fork() == 0:
+            time.sleep(float(sys.argv[1]))
+            os._exit(0)
+        started += 1
+except OSError as e:
+    print('fork refused:', e)
+print('started', started)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+";
+
+fn started_processes(result: &Value) -> u64 {
+    output(result)
+        .lines()
+        .find_map(|l| l.strip_prefix("started "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in {result}"))
+}
+
+#[test]
+fn limits_stop_one_command_and_say_which_while_other_tasks_keep_answering() {
+    let f = fixture();
+    f.config(
+        "terminal:\n  sandbox:\n    limits:\n      max_processes: 200\n      max_memory_mb: 1024\n      \
+         max_file_size_mb: 64\n      max_cpu_seconds: 2\n",
+    );
+    std::fs::write(f.workspace.path().join("forks.py"), FORKS).unwrap();
+    let mut server = f.serve();
+
+    // 3,000 processes in one task while another task's calls are answered.
+    let bomb = server.send(
+        &json!({"task_id": "bomb"}),
+        "terminal",
+        json!({"command": "python3 forks.py 4"}),
+    );
+    let mut others_answered = 0;
+    for i in 0..3 {
+        let echo = server.send(
+            &json!({"task_id": "other"}),
+            "terminal",
+            json!({"command": format!("echo alive-{i}")}),
+        );
+        let (id, result) = server.next_answer();
+        assert_eq!(
+            id, echo,
+            "the other task's call waited for the bomb: {result}"
+        );
+        assert_eq!(output(&result), format!("alive-{i}"));
+        others_answered += 1;
+    }
+    let (id, result) = server.next_answer();
+    assert_eq!(id, bomb);
+    assert_eq!(others_answered, 3);
+    assert!(started_processes(&result) < 200, "{result}");
+    assert!(
+        result["limit"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_processes"),
+        "{result}"
+    );
+
+    // 3 GiB of memory.
+    let r = server.call(
+        "terminal",
+        json!({"command": "python3 -c 'b = bytearray(3 << 30); print(len(b))'"}),
+    );
+    assert!(output(&r).contains("MemoryError"), "{r}");
+    assert!(
+        r["limit"].as_str().unwrap_or("").contains("max_memory_mb"),
+        "{r}"
+    );
+
+    // A 3 GiB file.
+    let r = server.call(
+        "terminal",
+        json!({"command": "head -c 3G /dev/zero > big.bin; ls -l big.bin"}),
+    );
+    assert!(
+        r["limit"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_file_size_mb"),
+        "{r}"
+    );
+    let size = std::fs::metadata(f.workspace.path().join("big.bin"))
+        .unwrap()
+        .len();
+    assert!(size <= 64 << 20, "{size} bytes written");
+
+    // CPU time.
+    let r = server.call(
+        "terminal",
+        json!({"command": "python3 -c 'while True: pass'", "timeout": 60}),
+    );
+    assert!(
+        r["limit"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_cpu_seconds"),
+        "{r}"
+    );
+
+    // Ordinary work after all that.
+    let r = server.call("terminal", json!({"command": "echo still-here"}));
+    assert_eq!(output(&r), "still-here", "{r}");
+}
+
+#[test]
+fn the_default_limits_stop_a_fork_bomb() {
+    let f = fixture();
+    std::fs::write(f.workspace.path().join("forks.py"), FORKS).unwrap();
+    let r = f.terminal("python3 forks.py 1");
+    let started = started_processes(&r);
+    assert!(started > 500 && started < 1024, "{r}");
+    assert!(
+        r["limit"].as_str().unwrap_or("").contains("max_processes"),
+        "{r}"
+    );
+}

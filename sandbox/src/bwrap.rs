@@ -51,6 +51,7 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         network: false,
         empty_file: None,
         seccomp_programs: Vec::new(),
+        limits: crate::Limits::NONE,
     };
     let output = std::process::Command::new(bwrap)
         .args(arguments(

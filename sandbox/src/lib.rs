@@ -26,6 +26,9 @@
 //! namespace can. A missing feature fails closed: [`Policy::wrap`] returns an error that
 //! names `terminal.sandbox.mode: off`, never an unsandboxed argv.
 //!
+//! [`Limits`] bound what one sandbox may consume (a cgroup where one can be made,
+//! resource limits always).
+//!
 //! The sandbox's own files (seccomp programs, snapshots) live in [`run_dir`], a
 //! private directory per server that no sandbox can see.
 //!
@@ -36,6 +39,7 @@ mod bwrap;
 mod environment;
 pub mod launcher;
 mod layout_watch;
+mod limits;
 mod policy;
 mod protected;
 mod real_paths;
@@ -45,6 +49,7 @@ mod syscalls;
 
 pub use bwrap::{find_bwrap, probe};
 pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
+pub use limits::Limits;
 pub use policy::{Mode, Policy, SandboxError, WrapOptions};
 pub use protected::ReadOnlyPlace;
 pub use scope::spawn_scoped;

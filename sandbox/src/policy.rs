@@ -82,6 +82,8 @@ pub struct Policy {
     /// seccomp programs ([`crate::write_seccomp_programs`]) installed before the
     /// command starts.
     pub seccomp_programs: Vec<PathBuf>,
+    /// What one sandbox may consume.
+    pub limits: crate::Limits,
 }
 
 /// How one command is launched.
@@ -120,14 +122,15 @@ impl Policy {
         crate::bwrap::probe(&bwrap).map_err(SandboxError::unavailable)?;
         // bubblewrap reads seccomp programs from file descriptors; a shell opens them, so
         // launchers that close inherited descriptors (pseudo-terminals) work the same.
+        // The same shell joins the sandbox's cgroup and sets its resource limits.
         let mut out: Vec<OsString> = Vec::new();
-        if !self.seccomp_programs.is_empty() {
-            let opens: Vec<String> = (0..self.seccomp_programs.len())
-                .map(|i| format!("{}<\"${}\"", i + 3, i + 1))
+        let limits = self.limits.shell_lines();
+        if !self.seccomp_programs.is_empty() || !limits.is_empty() {
+            let opens: String = (0..self.seccomp_programs.len())
+                .map(|i| format!("exec {}<\"${}\"\n", i + 3, i + 1))
                 .collect();
             let script = format!(
-                "exec {}; shift {}; exec \"$@\"",
-                opens.join(" "),
+                "{limits}{opens}shift {}; exec \"$@\"",
                 self.seccomp_programs.len()
             );
             out.extend(["/bin/sh".into(), "-c".into(), script.into(), "sh".into()]);

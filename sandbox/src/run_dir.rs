@@ -71,12 +71,14 @@ pub fn seccomp_programs() -> Result<Vec<PathBuf>, String> {
         .clone()
 }
 
-/// Removes the server's directory (when it was created). Safe to call more than once.
+/// Removes the server's directory (when it was created), and the cgroups of its
+/// sandboxes that have ended. Safe to call more than once.
 pub fn remove_server_dir() {
     // Only looks: removal must not create the directory first.
     if let Some(dir) = CREATED.get() {
         let _ = std::fs::remove_dir_all(dir);
     }
+    crate::limits::remove_cgroups();
 }
 
 /// The directory once [`server_dir`] has created it.
@@ -217,13 +219,17 @@ fn remove_dead_servers(base: &Path) {
         else {
             continue;
         };
-        // SAFETY: signal 0 only checks whether the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        if is_gone(pid) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// Whether no process `pid` exists.
+pub(crate) fn is_gone(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks whether the process exists.
+    let failed = unsafe { libc::kill(pid, 0) } != 0;
+    failed && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 fn write_read_only(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {

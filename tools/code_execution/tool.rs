@@ -375,6 +375,9 @@ fn run_local(
         ) {
             result["sandbox"] = json!(note.replace("this command ran", "this script ran"));
         }
+        if let Some(note) = terminal.sandbox.limits.reached(code, &output) {
+            result["limit"] = json!(note);
+        }
     }
     Ok(result)
 }

@@ -546,6 +546,12 @@ fn run_foreground(
         ) {
             out["sandbox"] = json!(note);
         }
+        if mode != hermes_sandbox::Mode::Off {
+            let output = out["output"].as_str().unwrap_or("");
+            if let Some(note) = config.sandbox.limits.reached(exec.exit_code, output) {
+                out["limit"] = json!(note);
+            }
+        }
     }
     if !exec.timed_out && !exec.interrupted {
         if let Some(meaning) = output::exit_code_meaning(command, exec.exit_code) {

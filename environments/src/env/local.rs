@@ -129,6 +129,7 @@ impl LocalEnv {
             } else {
                 Vec::new()
             },
+            limits: settings.limits,
         };
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
         Ok(Self {
