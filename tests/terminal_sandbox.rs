@@ -1053,3 +1053,37 @@ fn the_default_limits_stop_a_fork_bomb() {
         "{r}"
     );
 }
+
+#[test]
+fn another_task_cannot_reach_an_execute_code_script_while_it_runs() {
+    let f = fixture();
+    let mut server = f.serve();
+    let script =
+        "import time\nopen('script-path.txt', 'w').write(__file__)\ntime.sleep(4)\nprint('done')\n";
+    let run = server.send(
+        &json!({"task_id": "a"}),
+        "execute_code",
+        json!({"code": script}),
+    );
+    let probe = server.send(
+        &json!({"task_id": "b"}),
+        "terminal",
+        json!({"command": "for i in $(seq 100); do [ -s script-path.txt ] && break; sleep 0.1; done; \
+                            p=$(cat script-path.txt); echo \"path=$p\"; cat \"$p\"; echo 'print(1)' > \"$p\" && echo CHANGED"}),
+    );
+    let (id, result) = server.next_answer();
+    assert_eq!(id, probe, "{result}");
+    let shown = output(&result);
+    assert!(
+        shown.contains("path=/"),
+        "the script never started: {result}"
+    );
+    assert!(!shown.contains("time.sleep"), "{result}");
+    assert!(!shown.contains("CHANGED"), "{result}");
+    let (id, result) = server.next_answer();
+    assert_eq!(id, run);
+    assert!(
+        result["output"].as_str().unwrap_or("").contains("done"),
+        "{result}"
+    );
+}
