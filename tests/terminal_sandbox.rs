@@ -1087,3 +1087,36 @@ fn another_task_cannot_reach_an_execute_code_script_while_it_runs() {
         "{result}"
     );
 }
+
+#[test]
+fn a_service_socket_made_under_run_while_a_command_waits_stays_out_of_reach() {
+    let f = fixture();
+    // The service's directory is a temp dir of this test under /run, where host
+    // services make their sockets.
+    let service = tempfile::tempdir_in("/run").unwrap();
+    let socket = service.path().join("late.sock");
+    let mut server = f.serve();
+    let wait_and_connect = format!(
+        "touch waiting; for i in $(seq 100); do [ -S {s} ] && break; sleep 0.1; done; \
+         python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{s}\"); print(\"connected\")'",
+        s = socket.display()
+    );
+    let waiting = f.workspace.path().join("waiting");
+    let id = server.send(
+        &json!({"task_id": "t1"}),
+        "terminal",
+        json!({"command": wait_and_connect, "timeout": 60}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !waiting.exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The service starts listening while the command runs.
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let (answered, r) = server.next_answer();
+    assert_eq!(answered, id);
+    assert!(!output(&r).contains("connected"), "{r}");
+    assert!(output(&r).contains("No such file"), "{r}");
+    drop(listener);
+}

@@ -180,6 +180,7 @@ pub(crate) fn fixed_layout(
         &mut layout.args,
         &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"],
     );
+    private_run(&mut layout, real_paths);
     if let Some(tty) = options.tty {
         // The command's own terminal under its own name, and no other: the fresh devpts
         // is covered, so the host's other terminals stay out of reach (inside, no new
@@ -260,6 +261,26 @@ pub(crate) fn fixed_layout(
         }
     }
     layout
+}
+
+/// A fresh `/run` for the sandbox: host services make their sockets there (container
+/// engines, D-Bus, systemd, `/run/user/<uid>`), also after a command started, when no
+/// cover laid at its start holds them. Only the resolver file `/etc/resolv.conf` leads
+/// to there comes back, read-only; `/var/run` is a link to `/run` on current systems.
+fn private_run(layout: &mut Layout, real_paths: &mut RealPaths) {
+    let run = Path::new("/run");
+    if !run.is_dir() || std::fs::symlink_metadata(run).is_ok_and(|m| m.is_symlink()) {
+        return;
+    }
+    push(&mut layout.args, &["--tmpfs", "/run"]);
+    if let Some(resolver) = real_paths.existing(Path::new("/etc/resolv.conf")) {
+        if resolver.starts_with(run) {
+            layout.bind("--ro-bind", &resolver, &resolver);
+        }
+    }
+    if std::fs::read_link("/run/shm").is_ok_and(|target| target == Path::new("/dev/shm")) {
+        push(&mut layout.args, &["--symlink", "/dev/shm", "/run/shm"]);
+    }
 }
 
 /// Adds to [`fixed_layout`] what is looked at afresh every time: the socket files, and
