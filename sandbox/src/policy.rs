@@ -150,7 +150,8 @@ impl Policy {
         Ok(out)
     }
 
-    /// The writable roots a command may write (its state directories aside), resolved (symlinks followed) and existing.
+    /// The writable roots a command may write (its state directories aside), resolved
+    /// (symlinks followed) and existing.
     pub(crate) fn resolved_writable(
         &self,
         real_paths: &mut crate::real_paths::RealPaths,
