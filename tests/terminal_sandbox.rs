@@ -1120,3 +1120,16 @@ fn a_service_socket_made_under_run_while_a_command_waits_stays_out_of_reach() {
     assert!(output(&r).contains("No such file"), "{r}");
     drop(listener);
 }
+
+#[test]
+fn a_limit_that_cannot_be_read_is_a_clear_error_and_runs_nothing() {
+    let f = fixture();
+    f.config("terminal:\n  sandbox:\n    limits:\n      max_processes: lots\n");
+    let r = f.terminal(&format!("touch {}/made", f.workspace.path().display()));
+    let error = r["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("terminal.sandbox.limits.max_processes") && error.contains("lots"),
+        "{r}"
+    );
+    assert!(!f.workspace.path().join("made").exists());
+}
