@@ -7,8 +7,9 @@
 //!
 //! - a cgroup of its own per sandbox, under this server's (`hermes-tools-<pid>`) in the
 //!   caller's cgroup, where the kernel lets us make one: cgroup v2 when the caller's
-//!   cgroup is delegated with the `pids` (and `memory`) controllers enabled for its
-//!   children, else a writable v1 `pids` hierarchy. `pids.max` bounds every process and
+//!   cgroup already hands the `pids` (and `memory`) controllers to its children (the
+//!   root cgroup, or a delegated one the caller is not a leaf process of), else a
+//!   writable v1 `pids` hierarchy. `pids.max` bounds every process and
 //!   thread of the sandbox together, `memory.max` (v2) their memory together;
 //! - resource limits (set with the shell's `ulimit`, hard and soft): per process data
 //!   size (`RLIMIT_DATA`, private writable memory), file size, CPU seconds, and a
@@ -196,7 +197,7 @@ fn machine_tasks() -> u64 {
 struct CgroupHome {
     /// `hermes-tools-<pid>` in the caller's cgroup.
     dir: PathBuf,
-    /// cgroup v2 (`memory.max` can be set too when `memory` is enabled).
+    /// cgroup v2 with the `memory` controller: `memory.max` is set too.
     v2_memory: bool,
 }
 
@@ -210,7 +211,8 @@ fn cgroup_home() -> Option<&'static CgroupHome> {
 fn find_cgroup_home() -> Option<CgroupHome> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut candidates: Vec<(PathBuf, bool)> = Vec::new();
+    // (the caller's cgroup, v2, v2 with memory)
+    let mut candidates: Vec<(PathBuf, bool, bool)> = Vec::new();
     for line in own.lines() {
         let mut parts = line.splitn(3, ':');
         let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
@@ -225,7 +227,7 @@ fn find_cgroup_home() -> Option<CgroupHome> {
                     std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
                 let words: Vec<&str> = enabled.split_whitespace().collect();
                 if words.contains(&"pids") {
-                    candidates.insert(0, (dir, words.contains(&"memory")));
+                    candidates.insert(0, (dir, true, words.contains(&"memory")));
                 }
             }
         } else if controllers.split(',').any(|c| c == "pids") {
@@ -233,11 +235,11 @@ fn find_cgroup_home() -> Option<CgroupHome> {
                 fstype == "cgroup" && options.split(',').any(|o| o == "pids")
             });
             if let Some(mount) = mount {
-                candidates.push((mount.join(path), false));
+                candidates.push((mount.join(path), false, false));
             }
         }
     }
-    candidates.into_iter().find_map(|(parent, v2_memory)| {
+    candidates.into_iter().find_map(|(parent, v2, v2_memory)| {
         remove_cgroups_of_dead_servers(&parent);
         let dir = parent.join(format!("hermes-tools-{}", std::process::id()));
         match std::fs::create_dir(&dir) {
@@ -246,8 +248,9 @@ fn find_cgroup_home() -> Option<CgroupHome> {
             Err(_) => return None,
         }
         // The server's own group has no processes; its children get the controllers.
-        if v2_memory {
-            let _ = std::fs::write(dir.join("cgroup.subtree_control"), "+pids +memory");
+        if v2 {
+            let controllers = if v2_memory { "+pids +memory" } else { "+pids" };
+            let _ = std::fs::write(dir.join("cgroup.subtree_control"), controllers);
         }
         dir.join("pids.max")
             .exists()
