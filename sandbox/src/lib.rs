@@ -52,5 +52,6 @@ pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
 pub use limits::Limits;
 pub use policy::{Mode, Policy, SandboxError, WrapOptions};
 pub use protected::ReadOnlyPlace;
+pub use run_dir::random_hex;
 pub use scope::spawn_scoped;
 pub use syscalls::write_seccomp_programs;

@@ -239,18 +239,26 @@ fn write_read_only(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(failed)
 }
 
-pub(crate) fn random_hex(digits: usize) -> String {
+/// `digits` random hex digits (from the kernel's random source).
+pub fn random_hex(digits: usize) -> String {
     let mut bytes = vec![0u8; digits.div_ceil(2)];
     // SAFETY: getrandom fills the buffer it is given.
     let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
     if got != bytes.len() as isize {
-        // Unique enough for a directory name: the clock and the pid.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let seed = now ^ u128::from(std::process::id());
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = (seed >> ((i % 16) * 8)) as u8;
+        // Unique within the process, unlikely to repeat across processes: a counter,
+        // the pid and the clock, through std's randomly keyed hasher.
+        use std::hash::{BuildHasher, Hasher};
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        for chunk in bytes.chunks_mut(8) {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            h.write_u32(std::process::id());
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+            );
+            chunk.copy_from_slice(&h.finish().to_le_bytes()[..chunk.len()]);
         }
     }
     let mut hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
