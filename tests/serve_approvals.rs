@@ -522,3 +522,85 @@ fn the_person_sees_the_command_unmasked_with_control_characters_visible() {
     assert!(outside.path().exists());
     client.finish();
 }
+
+/// The task's snapshot files under the server's run directory in `runtime`.
+fn snapshots_under(runtime: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![runtime.join("hermes-tools")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(path);
+            } else if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("hermes-snap-")
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_link_planted_as_the_snapshot_is_never_followed_with_the_server_rights() {
+    let home = sandboxed_home();
+    let work = workdir(&[]);
+    let outside = outside_the_sandbox();
+    let victim = outside.path().join("bashrc");
+    std::fs::write(&victim, "# the person's start-up file\n").unwrap();
+    std::fs::create_dir_all(outside.path().join("x")).unwrap();
+    // The run directory lies under /tmp here, so the test can find the task's files.
+    let runtime = tempfile::tempdir().unwrap();
+    // A file no sandbox can read (the run directory's base is hidden in every one).
+    let secret = runtime
+        .path()
+        .join("hermes-tools")
+        .join("only-the-server-reads");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "export STOLEN=server-only-secret\n").unwrap();
+    let mut client = Client::start_with(
+        home.path(),
+        work.path(),
+        &["--approvals", "client"],
+        &[("XDG_RUNTIME_DIR", runtime.path())],
+    );
+    for id in ["1", "2"] {
+        client.send(&call(id, "true"));
+        assert_eq!(content(&client.next())["exit_code"], 0);
+    }
+    let snapshot = snapshots_under(runtime.path()).pop().expect("a snapshot");
+    // Inside its sandbox the task replaces its snapshot with a link to a file outside.
+    client.send(&call(
+        "plant",
+        &format!("ln -sf {} {}", victim.display(), snapshot.display()),
+    ));
+    assert_eq!(content(&client.next())["exit_code"], 0);
+    let command = format!("rm -rf {}", outside.path().join("x").display());
+    client.send(&call("approved", &command));
+    let request = approval_request(&client);
+    answer(&mut client, &request, "once");
+    assert_eq!(content(&client.next())["exit_code"], 0);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "# the person's start-up file\n",
+        "the server wrote through the planted link"
+    );
+    // A link to a file only the server may read is not read for the task either.
+    client.send(&call(
+        "plant-read",
+        &format!("ln -sf {} {}", secret.display(), snapshot.display()),
+    ));
+    assert_eq!(content(&client.next())["exit_code"], 0);
+    for id in ["3", "4"] {
+        client.send(&call(id, "echo ${STOLEN-none}"));
+        let shown = content(&client.next())["output"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!shown.contains("server-only-secret"), "{shown}");
+    }
+    client.finish();
+}

@@ -376,7 +376,7 @@ fn lighter_restore(
     if !session.snapshot_ready() || !*PROC_FDS.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
         return None;
     }
-    let snapshot = std::fs::read(&session.snapshot_path).ok()?;
+    let snapshot = crate::snapshot::read_own_file(&session.snapshot_path).ok()?;
     Some(crate::snapshot::lighter_snapshot(
         &snapshot,
         env,
