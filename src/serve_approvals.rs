@@ -81,6 +81,9 @@ impl ApprovalPrompter for ClientApprover {
         if request.smart_denied {
             line["smart_denied"] = json!(true);
         }
+        if let Some(dir) = &request.working_directory {
+            line["cwd"] = json!(shown_command(dir));
+        }
         // Nothing here is cancelled from outside: the approval timeout bounds the wait.
         match self.hub.ask(
             &id,

@@ -467,11 +467,35 @@ fn a_grant_covers_exactly_the_command_shown_never_its_kind() {
         .contains("outside the sandbox"));
     assert!(!outside.path().join("a").exists());
 
-    // ...but `rm -rf A B` is another command: the person is asked, and a denial holds.
+    // ...but not in another directory, which the person sees with the command...
+    let elsewhere = workdir(&["sub"]);
+    std::fs::create_dir_all(outside.path().join("a")).unwrap();
+    client.send(&terminal(
+        "2b",
+        json!({"command": granted, "workdir": elsewhere.path().join("sub")}),
+        "s1",
+        "task-s1",
+    ));
+    let request = approval_request(&client);
+    assert_eq!(
+        request["cwd"],
+        elsewhere.path().join("sub").display().to_string(),
+        "{request}"
+    );
+    answer(&mut client, &request, "deny");
+    assert_eq!(content(&client.next())["status"], "blocked");
+    assert!(outside.path().join("a").exists());
+
+    // ...and `rm -rf A B` is another command: the person is asked, and a denial holds.
     let wider = format!("rm -rf {} {}", path("a"), path("b"));
     client.send(&call("3", &wider));
     let request = approval_request(&client);
     assert_eq!(request["command"], wider.as_str());
+    assert_eq!(
+        request["cwd"],
+        work.path().display().to_string(),
+        "{request}"
+    );
     answer(&mut client, &request, "deny");
     assert_eq!(content(&client.next())["status"], "blocked");
     assert!(outside.path().join("b").exists(), "B was deleted unasked");

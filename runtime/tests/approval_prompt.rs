@@ -262,3 +262,15 @@ fn real_pty_timeout_and_mode_restored() {
     );
     drop(master);
 }
+
+#[test]
+fn the_prompt_shows_where_the_command_runs() {
+    let mut request =
+        PromptRequest::new("rm -rf build", "recursive delete", Duration::from_secs(5));
+    request.working_directory = Some("/srv/app\u{1b}[2K".into());
+    let (_, shown) = ask("d\n", &request);
+    assert!(
+        shown.contains("    rm -rf build\n  in /srv/app\\x1b[2K\n"),
+        "{shown}"
+    );
+}

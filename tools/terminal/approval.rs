@@ -34,25 +34,26 @@ pub fn approval_gate(
         let approvals = Approvals::for_home(ctx.hermes_home());
         return floors_only(&approvals, command, env_type, has_host_access);
     }
-    let grant = granted(command, env_type, has_host_access, ctx, false)?;
+    let grant = granted(command, env_type, has_host_access, ctx, None)?;
     Ok(grant.and_then(Grant::note).map(|note| json!(note)))
 }
 
 /// The approval flow's answer for `command`: `Ok(why it may run)`, or the refusal in
-/// the tool's result shape. `exact_grants`: only a grant of exactly this command counts
-/// from earlier answers.
+/// the tool's result shape. `exactly_in`: only an earlier grant of exactly this command
+/// in this directory counts (and the person is shown the directory).
 fn granted(
     command: &str,
     env_type: &str,
     has_host_access: bool,
     ctx: &ToolContext,
-    exact_grants: bool,
+    exactly_in: Option<&str>,
 ) -> Result<Option<Grant>, Value> {
     let approvals = Approvals::for_home(ctx.hermes_home());
     let (context, options) = call_approval(ctx);
     let options = GuardOptions {
         has_host_access,
-        exact_grants,
+        exact_grants: exactly_in.is_some(),
+        working_directory: exactly_in.map(str::to_owned),
         ..options
     };
     let verdict = approvals.check_all_command_guards(command, env_type, &context, &options);
@@ -459,6 +460,8 @@ pub struct Clearance {
     pub note: Option<Value>,
     /// Run outside the OS sandbox: a person granted this flagged command.
     pub escalate: bool,
+    /// Escalated: the directory the person was shown, where it runs.
+    pub directory: Option<String>,
 }
 
 /// The approval gate in front of an environment with an OS sandbox (`sandbox` is its
@@ -481,12 +484,13 @@ pub fn sandboxed_approval_gate(
     ctx: &ToolContext,
     force: bool,
     sandbox: Option<hermes_sandbox::Mode>,
+    directory: &str,
 ) -> Result<Clearance, Value> {
     let Some(mode) = sandbox.filter(|m| *m != hermes_sandbox::Mode::Off) else {
         return approval_gate(command, env_type, has_host_access, ctx, force).map(|note| {
             Clearance {
                 note,
-                escalate: false,
+                ..Clearance::default()
             }
         });
     };
@@ -498,6 +502,7 @@ pub fn sandboxed_approval_gate(
                 "granted by the user; ran outside the sandbox in a clean login shell"
             )),
             escalate: true,
+            directory: Some(directory.to_string()),
         });
     }
     let finding = approvals.check_dangerous_command(command);
@@ -514,10 +519,10 @@ pub fn sandboxed_approval_gate(
         });
         return Ok(Clearance {
             note,
-            escalate: false,
+            ..Clearance::default()
         });
     }
-    let grant = granted(command, env_type, has_host_access, ctx, true)?;
+    let grant = granted(command, env_type, has_host_access, ctx, Some(directory))?;
     let escalate = finding.is_some() && grant.is_some_and(Grant::binds_to_the_command);
     let note = grant.and_then(Grant::note).map(|note| match escalate {
         true => json!(format!(
@@ -525,7 +530,11 @@ pub fn sandboxed_approval_gate(
         )),
         false => json!(note),
     });
-    Ok(Clearance { note, escalate })
+    Ok(Clearance {
+        note,
+        escalate,
+        directory: escalate.then(|| directory.to_string()),
+    })
 }
 
 fn sandbox_approval_context(ctx: &ToolContext) -> hermes_runtime::approval::ApprovalContext {

@@ -157,6 +157,16 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
     // Approval, before anything runs.
     let host_access = has_host_access(&config);
     let sandbox = (config.backend == "local").then_some(config.sandbox.mode);
+    // Where the command will run, as known before its environment is: the person is
+    // shown it, a grant covers it, and a command granted to leave the sandbox runs there.
+    let directory = match req.workdir.as_deref() {
+        Some(w) if w.starts_with('/') || w.starts_with('~') => w.to_string(),
+        Some(w) => ctx.cwd().join(w).to_string_lossy().into_owned(),
+        None => env::local_task_cwd(ctx.task_id())
+            .unwrap_or_else(|| ctx.cwd().to_path_buf())
+            .to_string_lossy()
+            .into_owned(),
+    };
     let clearance = match approval::sandboxed_approval_gate(
         command,
         &config.backend,
@@ -164,6 +174,7 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
         ctx,
         force,
         sandbox,
+        &directory,
     ) {
         Ok(clearance) => clearance,
         Err(refusal) => return refusal,
@@ -278,8 +289,10 @@ fn start_background(
         pty_note = Some("pty was turned off: `gh auth login --with-token` reads the token from a pipe, not a terminal".into());
     }
     let script = if clearance.escalate {
-        slot.session
-            .wrap_approved_background(&req.command, workdir.as_deref())
+        slot.session.wrap_approved_background(
+            &req.command,
+            workdir.as_deref().or(clearance.directory.as_deref()),
+        )
     } else {
         slot.session
             .wrap_background(&req.command, workdir.as_deref())
@@ -432,7 +445,9 @@ fn run_foreground(
     let body = slot.session.wrap_body(command, workdir);
     let login = restore.is_empty();
     let started = if clearance.escalate {
-        let approved = slot.session.wrap_approved(command, workdir);
+        let approved = slot
+            .session
+            .wrap_approved(command, workdir.or(clearance.directory.as_deref()));
         slot.env.run_bash_escalated(&approved, true, None)
     } else if login {
         slot.env.run_foreground(&body, true)

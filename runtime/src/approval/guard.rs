@@ -63,6 +63,18 @@ pub struct GuardOptions {
     /// every command with the same kind of finding (where a grant lets the command
     /// leave the OS sandbox).
     pub exact_grants: bool,
+    /// The directory the command will run in: shown to the person, and part of what
+    /// an exact grant covers (`rm -rf build` granted in one directory is asked again in
+    /// another).
+    pub working_directory: Option<String>,
+}
+
+/// What an exact grant of `command` is kept as: the command, and where it runs.
+fn grant_key(command: &str, options: &GuardOptions) -> String {
+    match &options.working_directory {
+        Some(dir) => format!("{command}\n# in {dir}"),
+        None => command.to_string(),
+    }
 }
 
 /// A finding with where it came from.
@@ -213,13 +225,14 @@ impl Approvals {
         if all.is_empty() {
             return GuardResult::granted(Grant::NothingFlagged);
         }
-        if self.is_command_granted_for_session(&session, command) {
+        let key = grant_key(command, options);
+        if self.is_command_granted_for_session(&session, &key) {
             return GuardResult::granted(Grant::SessionCommand);
         }
         if self
             .permanently_granted_commands()
             .iter()
-            .any(|granted| granted == command)
+            .any(|granted| *granted == key)
         {
             return GuardResult::granted(Grant::PermanentCommand);
         }
@@ -423,6 +436,7 @@ impl Approvals {
                         smart_denied,
                         title: None,
                         tool: Some(tool.to_string()),
+                        working_directory: options.working_directory.clone(),
                     };
                     let choice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         prompter.prompt(&request)
@@ -486,7 +500,7 @@ impl Approvals {
                         .session_commands
                         .entry(session.to_string())
                         .or_default()
-                        .insert(command.to_string());
+                        .insert(grant_key(command, options));
                 }
             }
             if choice == Choice::Always {
@@ -499,7 +513,7 @@ impl Approvals {
             let _ = self.save_permanent_allowlist();
         }
         if choice == Choice::Always && tool == "terminal" {
-            if let Err(e) = self.grant_command_permanently(command) {
+            if let Err(e) = self.grant_command_permanently(&grant_key(command, options)) {
                 eprintln!("warning: the command granted with `always` was not saved: {e}");
             }
         }

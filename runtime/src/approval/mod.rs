@@ -298,7 +298,8 @@ impl Approvals {
         self.save_permanent_allowlist()
     }
 
-    /// Whether a person granted exactly `command` for `session`.
+    /// Whether a person granted exactly `command` (as kept by the grant: the command
+    /// and where it runs) for `session`.
     pub fn is_command_granted_for_session(&self, session: &str, command: &str) -> bool {
         self.lock()
             .session_commands

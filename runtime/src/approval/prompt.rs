@@ -26,6 +26,8 @@ pub struct PromptRequest {
     pub title: Option<String>,
     /// The tool that asks (`terminal` for shell commands, a tool name for plugin rules).
     pub tool: Option<String>,
+    /// Where the command will run, when the caller says.
+    pub working_directory: Option<String>,
 }
 
 impl PromptRequest {
@@ -39,6 +41,7 @@ impl PromptRequest {
             smart_denied: false,
             title: None,
             tool: None,
+            working_directory: None,
         }
     }
 
@@ -128,6 +131,9 @@ pub fn render_prompt(request: &PromptRequest) -> String {
         text.push_str("    ");
         text.push_str(line);
         text.push('\n');
+    }
+    if let Some(dir) = &request.working_directory {
+        text.push_str(&format!("  in {}\n", shown_command(dir)));
     }
     let choices: Vec<String> = request
         .choices()
