@@ -229,11 +229,7 @@ impl Approvals {
         if self.is_command_granted_for_session(&session, &key) {
             return GuardResult::granted(Grant::SessionCommand);
         }
-        if self
-            .permanently_granted_commands()
-            .iter()
-            .any(|granted| *granted == key)
-        {
+        if self.permanently_granted_commands().contains(&key) {
             return GuardResult::granted(Grant::PermanentCommand);
         }
         let flags: Vec<Flag> = {
