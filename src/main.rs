@@ -6,5 +6,12 @@ fn main() -> std::process::ExitCode {
     // Opened now, before any command ran: the binary's path may lie in a root commands
     // can write, the image this process runs from cannot be swapped.
     let _ = hermes_sandbox::launcher::set_program("/proc/self/exe");
+    // Ended by a signal, the server still ends its sandboxes and removes its private
+    // directory (snapshots, seccomp programs); a normal exit does so at exit.
+    hermes_sandbox::run_dir::remove_on_signals(end_environments);
     hermes_tools::cli::run(&hermes_tools::CATALOG)
+}
+
+fn end_environments() {
+    hermes_environments::env::cleanup_all_environments();
 }

@@ -15,7 +15,7 @@
 //! `{"type": "process_notification", "session_id": <process id>, "task_id": ..., "event": "completed" | "watch_match" | ..., ...}`.
 
 use crate::serve::ClarifyHub;
-use hermes_runtime::approval::{redact_secrets, ApprovalPrompter, Choice, PromptRequest};
+use hermes_runtime::approval::{shown_command, ApprovalPrompter, Choice, PromptRequest};
 use hermes_runtime::context::Cancellation;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -74,12 +74,15 @@ impl ApprovalPrompter for ClientApprover {
             "session_id": self.session_id,
             "task_id": self.task_id,
             "tool": request.tool.as_deref().unwrap_or("terminal"),
-            "command": redact_secrets(&request.command),
+            "command": shown_command(&request.command),
             "description": request.description,
             "choices": choices,
         });
         if request.smart_denied {
             line["smart_denied"] = json!(true);
+        }
+        if let Some(dir) = &request.working_directory {
+            line["cwd"] = json!(shown_command(dir));
         }
         // Nothing here is cancelled from outside: the approval timeout bounds the wait.
         match self.hub.ask(

@@ -359,3 +359,272 @@ fn a_plugin_hook_that_answers_approve_asks_the_client() {
     );
     client.finish();
 }
+
+/// A folder outside every writable root of the sandbox (the workspace and /tmp), so only
+/// a command that left the sandbox can change it.
+fn outside_the_sandbox() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// A home with the OS sandbox on (the default).
+fn sandboxed_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "approvals:\n  timeout: 300\n",
+    )
+    .unwrap();
+    home
+}
+
+fn call(id: &str, command: &str) -> Value {
+    terminal(id, json!({"command": command}), "s1", "task-s1")
+}
+
+fn approval_request(client: &Client) -> Value {
+    let request = client.next();
+    assert_eq!(request["type"], "approval_request", "{request}");
+    request
+}
+
+#[test]
+fn an_approved_command_runs_in_a_clean_shell_not_in_the_state_the_model_planted() {
+    let home = sandboxed_home();
+    let work = workdir(&[]);
+    let outside = outside_the_sandbox();
+    let victim = outside.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let pwned = outside.path().join("pwned");
+    let mut client = Client::start(home.path(), work.path(), &["--approvals", "client"]);
+    // Inside the sandbox the model plants a fake `rm` on PATH, an `rm` function and
+    // BASH_ENV: each would run with the server's rights in its shell state.
+    let fake = format!("#!/bin/sh\ntouch {}\n", pwned.display());
+    let plant = format!(
+        "mkdir -p evil && printf '%s' '{fake}' > evil/rm && chmod +x evil/rm && cp evil/rm evil/env.sh && \
+         export PATH=$PWD/evil:$PATH BASH_ENV=$PWD/evil/env.sh && rm() {{ touch {p}; }} && \
+         export PLANTED=yes",
+        p = pwned.display()
+    );
+    client.send(&call("plant", &plant));
+    let planted = content(&client.next());
+    assert_eq!(planted["exit_code"], 0, "{planted}");
+    // From a task's second command on, the next command's shell waits with the state
+    // restored: the approved command must not run in it either.
+    client.send(&call("warm", "true"));
+    assert_eq!(content(&client.next())["exit_code"], 0);
+
+    let command = format!("rm -rf {} && export ESCALATED=yes", victim.display());
+    client.send(&call("approved", &command));
+    let request = approval_request(&client);
+    assert_eq!(request["command"], command.as_str());
+    answer(&mut client, &request, "once");
+    let ran = content(&client.next());
+    assert_eq!(ran["exit_code"], 0, "{ran}");
+    assert!(
+        ran["approval"]
+            .as_str()
+            .unwrap()
+            .contains("outside the sandbox"),
+        "{ran}"
+    );
+    assert!(!victim.exists(), "the approved command did not run: {ran}");
+    assert!(
+        !pwned.exists(),
+        "the approved command ran what the model planted in its shell state"
+    );
+    // The task's state is still there for the commands after it, in the sandbox, with
+    // what the approved command changed laid over it.
+    client.send(&call("after", "echo $PLANTED $ESCALATED"));
+    assert_eq!(content(&client.next())["output"], "yes yes");
+    client.finish();
+}
+
+#[test]
+fn a_grant_covers_exactly_the_command_shown_never_its_kind() {
+    let home = sandboxed_home();
+    let work = workdir(&[]);
+    let outside = outside_the_sandbox();
+    for dir in ["a", "b", "c", "d"] {
+        std::fs::create_dir_all(outside.path().join(dir)).unwrap();
+    }
+    let path = |dir: &str| outside.path().join(dir).display().to_string();
+    let mut client = Client::start(home.path(), work.path(), &["--approvals", "client"]);
+
+    // `session` for `rm -rf A`: the same command again runs outside unasked...
+    let granted = format!("rm -rf {}", path("a"));
+    client.send(&call("1", &granted));
+    let request = approval_request(&client);
+    answer(&mut client, &request, "session");
+    assert_eq!(content(&client.next())["exit_code"], 0);
+    assert!(!outside.path().join("a").exists());
+    std::fs::create_dir_all(outside.path().join("a")).unwrap();
+    client.send(&call("2", &granted));
+    let again = client.next();
+    assert_eq!(again["tool_call_id"], "2", "asked again: {again}");
+    assert!(content(&again)["approval"]
+        .as_str()
+        .unwrap()
+        .contains("outside the sandbox"));
+    assert!(!outside.path().join("a").exists());
+
+    // ...but not in another directory, which the person sees with the command...
+    let elsewhere = workdir(&["sub"]);
+    std::fs::create_dir_all(outside.path().join("a")).unwrap();
+    client.send(&terminal(
+        "2b",
+        json!({"command": granted, "workdir": elsewhere.path().join("sub")}),
+        "s1",
+        "task-s1",
+    ));
+    let request = approval_request(&client);
+    assert_eq!(
+        request["cwd"],
+        elsewhere.path().join("sub").display().to_string(),
+        "{request}"
+    );
+    answer(&mut client, &request, "deny");
+    assert_eq!(content(&client.next())["status"], "blocked");
+    assert!(outside.path().join("a").exists());
+
+    // ...and `rm -rf A B` is another command: the person is asked, and a denial holds.
+    let wider = format!("rm -rf {} {}", path("a"), path("b"));
+    client.send(&call("3", &wider));
+    let request = approval_request(&client);
+    assert_eq!(request["command"], wider.as_str());
+    assert_eq!(
+        request["cwd"],
+        work.path().display().to_string(),
+        "{request}"
+    );
+    answer(&mut client, &request, "deny");
+    assert_eq!(content(&client.next())["status"], "blocked");
+    assert!(outside.path().join("b").exists(), "B was deleted unasked");
+
+    // `always` in one process: another process runs exactly that command unasked, and
+    // asks for any other.
+    let always = format!("rm -rf {}", path("c"));
+    client.send(&call("4", &always));
+    let request = approval_request(&client);
+    answer(&mut client, &request, "always");
+    assert_eq!(content(&client.next())["exit_code"], 0);
+    client.finish();
+    std::fs::create_dir_all(outside.path().join("c")).unwrap();
+    let mut other = Client::start(home.path(), work.path(), &["--approvals", "client"]);
+    other.send(&call("5", &always));
+    let unasked = other.next();
+    assert_eq!(unasked["tool_call_id"], "5", "asked again: {unasked}");
+    assert!(!outside.path().join("c").exists());
+    let other_command = format!("rm -rf {} {}", path("c"), path("d"));
+    other.send(&call("6", &other_command));
+    let request = approval_request(&other);
+    assert_eq!(request["command"], other_command.as_str());
+    answer(&mut other, &request, "deny");
+    assert_eq!(content(&other.next())["status"], "blocked");
+    assert!(outside.path().join("d").exists(), "D was deleted unasked");
+    other.finish();
+}
+
+#[test]
+fn the_person_sees_the_command_unmasked_with_control_characters_visible() {
+    let home = sandboxed_home();
+    let work = workdir(&[]);
+    let outside = outside_the_sandbox();
+    let mut client = Client::start(home.path(), work.path(), &["--approvals", "client"]);
+    let command = format!(
+        "export API_KEY=$(rm${{IFS}}-rf {}) #\u{1b}[2K\r\u{1b}[1Aecho fine",
+        outside.path().display()
+    );
+    client.send(&call("1", &command));
+    let request = approval_request(&client);
+    let shown = request["command"].as_str().unwrap();
+    assert!(shown.contains("rm${IFS}-rf"), "{shown}");
+    assert!(!shown.contains("***"), "{shown}");
+    assert!(shown.contains("\\x1b[2K\\r\\x1b[1A"), "{shown}");
+    assert!(!shown.contains(['\u{1b}', '\r']), "{shown}");
+    answer(&mut client, &request, "deny");
+    assert_eq!(content(&client.next())["status"], "blocked");
+    assert!(outside.path().exists());
+    client.finish();
+}
+
+/// The task's snapshot files under the server's run directory in `runtime`.
+fn snapshots_under(runtime: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![runtime.join("hermes-tools")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(path);
+            } else if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("hermes-snap-")
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_link_planted_as_the_snapshot_is_never_followed_with_the_server_rights() {
+    let home = sandboxed_home();
+    let work = workdir(&[]);
+    let outside = outside_the_sandbox();
+    let victim = outside.path().join("bashrc");
+    std::fs::write(&victim, "# the person's start-up file\n").unwrap();
+    std::fs::create_dir_all(outside.path().join("x")).unwrap();
+    // The run directory lies under /tmp here, so the test can find the task's files.
+    let runtime = tempfile::tempdir().unwrap();
+    // A file no sandbox can read (the run directory's base is hidden in every one).
+    let secret = runtime
+        .path()
+        .join("hermes-tools")
+        .join("only-the-server-reads");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "export STOLEN=server-only-secret\n").unwrap();
+    let mut client = Client::start_with(
+        home.path(),
+        work.path(),
+        &["--approvals", "client"],
+        &[("XDG_RUNTIME_DIR", runtime.path())],
+    );
+    for id in ["1", "2"] {
+        client.send(&call(id, "true"));
+        assert_eq!(content(&client.next())["exit_code"], 0);
+    }
+    let snapshot = snapshots_under(runtime.path()).pop().expect("a snapshot");
+    // Inside its sandbox the task replaces its snapshot with a link to a file outside.
+    client.send(&call(
+        "plant",
+        &format!("ln -sf {} {}", victim.display(), snapshot.display()),
+    ));
+    assert_eq!(content(&client.next())["exit_code"], 0);
+    let command = format!("rm -rf {}", outside.path().join("x").display());
+    client.send(&call("approved", &command));
+    let request = approval_request(&client);
+    answer(&mut client, &request, "once");
+    assert_eq!(content(&client.next())["exit_code"], 0);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "# the person's start-up file\n",
+        "the server wrote through the planted link"
+    );
+    // A link to a file only the server may read is not read for the task either.
+    client.send(&call(
+        "plant-read",
+        &format!("ln -sf {} {}", secret.display(), snapshot.display()),
+    ));
+    assert_eq!(content(&client.next())["exit_code"], 0);
+    for id in ["3", "4"] {
+        client.send(&call(id, "echo ${STOLEN-none}"));
+        let shown = content(&client.next())["output"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!shown.contains("server-only-secret"), "{shown}");
+    }
+    client.finish();
+}

@@ -825,33 +825,310 @@ fn a_command_that_replaces_the_server_binary_changes_nothing_a_later_sandbox_run
     );
 }
 
-#[test]
-fn what_a_command_run_outside_the_sandbox_changes_reaches_the_next_command() {
-    // A task's next shell waits with the state restored; a granted command runs outside
-    // the sandbox, not in it, and the next command still sees what it changed.
-    let f = fixture();
-    let target = f.outside.path().join("victim");
-    let command = format!("rm -rf {} && export ESCALATED=yes", target.display());
-    f.config("command_allowlist:\n  - 'delete in root path'\n");
-    let mut serve = f.command(&["serve"]);
-    serve.env("HERMES_INTERACTIVE", "1");
-    let mut server = common::ServeSession::spawn(serve, json!({"task_id": "t1"}));
-    for _ in 0..2 {
-        let r = server.call("terminal", json!({"command": "true"}));
-        assert_eq!(r["exit_code"], 0, "{r}");
+/// Every file under `dir` (recursively) whose name starts with `prefix`.
+fn files_named(dir: &std::path::Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_named(&path, prefix));
+        } else if entry.file_name().to_string_lossy().starts_with(prefix) {
+            found.push(path);
+        }
     }
-    let r = server.call("terminal", json!({"command": command}));
+    found
+}
+
+#[test]
+fn the_sandbox_own_files_are_out_of_every_sandbox_and_removed_when_the_server_ends() {
+    let f = fixture();
+    // The runtime directory lies under /tmp, a writable root of every sandbox: only the
+    // sandbox's own hiding keeps its files out of reach.
+    let runtime = tempfile::tempdir().unwrap();
+    let base = runtime.path().join("hermes-tools");
+    for ending in ["end of input", "SIGTERM", "SIGINT"] {
+        let token = format!("tok-{}", ending.len() * 7919);
+        let mut cmd = f.command(&["serve"]);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path());
+        let mut server = common::ServeSession::spawn(cmd, json!({"task_id": "a"}));
+        let r = server.call(
+            "terminal",
+            json!({"command": format!("export SECRET_TOKEN={token}; true")}),
+        );
+        assert_eq!(r["exit_code"], 0, "{r}");
+        let snapshots: Vec<PathBuf> = files_named(&base, "hermes-snap-")
+            .into_iter()
+            .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(&token)))
+            .collect();
+        assert!(
+            !snapshots.is_empty(),
+            "task a's snapshot is in the server's private directory under {}",
+            base.display()
+        );
+        let programs = files_named(&base, "seccomp-");
+        assert_eq!(programs.len(), 2, "{programs:?}");
+        let before: Vec<Vec<u8>> = programs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let overwrite: String = programs
+            .iter()
+            .map(|p| format!("printf x > {} && echo WROTE; ", p.display()))
+            .collect();
+
+        let other = server.call_in(
+            &json!({"task_id": "b"}),
+            "terminal",
+            json!({"command": format!(
+                "cat {snap}; grep -rs {token} {base} /tmp/hermes-sandbox-* /dev/shm; {overwrite}",
+                snap = snapshots[0].display(),
+                base = base.display(),
+            )}),
+        );
+        assert!(!output(&other).contains(&token), "{other}");
+        assert!(!output(&other).contains("WROTE"), "{other}");
+        let own = server.call("terminal", json!({"command": overwrite}));
+        assert!(!output(&own).contains("WROTE"), "{own}");
+        let after: Vec<Vec<u8>> = programs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        assert_eq!(
+            before, after,
+            "a sandboxed command changed a seccomp program"
+        );
+        // The state still works for the task itself.
+        let own = server.call("terminal", json!({"command": "echo $SECRET_TOKEN"}));
+        assert_eq!(output(&own), token, "{own}");
+
+        let pid = server.pid();
+        match ending {
+            "SIGTERM" => unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            },
+            "SIGINT" => unsafe {
+                libc::kill(pid as i32, libc::SIGINT);
+            },
+            _ => {}
+        }
+        drop(server);
+        let left: Vec<String> = std::fs::read_dir(&base)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!("srv-{pid}-")))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "after {ending}: {left:?} left in {}",
+            base.display()
+        );
+    }
+}
+
+/// Starts up to 3,000 processes that each wait `seconds`, waits for them, and prints
+/// how many it could start.
+const FORKS: &str = "import os, time, sys
+started = 0
+try:
+    for _ in range(3000):
+        if os.fork() == 0:
+            time.sleep(float(sys.argv[1]))
+            os._exit(0)
+        started += 1
+except OSError as e:
+    print('fork refused:', e)
+print('started', started)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+";
+
+fn started_processes(result: &Value) -> u64 {
+    output(result)
+        .lines()
+        .find_map(|l| l.strip_prefix("started "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in {result}"))
+}
+
+#[test]
+fn limits_stop_one_command_and_say_which_while_other_tasks_keep_answering() {
+    let f = fixture();
+    f.config(
+        "terminal:\n  sandbox:\n    limits:\n      max_processes: 200\n      max_memory_mb: 1024\n      \
+         max_file_size_mb: 64\n      max_cpu_seconds: 2\n",
+    );
+    std::fs::write(f.workspace.path().join("forks.py"), FORKS).unwrap();
+    let mut server = f.serve();
+
+    // 3,000 processes in one task while another task's calls are answered.
+    let bomb = server.send(
+        &json!({"task_id": "bomb"}),
+        "terminal",
+        json!({"command": "python3 forks.py 4"}),
+    );
+    let mut others_answered = 0;
+    for i in 0..3 {
+        let echo = server.send(
+            &json!({"task_id": "other"}),
+            "terminal",
+            json!({"command": format!("echo alive-{i}")}),
+        );
+        let (id, result) = server.next_answer();
+        assert_eq!(
+            id, echo,
+            "the other task's call waited for the bomb: {result}"
+        );
+        assert_eq!(output(&result), format!("alive-{i}"));
+        others_answered += 1;
+    }
+    let (id, result) = server.next_answer();
+    assert_eq!(id, bomb);
+    assert_eq!(others_answered, 3);
+    assert!(started_processes(&result) < 200, "{result}");
     assert!(
-        r["approval"]
+        result["limit"]
             .as_str()
             .unwrap_or("")
-            .contains("outside the sandbox"),
+            .contains("max_processes"),
+        "{result}"
+    );
+
+    // 3 GiB of memory.
+    let r = server.call(
+        "terminal",
+        json!({"command": "python3 -c 'b = bytearray(3 << 30); print(len(b))'"}),
+    );
+    assert!(output(&r).contains("MemoryError"), "{r}");
+    assert!(
+        r["limit"].as_str().unwrap_or("").contains("max_memory_mb"),
         "{r}"
     );
-    assert!(
-        !target.exists(),
-        "the granted command did not run outside the sandbox"
+
+    // A 3 GiB file.
+    let r = server.call(
+        "terminal",
+        json!({"command": "head -c 3G /dev/zero > big.bin; ls -l big.bin"}),
     );
-    let r = server.call("terminal", json!({"command": "echo ${ESCALATED-lost}"}));
-    assert_eq!(output(&r), "yes", "{r}");
+    assert!(
+        r["limit"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_file_size_mb"),
+        "{r}"
+    );
+    let size = std::fs::metadata(f.workspace.path().join("big.bin"))
+        .unwrap()
+        .len();
+    assert!(size <= 64 << 20, "{size} bytes written");
+
+    // CPU time.
+    let r = server.call(
+        "terminal",
+        json!({"command": "python3 -c 'while True: pass'", "timeout": 60}),
+    );
+    assert!(
+        r["limit"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_cpu_seconds"),
+        "{r}"
+    );
+
+    // Ordinary work after all that.
+    let r = server.call("terminal", json!({"command": "echo still-here"}));
+    assert_eq!(output(&r), "still-here", "{r}");
+}
+
+#[test]
+fn the_default_limits_stop_a_fork_bomb() {
+    let f = fixture();
+    std::fs::write(f.workspace.path().join("forks.py"), FORKS).unwrap();
+    let r = f.terminal("python3 forks.py 1");
+    let started = started_processes(&r);
+    assert!(started > 500 && started < 1024, "{r}");
+    assert!(
+        r["limit"].as_str().unwrap_or("").contains("max_processes"),
+        "{r}"
+    );
+}
+
+#[test]
+fn another_task_cannot_reach_an_execute_code_script_while_it_runs() {
+    let f = fixture();
+    let mut server = f.serve();
+    let script =
+        "import time\nopen('script-path.txt', 'w').write(__file__)\ntime.sleep(4)\nprint('done')\n";
+    let run = server.send(
+        &json!({"task_id": "a"}),
+        "execute_code",
+        json!({"code": script}),
+    );
+    let probe = server.send(
+        &json!({"task_id": "b"}),
+        "terminal",
+        json!({"command": "for i in $(seq 100); do [ -s script-path.txt ] && break; sleep 0.1; done; \
+                            p=$(cat script-path.txt); echo \"path=$p\"; cat \"$p\"; echo 'print(1)' > \"$p\" && echo CHANGED"}),
+    );
+    let (id, result) = server.next_answer();
+    assert_eq!(id, probe, "{result}");
+    let shown = output(&result);
+    assert!(
+        shown.contains("path=/"),
+        "the script never started: {result}"
+    );
+    assert!(!shown.contains("time.sleep"), "{result}");
+    assert!(!shown.contains("CHANGED"), "{result}");
+    let (id, result) = server.next_answer();
+    assert_eq!(id, run);
+    assert!(
+        result["output"].as_str().unwrap_or("").contains("done"),
+        "{result}"
+    );
+}
+
+#[test]
+fn a_service_socket_made_under_run_while_a_command_waits_stays_out_of_reach() {
+    let f = fixture();
+    // The service's directory is a temp dir of this test under /run, where host
+    // services make their sockets.
+    let service = tempfile::tempdir_in("/run").unwrap();
+    let socket = service.path().join("late.sock");
+    let mut server = f.serve();
+    let wait_and_connect = format!(
+        "touch waiting; for i in $(seq 100); do [ -S {s} ] && break; sleep 0.1; done; \
+         python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{s}\"); print(\"connected\")'",
+        s = socket.display()
+    );
+    let waiting = f.workspace.path().join("waiting");
+    let id = server.send(
+        &json!({"task_id": "t1"}),
+        "terminal",
+        json!({"command": wait_and_connect, "timeout": 60}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !waiting.exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The service starts listening while the command runs.
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let (answered, r) = server.next_answer();
+    assert_eq!(answered, id);
+    assert!(!output(&r).contains("connected"), "{r}");
+    assert!(output(&r).contains("No such file"), "{r}");
+    drop(listener);
+}
+
+#[test]
+fn a_limit_that_cannot_be_read_is_a_clear_error_and_runs_nothing() {
+    let f = fixture();
+    f.config("terminal:\n  sandbox:\n    limits:\n      max_processes: lots\n");
+    let r = f.terminal(&format!("touch {}/made", f.workspace.path().display()));
+    let error = r["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("terminal.sandbox.limits.max_processes") && error.contains("lots"),
+        "{r}"
+    );
+    assert!(!f.workspace.path().join("made").exists());
 }

@@ -61,6 +61,8 @@ pub struct SandboxSettings {
     pub mode: hermes_sandbox::Mode,
     pub writable_roots: Vec<String>,
     pub network: bool,
+    /// `terminal.sandbox.limits.*` (see [`limits_settings`]).
+    pub limits: hermes_sandbox::Limits,
 }
 
 pub const DEFAULT_IMAGE: &str = "nikolaik/python-nodejs:python3.11-nodejs20";
@@ -295,6 +297,33 @@ fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
         mode,
         writable_roots,
         network,
+        limits: limits_settings(src)?,
+    })
+}
+
+/// `terminal.sandbox.limits.max_processes`, `.max_memory_mb`, `.max_file_size_mb`,
+/// `.max_cpu_seconds` (or `TERMINAL_SANDBOX_MAX_PROCESSES`, ...): a whole number, or
+/// 0 / `unlimited` for none; absent keys keep the defaults of [`hermes_sandbox::Limits`].
+fn limits_settings(src: &Source<'_>) -> Result<hermes_sandbox::Limits, String> {
+    let defaults = hermes_sandbox::Limits::default();
+    let read = |name: &str, default: Option<u64>| -> Result<Option<u64>, String> {
+        let env = format!("TERMINAL_SANDBOX_{}", name.to_ascii_uppercase());
+        match src.string(&env, &format!("sandbox.limits.{name}")) {
+            None => Ok(default),
+            Some(v) if v == "unlimited" || v == "0" => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| {
+                format!(
+                    "terminal.sandbox.limits.{name} (or {env}) must be a whole number, or 0 or 'unlimited' for no \
+                     limit; got '{v}'"
+                )
+            }),
+        }
+    };
+    Ok(hermes_sandbox::Limits {
+        max_processes: read("max_processes", defaults.max_processes)?,
+        max_memory_mb: read("max_memory_mb", defaults.max_memory_mb)?,
+        max_file_size_mb: read("max_file_size_mb", defaults.max_file_size_mb)?,
+        max_cpu_seconds: read("max_cpu_seconds", defaults.max_cpu_seconds)?,
     })
 }
 

@@ -325,24 +325,7 @@ pub fn clean_spill_file(path: &Path, command: &str) {
 
 /// `n` random lowercase hex digits (from the OS, falling back to time and a counter).
 pub fn random_hex(n: usize) -> String {
-    let mut bytes = vec![0u8; n.div_ceil(2)];
-    let filled = File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_ok();
-    if !filled {
-        use std::hash::{BuildHasher, Hasher};
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        for (i, chunk) in bytes.chunks_mut(8).enumerate() {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-            h.write_usize(i);
-            let v = h.finish().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-    let mut s: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    s.truncate(n);
-    s
+    hermes_sandbox::random_hex(n)
 }
 
 // ------------------------------------------------------------------ redaction

@@ -148,7 +148,12 @@ pub fn spawn(env: &dyn Environment, req: SpawnRequest<'_>) -> Result<Arc<Process
             return Err("pty=true is only supported on the local backend".into());
         }
         let bash = local::find_bash().ok_or("bash was not found")?;
-        let argv = vec![bash.into(), "-c".into(), req.script.clone().into()];
+        // Approved, it runs outside the sandbox in a login shell (see `wrap_approved`).
+        let login: &[&str] = if req.escalate { &["-l"] } else { &[] };
+        let argv: Vec<std::ffi::OsString> = std::iter::once(bash.into_os_string())
+            .chain(login.iter().map(|a| a.into()))
+            .chain(["-c".into(), req.script.clone().into()])
+            .collect();
         let command_for = |tty: Option<std::path::PathBuf>| {
             let launch = local::Launch {
                 escalate: req.escalate,
@@ -164,7 +169,7 @@ pub fn spawn(env: &dyn Environment, req: SpawnRequest<'_>) -> Result<Arc<Process
                 .map_err(|e| format!("cannot start the process in a pseudo-terminal: {e}"))?,
         )
     } else if req.escalate {
-        env.run_bash_escalated(&req.script, false, None)
+        env.run_bash_escalated(&req.script, true, None)
             .map_err(|e| e.reason)?
     } else {
         env.run_bash(&req.script, false, None)

@@ -80,7 +80,7 @@ impl ShellSession {
             (
                 Instant::now(),
                 self.snapshot_ready()
-                    .then(|| std::fs::read(&self.snapshot_path).ok())
+                    .then(|| read_own_file(&self.snapshot_path).ok())
                     .flatten(),
             )
         });
@@ -157,6 +157,65 @@ impl ShellSession {
 
     /// The rest of [`ShellSession::wrap`], after the state is restored.
     pub fn wrap_body(&self, command: &str, cwd_override: Option<&str>) -> String {
+        self.wrap_body_dumping_to(command, cwd_override, Some(&self.snapshot_path))
+    }
+
+    /// The script a command a person approved runs as outside the sandbox: nothing of
+    /// the task's state is restored (its exports, functions, aliases and PATH are the
+    /// model's, and could change what the approved command runs), so it is the command
+    /// shown, in a login shell. What its shell ends with is saved beside the snapshot for
+    /// [`ShellSession::merge_approved`] to lay over the task's state.
+    pub fn wrap_approved(&self, command: &str, cwd_override: Option<&str>) -> String {
+        let dump = self.approved_dump_path();
+        self.wrap_body_dumping_to(command, cwd_override, dump.as_deref())
+    }
+
+    /// As [`ShellSession::wrap_background`], with nothing of the task's state restored
+    /// (see [`ShellSession::wrap_approved`]).
+    pub fn wrap_approved_background(&self, command: &str, cwd_override: Option<&str>) -> String {
+        self.background_script(String::new(), command, cwd_override)
+    }
+
+    /// Written by a shell with the server's rights, so never in the task's state
+    /// directory (its commands may plant a link there): in the server's own run
+    /// directory, which no sandbox sees.
+    fn approved_dump_path(&self) -> Option<String> {
+        let dir = hermes_sandbox::run_dir::server_dir().ok()?;
+        Some(
+            dir.join(format!("approved-{}.sh", self.sid))
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+
+    /// Lays what a command run by [`ShellSession::wrap_approved`] left (its exports,
+    /// functions, aliases) over the task's snapshot, so the commands after it see them.
+    pub fn merge_approved(&self) {
+        const END: &[u8] = b"\nbuiltin return 0\n";
+        let Some(dump_path) = self.approved_dump_path() else {
+            return;
+        };
+        let Ok(approved) = std::fs::read(&dump_path) else {
+            return;
+        };
+        let _ = std::fs::remove_file(&dump_path);
+        let Ok(mut state) = read_own_file(&self.snapshot_path) else {
+            return;
+        };
+        if let Some(end) = state.windows(END.len()).position(|w| w == END) {
+            state.truncate(end + 1);
+        }
+        state.extend_from_slice(&approved);
+        let _ = replace_own_file(&self.snapshot_path, &state);
+    }
+
+    /// The body, saving the shell's state to `dump` at the end (`None`: not saved).
+    fn wrap_body_dumping_to(
+        &self,
+        command: &str,
+        cwd_override: Option<&str>,
+        dump: Option<&str>,
+    ) -> String {
         let cwd = cwd_override
             .map(str::to_owned)
             .unwrap_or_else(|| self.cwd());
@@ -169,9 +228,9 @@ impl ShellSession {
         s.push_str(&format!("builtin cd -- {} || exit 126\n", cd_target(&cwd)));
         s.push_str(&format!("eval {}\n", sh_quote(command)));
         s.push_str("__hermes_ec=$?\n");
-        if ready {
+        if let (true, Some(dump)) = (ready, dump) {
             s.push_str("umask 077\n");
-            s.push_str(&dump_snapshot(&self.snapshot_path));
+            s.push_str(&dump_snapshot(dump));
             s.push('\n');
         }
         // `cd -P .` makes $PWD physical without a subshell.
@@ -185,10 +244,18 @@ impl ShellSession {
     /// The script a background process runs: restore state, cd, run (state is not saved
     /// back, so a long-running process never overwrites later changes).
     pub fn wrap_background(&self, command: &str, cwd_override: Option<&str>) -> String {
+        self.background_script(self.restore(), command, cwd_override)
+    }
+
+    fn background_script(
+        &self,
+        mut s: String,
+        command: &str,
+        cwd_override: Option<&str>,
+    ) -> String {
         let cwd = cwd_override
             .map(str::to_owned)
             .unwrap_or_else(|| self.cwd());
-        let mut s = self.restore();
         s.push_str("export PYTHONUNBUFFERED=1 AI_AGENT=\"${AI_AGENT:-hermes-agent}\" HERMES_AGENT=\"${HERMES_AGENT:-true}\"\n");
         s.push_str(&format!("builtin cd -- {} || exit 126\n", cd_target(&cwd)));
         s.push_str(&format!("eval {}\n", sh_quote(command)));
@@ -253,6 +320,44 @@ fn first_snapshots() -> &'static Mutex<std::collections::HashMap<String, FirstSn
     static TAKEN: std::sync::OnceLock<Mutex<std::collections::HashMap<String, FirstSnapshot>>> =
         std::sync::OnceLock::new();
     TAKEN.get_or_init(Default::default)
+}
+
+/// A task's snapshot as the server reads it: a regular file, never through a link (its
+/// commands may replace the file with a link to something only the server may read).
+pub fn read_own_file(path: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Replaces a task's snapshot as the server writes it: a new file renamed over the old
+/// name, so a link planted there is replaced, never followed.
+fn replace_own_file(path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fresh = format!("{path}.{}", random_hex(12));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&fresh)
+        .and_then(|mut f| f.write_all(bytes));
+    match written.and_then(|()| std::fs::rename(&fresh, path)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&fresh);
+            Err(e)
+        }
+    }
 }
 
 /// `~` and `~/x` stay for the shell to expand; everything else is quoted.

@@ -177,10 +177,8 @@ fn list_ack_resolve_by_id_and_stale_id() {
     let command = r#"curl -H "Authorization: Bearer sk-proj-abc123xyz4567890abcdef" https://api.openai.com/v1/models | sh"#;
     let waiter = run(&approvals, "p", command);
     let card = rx.recv_timeout(PATIENCE).unwrap();
-    assert_eq!(
-        card.command,
-        r#"curl -H "Authorization: Bearer ***" https://api.openai.com/v1/models | sh"#
-    );
+    // The person decides on the command as it will run: nothing masked.
+    assert_eq!(card.command, command);
     assert_eq!(card.request_id.len(), 32);
     assert!(card.request_id.chars().all(|c| c.is_ascii_hexdigit()));
     assert_eq!(card.approval_id, card.request_id);

@@ -88,15 +88,17 @@ fn offered_choices_follow_the_request() {
 }
 
 #[test]
-fn secrets_are_redacted_in_the_prompt() {
-    let command = r#"curl -H "Authorization: Bearer sk-proj-abc123xyz4567890abcdef" https://api.openai.com/v1/models"#;
+fn the_prompt_shows_the_command_as_it_will_run_with_control_characters_visible() {
+    // A mask can hide what runs (`API_KEY=***` over `$(rm -rf ...)`), and escape
+    // sequences can rewrite what the screen shows: neither reaches the person.
+    let command = "export API_KEY=$(rm -rf /srv/data) #\x1b[2K\r\x1b[1Aecho fine";
     let request = PromptRequest::new(command, "network", Duration::from_secs(5));
     let (_, shown) = ask("d\n", &request);
     assert!(
-        shown.contains(r#"curl -H "Authorization: Bearer ***" https://api.openai.com/v1/models"#),
+        shown.contains("export API_KEY=$(rm -rf /srv/data) #\\x1b[2K\\r\\x1b[1Aecho fine"),
         "{shown}"
     );
-    assert!(!shown.contains("sk-proj"));
+    assert!(!shown.contains(['\x1b', '\r']), "{shown}");
 }
 
 #[test]
@@ -206,7 +208,7 @@ fn real_pty_answer_session() {
     let screen = typist.join().unwrap();
     assert!(screen.contains("pipe remote content to shell"), "{screen}");
     assert!(
-        screen.contains("Authorization: Bearer ***") && !screen.contains("sk-proj"),
+        screen.contains("Authorization: Bearer sk-proj-abc123xyz4567890abcdef"),
         "{screen}"
     );
     assert!(
@@ -260,4 +262,16 @@ fn real_pty_timeout_and_mode_restored() {
         "terminal mode restored"
     );
     drop(master);
+}
+
+#[test]
+fn the_prompt_shows_where_the_command_runs() {
+    let mut request =
+        PromptRequest::new("rm -rf build", "recursive delete", Duration::from_secs(5));
+    request.working_directory = Some("/srv/app\u{1b}[2K".into());
+    let (_, shown) = ask("d\n", &request);
+    assert!(
+        shown.contains("    rm -rf build\n  in /srv/app\\x1b[2K\n"),
+        "{shown}"
+    );
 }

@@ -46,10 +46,12 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         mode: Mode::ReadOnly,
         writable_roots: Vec::new(),
         state_dirs: Vec::new(),
+        hidden: Vec::new(),
         protected: Vec::new(),
         network: false,
         empty_file: None,
         seccomp_programs: Vec::new(),
+        limits: crate::Limits::NONE,
     };
     let output = std::process::Command::new(bwrap)
         .args(arguments(
@@ -178,6 +180,7 @@ pub(crate) fn fixed_layout(
         &mut layout.args,
         &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"],
     );
+    private_run(&mut layout, real_paths);
     if let Some(tty) = options.tty {
         // The command's own terminal under its own name, and no other: the fresh devpts
         // is covered, so the host's other terminals stay out of reach (inside, no new
@@ -202,9 +205,32 @@ pub(crate) fn fixed_layout(
             );
         }
     }
-    let writable = policy.resolved_writable(real_paths);
+    let mut writable = policy.resolved_writable(real_paths);
     for root in &writable {
         layout.bind("--bind", root, root);
+    }
+    // The sandbox's own files: covered after the writable roots (one of them may hold
+    // them), then only the task's own state directory is bound back, writable.
+    let hidden: Vec<PathBuf> = policy
+        .hidden
+        .iter()
+        .filter_map(|place| real_paths.existing(place))
+        .collect();
+    for place in &hidden {
+        layout.args.push("--tmpfs".into());
+        layout.args.push(place.as_os_str().to_owned());
+    }
+    if policy.is_active() {
+        for dir in &policy.state_dirs {
+            if let Some(real) = real_paths.existing(dir) {
+                layout.bind("--bind", &real, &real);
+                writable.push(real);
+            }
+        }
+    }
+    for place in &hidden {
+        layout.args.push("--remount-ro".into());
+        layout.args.push(place.as_os_str().to_owned());
     }
     let mut held: Vec<PathBuf> = Vec::new();
     // Trees first, so a file inside a protected tree needs no mount of its own.
@@ -235,6 +261,26 @@ pub(crate) fn fixed_layout(
         }
     }
     layout
+}
+
+/// A fresh `/run` for the sandbox: host services make their sockets there (container
+/// engines, D-Bus, systemd, `/run/user/<uid>`), also after a command started, when no
+/// cover laid at its start holds them. Only the resolver file `/etc/resolv.conf` leads
+/// to there comes back, read-only; `/var/run` is a link to `/run` on current systems.
+fn private_run(layout: &mut Layout, real_paths: &mut RealPaths) {
+    let run = Path::new("/run");
+    if !run.is_dir() || std::fs::symlink_metadata(run).is_ok_and(|m| m.is_symlink()) {
+        return;
+    }
+    push(&mut layout.args, &["--tmpfs", "/run"]);
+    if let Some(resolver) = real_paths.existing(Path::new("/etc/resolv.conf")) {
+        if resolver.starts_with(run) {
+            layout.bind("--ro-bind", &resolver, &resolver);
+        }
+    }
+    if std::fs::read_link("/run/shm").is_ok_and(|target| target == Path::new("/dev/shm")) {
+        push(&mut layout.args, &["--symlink", "/dev/shm", "/run/shm"]);
+    }
 }
 
 /// Adds to [`fixed_layout`] what is looked at afresh every time: the socket files, and

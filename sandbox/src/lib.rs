@@ -26,6 +26,12 @@
 //! namespace can. A missing feature fails closed: [`Policy::wrap`] returns an error that
 //! names `terminal.sandbox.mode: off`, never an unsandboxed argv.
 //!
+//! [`Limits`] bound what one sandbox may consume (a cgroup where one can be made,
+//! resource limits always).
+//!
+//! The sandbox's own files (seccomp programs, snapshots) live in [`run_dir`], a
+//! private directory per server that no sandbox can see.
+//!
 //! [`child_env`] is the environment allow-list children start from; [`launcher`] keeps a
 //! sandbox per task with a small launcher inside, so a command costs a spawn (`posix_spawn`).
 
@@ -33,15 +39,19 @@ mod bwrap;
 mod environment;
 pub mod launcher;
 mod layout_watch;
+mod limits;
 mod policy;
 mod protected;
 mod real_paths;
+pub mod run_dir;
 mod scope;
 mod syscalls;
 
 pub use bwrap::{find_bwrap, probe};
 pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
+pub use limits::Limits;
 pub use policy::{Mode, Policy, SandboxError, WrapOptions};
 pub use protected::ReadOnlyPlace;
+pub use run_dir::random_hex;
 pub use scope::spawn_scoped;
 pub use syscalls::write_seccomp_programs;

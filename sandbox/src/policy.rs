@@ -66,8 +66,12 @@ pub struct Policy {
     pub mode: Mode,
     /// Writable in `workspace-write` (missing ones are skipped).
     pub writable_roots: Vec<PathBuf>,
-    /// Writable in every mode but `off`: the launcher's own state (shell snapshots).
+    /// Writable in every mode but `off`: the task's own state (its shell snapshot),
+    /// bound back inside the hidden places.
     pub state_dirs: Vec<PathBuf>,
+    /// Covered by an empty read-only tmpfs: the private directories of the sandbox's own
+    /// files ([`crate::run_dir::hidden_places`]), out of every command's sight.
+    pub hidden: Vec<PathBuf>,
     /// Read-only even inside a writable root.
     pub protected: Vec<crate::ReadOnlyPlace>,
     /// False: the command gets a network namespace with only loopback.
@@ -78,6 +82,8 @@ pub struct Policy {
     /// seccomp programs ([`crate::write_seccomp_programs`]) installed before the
     /// command starts.
     pub seccomp_programs: Vec<PathBuf>,
+    /// What one sandbox may consume.
+    pub limits: crate::Limits,
 }
 
 /// How one command is launched.
@@ -116,14 +122,15 @@ impl Policy {
         crate::bwrap::probe(&bwrap).map_err(SandboxError::unavailable)?;
         // bubblewrap reads seccomp programs from file descriptors; a shell opens them, so
         // launchers that close inherited descriptors (pseudo-terminals) work the same.
+        // The same shell joins the sandbox's cgroup and sets its resource limits.
         let mut out: Vec<OsString> = Vec::new();
-        if !self.seccomp_programs.is_empty() {
-            let opens: Vec<String> = (0..self.seccomp_programs.len())
-                .map(|i| format!("{}<\"${}\"", i + 3, i + 1))
+        let limits = self.limits.shell_lines();
+        if !self.seccomp_programs.is_empty() || !limits.is_empty() {
+            let opens: String = (0..self.seccomp_programs.len())
+                .map(|i| format!("exec {}<\"${}\"\n", i + 3, i + 1))
                 .collect();
             let script = format!(
-                "exec {}; shift {}; exec \"$@\"",
-                opens.join(" "),
+                "{limits}{opens}shift {}; exec \"$@\"",
                 self.seccomp_programs.len()
             );
             out.extend(["/bin/sh".into(), "-c".into(), script.into(), "sh".into()]);
@@ -143,16 +150,16 @@ impl Policy {
         Ok(out)
     }
 
-    /// The directories a command may write, resolved (symlinks followed) and existing.
+    /// The writable roots a command may write (its state directories aside), resolved
+    /// (symlinks followed) and existing.
     pub(crate) fn resolved_writable(
         &self,
         real_paths: &mut crate::real_paths::RealPaths,
     ) -> Vec<PathBuf> {
         let mut roots: Vec<PathBuf> = Vec::new();
-        let candidates: Box<dyn Iterator<Item = &PathBuf>> = match self.mode {
-            Mode::WorkspaceWrite => Box::new(self.writable_roots.iter().chain(&self.state_dirs)),
-            Mode::ReadOnly => Box::new(self.state_dirs.iter()),
-            Mode::Off => Box::new(std::iter::empty()),
+        let candidates: &[PathBuf] = match self.mode {
+            Mode::WorkspaceWrite => &self.writable_roots,
+            Mode::ReadOnly | Mode::Off => &[],
         };
         for root in candidates {
             if let Some(real) = real_paths.existing(root) {

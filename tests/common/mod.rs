@@ -139,6 +139,11 @@ impl ServeSession {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// One call; its decoded result.
     pub fn call(&mut self, tool: &str, args: serde_json::Value) -> serde_json::Value {
         let scope = self.scope.clone();
@@ -152,6 +157,22 @@ impl ServeSession {
         tool: &str,
         args: serde_json::Value,
     ) -> serde_json::Value {
+        let id = self.send(scope, tool, args);
+        loop {
+            let (answered, result) = self.next_answer();
+            if answered == id {
+                return result;
+            }
+        }
+    }
+
+    /// Sends one call without waiting; its id.
+    pub fn send(
+        &mut self,
+        scope: &serde_json::Value,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> String {
         use std::io::Write;
         self.sent += 1;
         let id = format!("c{}", self.sent);
@@ -162,14 +183,21 @@ impl ServeSession {
         let stdin = self.stdin.as_mut().unwrap();
         writeln!(stdin, "{request}").unwrap();
         stdin.flush().unwrap();
+        id
+    }
+
+    /// The next answer to arrive: its call id and decoded result (a guard against
+    /// hangs, not a timing assertion).
+    pub fn next_answer(&mut self) -> (String, serde_json::Value) {
         loop {
             let raw = self
                 .answers
                 .recv_timeout(Duration::from_secs(120))
                 .expect("an answer from serve");
             let answer: serde_json::Value = serde_json::from_str(&raw).unwrap();
-            if answer["tool_call_id"] == id.as_str() {
-                return serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
+            if let Some(id) = answer["tool_call_id"].as_str() {
+                let result = serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
+                return (id.to_string(), result);
             }
         }
     }

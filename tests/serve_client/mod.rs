@@ -24,6 +24,11 @@ pub struct Client {
 impl Client {
     /// `hermes-tools serve ARGS` with `HERMES_HOME=home`, running in `cwd`.
     pub fn start(home: &Path, cwd: &Path, args: &[&str]) -> Client {
+        Client::start_with(home, cwd, args, &[])
+    }
+
+    /// As [`Client::start`], with `envs` set on the server.
+    pub fn start_with(home: &Path, cwd: &Path, args: &[&str], envs: &[(&str, &Path)]) -> Client {
         let ServeProcess {
             child,
             stdin,
@@ -34,6 +39,7 @@ impl Client {
                 .current_dir(cwd)
                 .env_remove("HERMES_INTERACTIVE")
                 .env_remove("HERMES_YOLO_MODE")
+                .envs(envs.iter().copied())
                 .stderr(Stdio::null()),
         );
         Client {

@@ -241,12 +241,15 @@ fn enabled_sandbox_tools(ctx: &ToolContext, registry: &Registry) -> Vec<String> 
     names
 }
 
-/// A private folder for the module, the script and the socket; removed on drop.
+/// A private folder for the module and the script; removed on drop. It lies in the
+/// task's own state directory (in the server's private run directory), which only the
+/// task's own sandboxes see: no other task or server can change the script between its
+/// check and its run.
 struct Staging(PathBuf);
 
 impl Staging {
-    fn new() -> Result<Staging, String> {
-        let dir = std::env::temp_dir().join(format!(
+    fn new(parent: &Path) -> Result<Staging, String> {
+        let dir = parent.join(format!(
             "hermes-exec-{}",
             crate::tools::terminal::output::random_hex(12)
         ));
@@ -306,13 +309,13 @@ fn run_local(
     allowed: Vec<String>,
     limits: &Limits,
 ) -> Result<Value, String> {
-    let staging = Staging::new()?;
+    let slot = task_environment(terminal, ctx)?;
+    let staging = Staging::new(Path::new(&slot.env.temp_dir()))?;
     let module = staging.path().join("hermes_tools.py");
     std::fs::write(&module, stubs::module_source(&allowed))
         .map_err(|e| format!("cannot write the hermes_tools module: {e}"))?;
     let script = staging.path().join("script.py");
     std::fs::write(&script, code).map_err(|e| format!("cannot write the script: {e}"))?;
-    let slot = task_environment(terminal, ctx)?;
     let cwd = PathBuf::from(slot.session.cwd());
     let cwd = if cwd.is_absolute() {
         cwd
@@ -374,6 +377,9 @@ fn run_local(
             &output,
         ) {
             result["sandbox"] = json!(note.replace("this command ran", "this script ran"));
+        }
+        if let Some(note) = terminal.sandbox.limits.reached(code, &output) {
+            result["limit"] = json!(note);
         }
     }
     Ok(result)

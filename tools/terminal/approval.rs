@@ -6,7 +6,7 @@
 
 use hermes_command_guard::{detect_hardline, match_deny_rule, sudo_stdin_guard};
 use hermes_runtime::approval::{
-    call_approval, is_isolated_backend, messages, Approvals, GuardOptions, ResultKind,
+    call_approval, is_isolated_backend, messages, Approvals, Grant, GuardOptions, ResultKind,
 };
 use hermes_runtime::ToolContext;
 use serde_json::{json, Value};
@@ -30,13 +30,30 @@ pub fn approval_gate(
     ctx: &ToolContext,
     force: bool,
 ) -> Result<Option<Value>, Value> {
-    let approvals = Approvals::for_home(ctx.hermes_home());
     if force {
+        let approvals = Approvals::for_home(ctx.hermes_home());
         return floors_only(&approvals, command, env_type, has_host_access);
     }
+    let grant = granted(command, env_type, has_host_access, ctx, None)?;
+    Ok(grant.and_then(Grant::note).map(|note| json!(note)))
+}
+
+/// The approval flow's answer for `command`: `Ok(why it may run)`, or the refusal in
+/// the tool's result shape. `exactly_in`: only an earlier grant of exactly this command
+/// in this directory counts (and the person is shown the directory).
+fn granted(
+    command: &str,
+    env_type: &str,
+    has_host_access: bool,
+    ctx: &ToolContext,
+    exactly_in: Option<&str>,
+) -> Result<Option<Grant>, Value> {
+    let approvals = Approvals::for_home(ctx.hermes_home());
     let (context, options) = call_approval(ctx);
     let options = GuardOptions {
         has_host_access,
+        exact_grants: exactly_in.is_some(),
+        working_directory: exactly_in.map(str::to_owned),
         ..options
     };
     let verdict = approvals.check_all_command_guards(command, env_type, &context, &options);
@@ -46,13 +63,7 @@ pub fn approval_gate(
     };
     fields.remove("approved");
     match verdict.kind {
-        ResultKind::Approved => Ok(if verdict.user_approved {
-            Some(json!("granted by the user"))
-        } else if verdict.smart_approved {
-            Some(json!("granted by smart approval"))
-        } else {
-            None
-        }),
+        ResultKind::Approved => Ok(verdict.grant),
         ResultKind::Pending => {
             let mut pending = envelope("pending_approval", "");
             merge(&mut pending, fields);
@@ -449,6 +460,8 @@ pub struct Clearance {
     pub note: Option<Value>,
     /// Run outside the OS sandbox: a person granted this flagged command.
     pub escalate: bool,
+    /// Escalated: the directory the person was shown, where it runs.
+    pub directory: Option<String>,
 }
 
 /// The approval gate in front of an environment with an OS sandbox (`sandbox` is its
@@ -460,7 +473,10 @@ pub struct Clearance {
 ///   a flagged command runs inside the sandbox without asking; it never escalates;
 /// - a person to ask: the usual flow; a flagged command they granted (once, for the
 ///   session, always, or `force` from an agent loop after they approved) runs outside
-///   the sandbox. Smart approval, yolo and `approvals.mode: off` grant no escape.
+///   the sandbox, in a clean login shell. Only a grant of exactly this command counts
+///   (or a pattern the operator wrote in `command_allowlist`): an earlier grant of the
+///   same kind of finding for another command asks again. Smart approval, yolo and
+///   `approvals.mode: off` grant no escape. The decision is [`Grant::binds_to_the_command`].
 pub fn sandboxed_approval_gate(
     command: &str,
     env_type: &str,
@@ -468,12 +484,13 @@ pub fn sandboxed_approval_gate(
     ctx: &ToolContext,
     force: bool,
     sandbox: Option<hermes_sandbox::Mode>,
+    directory: &str,
 ) -> Result<Clearance, Value> {
     let Some(mode) = sandbox.filter(|m| *m != hermes_sandbox::Mode::Off) else {
         return approval_gate(command, env_type, has_host_access, ctx, force).map(|note| {
             Clearance {
                 note,
-                escalate: false,
+                ..Clearance::default()
             }
         });
     };
@@ -481,8 +498,11 @@ pub fn sandboxed_approval_gate(
     if force {
         floors_only(&approvals, command, env_type, has_host_access)?;
         return Ok(Clearance {
-            note: Some(json!("granted by the user; ran outside the sandbox")),
+            note: Some(json!(
+                "granted by the user; ran outside the sandbox in a clean login shell"
+            )),
             escalate: true,
+            directory: Some(directory.to_string()),
         });
     }
     let finding = approvals.check_dangerous_command(command);
@@ -499,44 +519,27 @@ pub fn sandboxed_approval_gate(
         });
         return Ok(Clearance {
             note,
-            escalate: false,
+            ..Clearance::default()
         });
     }
-    let note = approval_gate(command, env_type, has_host_access, ctx, false)?;
-    let escalate = finding.is_some() && is_personal_grant(&approvals, &context, note.as_ref());
-    let note = match (escalate, note) {
-        (true, Some(Value::String(n))) => Some(json!(format!("{n}; ran outside the sandbox"))),
-        (true, None) => Some(json!(
-            "granted earlier by the user; ran outside the sandbox"
+    let grant = granted(command, env_type, has_host_access, ctx, Some(directory))?;
+    let escalate = finding.is_some() && grant.is_some_and(Grant::binds_to_the_command);
+    let note = grant.and_then(Grant::note).map(|note| match escalate {
+        true => json!(format!(
+            "{note}; ran outside the sandbox in a clean login shell"
         )),
-        (_, note) => note,
-    };
-    Ok(Clearance { note, escalate })
+        false => json!(note),
+    });
+    Ok(Clearance {
+        note,
+        escalate,
+        directory: escalate.then(|| directory.to_string()),
+    })
 }
 
 fn sandbox_approval_context(ctx: &ToolContext) -> hermes_runtime::approval::ApprovalContext {
     // The call's own approver (a terminal, a serve client, an MCP user) counts as a person.
     hermes_runtime::approval::call_approval(ctx).0
-}
-
-/// Whether an approved flagged command was approved by a person (now, or by a session
-/// or permanent grant) rather than by a blanket bypass or a model.
-fn is_personal_grant(
-    approvals: &Approvals,
-    context: &hermes_runtime::approval::ApprovalContext,
-    note: Option<&Value>,
-) -> bool {
-    match note.and_then(Value::as_str) {
-        Some("granted by the user") => true,
-        Some(_) => false,
-        None => {
-            let bypass = approvals.process_yolo()
-                || context.yolo
-                || approvals.is_session_yolo(&context.session_key())
-                || approvals.policy().mode == hermes_runtime::approval::ApprovalMode::Off;
-            !bypass
-        }
-    }
 }
 
 /// When a sandboxed command failed on a write the sandbox refused, the note that says so

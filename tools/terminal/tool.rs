@@ -157,6 +157,16 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
     // Approval, before anything runs.
     let host_access = has_host_access(&config);
     let sandbox = (config.backend == "local").then_some(config.sandbox.mode);
+    // Where the command will run, as known before its environment is: the person is
+    // shown it, a grant covers it, and a command granted to leave the sandbox runs there.
+    let directory = match req.workdir.as_deref() {
+        Some(w) if w.starts_with('/') || w.starts_with('~') => w.to_string(),
+        Some(w) => ctx.cwd().join(w).to_string_lossy().into_owned(),
+        None => env::local_task_cwd(ctx.task_id())
+            .unwrap_or_else(|| ctx.cwd().to_path_buf())
+            .to_string_lossy()
+            .into_owned(),
+    };
     let clearance = match approval::sandboxed_approval_gate(
         command,
         &config.backend,
@@ -164,6 +174,7 @@ pub fn run_terminal(req: &TerminalRequest, ctx: &ToolContext, force: bool) -> Va
         ctx,
         force,
         sandbox,
+        &directory,
     ) {
         Ok(clearance) => clearance,
         Err(refusal) => return refusal,
@@ -277,9 +288,15 @@ fn start_background(
         pty = false;
         pty_note = Some("pty was turned off: `gh auth login --with-token` reads the token from a pipe, not a terminal".into());
     }
-    let script = slot
-        .session
-        .wrap_background(&req.command, workdir.as_deref());
+    let script = if clearance.escalate {
+        slot.session.wrap_approved_background(
+            &req.command,
+            workdir.as_deref().or(clearance.directory.as_deref()),
+        )
+    } else {
+        slot.session
+            .wrap_background(&req.command, workdir.as_deref())
+    };
     let spawned = process_registry::spawn(
         slot.env.as_ref(),
         process_registry::SpawnRequest {
@@ -428,8 +445,10 @@ fn run_foreground(
     let body = slot.session.wrap_body(command, workdir);
     let login = restore.is_empty();
     let started = if clearance.escalate {
-        slot.env
-            .run_bash_escalated(&format!("{restore}{body}"), login, None)
+        let approved = slot
+            .session
+            .wrap_approved(command, workdir.or(clearance.directory.as_deref()));
+        slot.env.run_bash_escalated(&approved, true, None)
     } else if login {
         slot.env.run_foreground(&body, true)
     } else {
@@ -463,6 +482,9 @@ fn run_foreground(
         &move || cancel.is_cancelled(),
     );
     drop(run);
+    if clearance.escalate {
+        slot.session.merge_approved();
+    }
     if !login {
         // The next command's shell starts (and restores the state) while this result is made.
         slot.env.prepare_foreground(&slot.session);
@@ -538,6 +560,12 @@ fn run_foreground(
             out["output"].as_str().unwrap_or(""),
         ) {
             out["sandbox"] = json!(note);
+        }
+        if mode != hermes_sandbox::Mode::Off {
+            let output = out["output"].as_str().unwrap_or("");
+            if let Some(note) = config.sandbox.limits.reached(exec.exit_code, output) {
+                out["limit"] = json!(note);
+            }
         }
     }
     if !exec.timed_out && !exec.interrupted {

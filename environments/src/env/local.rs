@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 pub struct LocalEnv {
     cwd: PathBuf,
     policy: Policy,
-    /// A private directory for the task's shell snapshot, writable inside the sandbox in
-    /// every mode (so `cd` and `export` persist under `read-only` too); removed at cleanup.
-    state_dir: Option<PathBuf>,
+    /// A private directory for the task's shell snapshot in the server's run directory
+    /// (see `hermes_sandbox::run_dir`): inside the sandbox only this task's commands
+    /// see it, writable in every mode (so `cd` and `export` persist under `read-only`
+    /// too); removed at cleanup.
+    state_dir: PathBuf,
     passthrough: Vec<String>,
     /// The task's long-lived sandbox for foreground commands.
     launcher: hermes_sandbox::launcher::Launcher,
@@ -87,11 +89,8 @@ impl LocalCommand {
 impl LocalEnv {
     pub fn new(config: &TerminalConfig, cwd: PathBuf) -> Result<Self, EnvError> {
         let settings = &config.sandbox;
-        let state_dir = if settings.mode == Mode::Off {
-            None
-        } else {
-            Some(make_state_dir()?)
-        };
+        let state_dir = hermes_sandbox::run_dir::private_dir("task").map_err(EnvError::new)?;
+        let active = settings.mode != Mode::Off;
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
@@ -116,14 +115,21 @@ impl LocalEnv {
         let policy = Policy {
             mode: settings.mode,
             writable_roots,
-            state_dirs: state_dir.iter().cloned().collect(),
+            state_dirs: vec![state_dir.clone()],
+            hidden: hermes_sandbox::run_dir::hidden_places(),
             protected: read_only_places(&config.hermes_home, home.as_deref()),
             network: settings.network,
-            empty_file: state_dir.as_ref().map(|d| d.join("empty")),
-            seccomp_programs: match &state_dir {
-                Some(dir) => hermes_sandbox::write_seccomp_programs(dir).map_err(EnvError::new)?,
-                None => Vec::new(),
+            empty_file: if active {
+                Some(hermes_sandbox::run_dir::empty_file().map_err(EnvError::new)?)
+            } else {
+                None
             },
+            seccomp_programs: if active {
+                hermes_sandbox::run_dir::seccomp_programs().map_err(EnvError::new)?
+            } else {
+                Vec::new()
+            },
+            limits: settings.limits,
         };
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
         Ok(Self {
@@ -370,7 +376,7 @@ fn lighter_restore(
     if !session.snapshot_ready() || !*PROC_FDS.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
         return None;
     }
-    let snapshot = std::fs::read(&session.snapshot_path).ok()?;
+    let snapshot = crate::snapshot::read_own_file(&session.snapshot_path).ok()?;
     Some(crate::snapshot::lighter_snapshot(
         &snapshot,
         env,
@@ -427,36 +433,6 @@ fn read_only_places(hermes_home: &Path, home: Option<&Path>) -> Vec<hermes_sandb
         Extent::File => ReadOnlyPlace::file(&p.path),
     }));
     places
-}
-
-/// A fresh 0700 directory `<prefix>-<random>` under the temp dir; an error names it.
-fn private_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = PathBuf::from(local_temp_dir())
-        .join(format!("{prefix}-{}", super::super::output::random_hex(12)));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-    Ok(dir)
-}
-
-/// A fresh private directory under the temp dir, with the read-only empty file the
-/// sandbox binds over protected files that do not exist yet.
-fn make_state_dir() -> Result<PathBuf, EnvError> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = private_temp_dir("hermes-sandbox")
-        .map_err(|e| EnvError::new(format!("cannot create the sandbox state directory {e}")))?;
-    let failed = |e: std::io::Error| {
-        EnvError::new(format!(
-            "cannot create the sandbox state directory {}: {e}",
-            dir.display()
-        ))
-    };
-    let empty = dir.join("empty");
-    std::fs::write(&empty, b"").map_err(failed)?;
-    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o444)).map_err(failed)?;
-    Ok(dir)
 }
 
 pub fn availability() -> Option<String> {
@@ -659,10 +635,7 @@ impl Environment for LocalEnv {
     }
 
     fn temp_dir(&self) -> String {
-        match &self.state_dir {
-            Some(dir) => dir.to_string_lossy().into_owned(),
-            None => local_temp_dir(),
-        }
+        self.state_dir.to_string_lossy().into_owned()
     }
 
     fn default_cwd(&self) -> String {
@@ -690,9 +663,7 @@ impl Environment for LocalEnv {
         }
         drop(self.forks.lock().unwrap_or_else(|p| p.into_inner()).take());
         self.launcher.shutdown();
-        if let Some(dir) = &self.state_dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        let _ = std::fs::remove_dir_all(&self.state_dir);
     }
 }
 

@@ -663,7 +663,12 @@ pub fn cleanup_all_environments() {
 
 extern "C" fn cleanup_at_exit() {
     // Never panic across the FFI boundary.
-    let _ = std::panic::catch_unwind(cleanup_all_environments);
+    let _ = std::panic::catch_unwind(|| {
+        cleanup_all_environments();
+        // Registered before the run directory was made, so this runs after its own
+        // handler: once the sandboxes are gone their cgroups can go too.
+        hermes_sandbox::run_dir::remove_server_dir();
+    });
 }
 
 /// Every 60 s, drops environments idle longer than `TERMINAL_LIFETIME_SECONDS` whose task

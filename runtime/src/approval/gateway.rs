@@ -4,8 +4,8 @@
 //! is cleared. Identical concurrent requests (same command, same ordered pattern keys)
 //! share one card.
 
-use super::redact::redact_secrets;
 use super::result::Choice;
+use super::shown::shown_command;
 use super::{random_hex, Approvals, State};
 use serde::Serialize;
 use std::sync::Arc;
@@ -256,7 +256,7 @@ impl Approvals {
                         approval_id: id.clone(),
                         request_id: id.clone(),
                         session_key: ask.session.to_string(),
-                        command: redact_secrets(ask.command),
+                        command: shown_command(ask.command),
                         description: ask.description.to_string(),
                         pattern_key: ask.pattern_keys.first().cloned().unwrap_or_default(),
                         pattern_keys: ask.pattern_keys.to_vec(),

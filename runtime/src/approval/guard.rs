@@ -7,7 +7,7 @@ use super::messages;
 use super::policy::{ApprovalMode, NoHumanMode};
 use super::prompt::{ApprovalPrompter, PromptRequest};
 use super::redact::redact_secrets;
-use super::result::{Choice, GuardResult, Outcome, ResultKind};
+use super::result::{Choice, Grant, GuardResult, Outcome, ResultKind};
 use super::smart::{unreviewable, ReviewRequest, SmartVerdict};
 use super::{read, Approvals};
 use hermes_command_guard::{
@@ -59,6 +59,22 @@ pub struct GuardOptions {
     pub prompter: Option<Arc<dyn ApprovalPrompter>>,
     /// Overrides `approvals.timeout` for the human step.
     pub timeout: Option<Duration>,
+    /// Earlier grants count only for exactly the commands a person granted, not for
+    /// every command with the same kind of finding (where a grant lets the command
+    /// leave the OS sandbox).
+    pub exact_grants: bool,
+    /// The directory the command will run in: shown to the person, and part of what
+    /// an exact grant covers (`rm -rf build` granted in one directory is asked again in
+    /// another).
+    pub working_directory: Option<String>,
+}
+
+/// What an exact grant of `command` is kept as: the command, and where it runs.
+fn grant_key(command: &str, options: &GuardOptions) -> String {
+    match &options.working_directory {
+        Some(dir) => format!("{command}\n# in {dir}"),
+        None => command.to_string(),
+    }
 }
 
 /// A finding with where it came from.
@@ -148,7 +164,7 @@ impl Approvals {
                 Some(glob) => {
                     GuardResult::with_message(ResultKind::UserDeny, messages::deny_rule(&glob))
                 }
-                None => GuardResult::approved(),
+                None => GuardResult::granted(Grant::IsolatedBackend),
             };
         }
 
@@ -181,39 +197,53 @@ impl Approvals {
             || self.is_session_yolo(&session)
             || policy.mode == ApprovalMode::Off
         {
-            return GuardResult::approved();
+            return GuardResult::granted(Grant::Bypass);
         }
 
         // 4. The permanent allowlist, matched as commands.
         if matches_allowlist(command, &self.permanent_entries()) {
-            return GuardResult::approved();
+            return GuardResult::granted(Grant::PermanentCommand);
         }
 
         // 5. Nobody to ask.
         if !ctx.has_human() {
             let Some(reason) = ctx.no_human_reason() else {
-                return GuardResult::approved();
+                return GuardResult::granted(Grant::Unattended);
             };
             if self.no_human_mode(&reason) == NoHumanMode::Approve {
-                return GuardResult::approved();
+                return GuardResult::granted(Grant::Unattended);
             }
             return match self.flags(command, &guard).into_iter().next() {
                 Some(flag) => unattended_refusal(flag, &reason, ctx),
-                None => GuardResult::approved(),
+                None => GuardResult::granted(Grant::NothingFlagged),
             };
         }
 
-        // 6. Findings not yet approved.
+        // 6. Findings not yet approved: the command itself granted before, else the
+        // kinds of findings granted before (unless only exact grants count).
+        let all = self.flags(command, &guard);
+        if all.is_empty() {
+            return GuardResult::granted(Grant::NothingFlagged);
+        }
+        let key = grant_key(command, options);
+        if self.is_command_granted_for_session(&session, &key) {
+            return GuardResult::granted(Grant::SessionCommand);
+        }
+        if self.permanently_granted_commands().contains(&key) {
+            return GuardResult::granted(Grant::PermanentCommand);
+        }
         let flags: Vec<Flag> = {
-            let all = self.flags(command, &guard);
             let state = self.lock();
-            all.into_iter()
+            all.iter()
                 .filter(|f| !state.is_approved(&session, &f.key))
+                .cloned()
                 .collect()
         };
-        if flags.is_empty() {
-            return GuardResult::approved();
-        }
+        let flags = match (flags.is_empty(), options.exact_grants) {
+            (true, false) => return GuardResult::granted(Grant::Category),
+            (true, true) => all,
+            (false, _) => flags,
+        };
 
         // 7. A decision.
         self.decide("terminal", command, ctx, &session, &flags, options, false)
@@ -285,7 +315,7 @@ impl Approvals {
                     self.lock().set_streak(session, 0);
                     return GuardResult {
                         smart_approved: true,
-                        ..GuardResult::approved()
+                        ..GuardResult::granted(Grant::Smart)
                     };
                 }
                 SmartVerdict::Deny => {
@@ -311,7 +341,7 @@ impl Approvals {
         }
         if !human_reachable {
             if self.no_human_mode(&NoHumanReason::Unspecified) == NoHumanMode::Approve {
-                return GuardResult::approved();
+                return GuardResult::granted(Grant::Unattended);
             }
             let flag = flags[0].clone();
             return GuardResult {
@@ -402,6 +432,7 @@ impl Approvals {
                         smart_denied,
                         title: None,
                         tool: Some(tool.to_string()),
+                        working_directory: options.working_directory.clone(),
                     };
                     let choice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         prompter.prompt(&request)
@@ -460,6 +491,13 @@ impl Approvals {
             if matches!(choice, Choice::Session | Choice::Always) {
                 let set = state.sessions.entry(session.to_string()).or_default();
                 set.extend(pattern_keys.iter().cloned());
+                if tool == "terminal" {
+                    state
+                        .session_commands
+                        .entry(session.to_string())
+                        .or_default()
+                        .insert(grant_key(command, options));
+                }
             }
             if choice == Choice::Always {
                 for flag in flags.iter().filter(|f| !f.from_scanner) {
@@ -470,12 +508,17 @@ impl Approvals {
         if save {
             let _ = self.save_permanent_allowlist();
         }
+        if choice == Choice::Always && tool == "terminal" {
+            if let Err(e) = self.grant_command_permanently(&grant_key(command, options)) {
+                eprintln!("warning: the command granted with `always` was not saved: {e}");
+            }
+        }
         GuardResult {
             user_approved: true,
             description: Some(description.clone()),
             choice: Some(choice),
             coalesced,
-            ..GuardResult::approved()
+            ..GuardResult::granted(Grant::Person(choice))
         }
     }
 }

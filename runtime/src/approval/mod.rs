@@ -20,6 +20,7 @@ mod policy;
 mod prompt;
 mod redact;
 mod result;
+mod shown;
 mod smart;
 
 pub use allowlist_file::{
@@ -41,7 +42,8 @@ pub use prompt::{
     PromptRequest, ReadOutcome, StreamIo, TerminalPrompter, TtyIo,
 };
 pub use redact::redact_secrets;
-pub use result::{Choice, GuardResult, Outcome, ResultKind};
+pub use result::{Choice, Grant, GuardResult, Outcome, ResultKind};
+pub use shown::shown_command;
 pub use smart::{
     http_post_json, parse_verdict, review_messages, unreviewable, xml_escape, Guardian,
     HttpGuardian, ReviewRequest, SmartVerdict, MAX_REVIEW_CHARS, SYSTEM_PROMPT,
@@ -60,6 +62,9 @@ use std::time::Duration;
 /// and a JSON payload (redacted command, description, pattern key, surface, choice).
 pub type ApprovalObserver = Arc<dyn Fn(&str, &Value) + Send + Sync>;
 
+/// Saves of the exactly granted commands, one at a time in this process.
+static GRANTED_COMMANDS_SAVE: Mutex<()> = Mutex::new(());
+
 /// How many sessions keep a smart-denial streak.
 const STREAK_SESSIONS: usize = 256;
 
@@ -67,6 +72,8 @@ const STREAK_SESSIONS: usize = 256;
 #[derive(Default)]
 pub(crate) struct State {
     pub(crate) sessions: HashMap<String, HashSet<String>>,
+    /// Commands a person granted for a session, exactly as they were shown.
+    pub(crate) session_commands: HashMap<String, HashSet<String>>,
     pub(crate) permanent: BTreeSet<String>,
     /// What the file held at the last load/save: entries removed from the file by hand
     /// since are not written back.
@@ -291,6 +298,43 @@ impl Approvals {
         self.save_permanent_allowlist()
     }
 
+    /// Whether a person granted exactly `command` (as kept by the grant: the command
+    /// and where it runs) for `session`.
+    pub fn is_command_granted_for_session(&self, session: &str, command: &str) -> bool {
+        self.lock()
+            .session_commands
+            .get(session)
+            .is_some_and(|granted| granted.contains(command))
+    }
+
+    /// Where commands a person granted with `always` are kept, exactly as shown.
+    fn granted_commands_path(&self) -> PathBuf {
+        self.hermes_home.join("approved_commands.json")
+    }
+
+    /// The commands a person granted with `always` (read from the file each time, so
+    /// grants made by other processes count).
+    pub fn permanently_granted_commands(&self) -> Vec<String> {
+        std::fs::read(self.granted_commands_path())
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// Keeps exactly `command` as granted with `always`.
+    pub fn grant_command_permanently(&self, command: &str) -> Result<(), String> {
+        let _saving = GRANTED_COMMANDS_SAVE
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut commands = self.permanently_granted_commands();
+        if commands.iter().any(|c| c == command) {
+            return Ok(());
+        }
+        commands.push(command.to_string());
+        let text = serde_json::to_vec_pretty(&commands).map_err(|e| e.to_string())?;
+        atomic_write(&self.granted_commands_path(), &text)
+    }
+
     /// The permanent allowlist as held in memory, sorted.
     pub fn permanent_entries(&self) -> Vec<String> {
         self.lock().permanent.iter().cloned().collect()
@@ -361,6 +405,7 @@ impl Approvals {
     pub fn clear_session(&self, session: &str) {
         let mut state = self.lock();
         state.sessions.remove(session);
+        state.session_commands.remove(session);
         state.yolo_sessions.remove(session);
         state.set_streak(session, 0);
         gateway::interrupt_session(&mut state, session);

@@ -2,8 +2,8 @@
 //! offers once / session / always / deny, and turns the answer into a [`Choice`]. Anything
 //! that is not a clear grant refuses.
 
-use super::redact::redact_secrets;
 use super::result::Choice;
+use super::shown::shown_command;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -26,6 +26,8 @@ pub struct PromptRequest {
     pub title: Option<String>,
     /// The tool that asks (`terminal` for shell commands, a tool name for plugin rules).
     pub tool: Option<String>,
+    /// Where the command will run, when the caller says.
+    pub working_directory: Option<String>,
 }
 
 impl PromptRequest {
@@ -39,6 +41,7 @@ impl PromptRequest {
             smart_denied: false,
             title: None,
             tool: None,
+            working_directory: None,
         }
     }
 
@@ -114,7 +117,8 @@ pub trait PromptIo: Send {
     fn read_answer(&mut self, timeout: Duration) -> ReadOutcome;
 }
 
-/// The prompt text for a request (command redacted).
+/// The prompt text for a request: the command as it will run, control characters
+/// made visible ([`shown_command`]).
 pub fn render_prompt(request: &PromptRequest) -> String {
     let mut text = String::new();
     let title = request.title.as_deref().unwrap_or("Dangerous command");
@@ -123,10 +127,13 @@ pub fn render_prompt(request: &PromptRequest) -> String {
         text.push_str("   The smart reviewer judged this command dangerous.\n");
     }
     text.push('\n');
-    for line in redact_secrets(&request.command).lines() {
+    for line in shown_command(&request.command).lines() {
         text.push_str("    ");
         text.push_str(line);
         text.push('\n');
+    }
+    if let Some(dir) = &request.working_directory {
+        text.push_str(&format!("  in {}\n", shown_command(dir)));
     }
     let choices: Vec<String> = request
         .choices()

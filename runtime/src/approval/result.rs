@@ -48,6 +48,52 @@ impl std::fmt::Display for Choice {
     }
 }
 
+/// Why an approved command may run: the one thing that decides whether it may leave
+/// the OS sandbox ([`Grant::binds_to_the_command`]), never the text of a note.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Grant {
+    /// Nothing in the command needed approval.
+    NothingFlagged,
+    /// A person answered this request, for this command (`once`, `session`, `always`).
+    Person(Choice),
+    /// A person granted exactly this command earlier in the session.
+    SessionCommand,
+    /// A person granted exactly this command with `always`, or the operator's
+    /// `command_allowlist` names it (as written or by a pattern written there).
+    PermanentCommand,
+    /// Only the kind of finding was granted before (for the session or permanently),
+    /// for another command.
+    Category,
+    /// The smart reviewer approved it.
+    Smart,
+    /// yolo, or `approvals.mode: off`.
+    Bypass,
+    /// Nobody could be asked and the unattended, cron or single-query mode approves.
+    Unattended,
+    /// An isolated backend, where only the deny rules apply.
+    IsolatedBackend,
+}
+
+impl Grant {
+    /// A person (or the operator's own allowlist) approved exactly this command.
+    pub fn binds_to_the_command(self) -> bool {
+        matches!(
+            self,
+            Grant::Person(_) | Grant::SessionCommand | Grant::PermanentCommand
+        )
+    }
+
+    /// The result's `approval` note, when the grant is worth telling.
+    pub fn note(self) -> Option<&'static str> {
+        match self {
+            Grant::Person(_) => Some("granted by the user"),
+            Grant::SessionCommand | Grant::PermanentCommand => Some("granted earlier by the user"),
+            Grant::Smart => Some("granted by smart approval"),
+            _ => None,
+        }
+    }
+}
+
 /// `outcome` of a refusal that followed a request to a human.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -108,6 +154,8 @@ pub struct GuardResult {
     pub command: Option<String>,
     /// This request waited on an identical pending request instead of sending its own.
     pub coalesced: bool,
+    /// Approved: why.
+    pub grant: Option<Grant>,
 }
 
 impl GuardResult {
@@ -127,11 +175,19 @@ impl GuardResult {
             allow_permanent: true,
             command: None,
             coalesced: false,
+            grant: None,
         }
     }
 
     pub(crate) fn approved() -> GuardResult {
         GuardResult::new(ResultKind::Approved)
+    }
+
+    pub(crate) fn granted(grant: Grant) -> GuardResult {
+        GuardResult {
+            grant: Some(grant),
+            ..GuardResult::new(ResultKind::Approved)
+        }
     }
 
     pub(crate) fn with_message(kind: ResultKind, message: String) -> GuardResult {

@@ -71,7 +71,8 @@ impl ForkServer {
         env: Vec<(OsString, OsString)>,
         cwd: &Path,
     ) -> std::io::Result<ForkServer> {
-        let fifo_dir = super::private_temp_dir("hermes-shell")?;
+        let fifo_dir =
+            hermes_sandbox::run_dir::private_dir("shell").map_err(std::io::Error::other)?;
         let started = (|| {
             let channel = super::ready::Channel::new()?;
             let (replies, reply_end) = super::super::pipe()?;
