@@ -89,6 +89,19 @@ impl AccessPolicy {
         narrowed
     }
 
+    /// The same policy with `folder` added to the writable roots (a write a person
+    /// approved); the protected places still apply inside it.
+    pub fn with_extra_root(&self, folder: &Path) -> AccessPolicy {
+        let mut widened = self.clone();
+        if let Some(roots) = widened.writable_roots.as_mut() {
+            let real = resolve(folder);
+            if !roots.contains(&real) {
+                roots.push(real);
+            }
+        }
+        widened
+    }
+
     pub fn protected(&self) -> &ProtectedPaths {
         &self.protected
     }
@@ -203,6 +216,45 @@ impl AccessPolicy {
             created,
         })
     }
+}
+
+/// Opens the regular file `path` for reading only if it lies beneath the folder `root`
+/// with every symlink on the way resolved inside `root` (`openat2` with
+/// `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` from a descriptor of `root`): a file
+/// symlinked out of its folder (a skill's SKILL.md pointing at `~/.aws/credentials`)
+/// is not opened. Returns the file and the path the kernel gives for it.
+pub fn open_file_beneath(root: &Path, path: &Path) -> std::io::Result<(std::fs::File, PathBuf)> {
+    let relative = path.strip_prefix(root).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} is not inside {}", path.display(), root.display()),
+        )
+    })?;
+    let root_dir = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let file = rustix::fs::openat2(
+        &root_dir,
+        relative,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::XDEV => std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} leads outside {}", path.display(), root.display()),
+        ),
+        other => other.into(),
+    })?;
+    let file = std::fs::File::from(file);
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let real = fd_path(&file).unwrap_or_else(|| path.to_path_buf());
+    Ok((file, real))
 }
 
 /// Opens `relative` (a path of plain names) beneath `root`, one name at a time, never

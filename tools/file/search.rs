@@ -24,6 +24,8 @@ pub struct Scope<'a> {
     /// `root` as the caller wrote it, prefixed to every result path.
     pub shown_root: String,
     pub cancel: &'a Cancellation,
+    /// The access policy on this machine: files on its deny-read list are skipped.
+    pub access: Option<hermes_runtime::access::AccessPolicy>,
 }
 
 #[derive(Debug)]
@@ -119,10 +121,16 @@ impl Scope<'_> {
                 return Some(Err(SearchError::Cancelled));
             }
             let entry = entry.ok()?;
-            entry
-                .file_type()
-                .is_some_and(|t| t.is_file())
-                .then(|| Ok(entry.into_path()))
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return None;
+            }
+            if let Some(access) = &self.access {
+                let real = hermes_runtime::protected_paths::resolve(entry.path());
+                if access.read_refusal(&real).is_some() {
+                    return None;
+                }
+            }
+            Some(Ok(entry.into_path()))
         })
     }
 }

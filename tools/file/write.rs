@@ -59,21 +59,6 @@ impl Style {
     }
 }
 
-/// Creates the missing ancestors of `path`; returns how many directories were made.
-pub fn create_parents(path: &Path) -> std::io::Result<usize> {
-    let Some(parent) = path.parent() else {
-        return Ok(0);
-    };
-    let missing = parent
-        .ancestors()
-        .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
-        .count();
-    if missing > 0 {
-        std::fs::create_dir_all(parent)?;
-    }
-    Ok(missing)
-}
-
 /// Longest wait for another edit of the same file to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(60);
 
@@ -240,8 +225,10 @@ pub fn current_bytes(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
 const COMPARE_BLOCK: usize = 1 << 20;
 
 /// True when `path` holds exactly `base` (`None`: does not exist). The file is
-/// compared block by block, so checking a large file costs no copy of it.
-fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
+/// compared block by block, so checking a large file costs no copy of it. The common
+/// check before every edit's write, made with the edit lock held: an edit computed from
+/// an old base is never written.
+pub fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
     let Some((mut file, meta)) = open_existing(path)? else {
         return Ok(base.is_none());
     };
@@ -265,16 +252,6 @@ fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
         }
         at += n;
     }
-}
-
-/// The common last step of every edit: with the edit lock held, checks that `path`
-/// still holds `base` (`None`: does not exist), then replaces it atomically with
-/// `data`. An edit computed from an old base is never written.
-pub fn replace_checked(path: &Path, base: Option<&[u8]>, data: &[u8]) -> Result<(), ReplaceError> {
-    if !holds(path, base).map_err(ReplaceError::Io)? {
-        return Err(ReplaceError::BaseChanged);
-    }
-    atomic_write(path, data).map_err(ReplaceError::Io)
 }
 
 /// Replaces `path` with `data` in one step: a temp file in the same directory, synced,
@@ -391,13 +368,6 @@ mod tests {
         *other.last_mut().unwrap() = b'!';
         assert!(!holds(&path, Some(&other)).unwrap());
         assert!(!holds(&path, Some(&base[..base.len() - 1])).unwrap());
-        assert!(matches!(
-            replace_checked(&path, Some(&other), b"new"),
-            Err(ReplaceError::BaseChanged)
-        ));
-        assert_eq!(std::fs::read(&path).unwrap(), base);
-        replace_checked(&path, Some(&base), b"new").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"new");
     }
 
     #[test]
