@@ -4,7 +4,7 @@
 //! is cleared. Identical concurrent requests (same command, same ordered pattern keys)
 //! share one card.
 
-use super::redact::redact_secrets;
+use crate::redact::redact_secrets;
 use super::result::Choice;
 use super::{random_hex, Approvals, State};
 use serde::Serialize;

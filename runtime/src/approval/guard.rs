@@ -6,7 +6,7 @@ use super::gateway::{GatewayAnswer, GatewayAsk};
 use super::messages;
 use super::policy::{ApprovalMode, NoHumanMode};
 use super::prompt::{ApprovalPrompter, PromptRequest};
-use super::redact::redact_secrets;
+use crate::redact::redact_secrets;
 use super::result::{Choice, GuardResult, Outcome, ResultKind};
 use super::smart::{unreviewable, ReviewRequest, SmartVerdict};
 use super::{read, Approvals};

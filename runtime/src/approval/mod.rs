@@ -18,7 +18,6 @@ mod guard;
 pub mod messages;
 mod policy;
 mod prompt;
-mod redact;
 mod result;
 mod smart;
 
@@ -40,7 +39,7 @@ pub use prompt::{
     parse_answer, prompt_dangerous_approval, render_prompt, ApprovalPrompter, PromptIo,
     PromptRequest, ReadOutcome, StreamIo, TerminalPrompter, TtyIo,
 };
-pub use redact::redact_secrets;
+pub use crate::redact::redact_secrets;
 pub use result::{Choice, GuardResult, Outcome, ResultKind};
 pub use smart::{
     http_post_json, parse_verdict, review_messages, unreviewable, xml_escape, Guardian,

@@ -2,7 +2,7 @@
 //! offers once / session / always / deny, and turns the answer into a [`Choice`]. Anything
 //! that is not a clear grant refuses.
 
-use super::redact::redact_secrets;
+use crate::redact::redact_secrets;
 use super::result::Choice;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
