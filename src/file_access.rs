@@ -11,8 +11,8 @@
 use hermes_runtime::access::{AccessPolicy, ParentDir};
 use hermes_runtime::protected_paths::{resolve, Refusal};
 use hermes_runtime::ToolContext;
-use std::io::Write;
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -118,7 +118,12 @@ pub fn write_file_bytes(
 
 /// Removes the file `target` through `policy` (the name itself, never what a symlink
 /// there points to). `Err` is a sentence.
-pub fn remove_file(policy: &AccessPolicy, target: &Path, verb: &str, shown: &str) -> Result<(), String> {
+pub fn remove_file(
+    policy: &AccessPolicy,
+    target: &Path,
+    verb: &str,
+    shown: &str,
+) -> Result<(), String> {
     let parent = policy.open_parent(target, false, verb, shown)?;
     rustix::fs::unlinkat(&parent.dir, &parent.name, rustix::fs::AtFlags::empty())
         .map_err(|e| format!("{verb} failed for '{shown}': {}", std::io::Error::from(e)))

@@ -171,10 +171,7 @@ fn writes_stay_inside_the_sandbox_roots_and_never_reach_start_up_files() {
             "patch",
             json!({"mode": "patch", "patch": format!("*** Begin Patch\n*** Add File: {}\n+x\n*** End Patch\n", target.display())}),
         );
-        assert!(
-            patched.to_string().contains("denied"),
-            "{place}: {patched}"
-        );
+        assert!(patched.to_string().contains("denied"), "{place}: {patched}");
         assert!(!target.exists(), "{place} was written");
     }
 
@@ -183,7 +180,8 @@ fn writes_stay_inside_the_sandbox_roots_and_never_reach_start_up_files() {
     let refused = m.call("write_file", json!({"path": stray, "content": "x"}));
     let error = error_text(&refused);
     assert!(
-        error.contains("outside the writable roots") && error.contains("terminal.sandbox.writable_roots"),
+        error.contains("outside the writable roots")
+            && error.contains("terminal.sandbox.writable_roots"),
         "{error}"
     );
     std::fs::write(&stray, "old\n").unwrap();
@@ -191,7 +189,10 @@ fn writes_stay_inside_the_sandbox_roots_and_never_reach_start_up_files() {
         "patch",
         json!({"path": stray, "old_string": "old", "new_string": "new"}),
     );
-    assert!(patched.to_string().contains("outside the writable roots"), "{patched}");
+    assert!(
+        patched.to_string().contains("outside the writable roots"),
+        "{patched}"
+    );
     assert_eq!(std::fs::read_to_string(&stray).unwrap(), "old\n");
     // A symlinked folder inside the workspace does not lead out.
     symlink(&m.outside, m.work.join("out")).unwrap();
@@ -241,11 +242,7 @@ fn text_to_speech_never_writes_through_a_planted_symlink() {
         config_before
     );
     std::fs::create_dir_all(m.home.join(".ssh")).unwrap();
-    symlink(
-        m.home.join(".ssh/authorized_keys"),
-        m.work.join("keys.wav"),
-    )
-    .unwrap();
+    symlink(m.home.join(".ssh/authorized_keys"), m.work.join("keys.wav")).unwrap();
     let result = m.call(
         "text_to_speech",
         json!({"text": "hello", "output_path": "keys.wav"}),
@@ -597,7 +594,12 @@ fn session_search_sees_only_the_callers_own_sessions() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(model.request_count(), 2, "{}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(
+            model.request_count(),
+            2,
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         last_message(&model.request(1), "tool").unwrap()
     };
     // The query is echoed back: what counts is the session's own text.

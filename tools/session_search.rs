@@ -74,7 +74,11 @@ pub fn session_search(
     // Only this session's origin (cli, serve, cron, ...) unless the operator opens all
     // of them with `session_search.scope: all`.
     let own_only = !matches!(
-        session.registry().config().get("session_search.scope").and_then(Value::as_str),
+        session
+            .registry()
+            .config()
+            .get("session_search.scope")
+            .and_then(Value::as_str),
         Some("all")
     );
     Ok(store.search_scoped(&request, session.id(), own_only).into())

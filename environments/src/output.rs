@@ -482,8 +482,14 @@ mod tests {
         // Secret-named assignments are masked wherever they appear.
         let r = redact("API_KEY=hunter2\nCOLOR=blue\n", "cat notes.txt");
         assert_eq!(r, "API_KEY=***\nCOLOR=blue\n");
-        let r = redact("aws_secret_access_key = wJalrXUtnFEMI\npassword: hunter22\n", "cat f");
-        assert!(!r.contains("wJalrXUtnFEMI") && !r.contains("hunter22"), "{r}");
+        let r = redact(
+            "aws_secret_access_key = wJalrXUtnFEMI\npassword: hunter22\n",
+            "cat f",
+        );
+        assert!(
+            !r.contains("wJalrXUtnFEMI") && !r.contains("hunter22"),
+            "{r}"
+        );
         let r = redact("token hf_abcdefghijklmnopqrstuvwxyz0123", "echo");
         assert_eq!(r, "token hf_***");
         let r = redact("Authorization: Bearer abcdef123456", "curl");

@@ -123,8 +123,7 @@ impl AccessPolicy {
     /// Why a write to `resolved` (an output of [`resolve`]) is refused, if it is:
     /// protected places first, then the roots, then `HERMES_WRITE_SAFE_ROOT`.
     pub fn write_refusal(&self, resolved: &Path) -> Option<Refusal> {
-        if let Some(Refusal::Protected { place, family }) = self.protected.write_refusal(resolved)
-        {
+        if let Some(Refusal::Protected { place, family }) = self.protected.write_refusal(resolved) {
             return Some(Refusal::Protected { place, family });
         }
         if self.root_of(resolved).is_none() {
@@ -191,7 +190,8 @@ impl AccessPolicy {
             return Err(format!("{verb} denied: '{shown}' names no file."));
         };
         let relative = parent.strip_prefix(&root).unwrap_or(Path::new(""));
-        let failed = |e: std::io::Error| format!("{verb} failed: cannot open the folder of '{shown}': {e}");
+        let failed =
+            |e: std::io::Error| format!("{verb} failed: cannot open the folder of '{shown}': {e}");
         let root_dir = rustix::fs::open(
             &root,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -259,11 +259,7 @@ pub fn open_file_beneath(root: &Path, path: &Path) -> std::io::Result<(std::fs::
 
 /// Opens `relative` (a path of plain names) beneath `root`, one name at a time, never
 /// following a symlink; makes missing directories when `create`.
-fn open_beneath(
-    root: OwnedFd,
-    relative: &Path,
-    create: bool,
-) -> std::io::Result<(OwnedFd, usize)> {
+fn open_beneath(root: OwnedFd, relative: &Path, create: bool) -> std::io::Result<(OwnedFd, usize)> {
     let mut current = root;
     let mut created = 0;
     for part in relative.iter() {
@@ -361,7 +357,10 @@ mod tests {
             );
         }
         assert!(at_home.check_write(&home.join("notes/todo.md")).is_none());
-        assert!(policy.confined_to(&hermes).check_write(&hermes.join("cron/jobs.json")).is_some());
+        assert!(policy
+            .confined_to(&hermes)
+            .check_write(&hermes.join("cron/jobs.json"))
+            .is_some());
     }
 
     #[test]
@@ -409,8 +408,12 @@ mod tests {
         // A folder swapped for a symlink after the check is not followed.
         std::fs::remove_dir(work.join("a/b")).unwrap();
         symlink(&hermes, work.join("a/b")).unwrap();
-        let root = rustix::fs::open(&resolve(&work), OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
-            .unwrap();
+        let root = rustix::fs::open(
+            &resolve(&work),
+            OFlags::PATH | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
         assert!(open_beneath(root, Path::new("a/b"), false).is_err());
     }
 }

@@ -238,7 +238,10 @@ pub(crate) fn fixed_layout(
     // Secrets last, on top of everything: no read-only bind above shows them again.
     let mut hidden_trees: Vec<PathBuf> = Vec::new();
     let hidden = || policy.protected.iter().filter(|p| p.hidden);
-    for place in hidden().filter(|p| p.tree).chain(hidden().filter(|p| !p.tree)) {
+    for place in hidden()
+        .filter(|p| p.tree)
+        .chain(hidden().filter(|p| !p.tree))
+    {
         let Some((real, true)) = real_paths.as_far_as_it_exists(&place.path) else {
             continue; // nothing there to hide
         };

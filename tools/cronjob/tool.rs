@@ -152,7 +152,9 @@ fn tool_ceiling(
     enabled_toolsets: Option<&[String]>,
 ) -> Result<Option<Vec<String>>, String> {
     let ceiling = match (crate::current::session_tools(ctx), existing) {
-        (Some(mine), Some(before)) => Some(mine.into_iter().filter(|t| before.contains(t)).collect()),
+        (Some(mine), Some(before)) => {
+            Some(mine.into_iter().filter(|t| before.contains(t)).collect())
+        }
         (mine, before) => mine.or(before),
     };
     if let (Some(ceiling), Some(asked), Some(registry)) = (
@@ -467,7 +469,13 @@ fn run_now(ctx: &ToolContext, store: &Store, id: &str) -> ToolResult {
     Ok(json!({"success": true, "job": result}).into())
 }
 
-fn update(ctx: &ToolContext, store: &Store, id: &str, job: &Value, fields: JobFields) -> ToolResult {
+fn update(
+    ctx: &ToolContext,
+    store: &Store,
+    id: &str,
+    job: &Value,
+    fields: JobFields,
+) -> ToolResult {
     let JobFields {
         prompt,
         schedule: schedule_text,

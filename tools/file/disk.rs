@@ -94,9 +94,16 @@ impl Disk for HostDisk {
             return Err(write::ReplaceError::BaseChanged);
         }
         let shown = target.display().to_string();
-        crate::file_access::write_file_bytes(&self.access.borrow(), target, data, false, "Write", &shown)
-            .map(|_| ())
-            .map_err(|e| write::ReplaceError::Io(Self::refused(e)))
+        crate::file_access::write_file_bytes(
+            &self.access.borrow(),
+            target,
+            data,
+            false,
+            "Write",
+            &shown,
+        )
+        .map(|_| ())
+        .map_err(|e| write::ReplaceError::Io(Self::refused(e)))
     }
     fn holds(&self, target: &Path, data: &[u8]) -> bool {
         std::fs::read(target)

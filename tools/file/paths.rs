@@ -47,7 +47,11 @@ pub fn write_target(
             "{verb} denied: '{shown}' is a device or kernel file."
         ));
     }
-    let tool = if verb == "Write" { "write_file" } else { "patch" };
+    let tool = if verb == "Write" {
+        "write_file"
+    } else {
+        "patch"
+    };
     let granted =
         crate::file_access::grant_outside_roots(ctx, &access.borrow(), &target, tool, verb, shown)?;
     *access.borrow_mut() = granted;

@@ -852,9 +852,9 @@ pub fn apply(plan: &Plan, access: &AccessPolicy) -> Result<(), String> {
                     None
                 };
                 let result = write(path, data).and_then(|_| match permissions {
-                        Some(p) => std::fs::set_permissions(path, p.clone()),
-                        None => Ok(()),
-                    });
+                    Some(p) => std::fs::set_permissions(path, p.clone()),
+                    None => Ok(()),
+                });
                 if result.is_ok() && undoable {
                     undo.push(match previous {
                         Some(bytes) => Undo::Restore(path.clone(), bytes),
@@ -866,9 +866,11 @@ pub fn apply(plan: &Plan, access: &AccessPolicy) -> Result<(), String> {
             Step::Remove { path } => {
                 let previous = std::fs::read(path);
                 match previous {
-                    Ok(bytes) => crate::file_access::remove_file(access, path, "Delete", &display_path(path))
-                        .map(|_| undo.push(Undo::Restore(path.clone(), bytes)))
-                        .map_err(|e| format!("deleting {}: {e}", display_path(path))),
+                    Ok(bytes) => {
+                        crate::file_access::remove_file(access, path, "Delete", &display_path(path))
+                            .map(|_| undo.push(Undo::Restore(path.clone(), bytes)))
+                            .map_err(|e| format!("deleting {}: {e}", display_path(path)))
+                    }
                     Err(e) => Err(format!("deleting {}: {e}", display_path(path))),
                 }
             }

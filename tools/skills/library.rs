@@ -219,8 +219,8 @@ pub fn read_in_root(
         .strip_prefix(root)
         .map(|rest| base.join(rest))
         .unwrap_or_else(|_| path.to_path_buf());
-    let (mut file, real) = hermes_runtime::access::open_file_beneath(&base, &within)
-        .map_err(|e| e.to_string())?;
+    let (mut file, real) =
+        hermes_runtime::access::open_file_beneath(&base, &within).map_err(|e| e.to_string())?;
     if let Some(refusal) = access.and_then(|a| a.read_refusal(&real)) {
         return Err(refusal.message("Read", &path.display().to_string()));
     }

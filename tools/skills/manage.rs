@@ -118,7 +118,13 @@ fn target_in(skill: &Skill, file_path: &str) -> Result<PathBuf, Value> {
     Ok(target)
 }
 
-pub fn create(access: &AccessPolicy, roots: &[Root], name: &str, content: &str, category: Option<&str>) -> Outcome {
+pub fn create(
+    access: &AccessPolicy,
+    roots: &[Root],
+    name: &str,
+    content: &str,
+    category: Option<&str>,
+) -> Outcome {
     library::validate_name(name, "Skill name").map_err(fail)?;
     let category = category.map(str::trim).filter(|c| !c.is_empty());
     if let Some(category) = category {
@@ -301,7 +307,13 @@ pub fn delete(roots: &[Root], name: &str, absorbed_into: Option<&str>) -> Outcom
     Ok(json!({"success": true, "message": message}))
 }
 
-pub fn write_file(access: &AccessPolicy, roots: &[Root], name: &str, file_path: &str, file_content: &str) -> Outcome {
+pub fn write_file(
+    access: &AccessPolicy,
+    roots: &[Root],
+    name: &str,
+    file_path: &str,
+    file_content: &str,
+) -> Outcome {
     support_path(file_path)?;
     if file_content.len() > MAX_SKILL_FILE_BYTES {
         return Err(fail(format!(

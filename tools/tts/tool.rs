@@ -169,7 +169,9 @@ fn private_scratch(hermes_home: &std::path::Path) -> std::io::Result<PathBuf> {
         ".engine-{}-{}-{}",
         std::process::id(),
         COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        chrono::Local::now().timestamp_nanos_opt().unwrap_or_default()
+        chrono::Local::now()
+            .timestamp_nanos_opt()
+            .unwrap_or_default()
     ));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     Ok(dir)

@@ -409,9 +409,12 @@ fn read_only_places(
         Extent::Tree => ReadOnlyPlace::tree(&p.path),
         Extent::File => ReadOnlyPlace::file(&p.path),
     }));
-    places.extend(access.deny_read().iter().map(|p| {
-        ReadOnlyPlace::hidden(&p.path, p.extent == Extent::Tree)
-    }));
+    places.extend(
+        access
+            .deny_read()
+            .iter()
+            .map(|p| ReadOnlyPlace::hidden(&p.path, p.extent == Extent::Tree)),
+    );
     places
 }
 

@@ -4,9 +4,9 @@
 //! is cleared. Identical concurrent requests (same command, same ordered pattern keys)
 //! share one card.
 
-use crate::redact::redact_secrets;
 use super::result::Choice;
 use super::{random_hex, Approvals, State};
+use crate::redact::redact_secrets;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

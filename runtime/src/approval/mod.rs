@@ -21,6 +21,7 @@ mod prompt;
 mod result;
 mod smart;
 
+pub use crate::redact::redact_secrets;
 pub use allowlist_file::{
     atomic_write, read_allowlist, replace_allowlist_block, resolve_symlinks, save_allowlist,
 };
@@ -39,7 +40,6 @@ pub use prompt::{
     parse_answer, prompt_dangerous_approval, render_prompt, ApprovalPrompter, PromptIo,
     PromptRequest, ReadOutcome, StreamIo, TerminalPrompter, TtyIo,
 };
-pub use crate::redact::redact_secrets;
 pub use result::{Choice, GuardResult, Outcome, ResultKind};
 pub use smart::{
     http_post_json, parse_verdict, review_messages, unreviewable, xml_escape, Guardian,

@@ -2,8 +2,8 @@
 //! offers once / session / always / deny, and turns the answer into a [`Choice`]. Anything
 //! that is not a clear grant refuses.
 
-use crate::redact::redact_secrets;
 use super::result::Choice;
+use crate::redact::redact_secrets;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
