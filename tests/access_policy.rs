@@ -10,6 +10,8 @@
 //! model.
 
 mod binary;
+#[path = "serve_client/mod.rs"]
+mod serve_client;
 #[path = "../agent/tests/support/mod.rs"]
 mod support;
 
@@ -224,6 +226,53 @@ fn writes_stay_inside_the_sandbox_roots_and_never_reach_start_up_files() {
     let widened = m.call("write_file", json!({"path": stray, "content": "now\n"}));
     assert!(widened.get("error").is_none(), "{widened}");
     assert_eq!(std::fs::read_to_string(&stray).unwrap(), "now\n");
+}
+
+#[test]
+fn a_write_outside_the_roots_is_asked_for_and_lands_only_when_granted() {
+    let m = machine();
+    let mut client = serve_client::Client::start(&m.hermes, &m.work, &["--approvals", "client"]);
+    let write = |id: &str, path: &Path| {
+        json!({"id": id, "type": "function", "session_id": "s", "task_id": "t",
+               "function": {"name": "write_file", "arguments": json!({"path": path, "content": "hello"}).to_string()}})
+    };
+    let answer = |client: &mut serve_client::Client, request: &Value, choice: &str| {
+        client.send(&json!({"type": "approval_response", "id": request["id"], "choice": choice}));
+    };
+
+    let denied = m.outside.join("denied.txt");
+    client.send(&write("1", &denied));
+    let request = client.next();
+    assert_eq!(request["type"], "approval_request", "{request}");
+    assert_eq!(request["tool"], "write_file");
+    assert!(
+        request["description"]
+            .as_str()
+            .unwrap()
+            .contains("outside the writable roots"),
+        "{request}"
+    );
+    answer(&mut client, &request, "deny");
+    let refused = serve_client::content(&client.next());
+    assert!(error_text(&refused).contains("outside the writable roots"), "{refused}");
+    assert!(!denied.exists());
+
+    let granted = m.outside.join("sub/granted.txt");
+    client.send(&write("2", &granted));
+    let request = client.next();
+    assert_eq!(request["type"], "approval_request", "{request}");
+    answer(&mut client, &request, "once");
+    let written = serve_client::content(&client.next());
+    assert!(written.get("error").is_none(), "{written}");
+    assert_eq!(std::fs::read_to_string(&granted).unwrap(), "hello");
+
+    // A protected place is refused without asking anyone.
+    client.send(&write("3", &m.hermes.join("config.yaml")));
+    let refused = client.next();
+    assert_ne!(refused["type"], "approval_request", "{refused}");
+    assert!(error_text(&serve_client::content(&refused)).contains("denied"));
+    assert!(!m.hermes.join("config.yaml").exists());
+    client.finish();
 }
 
 #[test]

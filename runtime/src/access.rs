@@ -409,7 +409,7 @@ mod tests {
         std::fs::remove_dir(work.join("a/b")).unwrap();
         symlink(&hermes, work.join("a/b")).unwrap();
         let root = rustix::fs::open(
-            &resolve(&work),
+            resolve(&work),
             OFlags::PATH | OFlags::DIRECTORY,
             Mode::empty(),
         )

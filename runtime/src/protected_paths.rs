@@ -172,10 +172,12 @@ const SHELL_STARTUP_FILES: &[&str] = &[
     ".pip/pip.conf",
 ];
 /// Directories whose every file is loaded or run at start-up (or put first on PATH).
+/// The sandbox holds a missing one with an empty read-only directory (made on the host
+/// when the home is a writable root), so installers that refuse an existing folder
+/// (oh-my-zsh, rustup) are left out.
 const SHELL_STARTUP_TREES: &[&str] = &[
     ".bashrc.d",
     ".zshrc.d",
-    ".oh-my-zsh",
     ".config/fish",
     ".config/git",
     ".config/autostart",
@@ -189,7 +191,6 @@ const SHELL_STARTUP_TREES: &[&str] = &[
     ".local/bin",
     ".local/share/systemd",
     ".cargo/bin",
-    ".rustup",
     // Python user site-packages: usercustomize, sitecustomize and .pth files run in
     // every interpreter the user starts.
     ".local/lib",
