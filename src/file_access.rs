@@ -2,8 +2,9 @@
 //! policy ([`hermes_runtime::access::AccessPolicy`], built from the operator's
 //! configuration as the sandbox's is), and the race-free write through it.
 //!
-//! write_file, patch, text_to_speech, skill_manage and cron all write through
-//! [`write_file_bytes`]; read_file, search_files and skill_view ask [`read_refusal`].
+//! write_file, patch, text_to_speech and skill_manage write through
+//! [`write_file_bytes`]; read_file, search_files and skill_view ask [`read_refusal`];
+//! cronjob asks the policy whether a job's folder lies inside its author's roots.
 //! A write outside the writable roots is put to the person like a flagged command
 //! ([`grant_outside_roots`]) and refused when nobody can answer; protected places are
 //! refused always.

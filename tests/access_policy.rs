@@ -254,7 +254,10 @@ fn a_write_outside_the_roots_is_asked_for_and_lands_only_when_granted() {
     );
     answer(&mut client, &request, "deny");
     let refused = serve_client::content(&client.next());
-    assert!(error_text(&refused).contains("outside the writable roots"), "{refused}");
+    assert!(
+        error_text(&refused).contains("outside the writable roots"),
+        "{refused}"
+    );
     assert!(!denied.exists());
 
     let granted = m.outside.join("sub/granted.txt");

@@ -123,15 +123,16 @@ impl AccessPolicy {
     /// Why a write to `resolved` (an output of [`resolve`]) is refused, if it is:
     /// protected places first, then the roots, then `HERMES_WRITE_SAFE_ROOT`.
     pub fn write_refusal(&self, resolved: &Path) -> Option<Refusal> {
-        if let Some(Refusal::Protected { place, family }) = self.protected.write_refusal(resolved) {
-            return Some(Refusal::Protected { place, family });
+        let listed = self.protected.write_refusal(resolved);
+        if matches!(listed, Some(Refusal::Protected { .. })) {
+            return listed;
         }
         if self.root_of(resolved).is_none() {
             return Some(Refusal::OutsideWritableRoots {
                 roots: self.writable_roots.clone().unwrap_or_default(),
             });
         }
-        self.protected.write_refusal(resolved)
+        listed
     }
 
     /// [`resolve`] then [`AccessPolicy::write_refusal`].

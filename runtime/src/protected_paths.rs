@@ -389,22 +389,6 @@ impl ProtectedPaths {
         }
     }
 
-    /// The list for this process: `$HOME`, `$HERMES_HOME` (else `~/.hermes`) and
-    /// `$HERMES_WRITE_SAFE_ROOT`.
-    pub fn from_env() -> ProtectedPaths {
-        ProtectedPaths::for_hermes_home(&crate::context::default_hermes_home())
-    }
-
-    /// The list for this process's `$HOME` and `$HERMES_WRITE_SAFE_ROOT`, with the
-    /// given `$HERMES_HOME` (a tool context's).
-    pub fn for_hermes_home(hermes_home: &Path) -> ProtectedPaths {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        ProtectedPaths::new(&home, hermes_home)
-            .with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"))
-    }
-
     /// Confines writes to the roots of a `:`-separated list (empty entries ignored; an
     /// empty or absent list confines nothing).
     pub fn with_safe_roots(mut self, list: Option<OsString>) -> ProtectedPaths {
