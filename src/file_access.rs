@@ -16,52 +16,65 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use crate::tools::file::paths::is_device_path;
 
+/// Environment variables the policy is built from (besides config.yaml).
+const POLICY_VARIABLES: &[&str] = &[
+    "HOME",
+    "TMPDIR",
+    "HERMES_WRITE_SAFE_ROOT",
+    "TERMINAL_CWD",
+    "TERMINAL_SANDBOX_MODE",
+    "TERMINAL_SANDBOX_WRITABLE_ROOTS",
+    "TERMINAL_SANDBOX_DENY_READ",
+];
+
 /// The access policy of the task `ctx` belongs to: its working directory's writable
 /// roots, the protected places and the deny-read list, from the operator's config.
-/// Built once per configuration, working directory and home, then kept: the places
-/// are resolved on the disk, which is not worth doing again for every read.
-pub fn policy(ctx: &ToolContext) -> Result<AccessPolicy, String> {
-    type Cache = Mutex<HashMap<String, AccessPolicy>>;
+/// Built once per config.yaml (by its size and mtime), working directory and
+/// environment, then kept: the places are resolved on the disk, and the config parsed,
+/// which is not worth doing again for every read.
+pub fn policy(ctx: &ToolContext) -> Result<Arc<AccessPolicy>, String> {
+    type Cache = Mutex<HashMap<String, Arc<AccessPolicy>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
+    let config_path = hermes_runtime::config::Config::path_in(ctx.hermes_home());
+    let variables: Vec<_> = POLICY_VARIABLES.iter().map(std::env::var_os).collect();
+    let key = format!(
+        "{}\0{:?}\0{}\0{variables:?}",
+        config_path.display(),
+        hermes_runtime::config::file_signature(&config_path),
+        ctx.cwd().display(),
+    );
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(Arc::clone(hit));
+    }
     let config = hermes_environments::config::TerminalConfig::load(ctx.hermes_home())
         .map_err(|e| format!("the configuration cannot be read, so no file is touched: {e}"))?;
-    let key = format!(
-        "{}\0{}\0{:?}\0{:?}",
-        config.fingerprint(),
-        ctx.cwd().display(),
-        std::env::var_os("HOME"),
-        std::env::var_os("HERMES_WRITE_SAFE_ROOT"),
-    );
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let built = Arc::new(config.access_policy(ctx.cwd()));
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
     if cache.len() > 64 {
         cache.clear();
     }
-    Ok(cache
-        .entry(key)
-        .or_insert_with(|| config.access_policy(ctx.cwd()))
-        .clone())
+    cache.insert(key, Arc::clone(&built));
+    Ok(built)
 }
 
-/// Why `path` must not be read by the model, as a sentence (`None`: it may be read).
-pub fn read_refusal(ctx: &ToolContext, path: &Path, verb: &str, shown: &str) -> Option<String> {
+/// Why `real` (a path with every symlink already followed, as the kernel gives it for
+/// an opened file) must not be read by the model, as a sentence (`None`: it may be).
+pub fn read_refusal(ctx: &ToolContext, real: &Path, verb: &str, shown: &str) -> Option<String> {
     match policy(ctx) {
-        Ok(policy) => policy
-            .read_refusal(&resolve(path))
-            .map(|r| r.message(verb, shown)),
+        Ok(policy) => policy.read_refusal(real).map(|r| r.message(verb, shown)),
         Err(e) => Some(format!("{verb} denied: {e}")),
     }
 }
 
-/// `policy`, widened to the folder of `target` when the write is outside the writable
-/// roots and the person approves it (as a flagged command is approved; refused when
-/// nobody can be asked). Protected places are never widened.
+/// Whether `policy` lets a write to `target` happen: `Ok(None)` as it is, `Ok(Some)`
+/// widened to the folder of `target` when the write is outside the writable roots and
+/// the person approves it (as a flagged command is approved; refused when nobody can be
+/// asked). Protected places are never widened.
 pub fn grant_outside_roots(
     ctx: &ToolContext,
     policy: &AccessPolicy,
@@ -69,11 +82,11 @@ pub fn grant_outside_roots(
     tool: &str,
     verb: &str,
     shown: &str,
-) -> Result<AccessPolicy, String> {
+) -> Result<Option<AccessPolicy>, String> {
     use hermes_runtime::hooks::ApprovalGate;
     let resolved = resolve(target);
     let refusal = match policy.write_refusal(&resolved) {
-        None => return Ok(policy.clone()),
+        None => return Ok(None),
         Some(refusal @ Refusal::OutsideWritableRoots { .. }) => refusal,
         Some(other) => return Err(other.message(verb, shown)),
     };
@@ -91,7 +104,7 @@ pub fn grant_outside_roots(
     );
     let key = format!("write_outside_roots:{}", resolved.display());
     match gate.approve(tool, &reason, &key) {
-        Ok(true) => Ok(policy.with_extra_root(&folder)),
+        Ok(true) => Ok(Some(policy.with_extra_root(&folder))),
         Ok(false) => Err(format!(
             "{} Nobody approved this write.",
             refusal.message(verb, shown)

@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A held edit lock (released when dropped).
 pub trait Held {}
@@ -51,7 +52,7 @@ pub trait Disk {
 /// This machine's files, through the task's access policy (widened for a call by a
 /// write outside the roots that a person approved).
 pub struct HostDisk {
-    access: RefCell<AccessPolicy>,
+    access: RefCell<Arc<AccessPolicy>>,
 }
 
 impl HostDisk {

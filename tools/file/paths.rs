@@ -10,6 +10,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The directory relative paths start from: the task's terminal directory once its
 /// shell has one (after `cd sub`, `x` means `sub/x`), else the working directory.
@@ -37,7 +38,7 @@ pub fn locate(ctx: &ToolContext, path: &str) -> PathBuf {
 /// the refusal ("Write", "Patch", "Delete").
 pub fn write_target(
     ctx: &ToolContext,
-    access: &RefCell<AccessPolicy>,
+    access: &RefCell<Arc<AccessPolicy>>,
     shown: &str,
     verb: &str,
 ) -> Result<PathBuf, String> {
@@ -52,9 +53,11 @@ pub fn write_target(
     } else {
         "patch"
     };
-    let granted =
+    let widened =
         crate::file_access::grant_outside_roots(ctx, &access.borrow(), &target, tool, verb, shown)?;
-    *access.borrow_mut() = granted;
+    if let Some(widened) = widened {
+        *access.borrow_mut() = Arc::new(widened);
+    }
     Ok(target)
 }
 
@@ -64,7 +67,7 @@ pub fn write_target(
 /// working directory after symlinks are followed.
 pub fn patch_target(
     ctx: &ToolContext,
-    access: &RefCell<AccessPolicy>,
+    access: &RefCell<Arc<AccessPolicy>>,
     shown: &str,
     verb: &str,
 ) -> Result<PathBuf, String> {

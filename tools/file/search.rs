@@ -25,7 +25,7 @@ pub struct Scope<'a> {
     pub shown_root: String,
     pub cancel: &'a Cancellation,
     /// The access policy on this machine: files on its deny-read list are skipped.
-    pub access: Option<hermes_runtime::access::AccessPolicy>,
+    pub access: Option<std::sync::Arc<hermes_runtime::access::AccessPolicy>>,
 }
 
 #[derive(Debug)]

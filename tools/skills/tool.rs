@@ -122,8 +122,8 @@ fn view_file(skill: &library::Skill, name: &str, file_path: &str, ctx: &ToolCont
             "hint": "Use one of the available file paths listed above",
         });
     }
-    let access = crate::file_access::policy(ctx).ok();
-    let read = library::read_in_root(&skill.root.dir, &target, access.as_ref())
+    let read = crate::file_access::policy(ctx)
+        .and_then(|access| library::read_in_root(&skill.root.dir, &target, Some(&access)))
         .map(String::into_bytes)
         .map_err(|e| e.to_string());
     match read {
@@ -168,8 +168,10 @@ fn string_list(value: Option<&Value>) -> Vec<String> {
 }
 
 fn view_skill(skill: &library::Skill, roots: &[Root], ctx: &ToolContext) -> Value {
-    let access = crate::file_access::policy(ctx).ok();
-    let content = match library::read_in_root(&skill.root.dir, &skill.skill_md(), access.as_ref()) {
+    let read = crate::file_access::policy(ctx).and_then(|access| {
+        library::read_in_root(&skill.root.dir, &skill.skill_md(), Some(&access))
+    });
+    let content = match read {
         Ok(content) => content,
         Err(e) => {
             return json!({"success": false, "error": format!("Failed to read skill '{}': {e}", skill.name)})

@@ -98,7 +98,7 @@ pub fn text_to_speech(
                 "Write",
                 given,
             ) {
-                Ok(granted) => (resolved, granted),
+                Ok(widened) => (resolved, widened.map(std::sync::Arc::new).unwrap_or(access)),
                 Err(refusal) => return fail(refusal),
             }
         }
@@ -108,7 +108,7 @@ pub fn text_to_speech(
             if let Err(e) = std::fs::create_dir_all(&audio) {
                 return fail(format!("Cannot create {}: {e}", audio.display()));
             }
-            let confined = access.confined_to(&audio);
+            let confined = std::sync::Arc::new(access.confined_to(&audio));
             (
                 audio.join(format!("tts_{stamp}.{}", provider.native_extension())),
                 confined,
