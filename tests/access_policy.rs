@@ -422,6 +422,17 @@ fn secrets_are_unreadable_through_every_door() {
     let output = ran["output"].as_str().unwrap_or_default();
     assert!(output.contains("done"), "{ran}");
     assert!(!leaks(output), "{output}");
+    let script = format!(
+        "import base64, os\nfor p in ({:?}, {:?}, {:?}, {:?}):\n    try:\n        print(base64.b64encode(open(p, 'rb').read()).decode())\n        print(open(p).read())\n    except OSError as e:\n        print('refused', e.strerror)\nprint('done')\n",
+        m.home.join(".ssh/id_rsa"),
+        m.home.join(".aws/credentials"),
+        m.hermes.join(".env"),
+        m.hermes.join("mcp_server_token"),
+    );
+    let scripted = m.call("execute_code", json!({"code": script}));
+    let output = scripted["output"].as_str().unwrap_or_default();
+    assert!(output.contains("done"), "{scripted}");
+    assert!(!leaks(output), "{output}");
     // The workspace still reads and writes as before.
     let ran = m.call(
         "terminal",
