@@ -672,3 +672,30 @@ fn session_search_sees_only_the_callers_own_sessions() {
     let all = search_run("session_search:\n  scope: all\n");
     assert!(all.contains("remember PRIVATE-MARKER-99"), "{all}");
 }
+
+#[test]
+fn the_operator_adds_places_to_the_deny_read_list() {
+    let m = machine();
+    let private = m.work.join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::write(private.join("notes.txt"), "OPERATOR-PRIVATE-7\n").unwrap();
+    std::fs::write(m.work.join("open.txt"), "OPEN-TEXT-8\n").unwrap();
+    let before = m.call("read_file", json!({"path": "private/notes.txt"}));
+    assert!(
+        before.to_string().contains("OPERATOR-PRIVATE-7"),
+        "{before}"
+    );
+    m.config(&format!(
+        "terminal:\n  sandbox:\n    deny_read: [{}]\n",
+        private.display()
+    ));
+    let after = m.call("read_file", json!({"path": "private/notes.txt"}));
+    assert!(error_text(&after).contains("deny-read"), "{after}");
+    let ran = m.call(
+        "terminal",
+        json!({"command": "cat private/notes.txt; cat open.txt"}),
+    );
+    let output = ran["output"].as_str().unwrap();
+    assert!(!output.contains("OPERATOR-PRIVATE-7"), "{output}");
+    assert!(output.contains("OPEN-TEXT-8"), "{output}");
+}

@@ -362,7 +362,7 @@ impl TerminalConfig {
             .collect();
         hermes_runtime::access::AccessPolicy::new(&home, &self.hermes_home)
             .with_writable_roots(roots)
-            .with_deny_read(&home, &self.hermes_home, &extra)
+            .with_deny_read(&extra)
             .with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"))
     }
 }

@@ -15,7 +15,9 @@
 //! opened, and the file is then created and renamed inside that directory by name, so
 //! a symlink planted or swapped on the way never leads a write out.
 
-use crate::protected_paths::{deny_read_places, resolve, ProtectedPaths, ProtectedPlace, Refusal};
+use crate::protected_paths::{
+    deny_read_place, deny_read_places, resolve, ProtectedPaths, ProtectedPlace, Refusal,
+};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
@@ -49,7 +51,7 @@ impl AccessPolicy {
         AccessPolicy {
             protected: ProtectedPaths::new(home, hermes_home),
             writable_roots: None,
-            deny_read: deny_read_places(home, hermes_home, &[]),
+            deny_read: deny_read_places(home, hermes_home),
         }
     }
 
@@ -69,9 +71,10 @@ impl AccessPolicy {
         self
     }
 
-    /// Adds the operator's own deny-read paths to the default list.
-    pub fn with_deny_read(mut self, home: &Path, hermes_home: &Path, extra: &[PathBuf]) -> Self {
-        self.deny_read = deny_read_places(home, hermes_home, extra);
+    /// Adds the operator's own deny-read paths (files or folders) to the default list.
+    pub fn with_deny_read(mut self, extra: &[PathBuf]) -> AccessPolicy {
+        self.deny_read
+            .extend(extra.iter().map(|path| deny_read_place(path)));
         self
     }
 
@@ -383,7 +386,7 @@ mod tests {
         assert!(policy.check_read(&work.join("README.md")).is_none());
         assert!(policy.check_read(&home.join(".kube/cache/x")).is_none());
         let extra = work.join("private");
-        let policy = policy.with_deny_read(&home, &hermes, std::slice::from_ref(&extra));
+        let policy = policy.with_deny_read(std::slice::from_ref(&extra));
         assert!(policy.check_read(&extra.join("x")).is_some());
         assert!(policy.check_read(&home.join(".ssh/id_ed25519")).is_some());
     }

@@ -286,9 +286,8 @@ const RUNTIME_SECRET_FILES: &[&str] = &[
 const RUNTIME_SECRET_TREES: &[&str] = &["auth", "mcp-tokens", "pairing", "sessions"];
 
 /// The deny-read list for one home directory and one `$HERMES_HOME` (and the default
-/// `~/.hermes` when it differs), plus `extra` paths (files or directories) the operator
-/// named. Every path is resolved.
-pub fn deny_read_places(home: &Path, hermes_home: &Path, extra: &[PathBuf]) -> Vec<ProtectedPlace> {
+/// `~/.hermes` when it differs). Every path is resolved.
+pub fn deny_read_places(home: &Path, hermes_home: &Path) -> Vec<ProtectedPlace> {
     let mut places = Vec::new();
     let mut add = |base: &Path, names: &[&str], extent: Extent| {
         for name in names {
@@ -305,21 +304,23 @@ pub fn deny_read_places(home: &Path, hermes_home: &Path, extra: &[PathBuf]) -> V
         add(&base, RUNTIME_SECRET_FILES, Extent::File);
         add(&base, RUNTIME_SECRET_TREES, Extent::Tree);
     }
-    for path in extra {
-        let path = resolve(path);
-        let extent = if path.is_file() {
-            Extent::File
-        } else {
-            Extent::Tree
-        };
-        places.push(ProtectedPlace {
-            path,
-            extent,
-            family: Family::Credential,
-        });
-    }
     places.dedup();
     places
+}
+
+/// A place the operator added to the deny-read list: a file, or else a whole tree.
+pub fn deny_read_place(path: &Path) -> ProtectedPlace {
+    let path = resolve(path);
+    let extent = if path.is_file() {
+        Extent::File
+    } else {
+        Extent::Tree
+    };
+    ProtectedPlace {
+        path,
+        extent,
+        family: Family::Credential,
+    }
 }
 
 /// `$HERMES_HOME`, and the default `~/.hermes` when it is another place.
