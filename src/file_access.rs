@@ -155,6 +155,30 @@ pub fn create_parents(
         .map(|parent| parent.created)
 }
 
+/// Replaces a file the runtime names itself (the cron store), not one the model named:
+/// the same temp file + rename, in the folder as it is.
+pub fn write_own_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other(format!(
+            "{} names no file",
+            path.display()
+        )));
+    };
+    let dir = rustix::fs::open(
+        folder,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let parent = ParentDir {
+        dir,
+        name: name.to_os_string(),
+        real: folder.to_path_buf(),
+        created: 0,
+    };
+    write_in(&parent, data)
+}
+
 /// The temp file + rename of one write inside an opened folder.
 pub fn write_in(parent: &ParentDir, data: &[u8]) -> std::io::Result<()> {
     use rustix::fs::{AtFlags, Mode, OFlags};

@@ -1,12 +1,11 @@
-//! Writing whole files safely: parents created, temp file + rename, the original's
-//! permissions, line endings and BOM kept; edits of one file serialised across
-//! threads and processes, and never written over a base that changed.
+//! What edits of whole files keep and check: the original's line endings and BOM,
+//! edits of one file serialised across threads and processes, and never written over
+//! a base that changed. The write itself goes through `crate::file_access`.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const BOM: &str = "\u{feff}";
@@ -252,51 +251,6 @@ pub fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
         }
         at += n;
     }
-}
-
-/// Replaces `path` with `data` in one step: a temp file in the same directory, synced,
-/// given the original's permissions, renamed over. Nothing is left behind on failure.
-pub fn atomic_write(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let original = std::fs::metadata(path).ok();
-    let mut attempt = 0;
-    let (temp, mut file) = loop {
-        let temp = dir.join(format!(
-            ".{name}.hermes-tmp-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-        {
-            Ok(file) => break (temp, file),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => attempt += 1,
-            Err(e) => return Err(e),
-        }
-    };
-    let result = (|| {
-        file.write_all(data)?;
-        file.sync_all()?;
-        drop(file);
-        if let Some(meta) = &original {
-            std::fs::set_permissions(&temp, meta.permissions())?;
-        }
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
 }
 
 /// True when `content` looks like read_file's `N|line` display pasted back: at least
