@@ -116,6 +116,10 @@ impl Scope<'_> {
 
     /// Files in the walk, as (full path, path relative to the root).
     fn files(&self) -> impl Iterator<Item = Result<PathBuf, SearchError>> + '_ {
+        let real_root = match &self.access {
+            Some(_) => hermes_runtime::protected_paths::resolve(&self.root),
+            None => PathBuf::new(),
+        };
         self.walk().filter_map(move |entry| {
             if self.cancel.is_cancelled() {
                 return Some(Err(SearchError::Cancelled));
@@ -125,7 +129,8 @@ impl Scope<'_> {
                 return None;
             }
             if let Some(access) = &self.access {
-                let real = hermes_runtime::protected_paths::resolve(entry.path());
+                // The walk follows no symlink: below the real root, a path is real.
+                let real = real_root.join(self.relative(entry.path()));
                 if access.read_refusal(&real).is_some() {
                     return None;
                 }
