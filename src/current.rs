@@ -45,6 +45,34 @@ pub fn registry() -> Option<Arc<Registry>> {
     REGISTRY.get().cloned()
 }
 
+/// The registry a call runs over: its agent session's, else the process's.
+pub fn registry_for(ctx: &hermes_runtime::ToolContext) -> Option<Arc<Registry>> {
+    ctx.agent_session_as::<hermes_agent::AgentSession>()
+        .map(|s| Arc::clone(s.registry()))
+        .or_else(registry)
+}
+
+/// The tools the session making this call may use: its agent session's offer, within
+/// the command's selection. `None` when nothing restricts it. Work a session derives
+/// (a cron job, a script) gets no tool beyond these.
+pub fn session_tools(ctx: &hermes_runtime::ToolContext) -> Option<Vec<String>> {
+    let selection = selection();
+    let registry = registry_for(ctx)?;
+    let selected = selection
+        .is_restricted()
+        .then(|| selection.allowed(&registry));
+    match ctx.agent_session_as::<hermes_agent::AgentSession>() {
+        Some(session) => {
+            let mut names = session.tool_names();
+            if let Some(selected) = &selected {
+                names.retain(|n| selected.contains(n));
+            }
+            Some(names)
+        }
+        None => selected,
+    }
+}
+
 pub fn session_kind() -> Option<SessionKind> {
     KIND.get().copied()
 }

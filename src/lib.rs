@@ -7,6 +7,7 @@ pub use hermes_runtime as runtime;
 
 pub mod cli;
 pub mod current;
+pub mod file_access;
 pub mod restrict;
 pub mod serve;
 pub mod serve_approvals;

@@ -22,32 +22,32 @@ fn two_sessions_without_task_ids_do_not_share_shell_state_or_read_records() {
     let moved = server.call(
         "a1",
         "terminal",
-        json!({"command": format!("cd {} && export SECRET=alpha-only", elsewhere.display())}),
+        json!({"command": format!("cd {} && export SHELL_MARK=alpha-only", elsewhere.display())}),
         alpha.clone(),
     );
     assert_eq!(moved["exit_code"], 0, "{moved}");
     let seen_by_alpha = server.call(
         "a2",
         "terminal",
-        json!({"command": "pwd; echo \"SECRET=$SECRET\""}),
+        json!({"command": "pwd; echo \"SHELL_MARK=$SHELL_MARK\""}),
         alpha.clone(),
     );
     assert!(
         seen_by_alpha["output"]
             .as_str()
             .unwrap()
-            .contains("SECRET=alpha-only"),
+            .contains("SHELL_MARK=alpha-only"),
         "{seen_by_alpha}"
     );
     let seen_by_beta = server.call(
         "b1",
         "terminal",
-        json!({"command": "pwd; echo \"SECRET=$SECRET\""}),
+        json!({"command": "pwd; echo \"SHELL_MARK=$SHELL_MARK\""}),
         beta.clone(),
     );
     let beta_output = seen_by_beta["output"].as_str().unwrap();
     assert!(
-        beta_output.contains("SECRET=\n") || beta_output.ends_with("SECRET="),
+        beta_output.contains("SHELL_MARK=\n") || beta_output.ends_with("SHELL_MARK="),
         "{seen_by_beta}"
     );
     assert!(!beta_output.contains("elsewhere"), "{seen_by_beta}");

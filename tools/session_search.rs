@@ -25,7 +25,8 @@ pub enum SessionDetail {
 /// Search and read your past sessions with the user: use it when the user refers to earlier work ("like last time", "that bug we fixed"), or before redoing something that may have been done before. Four ways to call it: `query` searches message text (words are ANDed; OR, "exact phrases", NOT and prefix* work) and returns the best sessions with a snippet, the id of the matching message and the first and last messages; no arguments lists recent sessions; `session_id` alone reads one session; `session_id` with `around_message_id` shows the messages around that one. The current session is not searched: it is already in your context.
 ///
 /// A query that is not valid FTS5 syntax is retried as quoted words and the result says
-/// so. Delegated sub-agent sessions are hidden.
+/// so. Delegated sub-agent sessions are hidden, and only sessions of the caller's own
+/// origin are seen unless config.yaml says `session_search.scope: all`.
 #[tool(toolset = "session_search", emoji = "🔎", concurrency = "read_only")]
 pub fn session_search(
     /// Words to search for. Leave out to list recent sessions or to read one by `session_id`.
@@ -70,5 +71,15 @@ pub fn session_search(
         window: window.map(|n| n.min(1000) as usize),
         role_filter,
     };
-    Ok(store.search(&request, session.id()).into())
+    // Only this session's origin (cli, serve, cron, ...) unless the operator opens all
+    // of them with `session_search.scope: all`.
+    let own_only = !matches!(
+        session
+            .registry()
+            .config()
+            .get("session_search.scope")
+            .and_then(Value::as_str),
+        Some("all")
+    );
+    Ok(store.search_scoped(&request, session.id(), own_only).into())
 }

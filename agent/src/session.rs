@@ -34,6 +34,10 @@ pub struct SessionOptions {
     /// Toolsets offered to the model; `None` offers all.
     pub toolsets: Option<Vec<String>>,
     pub disabled_toolsets: Vec<String>,
+    /// The tools this session can never exceed, whatever its toolsets say: those of
+    /// the session that made it (a delegating parent, the author of a cron job).
+    /// `None`: no ceiling.
+    pub allowed_tools: Option<Vec<String>>,
     pub clarify: Option<Arc<dyn ClarifyChannel>>,
     /// Read from `$HERMES_HOME/config.yaml` when `None`.
     pub config: Option<AgentConfig>,
@@ -73,6 +77,7 @@ pub struct AgentSession {
     parent_session_id: Option<String>,
     toolsets: Option<Vec<String>>,
     disabled_toolsets: Vec<String>,
+    allowed_tools: Option<Vec<String>>,
     cwd: Option<PathBuf>,
     cancel: Cancellation,
     max_iterations: u32,
@@ -188,6 +193,7 @@ impl AgentSession {
             parent_session_id: options.parent_session_id,
             toolsets: options.toolsets,
             disabled_toolsets: options.disabled_toolsets,
+            allowed_tools: options.allowed_tools,
             cwd: options.cwd,
             cancel: options.cancel.unwrap_or_default(),
             max_iterations,
@@ -341,9 +347,38 @@ impl AgentSession {
         if !self.can_delegate() {
             disabled.push("delegation".into());
         }
-        self.registry
+        let mut tools = self
+            .registry
             .definitions(self.toolsets.as_deref(), Some(&disabled))
+            .tools;
+        if let Some(allowed) = &self.allowed_tools {
+            tools.retain(|t| {
+                t["function"]["name"]
+                    .as_str()
+                    .is_some_and(|name| allowed.iter().any(|a| a == name))
+            });
+        }
+        tools
+    }
+
+    /// The names of the tools this session offers its model.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.definitions()
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The tools that `toolsets` would give beyond this session's own: what a child
+    /// or a scheduled job asking for them would gain over its author.
+    pub fn tools_beyond_own(&self, toolsets: &[String]) -> Vec<String> {
+        let own = self.tool_names();
+        self.registry
+            .select_tools(Some(toolsets), None)
             .tools
+            .into_iter()
+            .filter(|name| !own.contains(name))
+            .collect()
     }
 
     pub fn system_prompt(&self) -> String {
@@ -573,6 +608,20 @@ impl AgentSession {
         if let Some(n) = specs.iter().position(|s| s.goal.trim().is_empty()) {
             return json!({"error": format!("task {n} has an empty goal: say what the sub-agent should achieve")});
         }
+        for (n, spec) in specs.iter().enumerate() {
+            let beyond = spec
+                .toolsets
+                .as_deref()
+                .map(|t| self.tools_beyond_own(t))
+                .unwrap_or_default();
+            if !beyond.is_empty() {
+                return json!({"error": format!(
+                    "task {n} asks for tools this session does not have ({}): a sub-agent gets at most its parent's tools. \
+                     Leave `toolsets` out to give it yours, or name toolsets within them",
+                    beyond.join(", ")
+                )});
+            }
+        }
         let started = Instant::now();
         let workers = self.config.max_concurrent_children.max(1).min(specs.len());
         let next = AtomicUsize::new(0);
@@ -614,6 +663,7 @@ impl AgentSession {
                 title: Some(spec.goal.chars().take(80).collect()),
                 toolsets: spec.toolsets.clone().or_else(|| self.toolsets.clone()),
                 disabled_toolsets: disabled,
+                allowed_tools: Some(self.tool_names()),
                 clarify: Some(Arc::new(NoClarify::new("a delegated sub-agent cannot ask the user; decide yourself and report your assumptions"))),
                 config: Some(self.config.clone()),
                 store: self.store.as_ref().ok().cloned(),

@@ -226,26 +226,61 @@ impl SessionStore {
             .unwrap_or(0)
     }
 
-    /// Answers `session_search`. `current` is the asking session, left out of
-    /// discovery and browse (it is already in the model's context).
+    /// Answers `session_search` over every session. `current` is the asking session,
+    /// left out of discovery and browse (it is already in the model's context).
     pub fn search(&self, request: &SearchRequest, current: &str) -> Value {
+        self.search_scoped(request, current, false)
+    }
+
+    /// [`SessionStore::search`], with `own_only`: only the sessions of the asking
+    /// session's origin (its source, a sub-agent's taken from its top-level parent:
+    /// `cli` sees `cli` sessions, `cron` sees cron runs) are found, listed or read.
+    pub fn search_scoped(&self, request: &SearchRequest, current: &str, own_only: bool) -> Value {
+        let owner = if own_only {
+            Some(self.origin_of(current))
+        } else {
+            None
+        };
+        let scope = owner.as_deref();
         let roles = parse_roles(request.role_filter.as_deref());
         let result = match (&request.query, &request.session_id) {
             (Some(query), _) if !query.trim().is_empty() => {
-                self.discover(query.trim(), request, &roles, current)
+                self.discover(query.trim(), request, &roles, current, scope)
             }
-            (_, Some(session)) if !session.trim().is_empty() => match request.around_message_id {
-                Some(anchor) => self.scroll(session.trim(), anchor, request.window, &roles),
-                None => self.read(session.trim(), &roles),
-            },
+            (_, Some(session)) if !session.trim().is_empty() => {
+                match self.find_session(session.trim()) {
+                    Ok(Some(meta)) if scope.is_some_and(|s| self.origin_of(&meta.id) != s) => {
+                        Ok(unknown_session(session.trim()))
+                    }
+                    _ => match request.around_message_id {
+                        Some(anchor) => self.scroll(session.trim(), anchor, request.window, &roles),
+                        None => self.read(session.trim(), &roles),
+                    },
+                }
+            }
             _ => {
                 if request.around_message_id.is_some() {
                     return json!({"success": false, "error": "around_message_id needs session_id: the session the message belongs to"});
                 }
-                self.browse(request.limit, current)
+                self.browse(request.limit, current, scope)
             }
         };
         result.unwrap_or_else(|e| json!({"success": false, "error": format!("the session store could not be searched: {e}")}))
+    }
+
+    /// The source of the session's top-level ancestor (`cli`, `serve`, `cron`, ...).
+    fn origin_of(&self, session: &str) -> String {
+        let mut id = session.to_string();
+        for _ in 0..32 {
+            match self.find_session(&id) {
+                Ok(Some(meta)) => match meta.parent.clone() {
+                    Some(parent) if !parent.is_empty() => id = parent,
+                    _ => return meta.source,
+                },
+                _ => break,
+            }
+        }
+        String::new()
     }
 
     fn discover(
@@ -254,12 +289,13 @@ impl SessionStore {
         request: &SearchRequest,
         roles: &[String],
         current: &str,
+        scope: Option<&str>,
     ) -> Result<Value, String> {
         let limit = request
             .limit
             .unwrap_or(DEFAULT_SEARCH_LIMIT)
             .clamp(1, MAX_SEARCH_LIMIT);
-        let (hits, note) = match self.match_messages(query, roles, current) {
+        let (hits, note) = match self.match_messages(query, roles, current, scope) {
             Ok(hits) => (hits, None),
             Err(error) if is_query_error(&error) => {
                 let quoted = quote_terms(query);
@@ -268,7 +304,7 @@ impl SessionStore {
                         json!({"success": false, "error": format!("the query {query:?} has no words to search for"), "hint": FTS_HINT}),
                     );
                 }
-                match self.match_messages(&quoted, roles, current) {
+                match self.match_messages(&quoted, roles, current, scope) {
                     Ok(hits) => (
                         hits,
                         Some(format!(
@@ -357,6 +393,7 @@ impl SessionStore {
         query: &str,
         roles: &[String],
         current: &str,
+        scope: Option<&str>,
     ) -> Result<Vec<Hit>, String> {
         let conn = self.conn();
         let role_marks = placeholders(3, roles.len());
@@ -365,12 +402,20 @@ impl SessionStore {
             "SELECT m.id, m.session_id, m.role, snippet(messages_fts, 0, '>>>', '<<<', '…', 16)
              FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id
              WHERE messages_fts MATCH ?1 AND m.session_id != ?2 AND m.role IN ({role_marks}) AND s.source NOT IN ({hidden_marks})
-             ORDER BY bm25(messages_fts), m.id DESC LIMIT 500"
+             {scoped}
+             ORDER BY bm25(messages_fts), m.id DESC LIMIT 500",
+            // Sessions that are not hidden are top-level: their source is their origin.
+            scoped = if scope.is_some() {
+                format!("AND s.source = ?{}", 3 + roles.len() + HIDDEN_SOURCES.len())
+            } else {
+                String::new()
+            },
         );
         let mut statement = conn.prepare(&sql).map_err(|e| e.to_string())?;
         let mut values: Vec<String> = vec![query.to_string(), current.to_string()];
         values.extend(roles.iter().cloned());
         values.extend(HIDDEN_SOURCES.iter().map(|s| s.to_string()));
+        values.extend(scope.map(str::to_owned));
         let rows = statement
             .query_map(params_from_iter(values.iter()), |r| {
                 Ok(Hit {
@@ -395,7 +440,12 @@ impl SessionStore {
             .map_err(|e| e.to_string())
     }
 
-    fn browse(&self, limit: Option<usize>, current: &str) -> Result<Value, String> {
+    fn browse(
+        &self,
+        limit: Option<usize>,
+        current: &str,
+        scope: Option<&str>,
+    ) -> Result<Value, String> {
         let limit = limit
             .unwrap_or(DEFAULT_BROWSE_LIMIT)
             .clamp(1, MAX_SEARCH_LIMIT);
@@ -405,7 +455,13 @@ impl SessionStore {
             let sql = format!(
                 "SELECT id, source, title, parent_session_id, started_at, updated_at, message_count FROM sessions
                  WHERE id != ?1 AND message_count > 0 AND source NOT IN ({hidden_marks})
-                 ORDER BY updated_at DESC LIMIT ?2"
+                 {scoped}
+                 ORDER BY updated_at DESC LIMIT ?2",
+                scoped = if scope.is_some() {
+                    format!("AND source = ?{}", 3 + HIDDEN_SOURCES.len())
+                } else {
+                    String::new()
+                },
             );
             let mut statement = conn.prepare(&sql).map_err(|e| e.to_string())?;
             let mut params: Vec<Box<dyn rusqlite::ToSql>> =
@@ -415,6 +471,7 @@ impl SessionStore {
                     .iter()
                     .map(|s| Box::new(s.to_string()) as Box<dyn rusqlite::ToSql>),
             );
+            params.extend(scope.map(|s| Box::new(s.to_string()) as Box<dyn rusqlite::ToSql>));
             let rows = statement
                 .query_map(
                     rusqlite::params_from_iter(params.iter()),

@@ -3,7 +3,7 @@
 
 use hermes_runtime::config::Config;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Everything the backends and the tool read, resolved once per call.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,7 +55,7 @@ pub struct TerminalConfig {
 }
 
 /// `terminal.sandbox.mode` (default `workspace-write`), `.writable_roots`, `.network`
-/// (default true).
+/// (default true), `.deny_read` (paths added to the deny-read list).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxSettings {
     pub mode: hermes_sandbox::Mode,
@@ -63,6 +63,7 @@ pub struct SandboxSettings {
     pub network: bool,
     /// `terminal.sandbox.limits.*` (see [`limits_settings`]).
     pub limits: hermes_sandbox::Limits,
+    pub deny_read: Vec<String>,
 }
 
 pub const DEFAULT_IMAGE: &str = "nikolaik/python-nodejs:python3.11-nodejs20";
@@ -293,11 +294,13 @@ fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
         },
     };
     let writable_roots = src.list("TERMINAL_SANDBOX_WRITABLE_ROOTS", "sandbox.writable_roots")?;
+    let deny_read = src.list("TERMINAL_SANDBOX_DENY_READ", "sandbox.deny_read")?;
     Ok(SandboxSettings {
         mode,
         writable_roots,
         network,
         limits: limits_settings(src)?,
+        deny_read,
     })
 }
 
@@ -325,6 +328,72 @@ fn limits_settings(src: &Source<'_>) -> Result<hermes_sandbox::Limits, String> {
         max_file_size_mb: read("max_file_size_mb", defaults.max_file_size_mb)?,
         max_cpu_seconds: read("max_cpu_seconds", defaults.max_cpu_seconds)?,
     })
+}
+
+/// `$HOME`, when set.
+fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// `~` and `~/...` against the home directory.
+fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
+    match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        (None, Some(home)) if path == "~" => home.to_path_buf(),
+        _ => PathBuf::from(path),
+    }
+}
+
+impl TerminalConfig {
+    /// The places a local command may write under `workspace-write`, for a task whose
+    /// working directory is `cwd`: `cwd`, the temp directory, `/tmp`, an absolute
+    /// `terminal.cwd`, and `terminal.sandbox.writable_roots`.
+    pub fn writable_roots(&self, cwd: &Path) -> Vec<PathBuf> {
+        let home = home_dir();
+        let mut roots = vec![
+            cwd.to_path_buf(),
+            PathBuf::from(crate::env::local::local_temp_dir()),
+            PathBuf::from("/tmp"),
+        ];
+        roots.extend(
+            self.cwd
+                .as_deref()
+                .filter(|c| c.starts_with('/') || c.starts_with('~'))
+                .map(|c| expand_home(c, home.as_deref())),
+        );
+        roots.extend(
+            self.sandbox
+                .writable_roots
+                .iter()
+                .map(|r| expand_home(r, home.as_deref())),
+        );
+        roots
+    }
+
+    /// The access policy of a task whose working directory is `cwd`: what every door
+    /// (the sandbox, the file tools, text_to_speech, skills, cron) allows the model to
+    /// write and read. Writes are bounded by [`TerminalConfig::writable_roots`] (none
+    /// under `read-only`; unbounded, but for the protected places, under `off`).
+    pub fn access_policy(&self, cwd: &Path) -> hermes_runtime::access::AccessPolicy {
+        let home = home_dir().unwrap_or_else(|| PathBuf::from("/"));
+        let roots = match self.sandbox.mode {
+            hermes_sandbox::Mode::WorkspaceWrite => Some(self.writable_roots(cwd)),
+            hermes_sandbox::Mode::ReadOnly => Some(Vec::new()),
+            hermes_sandbox::Mode::Off => None,
+        };
+        let extra: Vec<PathBuf> = self
+            .sandbox
+            .deny_read
+            .iter()
+            .map(|p| expand_home(p, Some(&home)))
+            .collect();
+        hermes_runtime::access::AccessPolicy::new(&home, &self.hermes_home)
+            .with_writable_roots(roots)
+            .with_deny_read(&extra)
+            .with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"))
+    }
 }
 
 /// `TERMINAL_LIFETIME_SECONDS` (300): idle environments are reaped after this.

@@ -2,12 +2,10 @@
 //! capture that spills the whole text to a private file when it overflows, secret
 //! redaction and the meanings of common exit codes.
 
-use regex::Regex;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
 
 /// `tool_output.max_bytes` default: characters of output a foreground call returns.
 pub const DEFAULT_MAX_OUTPUT: usize = 50_000;
@@ -330,91 +328,10 @@ pub fn random_hex(n: usize) -> String {
 
 // ------------------------------------------------------------------ redaction
 
-static VENDOR_KEYS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    [
-        // OpenAI / Anthropic style keys.
-        r"\bsk-[A-Za-z0-9_\-]{16,}",
-        // GitHub tokens.
-        r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}",
-        r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-        // AWS access key ids.
-        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        // Slack tokens.
-        r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",
-        // Google API keys.
-        r"\bAIza[0-9A-Za-z_\-]{35}",
-        // JWTs.
-        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-    ]
-    .iter()
-    .map(|p| Regex::new(p).expect("valid regex"))
-    .collect()
-});
-
-static AUTH_HEADER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(authorization\s*[:=]\s*(?:bearer|basic|token)\s+|bearer\s+|x-api-key\s*[:=]\s*)([A-Za-z0-9._~+/=\-]{6,})")
-        .expect("valid regex")
-});
-
-static PRIVATE_KEY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
-    )
-    .expect("valid regex")
-});
-
-static ENV_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^((?:export |declare -x |setenv )?[A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-        .expect("valid regex")
-});
-
-static SECRET_NAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIAL|AUTH|PRIVATE|SESSION|COOKIE|DSN|API)").expect("valid regex")
-});
-
-static DUMPS_ENV: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?:^|[;&|(`\s])(?:env|printenv|set|export|declare)(?:\s+-[A-Za-z]+)*\s*(?:$|[;&|)`])|\.env\b|\.(?:bash|zsh)rc\b|\.profile\b|\.bash_profile\b|config\.yaml\b|/proc/[^/\s]+/environ",
-    )
-    .expect("valid regex")
-});
-
-/// Masks secrets in command output: vendor keys, auth headers, JWTs and private keys;
-/// and, when the command dumps its environment or reads an env/rc/config file, the
-/// values of `NAME=value` lines whose name looks secret.
+/// Masks secrets in command output: the runtime's one rule set
+/// ([`hermes_runtime::redact::redact_output`]).
 pub fn redact(output: &str, command: &str) -> String {
-    let mut text = PRIVATE_KEY
-        .replace_all(
-            output,
-            "-----BEGIN ${1}PRIVATE KEY----- [REDACTED] -----END ${1}PRIVATE KEY-----",
-        )
-        .into_owned();
-    text = AUTH_HEADER.replace_all(&text, "${1}***").into_owned();
-    for re in VENDOR_KEYS.iter() {
-        text = re
-            .replace_all(&text, |caps: &regex::Captures| mask(&caps[0]))
-            .into_owned();
-    }
-    if DUMPS_ENV.is_match(command) {
-        text = ENV_LINE
-            .replace_all(&text, |caps: &regex::Captures| {
-                let name = &caps[1];
-                let value = &caps[2];
-                if SECRET_NAME.is_match(name) && !value.is_empty() && !value.contains("***") {
-                    format!("{name}=***")
-                } else {
-                    caps[0].to_string()
-                }
-            })
-            .into_owned();
-    }
-    text
-}
-
-/// Keeps a short recognisable prefix.
-fn mask(secret: &str) -> String {
-    let prefix: String = secret.chars().take(4).collect();
-    format!("{prefix}***")
+    hermes_runtime::redact::redact_output(output, command)
 }
 
 // ------------------------------------------------------------------ exit codes
@@ -545,8 +462,19 @@ mod tests {
         assert!(!r.contains("ABCDEFGHIJKLMNOP"), "{r}");
         let r = redact("API_KEY=hunter2\nHOME=/root\n", "env");
         assert_eq!(r, "API_KEY=***\nHOME=/root\n");
-        let r = redact("API_KEY=hunter2\n", "cat notes.txt");
-        assert_eq!(r, "API_KEY=hunter2\n");
+        // Secret-named assignments are masked wherever they appear.
+        let r = redact("API_KEY=hunter2\nCOLOR=blue\n", "cat notes.txt");
+        assert_eq!(r, "API_KEY=***\nCOLOR=blue\n");
+        let r = redact(
+            "aws_secret_access_key = wJalrXUtnFEMI\npassword: hunter22\n",
+            "cat f",
+        );
+        assert!(
+            !r.contains("wJalrXUtnFEMI") && !r.contains("hunter22"),
+            "{r}"
+        );
+        let r = redact("token hf_abcdefghijklmnopqrstuvwxyz0123", "echo");
+        assert_eq!(r, "token hf_***");
         let r = redact("Authorization: Bearer abcdef123456", "curl");
         assert_eq!(r, "Authorization: Bearer ***");
     }

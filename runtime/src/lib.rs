@@ -5,6 +5,7 @@
 //! This crate never depends on `tools/` or on the generated table, so the arrows point
 //! one way: tools -> runtime, generated table -> tools + runtime.
 
+pub mod access;
 pub mod approval;
 pub mod args;
 pub mod availability;
@@ -21,6 +22,7 @@ pub mod dispatch;
 pub mod hooks;
 pub mod output;
 pub mod protected_paths;
+pub mod redact;
 pub mod registry;
 pub mod strict;
 pub mod toolsets;

@@ -1,9 +1,11 @@
 //! The places no tool may write: credentials, the runtime's own configuration and
-//! state, shell start-up files and system directories.
+//! state, what shells, git, language tool chains and session managers load at
+//! start-up, and system directories; and the secrets no tool may read.
 //!
-//! One list serves every door. The file tools ask [`ProtectedPaths::write_refusal`]
-//! before each write; an OS sandbox takes [`ProtectedPaths::places`] as the places it
-//! mounts or rules read-only. The command detector's path vocabulary
+//! One list serves every door, through [`crate::access::AccessPolicy`]: the file tools
+//! ask it before each write and read; an OS sandbox takes [`ProtectedPaths::places`] as
+//! the places it mounts read-only and [`deny_read_places`] as the ones it hides. The
+//! command detector's path vocabulary
 //! (`command-guard/src/rules/paths.rs`) names the same families as regex fragments.
 //!
 //! Paths are compared after [`resolve`]: made absolute, `.`/`..` folded, every symlink
@@ -21,7 +23,8 @@ pub enum Family {
     /// The runtime's own configuration, secrets and state under `$HERMES_HOME`:
     /// writing them would grant permissions or falsify history.
     Runtime,
-    /// Files a shell runs at start-up: writing them runs code in the next shell.
+    /// Files a shell, git, a language tool chain or a session manager loads or runs at
+    /// start-up: writing them runs code in the next shell, outside any sandbox.
     ShellStartup,
     /// Operating-system directories (`/etc`, `/usr`, `/boot`, ...).
     System,
@@ -59,6 +62,10 @@ pub enum Refusal {
     Protected { place: PathBuf, family: Family },
     /// `HERMES_WRITE_SAFE_ROOT` is set and the path lies outside every root in it.
     OutsideSafeRoots { roots: Vec<PathBuf> },
+    /// The path lies outside every writable root of the access policy.
+    OutsideWritableRoots { roots: Vec<PathBuf> },
+    /// The path is (inside) a place on the deny-read list.
+    ReadDenied { place: PathBuf },
 }
 
 impl Refusal {
@@ -69,7 +76,9 @@ impl Refusal {
                 let what = match family {
                     Family::Credential => "a protected credential file",
                     Family::Runtime => "part of the runtime's own configuration, secrets or state",
-                    Family::ShellStartup => "a shell start-up file",
+                    Family::ShellStartup => {
+                        "loaded at start-up by a shell, git, a tool chain or the session manager"
+                    }
                     Family::System => "a protected system location",
                 };
                 format!("{verb} denied: '{shown}' is {what}; no tool writes there.")
@@ -81,6 +90,19 @@ impl Refusal {
                     list.join(":")
                 )
             }
+            Refusal::OutsideWritableRoots { roots } => {
+                let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+                format!(
+                    "{verb} denied: '{shown}' is outside the writable roots ({}): the working directory, the temp \
+                     directory and terminal.sandbox.writable_roots, the same places commands may write. Write inside \
+                     them, or ask the user to add the folder to terminal.sandbox.writable_roots in config.yaml.",
+                    if list.is_empty() { "none: terminal.sandbox.mode is read-only".to_string() } else { list.join(", ") }
+                )
+            }
+            Refusal::ReadDenied { .. } => format!(
+                "{verb} denied: '{shown}' holds credentials or the runtime's secrets (the deny-read list); no tool \
+                 reads it and commands see it empty. The user reads it outside the agent."
+            ),
         }
     }
 }
@@ -105,19 +127,75 @@ const HOME_CREDENTIAL_FILES: &[&str] = &[
     ".cargo/credentials",
     ".cargo/credentials.toml",
 ];
-/// Files shells (and login sessions) run when they start.
+/// Files shells, login sessions, git, editors and tool chains load when they start.
 const SHELL_STARTUP_FILES: &[&str] = &[
     ".bashrc",
     ".bash_profile",
     ".bash_login",
     ".bash_logout",
+    ".bash_aliases",
     ".profile",
+    ".login",
+    ".logout",
+    ".cshrc",
+    ".tcshrc",
+    ".kshrc",
+    ".mkshrc",
+    ".inputrc",
     ".zshrc",
     ".zshenv",
     ".zprofile",
     ".zlogin",
     ".zlogout",
-    ".config/fish/config.fish",
+    ".pam_environment",
+    ".xprofile",
+    ".xsession",
+    ".xsessionrc",
+    ".xinitrc",
+    ".gitconfig",
+    ".gitattributes",
+    ".hgrc",
+    ".curlrc",
+    ".wgetrc",
+    ".vimrc",
+    ".exrc",
+    ".emacs",
+    ".tmux.conf",
+    ".screenrc",
+    ".pythonrc",
+    ".pythonrc.py",
+    ".cargo/env",
+    ".cargo/env.fish",
+    ".cargo/config",
+    ".cargo/config.toml",
+    ".yarnrc",
+    ".pip/pip.conf",
+];
+/// Directories whose every file is loaded or run at start-up (or put first on PATH).
+/// The sandbox holds a missing one with an empty read-only directory (made on the host
+/// when the home is a writable root), so installers that refuse an existing folder
+/// (oh-my-zsh, rustup) are left out.
+const SHELL_STARTUP_TREES: &[&str] = &[
+    ".bashrc.d",
+    ".zshrc.d",
+    ".config/fish",
+    ".config/git",
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".config/pip",
+    ".config/nvim",
+    ".config/direnv",
+    ".vim",
+    ".emacs.d",
+    ".local/bin",
+    ".local/share/systemd",
+    ".cargo/bin",
+    // Python user site-packages: usercustomize, sitecustomize and .pth files run in
+    // every interpreter the user starts.
+    ".local/lib",
+    ".bin",
+    "bin",
 ];
 /// Under `$HERMES_HOME` (and the default `~/.hermes` when it differs).
 const RUNTIME_FILES: &[&str] = &[
@@ -133,7 +211,16 @@ const RUNTIME_FILES: &[&str] = &[
 ];
 /// Trees under `$HERMES_HOME`: tokens, pairings, transcripts, and plugins (code the
 /// runtime loads on its next start).
-const RUNTIME_TREES: &[&str] = &["auth", "mcp-tokens", "pairing", "sessions", "plugins"];
+/// `cron` holds scheduled jobs (which run with the operator's provider keys) and their
+/// outputs: only the cronjob tool writes there.
+const RUNTIME_TREES: &[&str] = &[
+    "auth",
+    "mcp-tokens",
+    "pairing",
+    "sessions",
+    "plugins",
+    "cron",
+];
 /// Operating-system directories (Linux and macOS spellings).
 const SYSTEM_TREES: &[&str] = &[
     "/etc",
@@ -150,7 +237,101 @@ const SYSTEM_TREES: &[&str] = &[
     "/private/etc",
     "/System",
     "/Library",
+    "/var/lib",
+    "/var/spool",
+    "/var/log",
+    "/var/cache",
+    "/var/backups",
+    "/var/mail",
+    "/var/local",
+    "/var/opt",
+    "/run",
+    "/snap",
 ];
+
+/// Secrets no tool reads and the sandbox hides, under the home directory: keys and
+/// tokens of the user, cloud, container and package-manager credentials, keyrings.
+const HOME_SECRET_TREES: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".gnupg",
+    ".password-store",
+    ".local/share/keyrings",
+    ".config/gh",
+];
+const HOME_SECRET_FILES: &[&str] = &[
+    ".kube/config",
+    ".docker/config.json",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".pgpass",
+    ".git-credentials",
+    ".vault-token",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+/// The runtime's own secrets and other sessions' data under `$HERMES_HOME`.
+const RUNTIME_SECRET_FILES: &[&str] = &[
+    ".env",
+    "mcp_server_token",
+    "auth.json",
+    ".anthropic_oauth.json",
+    "state.db",
+    "state.db-wal",
+    "state.db-shm",
+];
+const RUNTIME_SECRET_TREES: &[&str] = &["auth", "mcp-tokens", "pairing", "sessions"];
+
+/// The deny-read list for one home directory and one `$HERMES_HOME` (and the default
+/// `~/.hermes` when it differs). Every path is resolved.
+pub fn deny_read_places(home: &Path, hermes_home: &Path) -> Vec<ProtectedPlace> {
+    let mut places = Vec::new();
+    let mut add = |base: &Path, names: &[&str], extent: Extent| {
+        for name in names {
+            places.push(ProtectedPlace {
+                path: resolve(&base.join(name)),
+                extent,
+                family: Family::Credential,
+            });
+        }
+    };
+    add(home, HOME_SECRET_TREES, Extent::Tree);
+    add(home, HOME_SECRET_FILES, Extent::File);
+    for base in runtime_bases(home, hermes_home) {
+        add(&base, RUNTIME_SECRET_FILES, Extent::File);
+        add(&base, RUNTIME_SECRET_TREES, Extent::Tree);
+    }
+    places.dedup();
+    places
+}
+
+/// A place the operator added to the deny-read list: a file, or else a whole tree.
+pub fn deny_read_place(path: &Path) -> ProtectedPlace {
+    let path = resolve(path);
+    let extent = if path.is_file() {
+        Extent::File
+    } else {
+        Extent::Tree
+    };
+    ProtectedPlace {
+        path,
+        extent,
+        family: Family::Credential,
+    }
+}
+
+/// `$HERMES_HOME`, and the default `~/.hermes` when it is another place.
+fn runtime_bases(home: &Path, hermes_home: &Path) -> Vec<PathBuf> {
+    let default_root = home.join(".hermes");
+    let mut bases = vec![hermes_home.to_path_buf()];
+    if resolve(&default_root) != resolve(hermes_home) {
+        bases.push(default_root);
+    }
+    bases
+}
 
 /// The protected places for one home directory and one `$HERMES_HOME`, plus the
 /// optional `HERMES_WRITE_SAFE_ROOT` allow-list.
@@ -191,12 +372,13 @@ impl ProtectedPaths {
             Extent::File,
             Family::ShellStartup,
         );
-        let default_root = home.join(".hermes");
-        let mut runtime_bases = vec![hermes_home.to_path_buf()];
-        if resolve(&default_root) != resolve(hermes_home) {
-            runtime_bases.push(default_root);
-        }
-        for base in &runtime_bases {
+        add(
+            home,
+            SHELL_STARTUP_TREES,
+            Extent::Tree,
+            Family::ShellStartup,
+        );
+        for base in &runtime_bases(home, hermes_home) {
             add(base, RUNTIME_FILES, Extent::File, Family::Runtime);
             add(base, RUNTIME_TREES, Extent::Tree, Family::Runtime);
         }
@@ -206,22 +388,6 @@ impl ProtectedPaths {
             places,
             safe_roots: Vec::new(),
         }
-    }
-
-    /// The list for this process: `$HOME`, `$HERMES_HOME` (else `~/.hermes`) and
-    /// `$HERMES_WRITE_SAFE_ROOT`.
-    pub fn from_env() -> ProtectedPaths {
-        ProtectedPaths::for_hermes_home(&crate::context::default_hermes_home())
-    }
-
-    /// The list for this process's `$HOME` and `$HERMES_WRITE_SAFE_ROOT`, with the
-    /// given `$HERMES_HOME` (a tool context's).
-    pub fn for_hermes_home(hermes_home: &Path) -> ProtectedPaths {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        ProtectedPaths::new(&home, hermes_home)
-            .with_safe_roots(std::env::var_os("HERMES_WRITE_SAFE_ROOT"))
     }
 
     /// Confines writes to the roots of a `:`-separated list (empty entries ignored; an

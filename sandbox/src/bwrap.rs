@@ -234,8 +234,9 @@ pub(crate) fn fixed_layout(
     }
     let mut held: Vec<PathBuf> = Vec::new();
     // Trees first, so a file inside a protected tree needs no mount of its own.
-    let trees = policy.protected.iter().filter(|p| p.tree);
-    for place in trees.chain(policy.protected.iter().filter(|p| !p.tree)) {
+    let kept = || policy.protected.iter().filter(|p| !p.hidden);
+    let trees = kept().filter(|p| p.tree);
+    for place in trees.chain(kept().filter(|p| !p.tree)) {
         let Some((real, exists)) = real_paths.as_far_as_it_exists(&place.path) else {
             continue;
         };
@@ -258,6 +259,29 @@ pub(crate) fn fixed_layout(
             layout.args.push(real.as_os_str().to_owned());
             layout.args.push("--remount-ro".into());
             layout.args.push(real.as_os_str().to_owned());
+        }
+    }
+    // Secrets last, on top of everything: no read-only bind above shows them again.
+    let mut hidden_trees: Vec<PathBuf> = Vec::new();
+    let hidden = || policy.protected.iter().filter(|p| p.hidden);
+    for place in hidden()
+        .filter(|p| p.tree)
+        .chain(hidden().filter(|p| !p.tree))
+    {
+        let Some((real, true)) = real_paths.as_far_as_it_exists(&place.path) else {
+            continue; // nothing there to hide
+        };
+        if hidden_trees.iter().any(|tree| real.starts_with(tree)) {
+            continue;
+        }
+        if real.is_dir() {
+            hidden_trees.push(real.clone());
+            layout.args.push("--tmpfs".into());
+            layout.args.push(real.as_os_str().to_owned());
+            layout.args.push("--remount-ro".into());
+            layout.args.push(real.as_os_str().to_owned());
+        } else if let Some(empty) = &policy.empty_file {
+            layout.bind("--ro-bind", empty, &real);
         }
     }
     layout

@@ -59,7 +59,7 @@ fn build_prompt(registry: &Registry, job: &Value) -> String {
         .flatten()
         .filter_map(Value::as_str)
     {
-        match library::find(&roots, name).first().and_then(|s| std::fs::read_to_string(s.skill_md()).ok()) {
+        match library::find(&roots, name).first().and_then(|s| library::read_in_root(&s.root.dir, &s.skill_md(), None).ok()) {
             Some(content) => parts.push(format!("[Skill \"{name}\" loaded for this scheduled task]\n\n{content}")),
             None => parts.push(format!("[Skill \"{name}\" was attached to this job but is not installed; go on without it]")),
         }
@@ -79,12 +79,11 @@ fn run_session(
     registry: &Arc<Registry>,
     job: &Value,
 ) -> (LoopStatus, Option<String>, Option<String>, String) {
+    // The endpoint and its keys come from the operator's config alone: a job names at
+    // most another model there, never where the key is sent.
     let mut config = AgentConfig::from_config(&registry.config());
     if let Some(model) = job["model"].as_str().filter(|m| !m.is_empty()) {
         config.model.model = model.to_string();
-    }
-    if let Some(url) = job["base_url"].as_str().filter(|u| !u.is_empty()) {
-        config.model.base_url = url.to_string();
     }
     let toolsets: Vec<String> = match job["enabled_toolsets"].as_array() {
         Some(list) if !list.is_empty() => list
@@ -112,6 +111,7 @@ fn run_session(
             )),
             toolsets: Some(toolsets),
             disabled_toolsets: disabled,
+            allowed_tools: string_list(&job["allowed_tools"]),
             config: Some(config),
             cwd: job["workdir"].as_str().map(std::path::PathBuf::from),
             ..Default::default()
@@ -119,6 +119,17 @@ fn run_session(
     );
     let outcome = session.run(&prompt);
     (outcome.status, outcome.final_answer, outcome.error, prompt)
+}
+
+/// A JSON list of strings, `None` when it is not one.
+pub fn string_list(value: &Value) -> Option<Vec<String>> {
+    value.as_array().map(|items| {
+        items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    })
 }
 
 fn output_document(

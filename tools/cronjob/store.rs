@@ -4,7 +4,7 @@
 //! Run output goes to `cron/output/<job_id>/<timestamp>.md`.
 
 use super::schedule;
-use crate::tools::file::write::atomic_write;
+use crate::file_access::write_own_file;
 use serde_json::{json, Value};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ impl Store {
     fn write(&self, jobs: &[Value]) -> Result<(), String> {
         let body = json!({"jobs": jobs, "updated_at": schedule::iso(&schedule::now())});
         let text = serde_json::to_string_pretty(&body).expect("JSON serialises");
-        atomic_write(&self.jobs_file(), text.as_bytes())
+        write_own_file(&self.jobs_file(), text.as_bytes())
             .map_err(|e| format!("Cannot save the cron jobs: {e}"))
     }
 
@@ -124,7 +124,8 @@ impl Store {
             .map_err(|e| format!("Cannot create {}: {e}", dir.display()))?;
         let stamp = schedule::now().format("%Y-%m-%d_%H-%M-%S%.6f");
         let file = dir.join(format!("{stamp}.md"));
-        atomic_write(&file, text.as_bytes()).map_err(|e| format!("Cannot save the output: {e}"))?;
+        write_own_file(&file, text.as_bytes())
+            .map_err(|e| format!("Cannot save the output: {e}"))?;
         let mut outputs: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map(|d| {
                 d.flatten()

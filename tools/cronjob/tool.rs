@@ -4,8 +4,6 @@
 //! (once, or every minute with `--watch`), and `action=run` runs one now.
 
 use hermes_runtime::prelude::*;
-use hermes_runtime::Registry;
-use std::sync::Arc;
 
 pub mod runner;
 mod schedule;
@@ -119,14 +117,66 @@ fn clean_list(items: Option<Vec<String>>) -> Option<Vec<String>> {
     })
 }
 
-fn check_workdir(workdir: &str) -> Result<(), String> {
+/// A job's folder: absolute, existing, and inside the writable roots of the session
+/// that schedules it (the run's terminal may write there, so it must not be a place
+/// its author could not write).
+fn check_workdir(ctx: &ToolContext, workdir: &str) -> Result<(), String> {
     let path = std::path::Path::new(workdir);
     if !path.is_absolute() || !path.is_dir() {
         return Err(format!(
             "workdir must be an absolute path to an existing folder; got '{workdir}'"
         ));
     }
+    let access = crate::file_access::policy(ctx)?;
+    if !access.within_roots(path) {
+        let roots: Vec<String> = access
+            .writable_roots()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        return Err(format!(
+            "workdir '{workdir}' is outside this session's writable roots ({}): a job works only where its author \
+             may write. Pick a folder inside them, or ask the user to add it to terminal.sandbox.writable_roots.",
+            roots.join(", ")
+        ));
+    }
     Ok(())
+}
+
+/// The tools a job may use at most: its author's ([`crate::current::session_tools`]),
+/// within the ceiling the job already has. `Err` when `enabled_toolsets` asks for more.
+fn tool_ceiling(
+    ctx: &ToolContext,
+    existing: Option<Vec<String>>,
+    enabled_toolsets: Option<&[String]>,
+) -> Result<Option<Vec<String>>, String> {
+    let ceiling = match (crate::current::session_tools(ctx), existing) {
+        (Some(mine), Some(before)) => {
+            Some(mine.into_iter().filter(|t| before.contains(t)).collect())
+        }
+        (mine, before) => mine.or(before),
+    };
+    if let (Some(ceiling), Some(asked), Some(registry)) = (
+        &ceiling,
+        enabled_toolsets.filter(|t| !t.is_empty()),
+        crate::current::registry_for(ctx),
+    ) {
+        let beyond: Vec<String> = registry
+            .select_tools(Some(asked), None)
+            .tools
+            .into_iter()
+            .filter(|name| !ceiling.contains(name))
+            .collect();
+        if !beyond.is_empty() {
+            return Err(format!(
+                "enabled_toolsets would give the job tools this session does not have ({}): a job gets at most its \
+                 author's tools. Name toolsets within yours, or leave enabled_toolsets out.",
+                beyond.join(", ")
+            ));
+        }
+    }
+    Ok(ceiling)
 }
 
 /// Schedule prompts to run later or repeatedly, each run a fresh agent session with no memory of this chat, so write prompts that stand on their own. action `create` needs `schedule` and `prompt` (or `skills`, loaded in order before the prompt); `list` shows every job; `update`, `pause`, `resume`, `remove` and `run` (run now) need `job_id`: list first, never guess ids. Schedules: '30m' or '2h' (once, that long from now), 'every 2h' (recurring), '0 9 * * *' (cron expression, local time), '2026-06-01T09:00' (once at that time). A run cannot ask questions and cannot schedule further jobs; its final answer is the job's output, saved under $HERMES_HOME/cron/output/. On update, skills=[] clears the skills.
@@ -173,7 +223,7 @@ pub fn cronjob(
         workdir,
     };
     match action {
-        CronAction::Create => create(&store, fields),
+        CronAction::Create => create(ctx, &store, fields),
         CronAction::List => match store.load() {
             Ok(jobs) => {
                 let listed: Vec<Value> = jobs.iter().map(format_job).collect();
@@ -207,7 +257,7 @@ pub fn cronjob(
                 CronAction::Pause => set_paused(&store, &id, true, reason),
                 CronAction::Resume => set_paused(&store, &id, false, None),
                 CronAction::Run => run_now(ctx, &store, &id),
-                _ => update(&store, &id, fields),
+                _ => update(ctx, &store, &id, &job, fields),
             }
         }
     }
@@ -226,7 +276,7 @@ struct JobFields {
     workdir: Option<String>,
 }
 
-fn create(store: &Store, fields: JobFields) -> ToolResult {
+fn create(ctx: &ToolContext, store: &Store, fields: JobFields) -> ToolResult {
     let JobFields {
         prompt,
         schedule: schedule_text,
@@ -254,10 +304,14 @@ fn create(store: &Store, fields: JobFields) -> ToolResult {
         .map(|w| w.trim().to_string())
         .filter(|w| !w.is_empty());
     if let Some(dir) = &workdir {
-        if let Err(e) = check_workdir(dir) {
+        if let Err(e) = check_workdir(ctx, dir) {
             return fail(e);
         }
     }
+    let allowed_tools = match tool_ceiling(ctx, None, enabled_toolsets.as_deref()) {
+        Ok(ceiling) => ceiling,
+        Err(e) => return fail(e),
+    };
     let Some(next) = schedule::next_run(&parsed, None) else {
         return fail(format!(
             "The one-shot time {} is more than {}s in the past and cannot be scheduled.",
@@ -313,6 +367,7 @@ fn create(store: &Store, fields: JobFields) -> ToolResult {
             "deliver": deliver,
             "origin": Value::Null,
             "enabled_toolsets": toolsets,
+            "allowed_tools": allowed_tools,
             "workdir": workdir,
         });
         jobs.push(job.clone());
@@ -392,15 +447,8 @@ fn set_paused(store: &Store, id: &str, paused: bool, reason: Option<String>) -> 
     }
 }
 
-/// The registry to run sessions over: the attached session's, else the process's.
-fn registry_for(ctx: &ToolContext) -> Option<Arc<Registry>> {
-    ctx.agent_session_as::<hermes_agent::AgentSession>()
-        .map(|s| Arc::clone(s.registry()))
-        .or_else(crate::current::registry)
-}
-
 fn run_now(ctx: &ToolContext, store: &Store, id: &str) -> ToolResult {
-    let Some(registry) = registry_for(ctx) else {
+    let Some(registry) = crate::current::registry_for(ctx) else {
         return fail("cronjob run needs the runtime's registry; run it from hermes-tools serve, agent or cron");
     };
     let report = runner::run_job(&registry, id, true);
@@ -421,7 +469,13 @@ fn run_now(ctx: &ToolContext, store: &Store, id: &str) -> ToolResult {
     Ok(json!({"success": true, "job": result}).into())
 }
 
-fn update(store: &Store, id: &str, fields: JobFields) -> ToolResult {
+fn update(
+    ctx: &ToolContext,
+    store: &Store,
+    id: &str,
+    job: &Value,
+    fields: JobFields,
+) -> ToolResult {
     let JobFields {
         prompt,
         schedule: schedule_text,
@@ -442,10 +496,18 @@ fn update(store: &Store, id: &str, fields: JobFields) -> ToolResult {
         Err(e) => return fail(e),
     };
     if let Some(dir) = workdir.as_deref().map(str::trim).filter(|w| !w.is_empty()) {
-        if let Err(e) = check_workdir(dir) {
+        if let Err(e) = check_workdir(ctx, dir) {
             return fail(e);
         }
     }
+    let allowed_tools = match tool_ceiling(
+        ctx,
+        runner::string_list(&job["allowed_tools"]),
+        enabled_toolsets.as_deref(),
+    ) {
+        Ok(ceiling) => ceiling,
+        Err(e) => return fail(e),
+    };
     let nothing = [
         prompt.is_none(),
         parsed.is_none(),
@@ -465,6 +527,7 @@ fn update(store: &Store, id: &str, fields: JobFields) -> ToolResult {
             .iter_mut()
             .find(|j| j["id"] == id)
             .ok_or_else(|| format!("Job '{id}' no longer exists"))?;
+        job["allowed_tools"] = json!(allowed_tools);
         if let Some(prompt) = prompt {
             job["prompt"] = json!(prompt);
         }

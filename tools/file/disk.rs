@@ -6,12 +6,14 @@
 use super::guard::Stamp;
 use super::{paths, v4a, write};
 use hermes_environments::files::{Change, Committed, Kind, Probe, Remote, MAX_REMOTE_READ_BYTES};
+use hermes_runtime::access::AccessPolicy;
 use hermes_runtime::protected_paths::ProtectedPaths;
 use hermes_runtime::ToolContext;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A held edit lock (released when dropped).
 pub trait Held {}
@@ -47,18 +49,35 @@ pub trait Disk {
     fn apply(&self, plan: &v4a::Plan) -> Result<(), String>;
 }
 
-/// This machine's files.
-pub struct HostDisk;
+/// This machine's files, through the task's access policy (widened for a call by a
+/// write outside the roots that a person approved).
+pub struct HostDisk {
+    access: RefCell<Arc<AccessPolicy>>,
+}
+
+impl HostDisk {
+    pub fn for_call(ctx: &ToolContext) -> Result<HostDisk, String> {
+        Ok(HostDisk {
+            access: RefCell::new(crate::file_access::policy(ctx)?),
+        })
+    }
+
+    fn refused(e: String) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::PermissionDenied, e)
+    }
+}
 
 impl Disk for HostDisk {
     fn write_target(&self, ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
-        paths::write_target(ctx, shown, verb)
+        paths::write_target(ctx, &self.access, shown, verb)
     }
     fn is_dir(&self, target: &Path) -> bool {
         target.is_dir()
     }
     fn create_parents(&self, target: &Path) -> std::io::Result<usize> {
-        write::create_parents(target)
+        let shown = target.display().to_string();
+        crate::file_access::create_parents(&self.access.borrow(), target, "Write", &shown)
+            .map_err(Self::refused)
     }
     fn lock(&self, target: &Path) -> Result<Box<dyn Held>, String> {
         write::lock_for_edit(target).map(|lock| Box::new(lock) as Box<dyn Held>)
@@ -72,7 +91,20 @@ impl Disk for HostDisk {
         base: Option<&[u8]>,
         data: &[u8],
     ) -> Result<(), write::ReplaceError> {
-        write::replace_checked(target, base, data)
+        if !write::holds(target, base).map_err(write::ReplaceError::Io)? {
+            return Err(write::ReplaceError::BaseChanged);
+        }
+        let shown = target.display().to_string();
+        crate::file_access::write_file_bytes(
+            &self.access.borrow(),
+            target,
+            data,
+            false,
+            "Write",
+            &shown,
+        )
+        .map(|_| ())
+        .map_err(|e| write::ReplaceError::Io(Self::refused(e)))
     }
     fn holds(&self, target: &Path, data: &[u8]) -> bool {
         std::fs::read(target)
@@ -89,7 +121,7 @@ impl Disk for HostDisk {
         paths::similar_files(&paths::locate(ctx, shown), shown)
     }
     fn patch_target(&self, ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
-        paths::patch_target(ctx, shown, verb)
+        paths::patch_target(ctx, &self.access, shown, verb)
     }
     fn is_special(&self, target: &Path) -> bool {
         std::fs::symlink_metadata(target).is_ok_and(|meta| !meta.is_file() && !meta.is_dir())
@@ -98,7 +130,7 @@ impl Disk for HostDisk {
         write::lock_all_for_edit(targets).map(|locks| Box::new(locks) as Box<dyn Held>)
     }
     fn apply(&self, plan: &v4a::Plan) -> Result<(), String> {
-        v4a::apply(plan)
+        v4a::apply(plan, &self.access.borrow())
     }
 }
 

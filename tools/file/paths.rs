@@ -2,12 +2,15 @@
 //! binaries), where a path given by the model really lands, and the "did you mean"
 //! list for a missing file.
 
-use hermes_runtime::protected_paths::{self, ProtectedPaths};
+use hermes_runtime::access::AccessPolicy;
+use hermes_runtime::protected_paths;
 use hermes_runtime::ToolContext;
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The directory relative paths start from: the task's terminal directory once its
 /// shell has one (after `cd sub`, `x` means `sub/x`), else the working directory.
@@ -29,26 +32,45 @@ pub fn locate(ctx: &ToolContext, path: &str) -> PathBuf {
 
 /// Where a write to `shown` lands (every symlink followed, a dangling one to where it
 /// points, so the link itself is never replaced), or why no tool may write there:
-/// devices and kernel files, the protected places, outside `HERMES_WRITE_SAFE_ROOT`.
-/// `verb` starts the refusal ("Write", "Patch", "Delete").
-pub fn write_target(ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
+/// devices and kernel files, and what the access policy refuses (protected places,
+/// outside the writable roots unless a person approves, outside
+/// `HERMES_WRITE_SAFE_ROOT`). An approval widens `access` for this call. `verb` starts
+/// the refusal ("Write", "Patch", "Delete").
+pub fn write_target(
+    ctx: &ToolContext,
+    access: &RefCell<Arc<AccessPolicy>>,
+    shown: &str,
+    verb: &str,
+) -> Result<PathBuf, String> {
     let target = protected_paths::resolve(&locate(ctx, shown));
     if is_device_path(&target) {
         return Err(format!(
             "{verb} denied: '{shown}' is a device or kernel file."
         ));
     }
-    match ProtectedPaths::for_hermes_home(ctx.hermes_home()).write_refusal(&target) {
-        Some(refusal) => Err(refusal.message(verb, shown)),
-        None => Ok(target),
+    let tool = if verb == "Write" {
+        "write_file"
+    } else {
+        "patch"
+    };
+    let widened =
+        crate::file_access::grant_outside_roots(ctx, &access.borrow(), &target, tool, verb, shown)?;
+    if let Some(widened) = widened {
+        *access.borrow_mut() = Arc::new(widened);
     }
+    Ok(target)
 }
 
 /// [`write_target`] for a path named inside a V4A patch (`*** Add/Update/Delete File:`,
 /// `*** Move to:`). Patch text is the easiest place to smuggle a path, so beyond the
 /// write rules a `..` component is refused, and a relative path must stay inside the
 /// working directory after symlinks are followed.
-pub fn patch_target(ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBuf, String> {
+pub fn patch_target(
+    ctx: &ToolContext,
+    access: &RefCell<Arc<AccessPolicy>>,
+    shown: &str,
+    verb: &str,
+) -> Result<PathBuf, String> {
     if Path::new(shown)
         .components()
         .any(|c| c == Component::ParentDir)
@@ -58,7 +80,7 @@ pub fn patch_target(ctx: &ToolContext, shown: &str, verb: &str) -> Result<PathBu
              inside the working directory, or by an absolute path."
         ));
     }
-    let target = write_target(ctx, shown, verb)?;
+    let target = write_target(ctx, access, shown, verb)?;
     let relative = !(shown.starts_with('/') || shown.starts_with('~'));
     if relative {
         let base = protected_paths::resolve(&base_dir(ctx));

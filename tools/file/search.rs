@@ -24,6 +24,8 @@ pub struct Scope<'a> {
     /// `root` as the caller wrote it, prefixed to every result path.
     pub shown_root: String,
     pub cancel: &'a Cancellation,
+    /// The access policy on this machine: files on its deny-read list are skipped.
+    pub access: Option<std::sync::Arc<hermes_runtime::access::AccessPolicy>>,
 }
 
 #[derive(Debug)]
@@ -114,15 +116,26 @@ impl Scope<'_> {
 
     /// Files in the walk, as (full path, path relative to the root).
     fn files(&self) -> impl Iterator<Item = Result<PathBuf, SearchError>> + '_ {
+        let real_root = match &self.access {
+            Some(_) => hermes_runtime::protected_paths::resolve(&self.root),
+            None => PathBuf::new(),
+        };
         self.walk().filter_map(move |entry| {
             if self.cancel.is_cancelled() {
                 return Some(Err(SearchError::Cancelled));
             }
             let entry = entry.ok()?;
-            entry
-                .file_type()
-                .is_some_and(|t| t.is_file())
-                .then(|| Ok(entry.into_path()))
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return None;
+            }
+            if let Some(access) = &self.access {
+                // The walk follows no symlink: below the real root, a path is real.
+                let real = real_root.join(self.relative(entry.path()));
+                if access.read_refusal(&real).is_some() {
+                    return None;
+                }
+            }
+            Some(Ok(entry.into_path()))
         })
     }
 }

@@ -92,6 +92,11 @@ pub fn read_file(
             return Ok(ToolOutput::error(format!("Cannot read {path}: {e}")))
         }
     };
+    // Checked on the path the kernel gives for what was opened: a symlink to a secret
+    // is refused like the secret.
+    if let Some(refusal) = crate::file_access::read_refusal(ctx, &probed.real, "Read", &path) {
+        return Ok(ToolOutput::error(refusal));
+    }
     let (stamp, len) = (Stamp::of(&probed.meta), probed.meta.len());
     if let Some(kind) = paths::binary_extension(&resolved) {
         return Ok(binary_refusal(&path, kind, len));
@@ -419,7 +424,10 @@ pub fn write_file(
     match remote::for_task(ctx) {
         Some(Ok(remote)) => write_with(&disk::EnvDisk::new(remote), ctx, &path, &content),
         Some(Err(e)) => Ok(ToolOutput::error(e)),
-        None => write_with(&disk::HostDisk, ctx, &path, &content),
+        None => match disk::HostDisk::for_call(ctx) {
+            Ok(host) => write_with(&host, ctx, &path, &content),
+            Err(e) => Ok(ToolOutput::error(e)),
+        },
     }
 }
 
@@ -597,15 +605,18 @@ pub fn patch(
                     replace_all,
                 ),
                 Some(Err(e)) => Ok(patch_error(&e, None)),
-                None => patch_replace(
-                    &disk::HostDisk,
-                    ctx,
-                    &state,
-                    &path,
-                    &old_string,
-                    &new_string,
-                    replace_all,
-                ),
+                None => match disk::HostDisk::for_call(ctx) {
+                    Ok(host) => patch_replace(
+                        &host,
+                        ctx,
+                        &state,
+                        &path,
+                        &old_string,
+                        &new_string,
+                        replace_all,
+                    ),
+                    Err(e) => Ok(patch_error(&e, None)),
+                },
             }
         }
         PatchMode::Patch => {
@@ -618,7 +629,10 @@ pub fn patch(
             match remote::for_task(ctx) {
                 Some(Ok(remote)) => patch_v4a(&disk::EnvDisk::new(remote), ctx, &state, &text),
                 Some(Err(e)) => Ok(patch_error(&e, None)),
-                None => patch_v4a(&disk::HostDisk, ctx, &state, &text),
+                None => match disk::HostDisk::for_call(ctx) {
+                    Ok(host) => patch_v4a(&host, ctx, &state, &text),
+                    Err(e) => Ok(patch_error(&e, None)),
+                },
             }
         }
     }
@@ -1082,10 +1096,21 @@ pub fn search_files(
     if !exists {
         return Ok(ToolOutput::error(format!("Path not found: {shown_root}")));
     }
+    let access = match &remote {
+        Some(_) => None,
+        None => match crate::file_access::policy(ctx) {
+            Ok(access) => Some(access),
+            Err(e) => return Ok(ToolOutput::error(format!("Search denied: {e}"))),
+        },
+    };
+    if let Some(refusal) = access.as_ref().and_then(|a| a.check_read(&root)) {
+        return Ok(ToolOutput::error(refusal.message("Search", &shown_root)));
+    }
     let scope = search::Scope {
         root,
         shown_root,
         cancel: ctx.cancellation(),
+        access,
     };
     let in_env = |failure: remote_search::Failure| match failure {
         remote_search::Failure::Search(e) => search_error(e, &pattern),

@@ -21,7 +21,8 @@ use super::loose::Loose;
 use super::patch::{closest_region, unified_diff};
 use super::spliced::{Line as SplicedLine, Spliced};
 use super::syntax::Language;
-use super::write::{atomic_write, create_parents, Style};
+use super::write::Style;
+use hermes_runtime::access::AccessPolicy;
 use std::borrow::Cow;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -822,8 +823,14 @@ fn reindent(file_line: &str, patch_line: &str, added: &str) -> String {
     super::patch::reindent(file_line, patch_line, added)
 }
 
-/// Writes the plan; on any failure, undoes what was already done and reports it.
-pub fn apply(plan: &Plan) -> Result<(), String> {
+/// Writes the plan through `access` (every file's folder opened beneath its writable
+/// root); on any failure, undoes what was already done and reports it.
+pub fn apply(plan: &Plan, access: &AccessPolicy) -> Result<(), String> {
+    let write = |path: &Path, data: &[u8]| {
+        let shown = display_path(path);
+        crate::file_access::write_file_bytes(access, path, data, true, "Patch", &shown)
+            .map_err(std::io::Error::other)
+    };
     enum Undo {
         Restore(PathBuf, Vec<u8>),
         Delete(PathBuf),
@@ -844,12 +851,10 @@ pub fn apply(plan: &Plan) -> Result<(), String> {
                 } else {
                     None
                 };
-                let result = create_parents(path)
-                    .and_then(|_| atomic_write(path, data))
-                    .and_then(|_| match permissions {
-                        Some(p) => std::fs::set_permissions(path, p.clone()),
-                        None => Ok(()),
-                    });
+                let result = write(path, data).and_then(|_| match permissions {
+                    Some(p) => std::fs::set_permissions(path, p.clone()),
+                    None => Ok(()),
+                });
                 if result.is_ok() && undoable {
                     undo.push(match previous {
                         Some(bytes) => Undo::Restore(path.clone(), bytes),
@@ -861,9 +866,11 @@ pub fn apply(plan: &Plan) -> Result<(), String> {
             Step::Remove { path } => {
                 let previous = std::fs::read(path);
                 match previous {
-                    Ok(bytes) => std::fs::remove_file(path)
-                        .map(|_| undo.push(Undo::Restore(path.clone(), bytes)))
-                        .map_err(|e| format!("deleting {}: {e}", display_path(path))),
+                    Ok(bytes) => {
+                        crate::file_access::remove_file(access, path, "Delete", &display_path(path))
+                            .map(|_| undo.push(Undo::Restore(path.clone(), bytes)))
+                            .map_err(|e| format!("deleting {}: {e}", display_path(path)))
+                    }
                     Err(e) => Err(format!("deleting {}: {e}", display_path(path))),
                 }
             }
@@ -877,10 +884,10 @@ pub fn apply(plan: &Plan) -> Result<(), String> {
         for step in undo.into_iter().rev() {
             match step {
                 Undo::Restore(path, bytes) => {
-                    let _ = atomic_write(&path, &bytes);
+                    let _ = write(&path, &bytes);
                 }
                 Undo::Delete(path) => {
-                    let _ = std::fs::remove_file(&path);
+                    let _ = crate::file_access::remove_file(access, &path, "Delete", "");
                 }
             }
         }

@@ -1,12 +1,11 @@
-//! Writing whole files safely: parents created, temp file + rename, the original's
-//! permissions, line endings and BOM kept; edits of one file serialised across
-//! threads and processes, and never written over a base that changed.
+//! What edits of whole files keep and check: the original's line endings and BOM,
+//! edits of one file serialised across threads and processes, and never written over
+//! a base that changed. The write itself goes through `crate::file_access`.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const BOM: &str = "\u{feff}";
@@ -57,21 +56,6 @@ impl Style {
         }
         out
     }
-}
-
-/// Creates the missing ancestors of `path`; returns how many directories were made.
-pub fn create_parents(path: &Path) -> std::io::Result<usize> {
-    let Some(parent) = path.parent() else {
-        return Ok(0);
-    };
-    let missing = parent
-        .ancestors()
-        .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
-        .count();
-    if missing > 0 {
-        std::fs::create_dir_all(parent)?;
-    }
-    Ok(missing)
 }
 
 /// Longest wait for another edit of the same file to finish.
@@ -236,8 +220,10 @@ pub fn current_bytes(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
 const COMPARE_BLOCK: usize = 1 << 20;
 
 /// True when `path` holds exactly `base` (`None`: does not exist). The file is
-/// compared block by block, so checking a large file costs no copy of it.
-fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
+/// compared block by block, so checking a large file costs no copy of it. The common
+/// check before every edit's write, made with the edit lock held: an edit computed from
+/// an old base is never written.
+pub fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
     let Some((mut file, meta)) = open_existing(path)? else {
         return Ok(base.is_none());
     };
@@ -261,61 +247,6 @@ fn holds(path: &Path, base: Option<&[u8]>) -> std::io::Result<bool> {
         }
         at += n;
     }
-}
-
-/// The common last step of every edit: with the edit lock held, checks that `path`
-/// still holds `base` (`None`: does not exist), then replaces it atomically with
-/// `data`. An edit computed from an old base is never written.
-pub fn replace_checked(path: &Path, base: Option<&[u8]>, data: &[u8]) -> Result<(), ReplaceError> {
-    if !holds(path, base).map_err(ReplaceError::Io)? {
-        return Err(ReplaceError::BaseChanged);
-    }
-    atomic_write(path, data).map_err(ReplaceError::Io)
-}
-
-/// Replaces `path` with `data` in one step: a temp file in the same directory, synced,
-/// given the original's permissions, renamed over. Nothing is left behind on failure.
-pub fn atomic_write(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let original = std::fs::metadata(path).ok();
-    let mut attempt = 0;
-    let (temp, mut file) = loop {
-        let temp = dir.join(format!(
-            ".{name}.hermes-tmp-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-        {
-            Ok(file) => break (temp, file),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => attempt += 1,
-            Err(e) => return Err(e),
-        }
-    };
-    let result = (|| {
-        file.write_all(data)?;
-        file.sync_all()?;
-        drop(file);
-        if let Some(meta) = &original {
-            std::fs::set_permissions(&temp, meta.permissions())?;
-        }
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
 }
 
 /// True when `content` looks like read_file's `N|line` display pasted back: at least
@@ -387,13 +318,6 @@ mod tests {
         *other.last_mut().unwrap() = b'!';
         assert!(!holds(&path, Some(&other)).unwrap());
         assert!(!holds(&path, Some(&base[..base.len() - 1])).unwrap());
-        assert!(matches!(
-            replace_checked(&path, Some(&other), b"new"),
-            Err(ReplaceError::BaseChanged)
-        ));
-        assert_eq!(std::fs::read(&path).unwrap(), base);
-        replace_checked(&path, Some(&base), b"new").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"new");
     }
 
     #[test]

@@ -205,6 +205,30 @@ impl Skill {
     }
 }
 
+/// The text of `path`, a file of the skills folder `root`: read only when it stays in
+/// that folder with every symlink followed, and is not on the deny-read list of
+/// `access` (when given). `Err` says why not.
+pub fn read_in_root(
+    root: &Path,
+    path: &Path,
+    access: Option<&hermes_runtime::access::AccessPolicy>,
+) -> Result<String, String> {
+    use std::io::Read;
+    let base = std::fs::canonicalize(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let within = path
+        .strip_prefix(root)
+        .map(|rest| base.join(rest))
+        .unwrap_or_else(|_| path.to_path_buf());
+    let (mut file, real) =
+        hermes_runtime::access::open_file_beneath(&base, &within).map_err(|e| e.to_string())?;
+    if let Some(refusal) = access.and_then(|a| a.read_refusal(&real)) {
+        return Err(refusal.message("Read", &path.display().to_string()));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(|e| e.to_string())?;
+    Ok(text)
+}
+
 /// Every SKILL.md under `root`, sorted; support folders of a skill are not entered.
 fn index_files(root: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -243,7 +267,7 @@ fn index_files(root: &Path) -> Vec<PathBuf> {
 }
 
 fn read_skill(skill_md: &Path, root: &Root) -> Option<Skill> {
-    let mut head = std::fs::read_to_string(skill_md).ok()?;
+    let mut head = read_in_root(&root.dir, skill_md, None).ok()?;
     if head.len() > 4000 {
         let mut cut = 4000;
         while !head.is_char_boundary(cut) {

@@ -2,7 +2,8 @@
 //! stays inside the skill's folder; device files and symlinks leading out are refused.
 
 use super::library::{self, Root, Skill, MAX_SKILL_FILE_BYTES, SUPPORT_DIRS};
-use crate::tools::file::{patch as find_replace, paths, write};
+use crate::tools::file::{patch as find_replace, paths};
+use hermes_runtime::access::AccessPolicy;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,9 @@ fn fail(message: impl Into<String>) -> Value {
     json!({"success": false, "error": message.into()})
 }
 
-fn write_text(path: &Path, text: &str) -> Result<(), Value> {
+/// Writes through the access policy confined to the skills folder: the folder of the
+/// file is opened beneath it, never through a symlink leading out.
+fn write_text(access: &AccessPolicy, path: &Path, text: &str) -> Result<(), Value> {
     if paths::is_device_path(path) {
         return Err(fail(format!(
             "Refusing to write {}: it is a device or kernel file.",
@@ -27,14 +30,10 @@ fn write_text(path: &Path, text: &str) -> Result<(), Value> {
             )));
         }
     }
-    write::create_parents(path).map_err(|e| {
-        fail(format!(
-            "Cannot create the folders for {}: {e}",
-            path.display()
-        ))
-    })?;
-    write::atomic_write(path, text.as_bytes())
-        .map_err(|e| fail(format!("Cannot write {}: {e}", path.display())))
+    let shown = path.display().to_string();
+    crate::file_access::write_file_bytes(access, path, text.as_bytes(), true, "Write", &shown)
+        .map(|_| ())
+        .map_err(fail)
 }
 
 fn not_found(name: &str, roots: &[Root], suffix: &str) -> Value {
@@ -119,7 +118,13 @@ fn target_in(skill: &Skill, file_path: &str) -> Result<PathBuf, Value> {
     Ok(target)
 }
 
-pub fn create(roots: &[Root], name: &str, content: &str, category: Option<&str>) -> Outcome {
+pub fn create(
+    access: &AccessPolicy,
+    roots: &[Root],
+    name: &str,
+    content: &str,
+    category: Option<&str>,
+) -> Outcome {
     library::validate_name(name, "Skill name").map_err(fail)?;
     let category = category.map(str::trim).filter(|c| !c.is_empty());
     if let Some(category) = category {
@@ -145,7 +150,7 @@ pub fn create(roots: &[Root], name: &str, content: &str, category: Option<&str>)
             "The skill's folder would resolve outside the skills directory; refused.",
         ));
     }
-    write_text(&skill_md, content)?;
+    write_text(access, &skill_md, content)?;
     let description: String = parsed
         .frontmatter
         .get("description")
@@ -168,10 +173,10 @@ pub fn create(roots: &[Root], name: &str, content: &str, category: Option<&str>)
     Ok(result)
 }
 
-pub fn edit(roots: &[Root], name: &str, content: &str) -> Outcome {
+pub fn edit(access: &AccessPolicy, roots: &[Root], name: &str, content: &str) -> Outcome {
     let parsed = library::validate(content).map_err(fail)?;
     let skill = existing(roots, name)?;
-    write_text(&skill.skill_md(), content)?;
+    write_text(access, &skill.skill_md(), content)?;
     let description: String = parsed
         .frontmatter
         .get("description")
@@ -189,6 +194,7 @@ pub fn edit(roots: &[Root], name: &str, content: &str) -> Outcome {
 }
 
 pub fn patch(
+    access: &AccessPolicy,
     roots: &[Root],
     name: &str,
     old: &str,
@@ -240,7 +246,7 @@ pub fn patch(
         library::validate(&updated)
             .map_err(|why| fail(format!("Patch would break SKILL.md structure: {why}")))?;
     }
-    write_text(&target, &updated)?;
+    write_text(access, &target, &updated)?;
     let clip = |s: &str| {
         if s.chars().count() > 200 {
             s.chars().take(200).collect::<String>() + "…"
@@ -301,7 +307,13 @@ pub fn delete(roots: &[Root], name: &str, absorbed_into: Option<&str>) -> Outcom
     Ok(json!({"success": true, "message": message}))
 }
 
-pub fn write_file(roots: &[Root], name: &str, file_path: &str, file_content: &str) -> Outcome {
+pub fn write_file(
+    access: &AccessPolicy,
+    roots: &[Root],
+    name: &str,
+    file_path: &str,
+    file_content: &str,
+) -> Outcome {
     support_path(file_path)?;
     if file_content.len() > MAX_SKILL_FILE_BYTES {
         return Err(fail(format!(
@@ -325,7 +337,7 @@ pub fn write_file(roots: &[Root], name: &str, file_path: &str, file_content: &st
     if target == skill.skill_md() {
         library::validate(file_content).map_err(fail)?;
     }
-    write_text(&target, file_content)?;
+    write_text(access, &target, file_content)?;
     Ok(json!({
         "success": true,
         "message": format!("File '{file_path}' written to skill '{name}'."),
@@ -333,7 +345,7 @@ pub fn write_file(roots: &[Root], name: &str, file_path: &str, file_content: &st
     }))
 }
 
-pub fn remove_file(roots: &[Root], name: &str, file_path: &str) -> Outcome {
+pub fn remove_file(access: &AccessPolicy, roots: &[Root], name: &str, file_path: &str) -> Outcome {
     support_path(file_path)?;
     let skill = existing(roots, name)?;
     let target = target_in(&skill, file_path)?;
@@ -356,7 +368,7 @@ pub fn remove_file(roots: &[Root], name: &str, file_path: &str) -> Outcome {
             "available_files": if available.is_empty() { Value::Null } else { Value::from(available) },
         }));
     }
-    std::fs::remove_file(&target).map_err(|e| fail(format!("Cannot remove {file_path}: {e}")))?;
+    crate::file_access::remove_file(access, &target, "Remove", file_path).map_err(fail)?;
     if let Some(parent) = target.parent() {
         if parent != skill.dir
             && std::fs::read_dir(parent)

@@ -101,12 +101,12 @@ pub fn skill_view(
         .into());
     };
     match file_path.as_deref().filter(|p| !p.is_empty()) {
-        Some(file_path) => Ok(view_file(&skill, &name, file_path).into()),
-        None => Ok(view_skill(&skill, &roots).into()),
+        Some(file_path) => Ok(view_file(&skill, &name, file_path, ctx).into()),
+        None => Ok(view_skill(&skill, &roots, ctx).into()),
     }
 }
 
-fn view_file(skill: &library::Skill, name: &str, file_path: &str) -> Value {
+fn view_file(skill: &library::Skill, name: &str, file_path: &str, ctx: &ToolContext) -> Value {
     if let Some(why) = library::traversal_error(file_path) {
         return json!({"success": false, "error": why, "hint": "Use a relative path within the skill directory"});
     }
@@ -122,7 +122,11 @@ fn view_file(skill: &library::Skill, name: &str, file_path: &str) -> Value {
             "hint": "Use one of the available file paths listed above",
         });
     }
-    match std::fs::read(&target) {
+    let read = crate::file_access::policy(ctx)
+        .and_then(|access| library::read_in_root(&skill.root.dir, &target, Some(&access)))
+        .map(String::into_bytes)
+        .map_err(|e| e.to_string());
+    match read {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(content) => json!({
                 "success": true,
@@ -163,8 +167,11 @@ fn string_list(value: Option<&Value>) -> Vec<String> {
     }
 }
 
-fn view_skill(skill: &library::Skill, roots: &[Root]) -> Value {
-    let content = match std::fs::read_to_string(skill.skill_md()) {
+fn view_skill(skill: &library::Skill, roots: &[Root], ctx: &ToolContext) -> Value {
+    let read = crate::file_access::policy(ctx).and_then(|access| {
+        library::read_in_root(&skill.root.dir, &skill.skill_md(), Some(&access))
+    });
+    let content = match read {
         Ok(content) => content,
         Err(e) => {
             return json!({"success": false, "error": format!("Failed to read skill '{}': {e}", skill.name)})
@@ -276,28 +283,34 @@ pub fn skill_manage(
     let roots = roots(ctx);
     let missing =
         |what: &str| -> ToolResult { Ok(json!({"success": false, "error": what}).into()) };
+    // Writes go to the local skills folder only, with the protected places of the
+    // task's access policy still refused there.
+    let access = match crate::file_access::policy(ctx) {
+        Ok(access) => access.confined_to(&roots[0].dir),
+        Err(e) => return missing(&e),
+    };
     let outcome = match action {
         SkillAction::Create => match content.as_deref().filter(|c| !c.is_empty()) {
-            Some(content) => manage::create(&roots, &name, content, category.as_deref()),
+            Some(content) => manage::create(&access, &roots, &name, content, category.as_deref()),
             None => return missing("content is required for 'create': give the full SKILL.md text (frontmatter and body)."),
         },
         SkillAction::Edit => match content.as_deref().filter(|c| !c.is_empty()) {
-            Some(content) => manage::edit(&roots, &name, content),
+            Some(content) => manage::edit(&access, &roots, &name, content),
             None => return missing("content is required for 'edit': give the full updated SKILL.md text."),
         },
         SkillAction::Patch => match (old_string.as_deref().filter(|o| !o.is_empty()), new_string.as_deref()) {
             (None, _) => return missing("old_string is required for 'patch': give the text to find."),
             (_, None) => return missing("new_string is required for 'patch'; use an empty string to delete the match."),
-            (Some(old), Some(new)) => manage::patch(&roots, &name, old, new, file_path.as_deref(), replace_all.unwrap_or(false)),
+            (Some(old), Some(new)) => manage::patch(&access, &roots, &name, old, new, file_path.as_deref(), replace_all.unwrap_or(false)),
         },
         SkillAction::Delete => manage::delete(&roots, &name, absorbed_into.as_deref()),
         SkillAction::WriteFile => match (file_path.as_deref().filter(|p| !p.is_empty()), file_content.as_deref()) {
             (None, _) => return missing("file_path is required for 'write_file', e.g. 'references/api-guide.md'."),
             (_, None) => return missing("file_content is required for 'write_file'."),
-            (Some(path), Some(text)) => manage::write_file(&roots, &name, path, text),
+            (Some(path), Some(text)) => manage::write_file(&access, &roots, &name, path, text),
         },
         SkillAction::RemoveFile => match file_path.as_deref().filter(|p| !p.is_empty()) {
-            Some(path) => manage::remove_file(&roots, &name, path),
+            Some(path) => manage::remove_file(&access, &roots, &name, path),
             None => return missing("file_path is required for 'remove_file'."),
         },
     };

@@ -62,7 +62,11 @@ pub fn text_to_speech(
         ));
     }
     let text: String = text.chars().take(provider.max_chars()).collect();
-    let target = match output_path
+    let access = match crate::file_access::policy(ctx) {
+        Ok(access) => access,
+        Err(e) => return fail(e),
+    };
+    let (target, access) = match output_path
         .as_deref()
         .map(str::trim)
         .filter(|p| !p.is_empty())
@@ -77,7 +81,7 @@ pub fn text_to_speech(
                 ));
             }
             let resolved = ctx.resolve_path(given);
-            if crate::tools::file::paths::is_device_path(&resolved) {
+            if crate::file_access::is_device_path(&resolved) {
                 return fail(format!(
                     "Refusing to write {given}: it is a device or kernel file."
                 ));
@@ -85,21 +89,57 @@ pub fn text_to_speech(
             if resolved.is_dir() {
                 return fail(format!("{given} is a folder; give a file path."));
             }
-            resolved
+            // The same writable roots and protected places as every other write.
+            match crate::file_access::grant_outside_roots(
+                ctx,
+                &access,
+                &resolved,
+                "text_to_speech",
+                "Write",
+                given,
+            ) {
+                Ok(widened) => (resolved, widened.map(std::sync::Arc::new).unwrap_or(access)),
+                Err(refusal) => return fail(refusal),
+            }
         }
         None => {
             let stamp = chrono::Local::now().format("%Y%m%d_%H%M%S_%3f");
-            ctx.hermes_home()
-                .join("cache/audio")
-                .join(format!("tts_{stamp}.{}", provider.native_extension()))
+            let audio = ctx.hermes_home().join("cache/audio");
+            if let Err(e) = std::fs::create_dir_all(&audio) {
+                return fail(format!("Cannot create {}: {e}", audio.display()));
+            }
+            let confined = std::sync::Arc::new(access.confined_to(&audio));
+            (
+                audio.join(format!("tts_{stamp}.{}", provider.native_extension())),
+                confined,
+            )
         }
     };
-    if let Some(parent) = target.parent() {
-        if let Err(e) = std::fs::create_dir_all(parent) {
-            return fail(format!("Cannot create {}: {e}", parent.display()));
-        }
-    }
-    let file = match synthesize_to(provider, &text, &target, &config) {
+    // The engine writes into a private folder of the runtime; the audio is then moved
+    // into place through the access policy, so no engine ever writes a path the model
+    // named (nor follows a symlink planted there).
+    let scratch = match private_scratch(ctx.hermes_home()) {
+        Ok(dir) => dir,
+        Err(e) => return fail(format!("Cannot prepare the audio: {e}")),
+    };
+    let made = synthesize_to(
+        provider,
+        &text,
+        &scratch.join(target.file_name().unwrap_or_default()),
+        &config,
+    );
+    let placed = made.and_then(|made| {
+        let file = match made.extension() {
+            Some(ext) => target.with_extension(ext),
+            None => target.clone(),
+        };
+        let audio = std::fs::read(&made).map_err(|e| format!("cannot read the audio: {e}"))?;
+        let shown = file.display().to_string();
+        crate::file_access::write_file_bytes(&access, &file, &audio, true, "Write", &shown)?;
+        Ok(file)
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    let file = match placed {
         Ok(file) => file,
         Err(e) => return fail(format!("TTS generation failed ({}): {e}", provider.name())),
     };
@@ -117,6 +157,24 @@ pub fn text_to_speech(
         "voice_compatible": voice_compatible,
     })
     .into())
+}
+
+/// A fresh folder only this process uses, under `$HERMES_HOME/cache/audio`.
+fn private_scratch(hermes_home: &std::path::Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let base = hermes_home.join("cache/audio");
+    std::fs::create_dir_all(&base)?;
+    let dir = base.join(format!(
+        ".engine-{}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        chrono::Local::now()
+            .timestamp_nanos_opt()
+            .unwrap_or_default()
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
 }
 
 /// Synthesises in the engine's own format beside `target`, then converts when the

@@ -91,33 +91,13 @@ impl LocalEnv {
         let settings = &config.sandbox;
         let state_dir = hermes_sandbox::run_dir::private_dir("task").map_err(EnvError::new)?;
         let active = settings.mode != Mode::Off;
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from);
-        let expand = |root: &str| match (root.strip_prefix("~/"), &home) {
-            (Some(rest), Some(home)) => home.join(rest),
-            _ if root == "~" => home.clone().unwrap_or_else(|| PathBuf::from(root)),
-            _ => PathBuf::from(root),
-        };
-        let mut writable_roots = vec![
-            cwd.clone(),
-            PathBuf::from(local_temp_dir()),
-            PathBuf::from("/tmp"),
-        ];
-        writable_roots.extend(
-            config
-                .cwd
-                .as_deref()
-                .filter(|c| c.starts_with('/') || c.starts_with('~'))
-                .map(expand),
-        );
-        writable_roots.extend(settings.writable_roots.iter().map(|r| expand(r)));
+        let access = config.access_policy(&cwd);
         let policy = Policy {
             mode: settings.mode,
-            writable_roots,
+            writable_roots: config.writable_roots(&cwd),
             state_dirs: vec![state_dir.clone()],
             hidden: hermes_sandbox::run_dir::hidden_places(),
-            protected: read_only_places(&config.hermes_home, home.as_deref()),
+            protected: read_only_places(&config.hermes_home, &access),
             network: settings.network,
             empty_file: if active {
                 Some(hermes_sandbox::run_dir::empty_file().map_err(EnvError::new)?)
@@ -421,17 +401,26 @@ impl Running for Launched {
 }
 
 /// What stays read-only inside the sandbox: the whole `$HERMES_HOME` (configuration,
-/// plugins and state the server trusts) and every place of the protected-path list the
-/// file tools use (credentials, shell start-up files, system directories).
-fn read_only_places(hermes_home: &Path, home: Option<&Path>) -> Vec<hermes_sandbox::ReadOnlyPlace> {
-    use hermes_runtime::protected_paths::{resolve, Extent, ProtectedPaths};
+/// plugins and state the server trusts) and the protected places of the access policy
+/// the file tools use (credentials, start-up files, system directories); and what is
+/// hidden (seen empty): the policy's deny-read list.
+fn read_only_places(
+    hermes_home: &Path,
+    access: &hermes_runtime::access::AccessPolicy,
+) -> Vec<hermes_sandbox::ReadOnlyPlace> {
+    use hermes_runtime::protected_paths::{resolve, Extent};
     use hermes_sandbox::ReadOnlyPlace;
     let mut places = vec![ReadOnlyPlace::tree(resolve(hermes_home))];
-    let list = ProtectedPaths::new(home.unwrap_or(Path::new("/")), hermes_home);
-    places.extend(list.places().iter().map(|p| match p.extent {
+    places.extend(access.protected().places().iter().map(|p| match p.extent {
         Extent::Tree => ReadOnlyPlace::tree(&p.path),
         Extent::File => ReadOnlyPlace::file(&p.path),
     }));
+    places.extend(
+        access
+            .deny_read()
+            .iter()
+            .map(|p| ReadOnlyPlace::hidden(&p.path, p.extent == Extent::Tree)),
+    );
     places
 }
 

@@ -6,10 +6,10 @@ use super::gateway::{GatewayAnswer, GatewayAsk};
 use super::messages;
 use super::policy::{ApprovalMode, NoHumanMode};
 use super::prompt::{ApprovalPrompter, PromptRequest};
-use super::redact::redact_secrets;
 use super::result::{Choice, Grant, GuardResult, Outcome, ResultKind};
 use super::smart::{unreviewable, ReviewRequest, SmartVerdict};
 use super::{read, Approvals};
+use crate::redact::redact_secrets;
 use hermes_command_guard::{
     detect_dangerous, detect_hardline, match_deny_rule, matches_allowlist, sudo_stdin_guard,
     GuardContext, MALFORMED_PAYLOAD_KEY, PARSER_LIMIT_KEY,

@@ -18,11 +18,11 @@ mod guard;
 pub mod messages;
 mod policy;
 mod prompt;
-mod redact;
 mod result;
 mod shown;
 mod smart;
 
+pub use crate::redact::redact_secrets;
 pub use allowlist_file::{
     atomic_write, read_allowlist, replace_allowlist_block, resolve_symlinks, save_allowlist,
 };
@@ -41,7 +41,6 @@ pub use prompt::{
     parse_answer, prompt_dangerous_approval, render_prompt, ApprovalPrompter, PromptIo,
     PromptRequest, ReadOutcome, StreamIo, TerminalPrompter, TtyIo,
 };
-pub use redact::redact_secrets;
 pub use result::{Choice, Grant, GuardResult, Outcome, ResultKind};
 pub use shown::shown_command;
 pub use smart::{
