@@ -67,11 +67,18 @@ impl fmt::Display for Refusal {
                 host,
                 address,
                 kind,
-            } => write!(
-                f,
-                "Blocked: URL targets a private or internal network address \
-                 ({host} is {address}, {kind}; security.allow_private_urls opens private ranges)"
-            ),
+            } => {
+                let named = if *host == address.to_string() {
+                    String::new()
+                } else {
+                    format!("{host} is ")
+                };
+                write!(
+                    f,
+                    "Blocked: URL targets a private or internal network address \
+                     ({named}{address}, {kind}; security.allow_private_urls opens private ranges)"
+                )
+            }
             Refusal::Unresolvable { host, reason } => {
                 write!(f, "Blocked: could not resolve {host}: {reason}")
             }
