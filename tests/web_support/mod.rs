@@ -3,6 +3,8 @@
 //! provider fakes).
 #![allow(dead_code)]
 
+pub mod fakes;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
