@@ -14,6 +14,8 @@
 //! - [`Fetcher::preflight`]: the same judgement for URLs a third party fetches.
 //! - [`truncate_and_store`]: head/tail window plus a stored full text and a
 //!   `read_file` pointer.
+//! - [`wrap_untrusted`]: the envelope around results an outsider controls (web,
+//!   browser, MCP tools) before they reach a model.
 //! - [`operator_agent`]: an HTTP client for endpoints the operator configured
 //!   (provider APIs), never for URLs the model supplied.
 //!
@@ -27,6 +29,7 @@ mod fetch;
 mod policy;
 mod screen;
 mod store;
+mod untrusted;
 
 pub use address::{classify, AddressClass};
 pub use blocklist::{BlockMatch, Blocklist};
@@ -34,6 +37,7 @@ pub use fetch::{Dial, FetchError, Fetched, Fetcher, Limits, Lookup, SystemDial, 
 pub use policy::NetPolicy;
 pub use screen::{normalize_url, secret_in_url, Refusal};
 pub use store::{store_dir, store_full_text, truncate_and_store, MAX_STORED_CHARS};
+pub use untrusted::{is_untrusted_tool, wrap_untrusted};
 
 use std::time::Duration;
 
