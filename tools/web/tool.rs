@@ -76,7 +76,7 @@ pub fn web_extract_schema(_: &SchemaContext) -> Option<Value> {
 }
 
 /// Search the web. Returns up to 5 results by default, each with title, URL and description. The query goes to the configured search provider as written, so operators such as site:domain, filetype:pdf, intitle:word, -term and "exact phrase" work where the provider supports them.
-#[tool(toolset = "web", emoji = "🔍", max_result_chars = 100_000, check = web_search_available, dynamic_schema = web_search_schema)]
+#[tool(toolset = "web", emoji = "🔍", max_result_chars = 100_000, check = web_search_available, requires_env = ["SEARXNG_URL", "BRAVE_SEARCH_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "PARALLEL_API_KEY", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL"], dynamic_schema = web_search_schema)]
 pub fn web_search(
     /// The search query.
     query: String,
@@ -154,7 +154,7 @@ fn item_json(item: &ExtractItem) -> Value {
 }
 
 /// Extract the content of web pages as markdown or text, without summarising. Works with HTML pages and text; PDFs need a provider backend. Pages within the character budget (default 15000) come back whole; longer ones come back as a head and tail window with a footer naming the file that holds the full text and the read_file call that pages through the omitted middle. Inline images appear as [IMAGE: alt] placeholders; real image URLs stay links. If a URL fails or times out, use the browser tool instead.
-#[tool(toolset = "web", emoji = "📄", max_result_chars = 100_000, check = web_extract_available, dynamic_schema = web_extract_schema)]
+#[tool(toolset = "web", emoji = "📄", max_result_chars = 100_000, check = web_extract_available, requires_env = ["SEARXNG_URL", "BRAVE_SEARCH_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "PARALLEL_API_KEY", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL"], dynamic_schema = web_extract_schema)]
 pub fn web_extract(
     /// URLs to extract (at most 5): strings, or search results with a `url` or `href`.
     urls: Vec<Value>,
