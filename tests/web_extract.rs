@@ -156,10 +156,10 @@ fn every_item_gets_a_result_in_order() {
         home.path(),
         "web_extract",
         &json!({"urls": [
-            {"title": "a search result", "url": server.url("/notes.txt")},
+            server.url("/notes.txt"),
             server.url("/missing"),
-            42,
-            {"href": server.url("/image.png")},
+            "  ",
+            server.url("/image.png"),
             server.url("/to-article"),
             server.url("/article"),
         ]}),
@@ -192,6 +192,26 @@ fn every_item_gets_a_result_in_order() {
         "the URL after redirects"
     );
     assert_eq!(results[4]["title"], "Rust release notes");
+
+    // The schema takes strings: a whole search result is a clear argument error.
+    let out = run(
+        home.path(),
+        &[
+            "call",
+            "web_extract",
+            &json!({"urls": [{"url": server.url("/article")}]}).to_string(),
+        ],
+        &[],
+        "",
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("argument `urls`"),
+        "{answer}"
+    );
 }
 
 #[test]

@@ -96,19 +96,9 @@ pub fn web_search(
     Ok(found.into())
 }
 
-/// A URL string from an item of `urls`: a string, or a search result object with a
-/// string `url` or `href`.
-fn item_url(item: &Value) -> Option<String> {
-    let value = match item {
-        Value::Object(map) => map
-            .get("url")
-            .filter(|v| v.as_str().is_some_and(|s| !s.trim().is_empty()))
-            .or_else(|| map.get("href"))?,
-        other => other,
-    };
-    value
-        .as_str()
-        .map(str::trim)
+/// The URL of an item of `urls`, if it names one.
+fn item_url(item: &str) -> Option<String> {
+    Some(item.trim())
         .filter(|s| !s.is_empty())
         .map(str::to_string)
 }
@@ -156,8 +146,8 @@ fn item_json(item: &ExtractItem) -> Value {
 /// Extract the content of web pages as markdown or text, without summarising. Works with HTML pages and text; PDFs need a provider backend. Pages within the character budget (default 15000) come back whole; longer ones come back as a head and tail window with a footer naming the file that holds the full text and the read_file call that pages through the omitted middle. Inline images appear as [IMAGE: alt] placeholders; real image URLs stay links. If a URL fails or times out, use the browser tool instead.
 #[tool(toolset = "web", emoji = "📄", max_result_chars = 100_000, check = web_extract_available, requires_env = ["SEARXNG_URL", "BRAVE_SEARCH_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "PARALLEL_API_KEY", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL"], dynamic_schema = web_extract_schema)]
 pub fn web_extract(
-    /// URLs to extract (at most 5): strings, or search results with a `url` or `href`.
-    urls: Vec<Value>,
+    /// URLs to extract (at most 5).
+    urls: Vec<String>,
     /// Characters of each page returned inline (at least 2000, default 15000).
     char_limit: Option<i64>,
     ctx: &ToolContext,
@@ -165,7 +155,7 @@ pub fn web_extract(
     let home = ctx.hermes_home().to_path_buf();
     let config = config_for(&home);
     let policy = NetPolicy::from_config(&config, &home);
-    let urls: Vec<Value> = urls.into_iter().take(MAX_URLS).collect();
+    let urls: Vec<String> = urls.into_iter().take(MAX_URLS).collect();
 
     // One slot per input item, filled in input order.
     let mut slots: Vec<Option<Value>> = vec![None; urls.len()];
@@ -174,7 +164,7 @@ pub fn web_extract(
         let Some(url) = item_url(item) else {
             slots[index] = Some(
                 json!({"url": "", "title": "", "content": "", "error": format!(
-                    "Invalid URL item at index {index}: expected a URL string or an object with a string 'url' or 'href' field"
+                    "Invalid URL item at index {index}: expected a URL string"
                 )}),
             );
             continue;
