@@ -30,8 +30,14 @@ fn char_suffix(text: &str, chars: usize) -> &str {
 }
 
 /// Writes `content` to `dir/<host>-<digest>.md`; `None` when it cannot be written.
+/// The text goes to a new file that is then renamed into place, and a `dir` that is a
+/// symlink is refused, so a link planted under that name (the names are predictable)
+/// never makes the write land in another file.
 pub fn store_full_text(dir: &Path, url: &str, content: &str) -> Option<PathBuf> {
     std::fs::create_dir_all(dir).ok()?;
+    if !std::fs::symlink_metadata(dir).ok()?.is_dir() {
+        return None;
+    }
     let host = url::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))
@@ -61,7 +67,20 @@ pub fn store_full_text(dir: &Path, url: &str, content: &str) -> Option<PathBuf> 
     } else {
         content.to_string()
     };
-    std::fs::write(&path, stored).ok()?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let temporary = dir.join(format!(".{slug}-{hex}.{}.{nanos}.tmp", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, stored.as_bytes()))
+        .and_then(|_| std::fs::rename(&temporary, &path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+        return None;
+    }
     Some(path)
 }
 
@@ -147,6 +166,15 @@ mod tests {
             .unwrap();
         assert!(stored.starts_with(&dir.path().display().to_string()));
         assert!(stored.contains("docs.example-"));
+        assert_eq!(std::fs::read_to_string(stored).unwrap(), page);
+
+        // A link planted at the stored name is replaced, its target left alone.
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "keep").unwrap();
+        std::fs::remove_file(stored).unwrap();
+        std::os::unix::fs::symlink(&victim, stored).unwrap();
+        truncate_and_store(&page, "https://docs.example/page", 4000, dir.path());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         assert_eq!(std::fs::read_to_string(stored).unwrap(), page);
         // The offset of the read_file call is the first line the head left out.
         let offset: usize = text
