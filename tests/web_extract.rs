@@ -32,6 +32,39 @@ fn long_page() -> String {
     format!("<html><head><title>Long</title></head><body><article><h1>Long document</h1>\n{paragraphs}</article></body></html>")
 }
 
+/// A one-page PDF whose page shows `text` in Helvetica, with a correct xref table.
+fn pdf(text: &str) -> Vec<u8> {
+    let stream = format!("BT /F1 18 Tf 72 720 Td ({text}) Tj ET");
+    let objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_string(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>".to_string(),
+        format!("<< /Length {} >>\nstream\n{stream}\nendstream", stream.len()),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".to_string(),
+    ];
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, object) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for offset in offsets {
+        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
 fn site() -> Server {
     Server::start(|request: &Request| -> Reply {
         match request.path() {
@@ -40,6 +73,12 @@ fn site() -> Server {
             "/notes.txt" => respond(200, "text/plain", "plain notes\nsecond line\n"),
             "/missing" => respond(404, "text/html", "<html><body>not here</body></html>"),
             "/image.png" => respond(200, "image/png", vec![0x89, b'P', b'N', b'G']),
+            "/paper.pdf" => respond(200, "application/pdf", pdf("Attention is all you need")),
+            "/broken.pdf" => respond(
+                200,
+                "application/pdf",
+                b"%PDF-1.4\nnot really a pdf".to_vec(),
+            ),
             "/hop1" => redirect("/hop2"),
             "/hop2" => redirect("/hop3"),
             "/hop3" => redirect("http://169.254.169.254/latest/meta-data/iam/"),
@@ -146,6 +185,34 @@ fn a_page_becomes_clean_markdown() {
         "{content}"
     );
     assert!(!content.contains("should not appear"), "{content}");
+}
+
+#[test]
+fn pdfs_come_back_as_text_and_broken_ones_as_errors() {
+    let server = site();
+    let home = home_with(OPEN_LOOPBACK);
+    let result = call(
+        home.path(),
+        "web_extract",
+        &json!({"urls": [server.url("/paper.pdf"), server.url("/broken.pdf")]}),
+        &[],
+    );
+    let results = result["results"].as_array().unwrap();
+    assert_eq!(results[0]["error"], Value::Null, "{result}");
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Attention is all you need"),
+        "{result}"
+    );
+    assert!(
+        results[1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Could not read the PDF"),
+        "{result}"
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The keyless `local` extract backend: the page is fetched through the network layer
 //! (pinned, SSRF-checked connections, redirects screened, size and time capped) and
 //! turned into markdown here: readability picks the article, or the whole body when
-//! no article stands out. Plain text, JSON and XML come back as they are.
+//! no article stands out. PDFs come back as their text; plain text, JSON and XML as
+//! they are.
 
 use hermes_net::{FetchError, Fetcher, Limits, Refusal};
 
@@ -48,6 +49,22 @@ pub fn html_to_markdown(html: &str, url: &str) -> (String, String) {
     (title, text.trim().to_string())
 }
 
+/// The text of a PDF document. The parser has panicked on malformed files before: a
+/// panic is caught and reported as an unreadable document.
+fn pdf_text(body: &[u8]) -> Result<String, Failure> {
+    let parsed = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem(body));
+    match parsed {
+        Ok(Ok(text)) if !text.trim().is_empty() => Ok(text.trim().to_string()),
+        Ok(Ok(_)) => Err(Failure::Other(
+            "The PDF has no extractable text (a scan?); use vision_analyze on its pages".into(),
+        )),
+        Ok(Err(e)) => Err(Failure::Other(format!("Could not read the PDF: {e}"))),
+        Err(_) => Err(Failure::Other(
+            "Could not read the PDF: the document is malformed".into(),
+        )),
+    }
+}
+
 /// Why a page could not be read: refused by the network policy (on any redirect
 /// hop), or anything else.
 pub enum Failure {
@@ -81,11 +98,11 @@ pub fn extract(fetcher: &Fetcher, url: &str, limits: &Limits) -> Result<Page, Fa
         .to_ascii_lowercase();
     let body = &fetched.body;
     if content_type.contains("pdf") || body.starts_with(b"%PDF-") {
-        return Err(Failure::Other(
-            "This URL is a PDF; the local backend reads HTML and text only. Use a provider \
-             backend (web.extract_backend: firecrawl, tavily, exa or parallel) for PDFs."
-                .into(),
-        ));
+        return Ok(Page {
+            content: pdf_text(body)?,
+            url: fetched.url,
+            title: String::new(),
+        });
     }
     if is_html(&content_type, body) {
         let html = String::from_utf8_lossy(body);

@@ -143,7 +143,7 @@ fn item_json(item: &ExtractItem) -> Value {
     value
 }
 
-/// Extract the content of web pages as markdown or text, without summarising. Works with HTML pages and text; PDFs need a provider backend. Pages within the character budget (default 15000) come back whole; longer ones come back as a head and tail window with a footer naming the file that holds the full text and the read_file call that pages through the omitted middle. Inline images appear as [IMAGE: alt] placeholders; real image URLs stay links. If a URL fails or times out, use the browser tool instead.
+/// Extract the content of web pages as markdown or text, without summarising. Works with HTML pages, plain text and PDF documents (arxiv papers, reports): pass the PDF link directly. Pages within the character budget (default 15000) come back whole; longer ones come back as a head and tail window with a footer naming the file that holds the full text and the read_file call that pages through the omitted middle. Inline images appear as [IMAGE: alt] placeholders; real image URLs stay links. If a URL fails or times out, use the browser tool instead.
 #[tool(toolset = "web", emoji = "📄", max_result_chars = 100_000, check = web_extract_available, requires_env = ["SEARXNG_URL", "BRAVE_SEARCH_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "PARALLEL_API_KEY", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL"], dynamic_schema = web_extract_schema)]
 pub fn web_extract(
     /// URLs to extract (at most 5).
