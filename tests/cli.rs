@@ -16,10 +16,12 @@ fn stdout(output: &Output) -> String {
 
 #[test]
 fn schema_for_all_toolsets_lists_every_tool_sorted() {
-    // As an interactive session would see it: cronjob is offered only in sessions.
+    // As an interactive session would see it: cronjob is offered only in sessions, and
+    // web_search only with a search backend configured.
     let output = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
         .args(["schema", "--toolsets", "all"])
         .env("HERMES_INTERACTIVE", "1")
+        .env("SEARXNG_URL", "http://127.0.0.1:9")
         .output()
         .unwrap();
     assert!(output.status.success());

@@ -516,7 +516,9 @@ impl AgentSession {
                     tool_name: Some(call.name.clone()),
                     ..Default::default()
                 });
-                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
+                // Web, browser and MCP results reach the model marked as data, not instructions.
+                let content = hermes_net::wrap_untrusted(&call.name, &result);
+                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": content}));
             }
         }
         let error = format!(

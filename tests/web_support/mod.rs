@@ -1,0 +1,230 @@
+//! A small HTTP/1.1 server on loopback for the web tool tests: each request is
+//! answered by a closure of the test (pages, redirects, slow or huge bodies, the
+//! provider fakes).
+#![allow(dead_code)]
+
+pub mod fakes;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    /// Path and query, as sent.
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or("")
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+
+    pub fn query(&self, name: &str) -> Option<String> {
+        let query = self.target.split_once('?')?.1;
+        url_decoded_pairs(query)
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+}
+
+fn url_decoded_pairs(query: &str) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        let s = s.replace('+', " ");
+        let bytes = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' && i + 2 < bytes.len() {
+                if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+            }
+            out.push(bytes[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (n, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(n), decode(v))
+        })
+        .collect()
+}
+
+/// What the server writes back.
+pub type Reply = Box<dyn FnOnce(&mut TcpStream) + Send>;
+
+pub fn respond(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
+    let body = body.into();
+    let content_type = content_type.to_string();
+    Box::new(move |stream| {
+        let head = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(&body);
+    })
+}
+
+pub fn json_reply(status: u16, body: &Value) -> Reply {
+    respond(status, "application/json", body.to_string())
+}
+
+pub fn redirect(to: &str) -> Reply {
+    let to = to.to_string();
+    Box::new(move |stream| {
+        let _ = stream.write_all(
+            format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+    })
+}
+
+/// A server on a free loopback port; every request is recorded.
+pub struct Server {
+    pub port: u16,
+    pub requests: Arc<Mutex<Vec<Request>>>,
+}
+
+impl Server {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn start(route: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (route, seen) = (Arc::new(route), Arc::clone(&requests));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let (route, seen) = (Arc::clone(&route), Arc::clone(&seen));
+                std::thread::spawn(move || {
+                    let Some(request) = read_request(&mut stream) else {
+                        return;
+                    };
+                    seen.lock().unwrap().push(request.clone());
+                    route(&request)(&mut stream);
+                });
+            }
+        });
+        Server { port, requests }
+    }
+}
+
+fn read_request(stream: &mut TcpStream) -> Option<Request> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let (method, target) = (parts.next()?.to_string(), parts.next()?.to_string());
+    let mut headers = Vec::new();
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).ok()?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            headers.push((name.trim().to_string(), value.trim().to_string()));
+        }
+    }
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(Request {
+        method,
+        target,
+        headers,
+        body,
+    })
+}
+
+/// The binary with `HERMES_HOME` and `HOME` set to `home`, extra variables, stdin.
+pub fn run(home: &Path, args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
+    command
+        .args(args)
+        .env("HERMES_HOME", home)
+        .env("HOME", home)
+        .current_dir(home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for var in [
+        "HERMES_ALLOW_PRIVATE_URLS",
+        "SEARXNG_URL",
+        "TAVILY_API_KEY",
+        "EXA_API_KEY",
+        "PARALLEL_API_KEY",
+        "FIRECRAWL_API_KEY",
+        "FIRECRAWL_API_URL",
+        "BRAVE_SEARCH_API_KEY",
+    ] {
+        command.env_remove(var);
+    }
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("the binary starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `hermes-tools call NAME ARGS` with `envs`, its result parsed.
+pub fn call(home: &Path, name: &str, args: &Value, envs: &[(&str, &str)]) -> Value {
+    let out = run(home, &["call", name, &args.to_string()], envs, "");
+    assert!(
+        out.status.success(),
+        "call {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{name} printed non-JSON {stdout:?}: {e}"))
+}
+
+/// A HERMES_HOME whose config.yaml is `yaml`.
+pub fn home_with(yaml: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.yaml"), yaml).unwrap();
+    home
+}
+
+pub const OPEN_LOOPBACK: &str = "security:\n  allow_private_urls: true\n";
