@@ -19,7 +19,7 @@ use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, LoggingLevel, PaginatedRequestParams, ServerCapabilities,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ResultType, ServerCapabilities,
     SetLevelRequestParams, Tool,
 };
 use rmcp::service::RequestContext;
@@ -283,7 +283,8 @@ impl ServerHandler for HermesServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        serde_json::from_value(json!({ "tools": self.served().tools })).map_err(internal)
+        // Made complete (`resultType`); rmcp strips that for peers of older versions.
+        Ok(ListToolsResult::with_all_items(self.served().tools.clone()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -307,7 +308,9 @@ impl ServerHandler for HermesServer {
         let request = CallRequest::new(&context.id, request, Some(&context.meta));
         let result = self.call_with(request, cancel, Some(&context.peer)).await;
         watcher.abort();
-        let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
+        let mut result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
+        // Required from 2026-07-28 on; rmcp strips it for peers of older versions.
+        result.result_type = Some(ResultType::COMPLETE);
         Ok(CallToolResponse::Complete(result))
     }
 
