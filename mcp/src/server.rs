@@ -19,7 +19,7 @@ use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, LoggingLevel, PaginatedRequestParams, ResultType, ServerCapabilities,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities,
     SetLevelRequestParams, Tool,
 };
 use rmcp::service::RequestContext;
@@ -47,9 +47,30 @@ pub struct HermesServer {
     selection: Arc<Selection>,
     tools: Arc<ToolCache>,
     task_id: String,
-    level: Arc<Mutex<Option<LoggingLevel>>>,
+    level: crate::elicitation::SessionLevel,
     /// The client's user, once a call needed them.
     user: Arc<std::sync::OnceLock<crate::elicitation::User>>,
+    /// Dropped with the session's last clone, when the session has ended.
+    _end: Arc<SessionEnd>,
+}
+
+/// What ends with a session (a closed or expired HTTP session, the end of stdio, one
+/// stateless request): what was kept for its notifications and questions, and the
+/// environment of its own task (shell, sandbox, background processes). Tasks its calls
+/// named in `_meta.task_id` are the client's to keep.
+struct SessionEnd {
+    task_id: String,
+}
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        crate::elicitation::forget_session(&self.task_id);
+        let task = std::mem::take(&mut self.task_id);
+        // Ending a shell or a sandbox may wait on processes: not on the runtime's threads.
+        let _ = std::thread::Builder::new()
+            .name("hermes-mcp-end".into())
+            .spawn(move || hermes_environments::env::cleanup_task(&task));
+    }
 }
 
 /// The served tools as MCP sees them, kept while the registry's generation and
@@ -135,8 +156,11 @@ impl HermesServer {
             registry,
             selection,
             tools,
+            _end: Arc::new(SessionEnd {
+                task_id: task_id.clone(),
+            }),
             task_id,
-            level: Arc::new(Mutex::new(None)),
+            level: Arc::default(),
             user: Arc::default(),
         }
     }
@@ -178,16 +202,25 @@ impl HermesServer {
             ));
             return crate::convert::result_string_to_mcp(&text);
         }
+        let named_task = task.is_some();
         let task = task.unwrap_or_else(|| self.task_id.clone());
         let mut builder = ToolContext::builder()
-            .task_id(task)
+            .task_id(task.clone())
             .session_id(self.task_id.clone())
             .cancellation(cancel);
         if let Some(peer) = client {
-            builder = self
-                .user
-                .get_or_init(|| crate::elicitation::User::new(&self.registry, &self.task_id, peer))
-                .attach(builder);
+            let user = self.user.get_or_init(|| {
+                crate::elicitation::User::new(
+                    &self.registry,
+                    &self.task_id,
+                    peer,
+                    Arc::clone(&self.level),
+                )
+            });
+            if named_task {
+                user.listen_for(&task);
+            }
+            builder = user.attach(builder);
         }
         let ctx = builder.build();
         let call = ToolCall {
@@ -317,8 +350,17 @@ impl ServerHandler for HermesServer {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // 2026-07-28 has no logging/setLevel (a request names its level in `_meta`).
+        if context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+        {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >());
+        }
         *self.level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
         Ok(())
     }
@@ -406,6 +448,8 @@ pub async fn serve_http(
         http_config(&options),
     );
     let guard = Arc::new((token, SessionCap::new(manager, limits.max_sessions)));
+    let expiry = Arc::clone(&guard);
+    tokio::spawn(async move { expiry.1.expire_idle(limits.idle).await });
     on_ready(local);
     loop {
         let (stream, _) = match listener.accept().await {
