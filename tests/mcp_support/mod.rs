@@ -210,6 +210,92 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
+/// `hermes-tools mcp ARGS` on stdio, driven a line at a time; ended when dropped.
+pub struct StdioSession {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    received: std::sync::mpsc::Receiver<Value>,
+    /// Every message the server wrote so far, in order.
+    pub seen: Vec<Value>,
+}
+
+impl StdioSession {
+    pub fn start(home: &Path, args: &[&str]) -> StdioSession {
+        let mut child = Command::new(BIN)
+            .arg("mcp")
+            .args(args)
+            .env("HERMES_HOME", home)
+            .current_dir(home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let (sender, received) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                    if sender.send(value).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        StdioSession {
+            child,
+            stdin,
+            received,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, line: &Value) {
+        let stdin = self.stdin.as_mut().expect("input still open");
+        writeln!(stdin, "{line}").unwrap();
+    }
+
+    /// Collects what the server writes until `done` says enough (or 60 s pass).
+    pub fn wait_for(&mut self, done: impl Fn(&[Value]) -> bool) -> &[Value] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done(&self.seen) && Instant::now() < deadline {
+            if let Ok(value) = self.received.recv_timeout(Duration::from_millis(50)) {
+                self.seen.push(value);
+            }
+        }
+        &self.seen
+    }
+
+    /// Collects what the server writes for `how_long`.
+    pub fn listen(&mut self, how_long: Duration) {
+        let until = Instant::now() + how_long;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            if let Ok(value) = self.received.recv_timeout(left) {
+                self.seen.push(value);
+            }
+        }
+    }
+
+    /// Sends a request and waits for its answer.
+    pub fn request(&mut self, line: &Value) -> Value {
+        self.send(line);
+        let id = line["id"].as_i64().expect("a request with a numeric id");
+        self.wait_for(|seen| answer(seen, id).is_some());
+        answer(&self.seen, id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no answer to {line}: {:?}", self.seen))
+    }
+}
+
+impl Drop for StdioSession {
+    fn drop(&mut self) {
+        self.stdin.take();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Runs `hermes-tools mcp ARGS` on stdio, writes `lines` and collects every line it
 /// answers until `done` says enough (or 60 s pass).
 pub fn stdio_exchange(
@@ -218,42 +304,11 @@ pub fn stdio_exchange(
     lines: &[Value],
     done: impl Fn(&[Value]) -> bool,
 ) -> Vec<Value> {
-    let mut child = Command::new(BIN)
-        .arg("mcp")
-        .args(args)
-        .env("HERMES_HOME", home)
-        .current_dir(home)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let mut session = StdioSession::start(home, args);
     for line in lines {
-        writeln!(stdin, "{line}").unwrap();
+        session.send(line);
     }
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                if sender.send(value).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done(&seen) && Instant::now() < deadline {
-        if let Ok(value) = receiver.recv_timeout(Duration::from_millis(100)) {
-            seen.push(value);
-        }
-    }
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
-    seen
+    session.wait_for(done).to_vec()
 }
 
 /// The answer to request `id` among `messages`.
