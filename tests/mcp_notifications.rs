@@ -27,7 +27,10 @@ fn background(id: i64, marker: &str, task: Option<&str>) -> Value {
 
 fn notifications_with<'a>(seen: &'a [Value], marker: &str) -> Vec<&'a Value> {
     seen.iter()
-        .filter(|m| m["method"] == "notifications/message" && m["params"]["data"].to_string().contains(marker))
+        .filter(|m| {
+            m["method"] == "notifications/message"
+                && m["params"]["data"].to_string().contains(marker)
+        })
         .collect()
 }
 
@@ -39,10 +42,22 @@ fn a_call_naming_its_task_gets_that_tasks_notifications() {
     let seen = stdio_exchange(home.path(), &["--toolsets", "terminal"], &lines, |seen| {
         !notifications_with(seen, "named-task-done").is_empty()
     });
-    assert_eq!(answer(&seen, 2).map(|a| a["result"]["isError"].clone()), Some(json!(false)), "{seen:?}");
+    assert_eq!(
+        answer(&seen, 2).map(|a| a["result"]["isError"].clone()),
+        Some(json!(false)),
+        "{seen:?}"
+    );
     let notes = notifications_with(&seen, "named-task-done");
-    assert_eq!(notes.len(), 1, "no notification for the named task: {seen:?}");
-    assert_eq!(notes[0]["params"]["data"]["task_id"], "client-task-7", "{}", notes[0]);
+    assert_eq!(
+        notes.len(),
+        1,
+        "no notification for the named task: {seen:?}"
+    );
+    assert_eq!(
+        notes[0]["params"]["data"]["task_id"], "client-task-7",
+        "{}",
+        notes[0]
+    );
     assert_eq!(notes[0]["params"]["logger"], "hermes-tools/process");
 }
 
@@ -55,19 +70,27 @@ fn set_level_holds_back_messages_below_it() {
     let set = session.request(&json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "warning"}}));
     assert!(set.get("result").is_some(), "{set}");
     let started = session.request(&background(3, "held-back-marker", None));
-    let text = started["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let text = started["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     let process: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {started}"));
     let process_id = process["session_id"].clone();
     assert!(process_id.is_string(), "{process}");
-    let waited = session.request(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
-        "name": "process", "arguments": {"action": "wait", "session_id": process_id}}}));
+    let waited = session.request(
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "process", "arguments": {"action": "wait", "session_id": process_id}}}),
+    );
     assert_eq!(waited["result"]["isError"], false, "{waited}");
     // The process has ended: its event is sent now, if it is sent at all.
     session.listen(std::time::Duration::from_secs(2));
     session.request(&json!({"jsonrpc": "2.0", "id": 5, "method": "logging/setLevel", "params": {"level": "info"}}));
     session.send(&background(6, "let-through-marker", None));
     let seen = session.wait_for(|seen| !notifications_with(seen, "let-through-marker").is_empty());
-    assert_eq!(notifications_with(seen, "let-through-marker").len(), 1, "{seen:?}");
+    assert_eq!(
+        notifications_with(seen, "let-through-marker").len(),
+        1,
+        "{seen:?}"
+    );
     assert!(
         notifications_with(seen, "held-back-marker").is_empty(),
         "an info message was sent below the level warning: {seen:?}"
@@ -77,10 +100,13 @@ fn set_level_holds_back_messages_below_it() {
 #[test]
 fn tools_call_without_a_name_is_invalid_params_on_stdio_and_http() {
     let home = home();
-    let nameless = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}});
+    let nameless =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}});
     let mut lines = opening();
     lines.push(nameless.clone());
-    let seen = stdio_exchange(home.path(), &["--toolsets", "file"], &lines, |seen| answer(seen, 2).is_some());
+    let seen = stdio_exchange(home.path(), &["--toolsets", "file"], &lines, |seen| {
+        answer(seen, 2).is_some()
+    });
     let on_stdio = answer(&seen, 2).expect("an answer on stdio")["error"]["code"].clone();
 
     let server = HttpServer::start(home.path(), home.path(), &["--toolsets", "file"]);
@@ -88,7 +114,8 @@ fn tools_call_without_a_name_is_invalid_params_on_stdio_and_http() {
     let session = opened.header("mcp-session-id").expect("a session");
     server.request("POST", Some(&session), &opening()[1].to_string());
     let answered = server.request("POST", Some(&session), &nameless.to_string());
-    let on_http = answered.messages().first().expect("an answer over HTTP")["error"]["code"].clone();
+    let on_http =
+        answered.messages().first().expect("an answer over HTTP")["error"]["code"].clone();
     assert_eq!(on_stdio, json!(-32602), "stdio: {seen:?}");
     assert_eq!(on_http, json!(-32602), "HTTP: {}", answered.body);
 }

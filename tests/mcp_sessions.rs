@@ -199,3 +199,77 @@ fn many_sessions_opened_used_and_closed_leave_descriptors_and_memory_flat() {
         "RSS grew: {rss_before} kB -> {rss_after} kB"
     );
 }
+
+/// `hermes-sandbox*` directories under `dir`.
+fn sandbox_dirs(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("hermes-sandbox"))
+        .collect()
+}
+
+fn stop_with(signal: libc::c_int) {
+    // The OS sandbox on (the default), in a temp dir of the test's own.
+    let home = tempfile::tempdir().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut server = HttpServer::start_with(
+        home.path(),
+        work.path(),
+        &["--toolsets", "terminal"],
+        &[("TMPDIR", temp.path())],
+    );
+    let session = open_session(&server);
+    let answer = call(
+        &server,
+        &session,
+        2,
+        "terminal",
+        json!({"command": "echo inside"}),
+    );
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("inside"),
+        "{answer}"
+    );
+    assert!(
+        !sandbox_dirs(temp.path()).is_empty(),
+        "the call made no sandbox directory in TMPDIR"
+    );
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(server.pid() as libc::pid_t, signal) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        status.success(),
+        "{status:?}: {}",
+        server.stderr.lock().unwrap()
+    );
+    assert_eq!(
+        sandbox_dirs(temp.path()),
+        Vec::<String>::new(),
+        "left behind"
+    );
+}
+
+#[test]
+fn sigterm_removes_the_sandbox_directories() {
+    stop_with(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_removes_the_sandbox_directories() {
+    stop_with(libc::SIGINT);
+}

@@ -62,14 +62,47 @@ struct SessionEnd {
     task_id: String,
 }
 
+/// Session ends whose environment is still being cleaned up, and a signal when one is done.
+static ENDING: (Mutex<usize>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
+
+impl SessionEnd {
+    /// Waits (at most `limit`) for the environments of ended sessions to be gone, so
+    /// the process does not leave while one is half removed.
+    fn wait_for_all(limit: std::time::Duration) {
+        let deadline = Instant::now() + limit;
+        let mut ending = ENDING.0.lock().unwrap_or_else(|p| p.into_inner());
+        while *ending > 0 {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            ending = ENDING
+                .1
+                .wait_timeout(ending, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
 impl Drop for SessionEnd {
     fn drop(&mut self) {
         crate::elicitation::forget_session(&self.task_id);
         let task = std::mem::take(&mut self.task_id);
+        *ENDING.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        let done = || {
+            *ENDING.0.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+            ENDING.1.notify_all();
+        };
         // Ending a shell or a sandbox may wait on processes: not on the runtime's threads.
-        let _ = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("hermes-mcp-end".into())
-            .spawn(move || hermes_environments::env::cleanup_task(&task));
+            .spawn(move || {
+                hermes_environments::env::cleanup_task(&task);
+                done();
+            });
+        if spawned.is_err() {
+            done();
+        }
     }
 }
 
@@ -513,8 +546,24 @@ pub fn parse_http_addr(text: &str) -> Result<SocketAddr, String> {
 
 pub const DEFAULT_HTTP_PORT: u16 = 8765;
 
+/// Resolves on the first SIGINT or SIGTERM.
+async fn stop_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(tokio::select! {
+        _ = interrupt.recv() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
+    })
+}
+
+/// How long calls still running at a stop signal may take before the process leaves.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The blocking entry point of `hermes-tools mcp`: attaches MCP servers and plugins,
-/// then serves stdio (no `http`) or streamable HTTP.
+/// then serves stdio (no `http`) or streamable HTTP. SIGINT and SIGTERM stop it the
+/// way the end of input does, so the process exits normally and its at-exit cleanup
+/// removes the tasks' environments (shells, sandboxes and their directories).
 pub fn run(
     registry: Arc<Registry>,
     selection: Selection,
@@ -526,21 +575,31 @@ pub fn run(
         .enable_all()
         .thread_name("hermes-mcp")
         .build()?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let report = crate::attach_async(&registry).await;
         for line in report.to_string().lines() {
             eprintln!("{line}");
         }
-        let result = match http {
-            None => serve_stdio(Arc::clone(&registry), selection).await,
-            Some(addr) => {
-                serve_http(Arc::clone(&registry), selection, addr, options, |local| {
-                    eprintln!("hermes-tools mcp: streamable HTTP on http://{local}/mcp");
-                })
-                .await
+        let serving = async {
+            match http {
+                None => serve_stdio(Arc::clone(&registry), selection).await,
+                Some(addr) => {
+                    serve_http(Arc::clone(&registry), selection, addr, options, |local| {
+                        eprintln!("hermes-tools mcp: streamable HTTP on http://{local}/mcp");
+                    })
+                    .await
+                }
             }
+        };
+        let result = tokio::select! {
+            result = serving => result,
+            stopped = stop_signal() => stopped.map(|signal| eprintln!("hermes-tools mcp: stopped by {signal}")),
         };
         report.clients.shutdown();
         result
-    })
+    });
+    // Calls blocked in a tool would hold the runtime's drop; the at-exit cleanup ends them.
+    runtime.shutdown_timeout(STOP_GRACE);
+    SessionEnd::wait_for_all(STOP_GRACE);
+    result
 }

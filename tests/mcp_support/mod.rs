@@ -58,7 +58,18 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub fn start(home: &Path, cwd: &Path, args: &[&str]) -> HttpServer {
+        HttpServer::start_with(home, cwd, args, &[])
+    }
+
+    /// [`HttpServer::start`] with more environment variables.
+    pub fn start_with(
+        home: &Path,
+        cwd: &Path,
+        args: &[&str],
+        envs: &[(&str, &Path)],
+    ) -> HttpServer {
         let mut child = Command::new(BIN)
+            .envs(envs.iter().copied())
             .arg("mcp")
             .args(args)
             .args(["--http", "127.0.0.1:0"])
