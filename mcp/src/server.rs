@@ -493,6 +493,9 @@ pub async fn serve_http(
                 continue;
             }
         };
+        // Answers go out in several writes (SSE frames): without this, Nagle's algorithm
+        // holds each answer's tail until the client's delayed ACK, ~40 ms per request.
+        let _ = stream.set_nodelay(true);
         let (service, guard) = (service.clone(), Arc::clone(&guard));
         let guarded = hyper::service::service_fn(move |request| {
             let (service, guard) = (service.clone(), Arc::clone(&guard));
