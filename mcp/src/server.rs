@@ -19,8 +19,8 @@ use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities,
-    SetLevelRequestParams, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, ResultType, ServerCapabilities, SetLevelRequestParams, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -98,6 +98,7 @@ impl Drop for SessionEnd {
             .name("hermes-mcp-end".into())
             .spawn(move || {
                 hermes_environments::env::cleanup_task(&task);
+                hermes_runtime::context::forget_task(&task);
                 done();
             });
         if spawned.is_err() {
@@ -228,6 +229,7 @@ impl HermesServer {
             arguments,
             call_id,
             task,
+            progress,
         } = request;
         if !self.selected(&name) {
             let text = hermes_runtime::tool_error(format!(
@@ -256,6 +258,9 @@ impl HermesServer {
             builder = user.attach(builder);
         }
         let ctx = builder.build();
+        let _reporting = progress
+            .zip(client)
+            .map(|(token, peer)| report_progress(peer.clone(), token, name.clone()));
         let call = ToolCall {
             name,
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
@@ -291,6 +296,40 @@ impl HermesServer {
     }
 }
 
+/// How often a call whose client asked for progress says that it still runs.
+pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Sends `notifications/progress` for `token` every [`PROGRESS_EVERY`] until the
+/// returned guard is dropped (when the call has answered), so a client that resets its
+/// timeout on progress waits for a long call and can show that it runs. Needs the
+/// server's runtime entered on this thread.
+fn report_progress(
+    peer: rmcp::service::Peer<RoleServer>,
+    token: ProgressToken,
+    tool: String,
+) -> tokio_util::sync::DropGuard {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::runtime::Handle::current().spawn(async move {
+        let started = Instant::now();
+        let mut ticks = 0u32;
+        loop {
+            tokio::select! {
+                _ = stopped.cancelled() => return,
+                _ = tokio::time::sleep(PROGRESS_EVERY) => {}
+            }
+            ticks += 1;
+            let message = format!("{tool} is running ({} s)", started.elapsed().as_secs());
+            let param = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
+                .with_message(message);
+            if peer.notify_progress(param).await.is_err() {
+                return;
+            }
+        }
+    });
+    stop.drop_guard()
+}
+
 /// One `tools/call` as the server runs it.
 #[derive(Debug, Clone)]
 pub struct CallRequest {
@@ -300,6 +339,8 @@ pub struct CallRequest {
     pub call_id: String,
     /// The task the client named in `_meta.task_id`, if any.
     pub task: Option<String>,
+    /// The client's `_meta.progressToken`, if it wants progress notifications.
+    pub progress: Option<ProgressToken>,
 }
 
 impl CallRequest {
@@ -316,19 +357,26 @@ impl CallRequest {
                 .unwrap_or_default()
                 .trim_matches('"')
         );
-        let task = params
-            .meta
+        let field = |key: &str| {
+            params
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.0 .0.get(key))
+                .or_else(|| meta.and_then(|meta| meta.0 .0.get(key)))
+                .cloned()
+        };
+        let task = field("task_id")
             .as_ref()
-            .and_then(|meta| meta.0 .0.get("task_id"))
-            .or_else(|| meta.and_then(|meta| meta.0 .0.get("task_id")))
             .and_then(Value::as_str)
             .filter(|task| !task.is_empty())
             .map(str::to_owned);
+        let progress = field("progressToken").and_then(|t| serde_json::from_value(t).ok());
         CallRequest {
             name: params.name.into_owned(),
             arguments: params.arguments,
             call_id,
             task,
+            progress,
         }
     }
 }
