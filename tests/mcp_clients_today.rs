@@ -1,7 +1,8 @@
 //! `hermes-tools mcp` as the clients installed today speak to it: the Python SDK 2.x
 //! (`mcp.Client` with its defaults, which speaks protocol 2026-07-28, the same client
-//! pinned to the initialize handshake, and the classic `ClientSession`) and the OpenAI
-//! Agents SDK's MCP client, over stdio and streamable HTTP. Also the raw wire: results of
+//! pinned to the initialize handshake, and the classic `ClientSession`), the OpenAI
+//! Agents SDK's MCP client and the TypeScript SDK's client, over stdio and streamable
+//! HTTP. Also the raw wire: results of
 //! 2026-07-28 carry `resultType`, results of older versions do not.
 
 mod mcp_support;
@@ -10,7 +11,22 @@ use mcp_support::*;
 use serde_json::{json, Value};
 use std::process::Command;
 
-const KINDS: &[&str] = &["client", "legacy", "classic", "agents"];
+const KINDS: &[&str] = &["client", "legacy", "classic", "agents", "typescript"];
+
+/// Node 22 and the TypeScript SDK from mcp/tests/node (installed by .ci/setup.d/30-mcp.sh).
+fn node() -> std::path::PathBuf {
+    let node_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/node");
+    let node = node_dir.join("node_modules/.bin/node");
+    assert!(
+        node.exists()
+            && node_dir
+                .join("node_modules/@modelcontextprotocol/sdk/package.json")
+                .exists(),
+        "Node 22 or the TypeScript MCP SDK is missing from {}: run `bash .ci/setup.d/30-mcp.sh`",
+        node_dir.display()
+    );
+    node
+}
 
 fn run_client(
     kind: &str,
@@ -19,9 +35,16 @@ fn run_client(
     home: &std::path::Path,
     calls: &Value,
 ) -> Value {
-    let output = Command::new(newest_python())
-        .arg(fixture("py_newest_client.py"))
-        .arg(kind)
+    let mut command = if kind == "typescript" {
+        let mut command = Command::new(node());
+        command.arg(fixture("ts_client.mjs"));
+        command
+    } else {
+        let mut command = Command::new(newest_python());
+        command.arg(fixture("py_newest_client.py")).arg(kind);
+        command
+    };
+    let output = command
         .args(target)
         .arg("--")
         .arg(calls.to_string())
@@ -88,6 +111,10 @@ fn check_every_client(
         match *kind {
             "client" => assert_eq!(out["protocol"], "2026-07-28", "{out}"),
             "legacy" | "classic" => assert_eq!(out["protocol"], "2025-11-25", "{out}"),
+            // Its stdio transport does not say; over HTTP it is the newest it speaks.
+            "typescript" if out["protocol"].is_string() => {
+                assert_eq!(out["protocol"], "2025-11-25", "{out}")
+            }
             _ => {}
         }
     }
