@@ -309,19 +309,26 @@ impl Front {
     }
 
     fn handle(self: &Arc<Self>, line: Vec<u8>) {
-        if let Some(malformed) = malformed_call(&line) {
-            return self.write_answer(malformed);
-        }
-        if let Some(peer) = self.peer.get() {
-            if let Ok(call) = serde_json::from_slice::<CallLine>(&line) {
-                if plain_call(&call) {
+        let peer = self.peer.get();
+        match serde_json::from_slice::<CallLine>(&line) {
+            Ok(call) => {
+                if let Some(peer) = peer.filter(|_| plain_call(&call)) {
                     return self.call(call, peer);
                 }
-            } else if let Ok(cancel) = serde_json::from_slice::<CancelLine>(&line) {
-                if cancel.method == "notifications/cancelled"
-                    && self.cancel(cancel.params.request_id.as_ref())
-                {
-                    return;
+            }
+            // Only a line that is not a whole call is looked at again.
+            Err(_) => {
+                if let Some(malformed) = malformed_call(&line) {
+                    return self.write_answer(malformed);
+                }
+                if peer.is_some() {
+                    if let Ok(cancel) = serde_json::from_slice::<CancelLine>(&line) {
+                        if cancel.method == "notifications/cancelled"
+                            && self.cancel(cancel.params.request_id.as_ref())
+                        {
+                            return;
+                        }
+                    }
                 }
             }
         }
