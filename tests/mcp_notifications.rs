@@ -119,3 +119,50 @@ fn tools_call_without_a_name_is_invalid_params_on_stdio_and_http() {
     assert_eq!(on_stdio, json!(-32602), "stdio: {seen:?}");
     assert_eq!(on_http, json!(-32602), "HTTP: {}", answered.body);
 }
+
+/// `_meta` of a 2026-07-28 request, with a log level when given.
+fn modern_meta(log_level: Option<&str>) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    if let Some(level) = log_level {
+        meta["io.modelcontextprotocol/logLevel"] = json!(level);
+    }
+    meta
+}
+
+#[test]
+fn on_2026_07_28_only_calls_that_ask_for_a_log_level_get_messages() {
+    let home = home();
+    let mut session = StdioSession::start(home.path(), &["--toolsets", "terminal"]);
+    let mut silent = background(1, "unasked-marker", None);
+    silent["params"]["_meta"] = modern_meta(None);
+    let started = session.request(&silent);
+    assert_eq!(started["result"]["resultType"], "complete", "{started}");
+    let text = started["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let process: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {started}"));
+    let waited = session.request(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "process", "arguments": {"action": "wait", "session_id": process["session_id"]},
+        "_meta": modern_meta(None)}}),
+    );
+    assert_eq!(waited["result"]["isError"], false, "{waited}");
+    session.listen(std::time::Duration::from_secs(2));
+    let mut asking = background(3, "asked-marker", None);
+    asking["params"]["_meta"] = modern_meta(Some("info"));
+    session.send(&asking);
+    let seen = session.wait_for(|seen| !notifications_with(seen, "asked-marker").is_empty());
+    assert_eq!(
+        notifications_with(seen, "asked-marker").len(),
+        1,
+        "{seen:?}"
+    );
+    assert!(
+        notifications_with(seen, "unasked-marker").is_empty(),
+        "a message for a call that asked for none: {seen:?}"
+    );
+}

@@ -19,8 +19,8 @@ use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ResultType, ServerCapabilities, SetLevelRequestParams, Tool,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ResultType, ServerCapabilities, SetLevelRequestParams, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -381,6 +381,16 @@ impl CallRequest {
     }
 }
 
+/// Where a 2026-07-28 request asks for log messages, and from which level.
+const LOG_LEVEL_META_KEY: &str = "io.modelcontextprotocol/logLevel";
+
+/// Whether the request is of protocol 2026-07-28 or newer (no sessions, no setLevel).
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
 fn internal(why: impl std::fmt::Display) -> ErrorData {
     ErrorData::internal_error(why.to_string(), None)
 }
@@ -419,6 +429,18 @@ impl ServerHandler for HermesServer {
                 cancel.cancel();
             })
         };
+        if modern(&context) {
+            // 2026-07-28 has no logging/setLevel: a request asks for log messages with
+            // `io.modelcontextprotocol/logLevel` in `_meta`, and gets none without it.
+            let asked = context
+                .meta
+                .0
+                 .0
+                .get(LOG_LEVEL_META_KEY)
+                .and_then(|level| serde_json::from_value(level.clone()).ok());
+            *self.level.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(asked.unwrap_or(LoggingLevel::Emergency));
+        }
         let request = CallRequest::new(&context.id, request, Some(&context.meta));
         let result = self.call_with(request, cancel, Some(&context.peer)).await;
         watcher.abort();
@@ -434,10 +456,7 @@ impl ServerHandler for HermesServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         // 2026-07-28 has no logging/setLevel (a request names its level in `_meta`).
-        if context
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
-        {
+        if modern(&context) {
             return Err(ErrorData::method_not_found::<
                 rmcp::model::SetLevelRequestMethod,
             >());
