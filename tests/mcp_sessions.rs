@@ -275,3 +275,82 @@ fn sigterm_removes_the_sandbox_directories() {
 fn sigint_removes_the_sandbox_directories() {
     stop_with(libc::SIGINT);
 }
+
+#[test]
+fn terminal_sessions_closed_one_after_another_leave_no_shell_or_sandbox_behind() {
+    // The OS sandbox on (the default), its directories in a temp dir of the test's own.
+    let home = tempfile::tempdir().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = HttpServer::start_with(
+        home.path(),
+        work.path(),
+        &["--toolsets", "terminal"],
+        &[("TMPDIR", temp.path())],
+    );
+    // Children of every thread of the server (each thread lists its own).
+    let children = |pid: u32| -> usize {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+            .map(|list| list.split_whitespace().count())
+            .sum()
+    };
+    let mut baseline = None;
+    const SESSIONS: usize = 100;
+    for n in 0..SESSIONS {
+        if n == 10 {
+            baseline = Some(usage(server.pid()).0);
+        }
+        let session = open_session(&server);
+        let answer = call(
+            &server,
+            &session,
+            2,
+            "terminal",
+            json!({"command": format!("echo session-{n}")}),
+        );
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            text.contains(&format!("session-{n}")),
+            "session {n}: {answer}"
+        );
+        if n == 0 {
+            // What is counted below exists while a session lives.
+            assert!(
+                children(server.pid()) > 0,
+                "no shell while the session lives"
+            );
+            assert!(
+                !sandbox_dirs(temp.path()).is_empty(),
+                "no sandbox while the session lives"
+            );
+        }
+        assert_eq!(server.request("DELETE", Some(&session), "").status, 200);
+    }
+    // Each ended session's shell and sandbox go away (on a thread of their own).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while (!sandbox_dirs(temp.path()).is_empty() || children(server.pid()) > 0)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(
+        sandbox_dirs(temp.path()),
+        Vec::<String>::new(),
+        "sandboxes of closed sessions left"
+    );
+    assert_eq!(
+        children(server.pid()),
+        0,
+        "shells of closed sessions left running"
+    );
+    let (fds, _) = usage(server.pid());
+    let baseline = baseline.unwrap();
+    assert!(
+        fds <= baseline + 8,
+        "descriptors grew over {SESSIONS} terminal sessions: {baseline} -> {fds}"
+    );
+}
