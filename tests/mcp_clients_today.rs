@@ -59,7 +59,7 @@ fn run_client(
         "{kind} client failed: {}\n{stdout}",
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+    serde_json::from_str(stdout.lines().next_back().unwrap_or(""))
         .unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
