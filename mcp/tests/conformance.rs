@@ -84,9 +84,13 @@ fn server_scenarios_over_http() {
         ("logging-set-level", None),
         ("json-schema-2020-12", None),
         ("dns-rebinding-protection", None),
-        ("tools-call-simple-text", Some("simple text response for testing")),
+        (
+            "tools-call-simple-text",
+            Some("simple text response for testing"),
+        ),
         ("tools-call-error", Some("intentionally returns an error")),
         ("tools-call-with-progress", None),
+        ("server-sse-multiple-streams", None),
     ] {
         let (ok, text) = conformance(&["server", "--url", &url, "--scenario", scenario]);
         if !ok || !text.contains("0 failed") {
