@@ -12,8 +12,9 @@
 //! A call's task is its `task_id`, else its `session_id`, else `default`: the task
 //! owns the shell state, the file tools' records and the background processes.
 //! Calls are queued per task and served round-robin across tasks (see
-//! [`scheduler`]); a call that exceeds the queue bounds is answered at once with an
-//! error result.
+//! [`scheduler`]); within a task, a call waits for the earlier ones it could touch
+//! (the turn rules of an array, across lines). A call that exceeds the queue bounds
+//! is answered at once with an error result.
 //!
 //! Calls that carry a `session_id` belong to an agent session, created on the first
 //! call of that id and kept until the server exits: its todo list, memory store,
@@ -76,6 +77,8 @@ pub struct SessionHub {
     /// The server's working directory, where every call's relative paths start (the
     /// server never changes it, so it is asked once, not per call).
     cwd: Option<std::path::PathBuf>,
+    /// A context that resolves paths as the calls' do, to work out what a call touches.
+    paths: hermes_runtime::ToolContext,
 }
 
 impl SessionHub {
@@ -86,7 +89,13 @@ impl SessionHub {
     ) -> SessionHub {
         let config = AgentConfig::from_config(&registry.config());
         let cwd = std::env::current_dir().ok();
+        let mut paths = hermes_runtime::ToolContext::builder();
+        if let Some(cwd) = &cwd {
+            paths = paths.cwd(cwd.clone());
+        }
+        let paths = paths.build();
         SessionHub {
+            paths,
             registry,
             config,
             store: OnceLock::new(),
@@ -338,7 +347,7 @@ struct Server {
 
 /// A call that could start at once, to be run by the thread that read it.
 struct Started<'a> {
-    task: Arc<str>,
+    slot: scheduler::Slot,
     request: request::Request,
     inline: reading::InlineCall<'a>,
 }
@@ -389,10 +398,11 @@ impl Server {
                 return None;
             }
         };
+        let access = request.access(&self.registry, &self.hub);
         if let Some(inline) = self.input.claim_inline() {
-            if let Some(task) = self.scheduler.start_now(request.task()) {
+            if let Some(slot) = self.scheduler.start_now(request.task(), &access) {
                 return Some(Started {
-                    task,
+                    slot,
                     request,
                     inline,
                 });
@@ -406,7 +416,7 @@ impl Server {
             Arc::clone(&self.output),
         );
         let job = Box::new(move || output.send(&run_request(&registry, &hub, request)));
-        if let Err(why) = self.scheduler.submit(&task, bytes.len(), job) {
+        if let Err(why) = self.scheduler.submit(&task, bytes.len(), access, job) {
             let refusal = hermes_runtime::tool_error(format!("refused: {why}"));
             let answers: Vec<String> = ids.iter().map(|id| answer(id, refusal.clone())).collect();
             self.output.send(&answers);
@@ -417,7 +427,7 @@ impl Server {
     /// Runs a call [`Server::take_line`] handed back, on this thread.
     fn run_started(self: &Arc<Self>, started: Started<'_>) {
         let Started {
-            task,
+            slot,
             request,
             inline,
         } = started;
@@ -428,7 +438,7 @@ impl Server {
         if let Ok(answers) = answers {
             self.output.send(&answers);
         }
-        self.scheduler.done(&task);
+        self.scheduler.done(&slot);
         drop(inline);
     }
 

@@ -27,3 +27,18 @@ if ! "$venv/bin/python3" -c 'import mcp.client.stdio, mcp.server.fastmcp' >/dev/
     echo "installing the Python mcp package into $venv"
     "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check 'mcp>=1.20,<2' </dev/null
 fi
+
+# The newest MCP clients, in a venv of their own since mcp 2.x renamed the 1.x API the
+# fixtures above are written in: mcp 2.x (its default `mcp.Client` speaks protocol
+# 2026-07-28) and the OpenAI Agents SDK's MCP client. Tests look in
+# $HERMES_TEST_VENV_NEWEST, else ~/.cache/hermes-tools/test-venv-newest.
+newest="${HERMES_TEST_VENV_NEWEST:-${HOME:-/root}/.cache/hermes-tools/test-venv-newest}"
+if [ ! -x "$newest/bin/python3" ]; then
+    echo "creating the newest-clients venv at $newest"
+    mkdir -p "$(dirname "$newest")"
+    python3 -m venv "$newest"
+fi
+if ! "$newest/bin/python3" -c 'from mcp import Client; import agents.mcp' >/dev/null 2>&1; then
+    echo "installing mcp 2.x and openai-agents into $newest"
+    "$newest/bin/python3" -m pip install --quiet --disable-pip-version-check 'mcp>=2.3,<3' 'openai-agents>=0.24' </dev/null
+fi

@@ -130,33 +130,39 @@ impl ApprovalPrompter for ElicitingApprover {
     }
 }
 
-type Sessions = Mutex<HashMap<String, (Peer<RoleServer>, tokio::runtime::Handle)>>;
-
-fn sessions() -> &'static Sessions {
-    static SESSIONS: OnceLock<Sessions> = OnceLock::new();
-    SESSIONS.get_or_init(Default::default)
+/// Where the notifications of one task go: the client of the session that last ran
+/// a call of it, at the level that client asked for.
+#[derive(Clone)]
+struct Listener {
+    session: String,
+    peer: Peer<RoleServer>,
+    runtime: tokio::runtime::Handle,
+    level: SessionLevel,
 }
 
-/// Remembers where the notifications of `task_id` go (its session's client).
-pub fn register_session(task_id: &str, peer: &Peer<RoleServer>) {
-    let handle = tokio::runtime::Handle::current();
-    sessions()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(task_id.to_string(), (peer.clone(), handle));
+/// A session's `logging/setLevel`: messages below it are not sent (none set: all are).
+pub type SessionLevel = Arc<Mutex<Option<LoggingLevel>>>;
+
+fn listeners() -> &'static Mutex<HashMap<String, Listener>> {
+    static LISTENERS: OnceLock<Mutex<HashMap<String, Listener>>> = OnceLock::new();
+    LISTENERS.get_or_init(Default::default)
 }
 
-/// Sends one background-process event to the client of `task_id`, if it is connected.
-/// Returns whether a client was found.
+/// Sends one background-process event to the client of `task_id`, if it is connected
+/// and its level lets an `info` message through. Returns whether a client took it.
 pub fn deliver_notification(task_id: &str, event: &Value) -> bool {
-    let target = sessions()
+    let target = listeners()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get(task_id)
         .cloned();
-    let Some((peer, handle)) = target else {
+    let Some(listener) = target else {
         return false;
     };
+    let wanted = *listener.level.lock().unwrap_or_else(|p| p.into_inner());
+    if wanted.is_some_and(|wanted| (LoggingLevel::Info as u8) < (wanted as u8)) {
+        return false;
+    }
     let mut data = event.clone();
     let kind = event
         .get("type")
@@ -170,10 +176,33 @@ pub fn deliver_notification(task_id: &str, event: &Value) -> bool {
     data["task_id"] = json!(task_id);
     let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, data)
         .with_logger("hermes-tools/process");
-    handle.spawn(async move {
+    let peer = listener.peer;
+    listener.runtime.spawn(async move {
         let _ = peer.notify_logging_message(param).await;
     });
     true
+}
+
+/// Forgets everything kept for `session` (its own task id) once it has ended: where
+/// its tasks' notifications went and its agent session.
+pub fn forget_session(session: &str) {
+    listeners()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|_, listener| listener.session != session);
+    let agent_session = agent_sessions()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(session);
+    drop(agent_session);
+}
+
+/// How many sessions have something kept here (for tests of the cleanup).
+pub fn kept_sessions() -> usize {
+    agent_sessions()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .len()
 }
 
 /// The user behind one session's client as its calls' contexts carry them: the
@@ -183,14 +212,37 @@ pub fn deliver_notification(task_id: &str, event: &Value) -> bool {
 pub struct User {
     approver: Arc<ElicitingApprover>,
     session: Arc<AgentSession>,
+    listener: Listener,
 }
 
 impl User {
-    pub fn new(registry: &Arc<Registry>, task_id: &str, peer: &Peer<RoleServer>) -> User {
-        register_session(task_id, peer);
-        User {
+    /// The user of session `task_id` (the session's own task id).
+    pub fn new(
+        registry: &Arc<Registry>,
+        task_id: &str,
+        peer: &Peer<RoleServer>,
+        level: SessionLevel,
+    ) -> User {
+        let user = User {
             approver: Arc::new(ElicitingApprover::new(peer.clone())),
             session: agent_session(registry, task_id, peer),
+            listener: Listener {
+                session: task_id.to_string(),
+                peer: peer.clone(),
+                runtime: tokio::runtime::Handle::current(),
+                level,
+            },
+        };
+        user.listen_for(task_id);
+        user
+    }
+
+    /// Notifications of `task` go to this user from now on (a call named it).
+    pub fn listen_for(&self, task: &str) {
+        let mut listeners = listeners().lock().unwrap_or_else(|p| p.into_inner());
+        let current = listeners.get(task);
+        if current.is_none_or(|l| l.session != self.listener.session) {
+            listeners.insert(task.to_string(), self.listener.clone());
         }
     }
 
@@ -207,11 +259,7 @@ fn agent_session(
     task_id: &str,
     peer: &Peer<RoleServer>,
 ) -> Arc<AgentSession> {
-    static AGENT_SESSIONS: OnceLock<Mutex<HashMap<String, Arc<AgentSession>>>> = OnceLock::new();
-    let mut sessions = AGENT_SESSIONS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let mut sessions = agent_sessions().lock().unwrap_or_else(|p| p.into_inner());
     let session = sessions.entry(task_id.to_string()).or_insert_with(|| {
         let clarify = ElicitingClarify {
             peer: peer.clone(),
@@ -228,6 +276,11 @@ fn agent_session(
         )
     });
     Arc::clone(session)
+}
+
+fn agent_sessions() -> &'static Mutex<HashMap<String, Arc<AgentSession>>> {
+    static AGENT_SESSIONS: OnceLock<Mutex<HashMap<String, Arc<AgentSession>>>> = OnceLock::new();
+    AGENT_SESSIONS.get_or_init(Default::default)
 }
 
 /// `clarify` through elicitation.

@@ -9,7 +9,9 @@
 //!
 //! Sessions: at most `mcp_server.max_sessions` (default 64) live at once; an
 //! `initialize` beyond that closes the session idle the longest. A session with no
-//! request for `mcp_server.session_idle_seconds` (default 300) is closed.
+//! request for `mcp_server.session_idle_seconds` (default 300) is closed, and so is one
+//! the client ends with `DELETE` (answered 200; a request naming a session that is not
+//! live is answered 404). A closed session lets go of everything it held.
 
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
@@ -183,6 +185,45 @@ impl SessionCap {
             .insert(id.to_string(), Instant::now());
     }
 
+    async fn live(&self, id: &str) -> bool {
+        let id: rmcp::transport::streamable_http_server::SessionId = id.to_string().into();
+        self.manager.sessions.read().await.contains_key(&id)
+    }
+
+    /// Closes session `id`: its worker ends, which drops its server and with it
+    /// everything the session held.
+    async fn close(&self, id: &str) {
+        self.last_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        let id: rmcp::transport::streamable_http_server::SessionId = id.to_string().into();
+        if self.manager.close_session(&id).await.is_err() {
+            // Gone already; the map no longer has it either.
+            self.manager.sessions.write().await.remove(&id);
+        }
+    }
+
+    /// Closes the sessions without a request for `idle`, now and then, until the
+    /// process ends. rmcp ends an idle session's worker by itself but keeps its entry.
+    pub async fn expire_idle(&self, idle: Duration) {
+        let period = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        loop {
+            tokio::time::sleep(period).await;
+            let expired: Vec<String> = self
+                .last_seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|(_, at)| at.elapsed() >= idle)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in expired {
+                self.close(&id).await;
+            }
+        }
+    }
+
     /// Before a new session: closes the longest idle ones until there is room.
     async fn make_room(&self) {
         loop {
@@ -206,15 +247,7 @@ impl SessionCap {
                     .cloned()
             };
             let Some(oldest) = oldest else { return };
-            self.last_seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&oldest);
-            let id: rmcp::transport::streamable_http_server::SessionId = oldest.into();
-            if self.manager.close_session(&id).await.is_err() {
-                // Gone already; the map no longer has it either.
-                self.manager.sessions.write().await.remove(&id);
-            }
+            self.close(&oldest).await;
         }
     }
 }
@@ -355,6 +388,23 @@ where
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session {
+        if !sessions.live(id).await {
+            // The spec's answer for a session that ended or never was: 404, so the
+            // client starts a new one.
+            return rpc_error(
+                StatusCode::NOT_FOUND,
+                Value::Null,
+                -32001,
+                "Session not found: it was closed or has expired; start a new one with initialize",
+            );
+        }
+        if request.method() == http::Method::DELETE {
+            sessions.close(id).await;
+            return Response::builder()
+                .status(StatusCode::OK)
+                .body(Full::new(Bytes::new()).boxed())
+                .expect("a valid response");
+        }
         sessions.seen(id);
     }
     let (parts, body) = request.into_parts();

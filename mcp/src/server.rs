@@ -19,8 +19,8 @@ use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, LoggingLevel, PaginatedRequestParams, ServerCapabilities,
-    SetLevelRequestParams, Tool,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ResultType, ServerCapabilities, SetLevelRequestParams, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -47,9 +47,64 @@ pub struct HermesServer {
     selection: Arc<Selection>,
     tools: Arc<ToolCache>,
     task_id: String,
-    level: Arc<Mutex<Option<LoggingLevel>>>,
+    level: crate::elicitation::SessionLevel,
     /// The client's user, once a call needed them.
     user: Arc<std::sync::OnceLock<crate::elicitation::User>>,
+    /// Dropped with the session's last clone, when the session has ended.
+    _end: Arc<SessionEnd>,
+}
+
+/// What ends with a session (a closed or expired HTTP session, the end of stdio, one
+/// stateless request): what was kept for its notifications and questions, and the
+/// environment of its own task (shell, sandbox, background processes). Tasks its calls
+/// named in `_meta.task_id` are the client's to keep.
+struct SessionEnd {
+    task_id: String,
+}
+
+/// Session ends whose environment is still being cleaned up, and a signal when one is done.
+static ENDING: (Mutex<usize>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
+
+impl SessionEnd {
+    /// Waits (at most `limit`) for the environments of ended sessions to be gone, so
+    /// the process does not leave while one is half removed.
+    fn wait_for_all(limit: std::time::Duration) {
+        let deadline = Instant::now() + limit;
+        let mut ending = ENDING.0.lock().unwrap_or_else(|p| p.into_inner());
+        while *ending > 0 {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            ending = ENDING
+                .1
+                .wait_timeout(ending, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        crate::elicitation::forget_session(&self.task_id);
+        let task = std::mem::take(&mut self.task_id);
+        *ENDING.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        let done = || {
+            *ENDING.0.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+            ENDING.1.notify_all();
+        };
+        // Ending a shell or a sandbox may wait on processes: not on the runtime's threads.
+        let spawned = std::thread::Builder::new()
+            .name("hermes-mcp-end".into())
+            .spawn(move || {
+                hermes_environments::env::cleanup_task(&task);
+                hermes_runtime::context::forget_task(&task);
+                done();
+            });
+        if spawned.is_err() {
+            done();
+        }
+    }
 }
 
 /// The served tools as MCP sees them, kept while the registry's generation and
@@ -135,8 +190,11 @@ impl HermesServer {
             registry,
             selection,
             tools,
+            _end: Arc::new(SessionEnd {
+                task_id: task_id.clone(),
+            }),
             task_id,
-            level: Arc::new(Mutex::new(None)),
+            level: Arc::default(),
             user: Arc::default(),
         }
     }
@@ -171,6 +229,7 @@ impl HermesServer {
             arguments,
             call_id,
             task,
+            progress,
         } = request;
         if !self.selected(&name) {
             let text = hermes_runtime::tool_error(format!(
@@ -178,18 +237,30 @@ impl HermesServer {
             ));
             return crate::convert::result_string_to_mcp(&text);
         }
+        let named_task = task.is_some();
         let task = task.unwrap_or_else(|| self.task_id.clone());
         let mut builder = ToolContext::builder()
-            .task_id(task)
+            .task_id(task.clone())
             .session_id(self.task_id.clone())
             .cancellation(cancel);
         if let Some(peer) = client {
-            builder = self
-                .user
-                .get_or_init(|| crate::elicitation::User::new(&self.registry, &self.task_id, peer))
-                .attach(builder);
+            let user = self.user.get_or_init(|| {
+                crate::elicitation::User::new(
+                    &self.registry,
+                    &self.task_id,
+                    peer,
+                    Arc::clone(&self.level),
+                )
+            });
+            if named_task {
+                user.listen_for(&task);
+            }
+            builder = user.attach(builder);
         }
         let ctx = builder.build();
+        let _reporting = progress
+            .zip(client)
+            .map(|(token, peer)| report_progress(peer.clone(), token, name.clone()));
         let call = ToolCall {
             name,
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
@@ -225,6 +296,40 @@ impl HermesServer {
     }
 }
 
+/// How often a call whose client asked for progress says that it still runs.
+pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Sends `notifications/progress` for `token` every [`PROGRESS_EVERY`] until the
+/// returned guard is dropped (when the call has answered), so a client that resets its
+/// timeout on progress waits for a long call and can show that it runs. Needs the
+/// server's runtime entered on this thread.
+fn report_progress(
+    peer: rmcp::service::Peer<RoleServer>,
+    token: ProgressToken,
+    tool: String,
+) -> tokio_util::sync::DropGuard {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::runtime::Handle::current().spawn(async move {
+        let started = Instant::now();
+        let mut ticks = 0u32;
+        loop {
+            tokio::select! {
+                _ = stopped.cancelled() => return,
+                _ = tokio::time::sleep(PROGRESS_EVERY) => {}
+            }
+            ticks += 1;
+            let message = format!("{tool} is running ({} s)", started.elapsed().as_secs());
+            let param = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
+                .with_message(message);
+            if peer.notify_progress(param).await.is_err() {
+                return;
+            }
+        }
+    });
+    stop.drop_guard()
+}
+
 /// One `tools/call` as the server runs it.
 #[derive(Debug, Clone)]
 pub struct CallRequest {
@@ -234,6 +339,8 @@ pub struct CallRequest {
     pub call_id: String,
     /// The task the client named in `_meta.task_id`, if any.
     pub task: Option<String>,
+    /// The client's `_meta.progressToken`, if it wants progress notifications.
+    pub progress: Option<ProgressToken>,
 }
 
 impl CallRequest {
@@ -250,21 +357,38 @@ impl CallRequest {
                 .unwrap_or_default()
                 .trim_matches('"')
         );
-        let task = params
-            .meta
+        let field = |key: &str| {
+            params
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.0 .0.get(key))
+                .or_else(|| meta.and_then(|meta| meta.0 .0.get(key)))
+                .cloned()
+        };
+        let task = field("task_id")
             .as_ref()
-            .and_then(|meta| meta.0 .0.get("task_id"))
-            .or_else(|| meta.and_then(|meta| meta.0 .0.get("task_id")))
             .and_then(Value::as_str)
             .filter(|task| !task.is_empty())
             .map(str::to_owned);
+        let progress = field("progressToken").and_then(|t| serde_json::from_value(t).ok());
         CallRequest {
             name: params.name.into_owned(),
             arguments: params.arguments,
             call_id,
             task,
+            progress,
         }
     }
+}
+
+/// Where a 2026-07-28 request asks for log messages, and from which level.
+const LOG_LEVEL_META_KEY: &str = "io.modelcontextprotocol/logLevel";
+
+/// Whether the request is of protocol 2026-07-28 or newer (no sessions, no setLevel).
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 fn internal(why: impl std::fmt::Display) -> ErrorData {
@@ -283,7 +407,8 @@ impl ServerHandler for HermesServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        serde_json::from_value(json!({ "tools": self.served().tools })).map_err(internal)
+        // Made complete (`resultType`); rmcp strips that for peers of older versions.
+        Ok(ListToolsResult::with_all_items(self.served().tools.clone()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -304,18 +429,38 @@ impl ServerHandler for HermesServer {
                 cancel.cancel();
             })
         };
+        if modern(&context) {
+            // 2026-07-28 has no logging/setLevel: a request asks for log messages with
+            // `io.modelcontextprotocol/logLevel` in `_meta`, and gets none without it.
+            let asked = context
+                .meta
+                .0
+                 .0
+                .get(LOG_LEVEL_META_KEY)
+                .and_then(|level| serde_json::from_value(level.clone()).ok());
+            *self.level.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(asked.unwrap_or(LoggingLevel::Emergency));
+        }
         let request = CallRequest::new(&context.id, request, Some(&context.meta));
         let result = self.call_with(request, cancel, Some(&context.peer)).await;
         watcher.abort();
-        let result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
+        let mut result: CallToolResult = serde_json::from_value(result).map_err(internal)?;
+        // Required from 2026-07-28 on; rmcp strips it for peers of older versions.
+        result.result_type = Some(ResultType::COMPLETE);
         Ok(CallToolResponse::Complete(result))
     }
 
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // 2026-07-28 has no logging/setLevel (a request names its level in `_meta`).
+        if modern(&context) {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >());
+        }
         *self.level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
         Ok(())
     }
@@ -403,6 +548,8 @@ pub async fn serve_http(
         http_config(&options),
     );
     let guard = Arc::new((token, SessionCap::new(manager, limits.max_sessions)));
+    let expiry = Arc::clone(&guard);
+    tokio::spawn(async move { expiry.1.expire_idle(limits.idle).await });
     on_ready(local);
     loop {
         let (stream, _) = match listener.accept().await {
@@ -413,6 +560,9 @@ pub async fn serve_http(
                 continue;
             }
         };
+        // Answers go out in several writes (SSE frames): without this, Nagle's algorithm
+        // holds each answer's tail until the client's delayed ACK, ~40 ms per request.
+        let _ = stream.set_nodelay(true);
         let (service, guard) = (service.clone(), Arc::clone(&guard));
         let guarded = hyper::service::service_fn(move |request| {
             let (service, guard) = (service.clone(), Arc::clone(&guard));
@@ -466,8 +616,24 @@ pub fn parse_http_addr(text: &str) -> Result<SocketAddr, String> {
 
 pub const DEFAULT_HTTP_PORT: u16 = 8765;
 
+/// Resolves on the first SIGINT or SIGTERM.
+async fn stop_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(tokio::select! {
+        _ = interrupt.recv() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
+    })
+}
+
+/// How long calls still running at a stop signal may take before the process leaves.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The blocking entry point of `hermes-tools mcp`: attaches MCP servers and plugins,
-/// then serves stdio (no `http`) or streamable HTTP.
+/// then serves stdio (no `http`) or streamable HTTP. SIGINT and SIGTERM stop it the
+/// way the end of input does, so the process exits normally and its at-exit cleanup
+/// removes the tasks' environments (shells, sandboxes and their directories).
 pub fn run(
     registry: Arc<Registry>,
     selection: Selection,
@@ -479,21 +645,31 @@ pub fn run(
         .enable_all()
         .thread_name("hermes-mcp")
         .build()?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let report = crate::attach_async(&registry).await;
         for line in report.to_string().lines() {
             eprintln!("{line}");
         }
-        let result = match http {
-            None => serve_stdio(Arc::clone(&registry), selection).await,
-            Some(addr) => {
-                serve_http(Arc::clone(&registry), selection, addr, options, |local| {
-                    eprintln!("hermes-tools mcp: streamable HTTP on http://{local}/mcp");
-                })
-                .await
+        let serving = async {
+            match http {
+                None => serve_stdio(Arc::clone(&registry), selection).await,
+                Some(addr) => {
+                    serve_http(Arc::clone(&registry), selection, addr, options, |local| {
+                        eprintln!("hermes-tools mcp: streamable HTTP on http://{local}/mcp");
+                    })
+                    .await
+                }
             }
+        };
+        let result = tokio::select! {
+            result = serving => result,
+            stopped = stop_signal() => stopped.map(|signal| eprintln!("hermes-tools mcp: stopped by {signal}")),
         };
         report.clients.shutdown();
         result
-    })
+    });
+    // Calls blocked in a tool would hold the runtime's drop; the at-exit cleanup ends them.
+    runtime.shutdown_timeout(STOP_GRACE);
+    SessionEnd::wait_for_all(STOP_GRACE);
+    result
 }

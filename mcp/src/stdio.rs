@@ -309,16 +309,26 @@ impl Front {
     }
 
     fn handle(self: &Arc<Self>, line: Vec<u8>) {
-        if let Some(peer) = self.peer.get() {
-            if let Ok(call) = serde_json::from_slice::<CallLine>(&line) {
-                if plain_call(&call) {
+        let peer = self.peer.get();
+        match serde_json::from_slice::<CallLine>(&line) {
+            Ok(call) => {
+                if let Some(peer) = peer.filter(|_| plain_call(&call)) {
                     return self.call(call, peer);
                 }
-            } else if let Ok(cancel) = serde_json::from_slice::<CancelLine>(&line) {
-                if cancel.method == "notifications/cancelled"
-                    && self.cancel(cancel.params.request_id.as_ref())
-                {
-                    return;
+            }
+            // Only a line that is not a whole call is looked at again.
+            Err(_) => {
+                if let Some(malformed) = malformed_call(&line) {
+                    return self.write_answer(malformed);
+                }
+                if peer.is_some() {
+                    if let Ok(cancel) = serde_json::from_slice::<CancelLine>(&line) {
+                        if cancel.method == "notifications/cancelled"
+                            && self.cancel(cancel.params.request_id.as_ref())
+                        {
+                            return;
+                        }
+                    }
                 }
             }
         }
@@ -378,7 +388,7 @@ impl Front {
             .remove(&id)
             .is_some();
         if wanted {
-            let mut line = match answered {
+            let line = match answered {
                 // The result is the `CallToolResult` rmcp would have sent, already as JSON.
                 Ok(result) => serde_json::to_vec(&Answer {
                     jsonrpc: "2.0",
@@ -391,14 +401,18 @@ impl Front {
                 )),
             }
             .unwrap_or_default();
-            line.push(b'\n');
-            // A client gone leaves nobody to tell.
-            let _ = self.output.write_lines(&line);
+            self.write_answer(line);
         }
         if self.running.fetch_sub(1, SeqCst) == 1 && self.ended.get().is_some() {
             let _guard = self.idle.0.lock().unwrap_or_else(|p| p.into_inner());
             self.idle.1.notify_all();
         }
+    }
+
+    fn write_answer(&self, mut line: Vec<u8>) {
+        line.push(b'\n');
+        // A client gone leaves nobody to tell.
+        let _ = self.output.write_lines(&line);
     }
 
     /// End of input: rmcp's input closes too, so it finishes its own requests and stops.
@@ -474,6 +488,26 @@ impl Front {
             }
         }
     }
+}
+
+/// A `tools/call` request whose params are not a call (no `name`, wrong types): the
+/// invalid-params error for it, as the HTTP transport answers. rmcp's stdio transport
+/// would answer such a line "method not found".
+fn malformed_call(line: &[u8]) -> Option<Vec<u8>> {
+    #[derive(Deserialize)]
+    struct Request {
+        id: RequestId,
+        method: String,
+        #[serde(default)]
+        params: serde_json::Value,
+    }
+    let request: Request = serde_json::from_slice(line).ok()?;
+    if request.method != "tools/call" {
+        return None;
+    }
+    let why = serde_json::from_value::<CallToolRequestParams>(request.params).err()?;
+    let error = ErrorData::invalid_params(format!("invalid tools/call params: {why}"), None);
+    serde_json::to_vec(&ServerJsonRpcMessage::error(error, Some(request.id))).ok()
 }
 
 /// Whether rmcp would answer this call exactly as [`Front::call`] does.

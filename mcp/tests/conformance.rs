@@ -24,6 +24,18 @@ tools:
         name: {type: string}
         address: {$ref: "#/$defs/address"}
       additionalProperties: false
+  - name: test_simple_text
+    toolset: conformance
+    description: Answers with text.
+    command: [echo, "This is a simple text response for testing."]
+  - name: test_error_handling
+    toolset: conformance
+    description: Fails, so the answer is an error result.
+    command: [sh, -c, "echo 'This tool intentionally returns an error for testing' >&2; exit 1"]
+  - name: test_tool_with_progress
+    toolset: conformance
+    description: Runs long enough for the server to report its progress three times.
+    command: [sh, -c, "sleep 3.5; echo done"]
 "##;
 
 fn conformance(args: &[&str]) -> (bool, String) {
@@ -63,17 +75,33 @@ fn server_scenarios_over_http() {
     let proxy = header_proxy(port, "Authorization: Bearer conformance-token");
     let url = format!("http://localhost:{proxy}/mcp");
     let mut failures = Vec::new();
-    for scenario in [
-        "server-initialize",
-        "ping",
-        "tools-list",
-        "logging-set-level",
-        "json-schema-2020-12",
-        "dns-rebinding-protection",
+    // With what the verbose report must show the tool answered: the suite takes an
+    // "unknown tool" error as a pass of tools-call-error, and any text for simple-text.
+    for (scenario, answered) in [
+        ("server-initialize", None),
+        ("ping", None),
+        ("tools-list", None),
+        ("logging-set-level", None),
+        ("json-schema-2020-12", None),
+        ("dns-rebinding-protection", None),
+        (
+            "tools-call-simple-text",
+            Some("simple text response for testing"),
+        ),
+        ("tools-call-error", Some("intentionally returns an error")),
+        ("tools-call-with-progress", None),
+        ("server-sse-multiple-streams", None),
     ] {
         let (ok, text) = conformance(&["server", "--url", &url, "--scenario", scenario]);
         if !ok || !text.contains("0 failed") {
             failures.push(format!("{scenario}:\n{text}"));
+        }
+        if let Some(answered) = answered {
+            let (_, verbose) =
+                conformance(&["server", "--url", &url, "--scenario", scenario, "--verbose"]);
+            if !verbose.contains(answered) {
+                failures.push(format!("{scenario}: not answered by its tool:\n{verbose}"));
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

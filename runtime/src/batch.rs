@@ -55,7 +55,8 @@ fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
-fn conflicts(a: &Access, b: &Access) -> bool {
+/// Whether two calls must not overlap (the later one waits for the earlier).
+pub fn conflicts(a: &Access, b: &Access) -> bool {
     match (a, b) {
         (Access::Exclusive, _) | (_, Access::Exclusive) => true,
         (Access::Read(_), Access::Read(_)) => false,
@@ -87,19 +88,22 @@ pub fn plan(accesses: &[Access]) -> Vec<Vec<usize>> {
 }
 
 impl Registry {
+    /// What `call` reads, writes or holds exclusively, for ordering it among others.
+    pub fn access_of_call(&self, call: &ToolCall, ctx: &ToolContext) -> Access {
+        let args = parse_arguments(call.arguments.as_ref()).unwrap_or(Value::Null);
+        match self.get(&call.name) {
+            Some(tool) => access_of(tool.concurrency(), &args, ctx),
+            // Unknown tools answer with an error and touch nothing.
+            None => Access::Read(None),
+        }
+    }
+
     /// Runs a turn's calls and returns their results in the same order, then applies
     /// the turn's total result budget.
     pub fn handle_batch(&self, calls: &[ToolCall], ctx: &ToolContext) -> Vec<String> {
         let accesses: Vec<Access> = calls
             .iter()
-            .map(|call| {
-                let args = parse_arguments(call.arguments.as_ref()).unwrap_or(Value::Null);
-                match self.get(&call.name) {
-                    Some(tool) => access_of(tool.concurrency(), &args, ctx),
-                    // Unknown tools answer with an error and touch nothing.
-                    None => Access::Read(None),
-                }
-            })
+            .map(|call| self.access_of_call(call, ctx))
             .collect();
         let mut results: Vec<Option<String>> = vec![None; calls.len()];
         for group in plan(&accesses) {

@@ -121,10 +121,7 @@ impl ToolContext {
     /// State a tool keeps for this task across calls (dedup caches, loop guards).
     /// One value per (task, type), created on first use.
     pub fn task_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
-        type StateMap = HashMap<(String, TypeId), Arc<dyn Any + Send + Sync>>;
-        static STATES: OnceLock<Mutex<StateMap>> = OnceLock::new();
-        let mut states = STATES
-            .get_or_init(Default::default)
+        let mut states = task_states()
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let key = (self.inner.task_id.clone(), TypeId::of::<T>());
@@ -137,6 +134,26 @@ impl ToolContext {
 
 /// Tools whose repeated identical calls are loop-guarded; any other tool ends a streak.
 pub const READ_ONLY_FILE_TOOLS: &[&str] = &["read_file", "search_files"];
+
+type StateMap = HashMap<(String, TypeId), Arc<dyn Any + Send + Sync>>;
+
+fn task_states() -> &'static Mutex<StateMap> {
+    static STATES: OnceLock<Mutex<StateMap>> = OnceLock::new();
+    STATES.get_or_init(Default::default)
+}
+
+/// Drops what tools kept for `task_id` across calls ([`ToolContext::task_state`], the
+/// activity epoch), for a front end whose task has ended for good (a closed MCP session).
+pub fn forget_task(task_id: &str) {
+    task_states()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(task, _), _| task != task_id);
+    task_epochs()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(task_id);
+}
 
 fn task_epochs() -> &'static Mutex<HashMap<String, u64>> {
     static EPOCHS: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();

@@ -5,6 +5,7 @@ use crate::serve_approvals::{ApprovalsMode, ClientApprover};
 use hermes_agent::store::NewMessage;
 use hermes_agent::AgentSession;
 use hermes_runtime::args::json_type_name;
+use hermes_runtime::batch::Access;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -47,6 +48,18 @@ impl Request {
             Request::One(call) => call.task(),
             Request::Batch(calls) => calls.first().map_or(DEFAULT_TASK, IncomingCall::task),
         }
+    }
+
+    /// What the request's calls touch, which orders it among the calls of its task.
+    pub fn access(&self, registry: &Registry, hub: &SessionHub) -> Vec<Access> {
+        let calls = match self {
+            Request::One(call) => std::slice::from_ref(call),
+            Request::Batch(calls) => calls.as_slice(),
+        };
+        calls
+            .iter()
+            .map(|c| registry.access_of_call(&c.call, &hub.paths))
+            .collect()
     }
 
     pub fn ids(&self) -> Vec<String> {

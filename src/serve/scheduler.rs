@@ -8,11 +8,18 @@
 //! not fit is refused at once. A task whose queue is empty and nothing running is
 //! forgotten, so finished calls leave nothing behind.
 //!
-//! A call that can start at once (nothing waits anywhere and both bounds have room)
-//! may be run by the thread that read it instead ([`Scheduler::start_now`]): it counts
-//! against the same bounds and overtakes nobody, and the call skips a hand-off to
-//! another thread.
+//! Within a task, calls start in arrival order, and a call whose access (what it
+//! reads, writes or holds exclusively, as [`hermes_runtime::batch`] works it out for
+//! an array) conflicts with a call of the task still running waits for it: the same
+//! turn rules as an array, across lines. Reads overlap; writes to one path and
+//! exclusive tools (`terminal`, ...) run, and so answer, one after another.
+//!
+//! A call that can start at once (nothing waits anywhere, both bounds have room and
+//! nothing of its task in the way) may be run by the thread that read it instead
+//! ([`Scheduler::start_now`]): it counts against the same bounds and overtakes nobody,
+//! and the call skips a hand-off to another thread.
 
+use hermes_runtime::batch::{conflicts, Access};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -41,13 +48,40 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 struct Waiting {
     job: Job,
     bytes: usize,
+    access: Vec<Access>,
 }
 
 #[derive(Default)]
 struct TaskQueue {
     waiting: VecDeque<Waiting>,
-    running: usize,
+    /// The calls running, by serial, with their access.
+    running: Vec<(u64, Vec<Access>)>,
     in_line: bool,
+}
+
+impl TaskQueue {
+    /// Whether a call with `access` may start beside the task's running calls.
+    fn admits(&self, access: &[Access], per_task: usize) -> bool {
+        self.running.len() < per_task
+            && self.running.iter().all(|(_, running)| {
+                running
+                    .iter()
+                    .all(|r| access.iter().all(|a| !conflicts(r, a)))
+            })
+    }
+
+    /// Whether the task's next waiting call may start now.
+    fn next_may_start(&self, per_task: usize) -> bool {
+        self.waiting
+            .front()
+            .is_some_and(|next| self.admits(&next.access, per_task))
+    }
+}
+
+/// A call marked running: hand it back to [`Scheduler::done`] when it has finished.
+pub struct Slot {
+    task: Arc<str>,
+    serial: u64,
 }
 
 #[derive(Default)]
@@ -61,6 +95,7 @@ struct State {
     workers: usize,
     idle: usize,
     closing: bool,
+    serials: u64,
 }
 
 pub struct Scheduler {
@@ -96,8 +131,14 @@ impl Scheduler {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues `job` for `task`; `Err` says why it was refused.
-    pub fn submit(self: &Arc<Self>, task: &str, bytes: usize, job: Job) -> Result<(), String> {
+    /// Queues `job` for `task`, which touches `access`; `Err` says why it was refused.
+    pub fn submit(
+        self: &Arc<Self>,
+        task: &str,
+        bytes: usize,
+        access: Vec<Access>,
+        job: Job,
+    ) -> Result<(), String> {
         let limits = self.limits;
         let mut state = self.lock();
         let waiting_here = state.tasks.get(task).map_or(0, |t| t.waiting.len());
@@ -125,8 +166,8 @@ impl Scheduler {
         state.queued += 1;
         state.queued_bytes += bytes;
         let queue = state.tasks.entry(Arc::clone(&key)).or_default();
-        queue.waiting.push_back(Waiting { job, bytes });
-        let joins_line = !queue.in_line && queue.running < limits.per_task;
+        queue.waiting.push_back(Waiting { job, bytes, access });
+        let joins_line = !queue.in_line && queue.next_may_start(limits.per_task);
         if joins_line {
             queue.in_line = true;
             state.line.push_back(key);
@@ -138,29 +179,36 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Marks a call of `task` running on the caller's own thread, when it can start at
-    /// once without overtaking anyone: no call waits anywhere, and the server and the
-    /// task both have a free slot. The caller runs it and then calls
-    /// [`Scheduler::done`] with the returned key.
-    pub fn start_now(&self, task: &str) -> Option<Arc<str>> {
+    /// Marks a call of `task` (touching `access`) running on the caller's own thread,
+    /// when it can start at once without overtaking anyone: no call waits anywhere, the
+    /// server and the task both have a free slot, and no running call of the task is in
+    /// its way. The caller runs it and then calls [`Scheduler::done`] with the slot.
+    pub fn start_now(&self, task: &str, access: &[Access]) -> Option<Slot> {
         let mut state = self.lock();
         if state.closing || state.queued > 0 || state.running >= self.limits.total {
             return None;
         }
         let key: Arc<str> = match state.tasks.get_key_value(task) {
-            Some((_, queue)) if queue.running >= self.limits.per_task => return None,
+            Some((_, queue)) if !queue.admits(access, self.limits.per_task) => return None,
             Some((key, _)) => Arc::clone(key),
             None => Arc::from(task),
         };
-        state.tasks.entry(Arc::clone(&key)).or_default().running += 1;
+        state.serials += 1;
+        let serial = state.serials;
+        state
+            .tasks
+            .entry(Arc::clone(&key))
+            .or_default()
+            .running
+            .push((serial, access.to_vec()));
         state.running += 1;
-        Some(key)
+        Some(Slot { task: key, serial })
     }
 
     /// A call started with [`Scheduler::start_now`] has finished.
-    pub fn done(self: &Arc<Self>, task: &Arc<str>) {
+    pub fn done(self: &Arc<Self>, slot: &Slot) {
         let mut state = self.lock();
-        self.finished(&mut state, task);
+        self.finished(&mut state, slot);
         self.wake_for_line(&mut state);
     }
 
@@ -186,46 +234,46 @@ impl Scheduler {
 
     /// Takes the next call in turn order, marking it running; `None` also when as many
     /// calls run as the server allows (some on the threads that read them).
-    fn next_job(&self, state: &mut State) -> Option<(Arc<str>, Waiting)> {
+    fn next_job(&self, state: &mut State) -> Option<(Slot, Job)> {
         if state.running >= self.limits.total {
             return None;
         }
         let task = state.line.pop_front()?;
         self.in_line.store(state.line.len(), Ordering::SeqCst);
+        state.serials += 1;
+        let serial = state.serials;
         let queue = state
             .tasks
             .get_mut(&task)
             .expect("a task in line has a queue");
-        let waiting = queue
+        let Waiting { job, bytes, access } = queue
             .waiting
             .pop_front()
             .expect("a task in line has a call waiting");
-        queue.running += 1;
-        let again = !queue.waiting.is_empty() && queue.running < self.limits.per_task;
+        queue.running.push((serial, access));
+        let again = queue.next_may_start(self.limits.per_task);
         queue.in_line = again;
         if again {
             state.line.push_back(Arc::clone(&task));
             self.in_line.store(state.line.len(), Ordering::SeqCst);
         }
         state.queued -= 1;
-        state.queued_bytes -= waiting.bytes;
+        state.queued_bytes -= bytes;
         state.running += 1;
-        Some((task, waiting))
+        Some((Slot { task, serial }, job))
     }
 
-    fn finished(&self, state: &mut State, task: &Arc<str>) {
+    fn finished(&self, state: &mut State, slot: &Slot) {
         state.running -= 1;
+        let task = &slot.task;
         let queue = state
             .tasks
             .get_mut(task)
             .expect("a running task has a queue");
-        queue.running -= 1;
-        if queue.waiting.is_empty() && queue.running == 0 {
+        queue.running.retain(|(serial, _)| *serial != slot.serial);
+        if queue.waiting.is_empty() && queue.running.is_empty() {
             state.tasks.remove(task);
-        } else if !queue.in_line
-            && !queue.waiting.is_empty()
-            && queue.running < self.limits.per_task
-        {
+        } else if !queue.in_line && queue.next_may_start(self.limits.per_task) {
             queue.in_line = true;
             state.line.push_back(Arc::clone(task));
             self.in_line.store(state.line.len(), Ordering::SeqCst);
@@ -243,14 +291,14 @@ impl Scheduler {
     fn work_loop(self: Arc<Self>) {
         let mut state = self.lock();
         loop {
-            if let Some((task, waiting)) = self.next_job(&mut state) {
+            if let Some((slot, job)) = self.next_job(&mut state) {
                 // More in line (a burst the spinning worker alone picked up).
                 self.wake_for_line(&mut state);
                 drop(state);
                 // A panicking job must not take the worker (and its slot) with it.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(waiting.job));
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                 state = self.lock();
-                self.finished(&mut state, &task);
+                self.finished(&mut state, &slot);
                 continue;
             }
             if state.closing && state.tasks.is_empty() {
@@ -316,17 +364,17 @@ mod tests {
     #[test]
     fn a_call_starts_at_once_only_with_a_free_slot_and_nobody_waiting() {
         let scheduler = Scheduler::new(limits(4, 1));
-        let first = scheduler.start_now("a").expect("nothing runs yet");
+        let first = scheduler.start_now("a", &[]).expect("nothing runs yet");
         assert!(
-            scheduler.start_now("a").is_none(),
+            scheduler.start_now("a", &[]).is_none(),
             "task a has its one slot taken"
         );
         let (sender, ran) = mpsc::channel();
         scheduler
-            .submit("a", 10, job(&sender, "queued call of a"))
+            .submit("a", 10, Vec::new(), job(&sender, "queued call of a"))
             .unwrap();
         assert!(
-            scheduler.start_now("b").is_none(),
+            scheduler.start_now("b", &[]).is_none(),
             "a call of b would overtake the call of a that waits"
         );
         scheduler.done(&first);
@@ -335,17 +383,17 @@ mod tests {
             "queued call of a"
         );
         scheduler.finish();
-        let again = scheduler.start_now("b");
+        let again = scheduler.start_now("b", &[]);
         assert!(again.is_none(), "a closing scheduler starts nothing");
     }
 
     #[test]
     fn calls_started_at_once_count_against_max_in_flight() {
         let scheduler = Scheduler::new(limits(1, 4));
-        let running = scheduler.start_now("a").expect("nothing runs yet");
+        let running = scheduler.start_now("a", &[]).expect("nothing runs yet");
         let (sender, ran) = mpsc::channel();
         scheduler
-            .submit("b", 10, job(&sender, "call of b"))
+            .submit("b", 10, Vec::new(), job(&sender, "call of b"))
             .unwrap();
         // The one slot is taken: no worker may run b until a is done.
         assert!(

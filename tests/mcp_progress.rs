@@ -1,0 +1,125 @@
+//! Long calls of `hermes-tools mcp` report progress to a client that sent a
+//! `progressToken`, on stdio and over HTTP, and a client's cancellation ends the call
+//! (its command is killed, no answer is sent).
+
+mod mcp_support;
+
+use mcp_support::*;
+use serde_json::{json, Value};
+
+fn long_call(id: i64, command: &str, token: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "terminal", "arguments": {"command": command}, "_meta": {"progressToken": token}}})
+}
+
+fn progress_of<'a>(seen: &'a [Value], token: &str) -> Vec<&'a Value> {
+    seen.iter()
+        .filter(|m| {
+            m["method"] == "notifications/progress" && m["params"]["progressToken"] == token
+        })
+        .collect()
+}
+
+#[test]
+fn a_long_call_reports_progress_on_stdio_and_can_be_cancelled() {
+    let home = home();
+    let marker = home.path().join("finished");
+    let mut session = StdioSession::start(home.path(), &["--toolsets", "terminal"]);
+    session.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    // A call that ends by itself: progress while it runs, increasing, then its answer.
+    let answered = session.request(&long_call(2, "sleep 2.5; echo all-done", "p-2"));
+    assert!(
+        answered["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("all-done"),
+        "{answered}"
+    );
+    let notes = progress_of(&session.seen, "p-2");
+    assert!(
+        !notes.is_empty(),
+        "no progress for a 2.5 s call: {:?}",
+        session.seen
+    );
+    let steps: Vec<f64> = notes
+        .iter()
+        .map(|n| n["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert!(
+        steps.windows(2).all(|w| w[0] < w[1]),
+        "progress must increase: {steps:?}"
+    );
+    assert!(
+        notes[0]["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("terminal"),
+        "{}",
+        notes[0]
+    );
+
+    // A call cancelled after its first progress: its command dies, nobody answers it.
+    session.send(&long_call(
+        3,
+        &format!("sleep 3; touch {}", marker.display()),
+        "p-3",
+    ));
+    session.wait_for(|seen| !progress_of(seen, "p-3").is_empty());
+    session.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}),
+    );
+    session.listen(std::time::Duration::from_secs(4));
+    assert!(
+        answer(&session.seen, 3).is_none(),
+        "a cancelled call was answered: {:?}",
+        session.seen
+    );
+    assert!(!marker.exists(), "the cancelled command kept running");
+    let after_cancel = progress_of(&session.seen, "p-3").len();
+    session.listen(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        progress_of(&session.seen, "p-3").len(),
+        after_cancel,
+        "progress went on after the cancel"
+    );
+}
+
+#[test]
+fn a_long_call_reports_progress_over_http() {
+    let home = home();
+    let server = HttpServer::start(home.path(), home.path(), &["--toolsets", "terminal"]);
+    let opened = server.request("POST", None, &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}).to_string());
+    let session = opened.header("mcp-session-id").expect("a session");
+    server.request(
+        "POST",
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    let answered = server.request(
+        "POST",
+        Some(&session),
+        &long_call(2, "sleep 2.5; echo all-done", "h-2").to_string(),
+    );
+    let messages = answered.messages();
+    let notes = progress_of(&messages, "h-2");
+    assert!(
+        !notes.is_empty(),
+        "no progress over HTTP: {}",
+        answered.body
+    );
+    let result = answer(&messages, 2).expect("the call's answer");
+    assert!(
+        result["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("all-done"),
+        "{result}"
+    );
+    // The progress came before the answer, on the call's stream.
+    let at = |m: &Value| messages.iter().position(|x| x == m).unwrap();
+    assert!(at(notes[0]) < at(result));
+}

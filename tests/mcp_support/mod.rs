@@ -1,0 +1,330 @@
+//! What the tests of `hermes-tools mcp` share: the newest clients' venv, a server on
+//! stdio or on loopback HTTP, and raw JSON-RPC lines.
+
+#![allow(dead_code)] // each test binary uses its own part of this
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_hermes-tools");
+pub const TOKEN: &str = "test-token-for-loopback";
+
+/// The venv with mcp 2.x and openai-agents (made by .ci/setup.d/10-python.sh).
+pub fn newest_python() -> PathBuf {
+    let venv = std::env::var_os("HERMES_TEST_VENV_NEWEST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/hermes-tools/test-venv-newest")
+        });
+    let python = venv.join("bin/python3");
+    let probe = Command::new(&python)
+        .args(["-c", "from mcp import Client; import agents.mcp"])
+        .output();
+    assert!(
+        probe.as_ref().is_ok_and(|o| o.status.success()),
+        "{} cannot import mcp 2.x and openai-agents: run `bash .ci/setup.d/10-python.sh`",
+        python.display()
+    );
+    python
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp/tests/fixtures")
+        .join(name)
+}
+
+/// A home whose config keeps the OS sandbox off, so what is tested is the protocol.
+pub fn home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  sandbox:\n    mode: \"off\"\n",
+    )
+    .unwrap();
+    home
+}
+
+/// `hermes-tools mcp --http` on a free loopback port, until dropped.
+pub struct HttpServer {
+    pub child: Child,
+    pub port: u16,
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl HttpServer {
+    pub fn start(home: &Path, cwd: &Path, args: &[&str]) -> HttpServer {
+        HttpServer::start_with(home, cwd, args, &[])
+    }
+
+    /// [`HttpServer::start`] with more environment variables.
+    pub fn start_with(
+        home: &Path,
+        cwd: &Path,
+        args: &[&str],
+        envs: &[(&str, &Path)],
+    ) -> HttpServer {
+        let mut child = Command::new(BIN)
+            .envs(envs.iter().copied())
+            .arg("mcp")
+            .args(args)
+            .args(["--http", "127.0.0.1:0"])
+            .env("HERMES_HOME", home)
+            .env("HERMES_MCP_SERVER_TOKEN", TOKEN)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let port = loop {
+            let mut line = String::new();
+            if lines.read_line(&mut line).unwrap_or(0) == 0 || Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the server did not start: {seen}");
+            }
+            seen.push_str(&line);
+            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+                break rest
+                    .trim_end_matches(|c: char| !c.is_ascii_digit())
+                    .split('/')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+            }
+        };
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(seen));
+        let sink = std::sync::Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            for line in lines.lines().map_while(Result::ok) {
+                rest.push_str(&line);
+                rest.push('\n');
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        HttpServer {
+            child,
+            port,
+            stderr,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// One HTTP request on a fresh connection: the status code, the headers and the body.
+    pub fn request(&self, method: &str, session: Option<&str>, body: &str) -> HttpAnswer {
+        http_request(self.port, method, session, body)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct HttpAnswer {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl HttpAnswer {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_string())
+        })
+    }
+
+    /// The JSON-RPC messages in the body (plain JSON or SSE `data:` lines).
+    pub fn messages(&self) -> Vec<Value> {
+        if let Ok(value) = serde_json::from_str(self.body.trim()) {
+            return vec![value];
+        }
+        self.body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect()
+    }
+}
+
+pub fn http_request(port: u16, method: &str, session: Option<&str>, body: &str) -> HttpAnswer {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let session = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    HttpAnswer {
+        status,
+        head: head.to_string(),
+        body,
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// `hermes-tools mcp ARGS` on stdio, driven a line at a time; ended when dropped.
+pub struct StdioSession {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    received: std::sync::mpsc::Receiver<Value>,
+    /// Every message the server wrote so far, in order.
+    pub seen: Vec<Value>,
+}
+
+impl StdioSession {
+    pub fn start(home: &Path, args: &[&str]) -> StdioSession {
+        let mut child = Command::new(BIN)
+            .arg("mcp")
+            .args(args)
+            .env("HERMES_HOME", home)
+            .current_dir(home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let (sender, received) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                    if sender.send(value).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        StdioSession {
+            child,
+            stdin,
+            received,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, line: &Value) {
+        let stdin = self.stdin.as_mut().expect("input still open");
+        writeln!(stdin, "{line}").unwrap();
+    }
+
+    /// Collects what the server writes until `done` says enough (or 60 s pass).
+    pub fn wait_for(&mut self, done: impl Fn(&[Value]) -> bool) -> &[Value] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done(&self.seen) && Instant::now() < deadline {
+            if let Ok(value) = self.received.recv_timeout(Duration::from_millis(50)) {
+                self.seen.push(value);
+            }
+        }
+        &self.seen
+    }
+
+    /// Collects what the server writes for `how_long`.
+    pub fn listen(&mut self, how_long: Duration) {
+        let until = Instant::now() + how_long;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            if let Ok(value) = self.received.recv_timeout(left) {
+                self.seen.push(value);
+            }
+        }
+    }
+
+    /// Sends a request and waits for its answer.
+    pub fn request(&mut self, line: &Value) -> Value {
+        self.send(line);
+        let id = line["id"].as_i64().expect("a request with a numeric id");
+        self.wait_for(|seen| answer(seen, id).is_some());
+        answer(&self.seen, id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no answer to {line}: {:?}", self.seen))
+    }
+}
+
+impl Drop for StdioSession {
+    fn drop(&mut self) {
+        self.stdin.take();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `hermes-tools mcp ARGS` on stdio, writes `lines` and collects every line it
+/// answers until `done` says enough (or 60 s pass).
+pub fn stdio_exchange(
+    home: &Path,
+    args: &[&str],
+    lines: &[Value],
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let mut session = StdioSession::start(home, args);
+    for line in lines {
+        session.send(line);
+    }
+    session.wait_for(done).to_vec()
+}
+
+/// The answer to request `id` among `messages`.
+pub fn answer(messages: &[Value], id: i64) -> Option<&Value> {
+    messages
+        .iter()
+        .find(|m| m["id"] == id && (m.get("result").is_some() || m.get("error").is_some()))
+}
