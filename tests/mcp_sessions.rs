@@ -203,16 +203,34 @@ fn many_sessions_opened_used_and_closed_leave_descriptors_and_memory_flat() {
 }
 
 /// `hermes-sandbox*` directories under `dir`.
-fn sandbox_dirs(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
+/// The server's private folders for its sandboxes' own files (`srv-*`), under the
+/// runtime directory the test gives it (`$XDG_RUNTIME_DIR/hermes-tools`).
+fn server_dirs(runtime: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(runtime.join("hermes-tools")) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("srv-"))
+        })
+        .collect()
+}
+
+/// The folders of live tasks' sandboxes (`task-*`, `shell-*`) inside the server folders.
+fn sandbox_dirs(runtime: &std::path::Path) -> Vec<String> {
+    server_dirs(runtime)
+        .iter()
+        .filter_map(|server| std::fs::read_dir(server).ok())
+        .flatten()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| name.starts_with("hermes-sandbox"))
+        .filter(|name| name.starts_with("task-") || name.starts_with("shell-"))
         .collect()
 }
 
 fn stop_with(signal: libc::c_int) {
-    // The OS sandbox on (the default), in a temp dir of the test's own.
+    // The OS sandbox on (the default), its own files in a runtime dir of the test's own.
     let home = tempfile::tempdir().unwrap();
     let temp = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -220,7 +238,7 @@ fn stop_with(signal: libc::c_int) {
         home.path(),
         work.path(),
         &["--toolsets", "terminal"],
-        &[("TMPDIR", temp.path())],
+        &[("TMPDIR", temp.path()), ("XDG_RUNTIME_DIR", temp.path())],
     );
     let session = open_session(&server);
     let answer = call(
@@ -239,7 +257,7 @@ fn stop_with(signal: libc::c_int) {
     );
     assert!(
         !sandbox_dirs(temp.path()).is_empty(),
-        "the call made no sandbox directory in TMPDIR"
+        "the call made no sandbox directory in XDG_RUNTIME_DIR"
     );
     // SAFETY: signalling the child this test started.
     unsafe { libc::kill(server.pid() as libc::pid_t, signal) };
@@ -260,8 +278,8 @@ fn stop_with(signal: libc::c_int) {
         server.stderr.lock().unwrap()
     );
     assert_eq!(
-        sandbox_dirs(temp.path()),
-        Vec::<String>::new(),
+        server_dirs(temp.path()),
+        Vec::<std::path::PathBuf>::new(),
         "left behind"
     );
 }
@@ -278,7 +296,7 @@ fn sigint_removes_the_sandbox_directories() {
 
 #[test]
 fn terminal_sessions_closed_one_after_another_leave_no_shell_or_sandbox_behind() {
-    // The OS sandbox on (the default), its directories in a temp dir of the test's own.
+    // The OS sandbox on (the default), its own files in a runtime dir of the test's own.
     let home = tempfile::tempdir().unwrap();
     let temp = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -286,7 +304,7 @@ fn terminal_sessions_closed_one_after_another_leave_no_shell_or_sandbox_behind()
         home.path(),
         work.path(),
         &["--toolsets", "terminal"],
-        &[("TMPDIR", temp.path())],
+        &[("TMPDIR", temp.path()), ("XDG_RUNTIME_DIR", temp.path())],
     );
     // Children of every thread of the server (each thread lists its own).
     let children = |pid: u32| -> usize {

@@ -619,6 +619,14 @@ pub const DEFAULT_HTTP_PORT: u16 = 8765;
 /// Resolves on the first SIGINT or SIGTERM.
 async fn stop_signal() -> std::io::Result<&'static str> {
     use tokio::signal::unix::{signal, SignalKind};
+    // The binary's process-wide handler (remove the sandboxes' private directory, then
+    // die by the signal) would race this graceful stop, and tokio's handler calls the
+    // one it replaces. Back to the default first: the normal exit that follows the
+    // stop removes the directory anyway.
+    for stop in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: restoring a default disposition touches no memory of ours.
+        unsafe { libc::signal(stop, libc::SIG_DFL) };
+    }
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     Ok(tokio::select! {
