@@ -34,8 +34,9 @@ fn clarify_is_a_request_line_the_client_answers() {
     assert_eq!(request["multi_select"], false);
     let id = request["id"].as_str().unwrap().to_string();
 
-    // Other calls keep running while the question waits.
-    server.send(&call("c2", "todo", json!({}), "s1"));
+    // Other tasks' calls keep running while the question waits. (A later call of the
+    // question's own task waits for its answer: a task's calls keep their order.)
+    server.send(&call("c2", "todo", json!({}), "s2"));
     let todo = server.next();
     assert_eq!(todo["tool_call_id"], "c2");
     assert_eq!(content(&todo)["summary"]["total"], 0);

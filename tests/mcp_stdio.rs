@@ -198,14 +198,14 @@ fn calls_answer_results_and_errors() {
     let wrong_type = client.answer(json!(4));
     assert_eq!(wrong_type["result"]["isError"], true, "{wrong_type}");
 
-    // Params that are no call at all are rmcp's to refuse, as it always did.
+    // Params that are no call at all are invalid params (-32602), as over HTTP.
     client.call(json!(5), "read_file", json!("not an object"), None);
     let not_an_object = client.answer(json!(5));
-    assert_eq!(not_an_object["error"]["code"], -32601, "{not_an_object}");
+    assert_eq!(not_an_object["error"]["code"], -32602, "{not_an_object}");
     client.send(
         json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"arguments": {}}}),
     );
-    assert_eq!(client.answer(json!(6))["error"]["code"], -32601);
+    assert_eq!(client.answer(json!(6))["error"]["code"], -32602);
 
     // Unparsable input is ignored; JSON that is no JSON-RPC message is an invalid request.
     client.send_line("this is not json");
