@@ -552,7 +552,7 @@ pub fn similar_names(
     let mut scored: Vec<(usize, String)> = Vec::new();
     for name in names {
         let lower = name.to_lowercase();
-        let distance = levenshtein(&wanted_lower, &lower);
+        let distance = strsim::levenshtein(&wanted_lower, &lower);
         let budget = (wanted_lower.chars().count().max(lower.chars().count()) / 3).max(2);
         let related = distance <= budget
             || (wanted_stem.len() >= 3 && stem(&lower) == wanted_stem)
@@ -587,32 +587,9 @@ fn stem(name: &str) -> &str {
     }
 }
 
-/// Edit distance in characters.
-pub fn levenshtein(a: &str, b: &str) -> usize {
-    let b_chars: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b_chars.len()).collect();
-    let mut current = vec![0; b_chars.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        current[0] = i + 1;
-        for (j, cb) in b_chars.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b_chars.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn distances() {
-        assert_eq!(levenshtein("kitten", "sitting"), 3);
-        assert_eq!(levenshtein("", "abc"), 3);
-        assert_eq!(levenshtein("same", "same"), 0);
-    }
 
     #[test]
     fn devices() {
