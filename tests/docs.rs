@@ -46,8 +46,16 @@ const ENV_READERS: &[&str] = &[
 
 /// Settings read where the scan cannot see them: (setting, file, a fragment of the read).
 const UNSEEN_READS: &[(&str, &str, &str)] = &[
-    ("serve.max_line_bytes", "src/serve.rs", "key(\"max_line_bytes\""),
-    ("serve.max_in_flight", "src/serve.rs", "key(\"max_in_flight\""),
+    (
+        "serve.max_line_bytes",
+        "src/serve.rs",
+        "key(\"max_line_bytes\"",
+    ),
+    (
+        "serve.max_in_flight",
+        "src/serve.rs",
+        "key(\"max_in_flight\"",
+    ),
     (
         "serve.max_in_flight_per_task",
         "src/serve.rs",
@@ -59,7 +67,11 @@ const UNSEEN_READS: &[(&str, &str, &str)] = &[
         "key(\"max_queued_per_task\"",
     ),
     ("serve.max_queued", "src/serve.rs", "key(\"max_queued\""),
-    ("serve.max_queued_bytes", "src/serve.rs", "key(\"max_queued_bytes\""),
+    (
+        "serve.max_queued_bytes",
+        "src/serve.rs",
+        "key(\"max_queued_bytes\"",
+    ),
     (
         "terminal.sandbox.limits.max_processes",
         "environments/src/config.rs",
@@ -100,7 +112,11 @@ const UNSEEN_READS: &[(&str, &str, &str)] = &[
         "environments/src/config.rs",
         "format!(\"TERMINAL_SANDBOX_{}\"",
     ),
-    ("tts.provider", "tools/tts/providers.rs", ".get(\"provider\")"),
+    (
+        "tts.provider",
+        "tools/tts/providers.rs",
+        ".get(\"provider\")",
+    ),
     (
         "tts.piper.model",
         "tools/tts/providers.rs",
@@ -111,8 +127,16 @@ const UNSEEN_READS: &[(&str, &str, &str)] = &[
         "tools/tts/providers.rs",
         ".get(\"espeak\", \"voice\")",
     ),
-    ("tts.espeak.speed", "tools/tts/providers.rs", ".get(\"speed\")"),
-    ("tts.edge.voice", "tools/tts/providers.rs", ".get(\"edge\", \"voice\")"),
+    (
+        "tts.espeak.speed",
+        "tools/tts/providers.rs",
+        ".get(\"speed\")",
+    ),
+    (
+        "tts.edge.voice",
+        "tools/tts/providers.rs",
+        ".get(\"edge\", \"voice\")",
+    ),
     (
         "tts.openai.base_url",
         "tools/tts/providers.rs",
@@ -406,7 +430,11 @@ fn relative_links_lead_to_files() {
             }
         }
     }
-    assert!(broken.is_empty(), "links to no file:\n  {}", broken.join("\n  "));
+    assert!(
+        broken.is_empty(),
+        "links to no file:\n  {}",
+        broken.join("\n  ")
+    );
 }
 
 #[test]
@@ -451,7 +479,11 @@ fn the_readme_library_example_works() {
 
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(work.path().join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
+    std::fs::write(
+        work.path().join("Cargo.toml"),
+        "[workspace]\nmembers = []\n",
+    )
+    .unwrap();
     let readme = read_doc("README.md");
     for line in [
         "let registry = Registry::new(&hermes_tools::CATALOG);",
