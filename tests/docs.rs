@@ -1,7 +1,7 @@
 //! The documentation stays true to the code: every setting the code reads is in
 //! docs/configuration.md and every setting listed there is still read, the shell
 //! examples marked ```` ```sh test ```` run against the built binary, and every relative
-//! link in README.md and docs/ leads to a file.
+//! link in README.md and docs/ leads to a file (and heading).
 //!
 //! How settings are found: the sources of the binary and its crates (`src/`, `tools/`,
 //! `<crate>/src/`, each file up to its `#[cfg(test)]` module) are scanned for string
@@ -413,26 +413,61 @@ fn the_marked_shell_examples_run() {
     assert!(ran >= 3, "only {ran} ```sh test examples found");
 }
 
+/// The anchors GitHub gives the headings of a Markdown page (outside code blocks).
+fn heading_anchors(text: &str) -> BTreeSet<String> {
+    let mut anchors = BTreeSet::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            let title = line.trim_start_matches('#').trim().to_lowercase();
+            let anchor: String = title
+                .chars()
+                .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect();
+            anchors.insert(anchor);
+        }
+    }
+    anchors
+}
+
 #[test]
-fn relative_links_lead_to_files() {
+fn relative_links_lead_to_files_and_headings() {
     let link = Regex::new(r"\]\(([^)\s]+)\)").unwrap();
     let mut broken = Vec::new();
     for page in doc_pages() {
         let text = std::fs::read_to_string(&page).unwrap();
         for m in link.captures_iter(&text) {
             let target = &m[1];
-            if target.starts_with('#') || target.contains("://") || target.starts_with("mailto:") {
+            if target.contains("://") || target.starts_with("mailto:") {
                 continue;
             }
-            let file = target.split('#').next().unwrap();
-            if !page.parent().unwrap().join(file).exists() {
+            let (file, anchor) = match target.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (target, None),
+            };
+            let file = if file.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(file)
+            };
+            if !file.exists() {
                 broken.push(format!("{}: {target}", page.display()));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                if !heading_anchors(&text).contains(anchor) {
+                    broken.push(format!("{}: {target} (no such heading)", page.display()));
+                }
             }
         }
     }
     assert!(
         broken.is_empty(),
-        "links to no file:\n  {}",
+        "links to no file or heading:\n  {}",
         broken.join("\n  ")
     );
 }
