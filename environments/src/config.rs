@@ -55,12 +55,12 @@ pub struct TerminalConfig {
 }
 
 /// `terminal.sandbox.mode` (default `workspace-write`), `.writable_roots`, `.network`
-/// (default true), `.deny_read` (paths added to the deny-read list).
+/// (default `loopback-off`, see [`network_settings`]), `.deny_read` (paths added to the deny-read list).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxSettings {
     pub mode: hermes_sandbox::Mode,
     pub writable_roots: Vec<String>,
-    pub network: bool,
+    pub network: hermes_sandbox::Network,
     /// `terminal.sandbox.limits.*` (see [`limits_settings`]).
     pub limits: hermes_sandbox::Limits,
     pub deny_read: Vec<String>,
@@ -281,18 +281,7 @@ fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
         None => hermes_sandbox::Mode::WorkspaceWrite,
         Some(word) => hermes_sandbox::Mode::parse(&word)?,
     };
-    let network = match src.string("TERMINAL_SANDBOX_NETWORK", "sandbox.network") {
-        None => true,
-        Some(v) => match v.to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" | "1" => true,
-            "false" | "no" | "off" | "0" => false,
-            other => {
-                return Err(format!(
-                    "terminal.sandbox.network must be true or false, got '{other}'"
-                ))
-            }
-        },
-    };
+    let network = network_settings(src)?;
     let writable_roots = src.list("TERMINAL_SANDBOX_WRITABLE_ROOTS", "sandbox.writable_roots")?;
     let deny_read = src.list("TERMINAL_SANDBOX_DENY_READ", "sandbox.deny_read")?;
     Ok(SandboxSettings {
@@ -302,6 +291,47 @@ fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
         limits: limits_settings(src)?,
         deny_read,
     })
+}
+
+/// `terminal.sandbox.network`: `off`, `loopback-off` (the default), `true`/`false`
+/// (the same two), or a mapping `{allow: [host, "*.domain", "host:port"]}`
+/// (`TERMINAL_SANDBOX_NETWORK_ALLOW`, comma-separated, for the list).
+fn network_settings(src: &Source<'_>) -> Result<hermes_sandbox::Network, String> {
+    use hermes_sandbox::Network;
+    let allow_env =
+        std::env::var("TERMINAL_SANDBOX_NETWORK_ALLOW").is_ok_and(|v| !v.trim().is_empty());
+    let mapping = matches!(
+        src.config.get("terminal.sandbox.network"),
+        Some(Value::Object(_))
+    );
+    if allow_env || (mapping && std::env::var("TERMINAL_SANDBOX_NETWORK").is_err()) {
+        if mapping {
+            if let Some(Value::Object(keys)) = src.config.get("terminal.sandbox.network") {
+                if let Some(other) = keys.keys().find(|k| k.as_str() != "allow") {
+                    return Err(format!(
+                        "terminal.sandbox.network has no key '{other}': it is {}",
+                        Network::FORMS
+                    ));
+                }
+            }
+        }
+        let allow = src.list("TERMINAL_SANDBOX_NETWORK_ALLOW", "sandbox.network.allow")?;
+        return Ok(Network::Proxied { allow });
+    }
+    match src.string("TERMINAL_SANDBOX_NETWORK", "sandbox.network") {
+        None if src
+            .config
+            .get("terminal.sandbox.network")
+            .is_some_and(|v| !v.is_null()) =>
+        {
+            Err(format!(
+                "terminal.sandbox.network must be {}",
+                Network::FORMS
+            ))
+        }
+        None => Ok(Network::default()),
+        Some(word) => Network::parse(&word),
+    }
 }
 
 /// `terminal.sandbox.limits.max_processes`, `.max_memory_mb`, `.max_file_size_mb`,
