@@ -160,7 +160,10 @@ fn a_contained_script_reaches_no_host_loopback_service() {
     let output = result["output"].as_str().unwrap();
     assert!(output.starts_with("refused"), "{result}");
     // Without the sandbox the same script reaches the host's listener.
-    configure(home.path(), "terminal:\n  sandbox:\n    mode: off\n");
+    configure(
+        home.path(),
+        "terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n",
+    );
     let result = run_in(home.path(), workspace.path(), &code);
     assert_eq!(result["output"], "connected\n", "{result}");
     drop(listener);
