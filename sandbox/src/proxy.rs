@@ -15,10 +15,14 @@ use std::time::Duration;
 
 /// The most a request head may take.
 const MAX_HEAD: usize = 64 * 1024;
+/// The most connections one sandbox may hold open at once: each is a thread (two while
+/// relaying) of the server, which a command must not be able to exhaust.
+const MAX_CONNECTIONS: usize = 256;
 
 /// Accepts on `listener` until `child` (a pidfd) ends.
 pub(crate) fn serve(listener: OwnedFd, child: OwnedFd, network: Network) {
     let listener = std::net::TcpListener::from(listener);
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
         let mut fds = [
             libc::pollfd {
@@ -46,13 +50,30 @@ pub(crate) fn serve(listener: OwnedFd, child: OwnedFd, network: Network) {
         if fds[0].revents & libc::POLLIN == 0 {
             continue;
         }
-        let Ok((client, _)) = listener.accept() else {
+        let Ok((mut client, _)) = listener.accept() else {
             continue;
         };
+        use std::sync::atomic::Ordering;
+        if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::SeqCst);
+            refuse(
+                &mut client,
+                503,
+                &format!("this sandbox already has {MAX_CONNECTIONS} connections open"),
+            );
+            continue;
+        }
         let network = network.clone();
-        let _ = std::thread::Builder::new()
+        let held = open.clone();
+        let spawned = std::thread::Builder::new()
             .name("sandbox-proxy-conn".into())
-            .spawn(move || handle(client, &network));
+            .spawn(move || {
+                handle(client, &network);
+                held.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

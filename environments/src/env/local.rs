@@ -58,8 +58,8 @@ pub struct LocalCommand {
     pub argv: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub cwd: PathBuf,
-    /// Sandboxed: the launch happens under Landlock scopes (`Some(true)`: required).
-    pub scoped: Option<bool>,
+    /// Sandboxed: the launch happens under Landlock scopes.
+    pub scoped: bool,
     /// The sandbox's way out through the runtime's proxy, prepared at the spawn
     /// ([`hermes_sandbox::network::attach`]); `None` for every other launch.
     pub proxied: Option<hermes_sandbox::Network>,
@@ -72,9 +72,10 @@ impl LocalCommand {
         &self,
         start: impl FnOnce() -> std::io::Result<T> + Send + 'static,
     ) -> std::io::Result<T> {
-        match self.scoped {
-            Some(required) => hermes_sandbox::spawn_scoped(required, start),
-            None => start(),
+        if self.scoped {
+            hermes_sandbox::spawn_scoped(start)
+        } else {
+            start()
         }
     }
 
@@ -172,7 +173,7 @@ impl LocalEnv {
                 )
                 .map_err(|e| EnvError::new(e.0))?
         };
-        let scoped = (!launch.escalate && self.policy.is_active()).then_some(false);
+        let scoped = !launch.escalate && self.policy.is_active();
         let mut env = child_env(&self.passthrough);
         if proxied.is_some() {
             env.extend(proxy_env(&self.policy.network));

@@ -189,7 +189,7 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let child = crate::spawn_scoped(false, move || cmd.spawn()).map_err(|e| e.to_string())?;
+        let child = crate::spawn_scoped(move || cmd.spawn()).map_err(|e| e.to_string())?;
         drop(theirs);
         let mut sandbox = Sandbox {
             child,
