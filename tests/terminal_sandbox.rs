@@ -1263,6 +1263,13 @@ fn network_off_reaches_nothing_and_the_old_booleans_still_work() {
             .contains("terminal.sandbox.network 'sideways'"),
         "{r}"
     );
+    f.config("terminal:\n  sandbox:\n    network:\n      deny: [pypi.org]\n");
+    let r = f.terminal("true");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("terminal.sandbox.network has no key 'deny'"),
+        "{r}"
+    );
 }
 
 #[test]

@@ -55,7 +55,8 @@ pub struct TerminalConfig {
 }
 
 /// `terminal.sandbox.mode` (default `workspace-write`), `.writable_roots`, `.network`
-/// (default `loopback-off`, see [`network_settings`]), `.deny_read` (paths added to the deny-read list).
+/// (default `loopback-off`, see [`network_settings`]), `.deny_read` (paths added to
+/// the deny-read list).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxSettings {
     pub mode: hermes_sandbox::Mode,
@@ -298,39 +299,32 @@ fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
 /// (`TERMINAL_SANDBOX_NETWORK_ALLOW`, comma-separated, for the list).
 fn network_settings(src: &Source<'_>) -> Result<hermes_sandbox::Network, String> {
     use hermes_sandbox::Network;
-    let allow_env =
-        std::env::var("TERMINAL_SANDBOX_NETWORK_ALLOW").is_ok_and(|v| !v.trim().is_empty());
-    let mapping = matches!(
-        src.config.get("terminal.sandbox.network"),
-        Some(Value::Object(_))
-    );
-    if allow_env || (mapping && std::env::var("TERMINAL_SANDBOX_NETWORK").is_err()) {
-        if mapping {
-            if let Some(Value::Object(keys)) = src.config.get("terminal.sandbox.network") {
-                if let Some(other) = keys.keys().find(|k| k.as_str() != "allow") {
-                    return Err(format!(
-                        "terminal.sandbox.network has no key '{other}': it is {}",
-                        Network::FORMS
-                    ));
-                }
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    let word_from_env = set("TERMINAL_SANDBOX_NETWORK");
+    let configured = src.config.get("terminal.sandbox.network");
+    let mapping = match configured {
+        Some(Value::Object(keys)) if !word_from_env => {
+            if let Some(other) = keys.keys().find(|k| k.as_str() != "allow") {
+                return Err(format!(
+                    "terminal.sandbox.network has no key '{other}': it is {}",
+                    Network::FORMS
+                ));
             }
+            true
         }
+        _ => false,
+    };
+    if mapping || set("TERMINAL_SANDBOX_NETWORK_ALLOW") {
         let allow = src.list("TERMINAL_SANDBOX_NETWORK_ALLOW", "sandbox.network.allow")?;
         return Ok(Network::Proxied { allow });
     }
     match src.string("TERMINAL_SANDBOX_NETWORK", "sandbox.network") {
-        None if src
-            .config
-            .get("terminal.sandbox.network")
-            .is_some_and(|v| !v.is_null()) =>
-        {
-            Err(format!(
-                "terminal.sandbox.network must be {}",
-                Network::FORMS
-            ))
-        }
-        None => Ok(Network::default()),
         Some(word) => Network::parse(&word),
+        None if configured.is_some_and(|v| v.is_array() || v.is_object()) => Err(format!(
+            "terminal.sandbox.network must be {}",
+            Network::FORMS
+        )),
+        None => Ok(Network::default()),
     }
 }
 
