@@ -97,7 +97,7 @@ pub struct WrapOptions<'a> {
     pub tty: Option<&'a Path>,
     /// The spawn is prepared by [`crate::network::attach`], which makes the network
     /// namespace and serves the proxy. Without it the sandbox gets a namespace with
-    /// only loopback (never the host's network).
+    /// only loopback (never the host's network), as it does when the network is off.
     pub proxied: bool,
 }
 

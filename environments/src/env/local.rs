@@ -134,8 +134,13 @@ impl LocalEnv {
     /// The environment of a command run by the task's sandbox launcher (whose spawn is
     /// prepared for the proxy).
     fn launcher_env(&self) -> Vec<(OsString, OsString)> {
+        self.command_env(self.policy.is_active())
+    }
+
+    /// The allow-listed environment, and the proxy settings when `proxied`.
+    fn command_env(&self, proxied: bool) -> Vec<(OsString, OsString)> {
         let mut env = child_env(&self.passthrough);
-        if self.policy.is_active() {
+        if proxied {
             env.extend(proxy_env(&self.policy.network));
         }
         env
@@ -174,13 +179,9 @@ impl LocalEnv {
                 .map_err(|e| EnvError::new(e.0))?
         };
         let scoped = !launch.escalate && self.policy.is_active();
-        let mut env = child_env(&self.passthrough);
-        if proxied.is_some() {
-            env.extend(proxy_env(&self.policy.network));
-        }
         Ok(LocalCommand {
             argv,
-            env,
+            env: self.command_env(proxied.is_some()),
             cwd,
             scoped,
             proxied,
@@ -501,9 +502,6 @@ pub fn local_temp_dir() -> String {
         .unwrap_or_else(|| "/tmp".to_string())
 }
 
-/// The environment of a local child: the allow-list of `hermes-sandbox` plus the
-/// `passthrough` names; `_HERMES_FORCE_<NAME>` injects `<NAME>`; a PATH without
-/// `/usr/bin` gets the standard directories.
 /// The variables that send a sandboxed command's HTTP clients through the runtime's proxy.
 fn proxy_env(network: &hermes_sandbox::Network) -> Vec<(OsString, OsString)> {
     network
@@ -513,6 +511,9 @@ fn proxy_env(network: &hermes_sandbox::Network) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
+/// The environment of a local child: the allow-list of `hermes-sandbox` plus the
+/// `passthrough` names; `_HERMES_FORCE_<NAME>` injects `<NAME>`; a PATH without
+/// `/usr/bin` gets the standard directories.
 pub fn child_env(passthrough: &[String]) -> Vec<(OsString, OsString)> {
     // One copy of the server's environment (each costs a lock and every variable).
     let server: Vec<(OsString, OsString)> = std::env::vars_os().collect();

@@ -163,7 +163,9 @@ impl Sandbox {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        crate::network::attach(&mut cmd, &policy.network);
+        if policy.network != crate::Network::Off {
+            crate::network::attach(&mut cmd, &policy.network);
+        }
         let placements = [
             (theirs.as_raw_fd(), CONTROL_FD),
             (program.as_raw_fd(), PROGRAM_FD),
