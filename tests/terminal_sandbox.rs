@@ -905,14 +905,14 @@ fn the_sandbox_own_files_are_out_of_every_sandbox_and_removed_when_the_server_en
         assert_eq!(output(&own), token, "{own}");
 
         let pid = server.pid();
-        match ending {
-            "SIGTERM" => unsafe {
-                libc::kill(pid as i32, libc::SIGTERM);
-            },
-            "SIGINT" => unsafe {
-                libc::kill(pid as i32, libc::SIGINT);
-            },
-            _ => {}
+        let signal = match ending {
+            "SIGTERM" => Some(libc::SIGTERM),
+            "SIGINT" => Some(libc::SIGINT),
+            _ => None,
+        };
+        if let Some(signal) = signal {
+            // SAFETY: kill(2) on the server this test started.
+            unsafe { libc::kill(pid as i32, signal) };
         }
         drop(server);
         let left: Vec<String> = std::fs::read_dir(&base)
