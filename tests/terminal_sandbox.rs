@@ -1317,3 +1317,39 @@ fn an_allow_list_lets_only_the_listed_hosts_through() {
         "an unlisted service was reached"
     );
 }
+
+#[test]
+fn background_and_pty_processes_keep_the_hosts_loopback_out_of_reach_too() {
+    let f = fixture();
+    let (port, accepted) = host_http_server("host-secret-service");
+    f.config(&format!(
+        "terminal:\n  sandbox:\n    network:\n      allow: [\"localhost:{port}\"]\n"
+    ));
+    let mut server = f.serve();
+    // A background process goes through the proxy like a foreground command: the
+    // listed service answers; a pseudo-terminal's process gets only loopback.
+    let probe = format!("curl -sS --max-time 10 http://localhost:{port}/; echo \" curl=$?\"");
+    for (pty, expected) in [(false, "host-secret-service curl=0"), (true, "curl=7")] {
+        let started = server.call(
+            "terminal",
+            json!({"command": probe, "background": true, "pty": pty}),
+        );
+        let id = started["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{started}"))
+            .to_string();
+        let r = server.call(
+            "process",
+            json!({"action": "wait", "session_id": id, "timeout": 30}),
+        );
+        assert!(
+            r["output"].as_str().unwrap_or_default().contains(expected),
+            "pty={pty}: {r}"
+        );
+    }
+    assert_eq!(
+        connections(&accepted),
+        1,
+        "only the proxied process reached it"
+    );
+}
