@@ -142,7 +142,7 @@ print("proc has it:", leaked)
 }
 
 #[test]
-fn a_contained_script_has_no_network_when_the_policy_says_so() {
+fn a_contained_script_reaches_no_host_loopback_service() {
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -154,8 +154,16 @@ fn a_contained_script_has_no_network_when_the_policy_says_so() {
     let result = run_in(home.path(), workspace.path(), &code);
     let output = result["output"].as_str().unwrap();
     assert!(output.starts_with("refused"), "{result}");
-    // With the network shared, the same script reaches the host's listener.
+    // The default keeps the host's loopback out of reach too.
     configure(home.path(), "");
+    let result = run_in(home.path(), workspace.path(), &code);
+    let output = result["output"].as_str().unwrap();
+    assert!(output.starts_with("refused"), "{result}");
+    // Without the sandbox the same script reaches the host's listener.
+    configure(
+        home.path(),
+        "terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n",
+    );
     let result = run_in(home.path(), workspace.path(), &code);
     assert_eq!(result["output"], "connected\n", "{result}");
     drop(listener);

@@ -674,7 +674,7 @@ fn a_sandbox_that_cannot_start_fails_closed() {
 }
 
 #[test]
-fn host_abstract_sockets_are_out_of_reach_while_the_network_is_shared() {
+fn host_abstract_sockets_are_out_of_reach() {
     use std::os::linux::net::SocketAddrExt;
     let f = fixture();
     let name = format!("hermes-sandbox-test-{}", std::process::id());
@@ -684,8 +684,12 @@ fn host_abstract_sockets_are_out_of_reach_while_the_network_is_shared() {
         "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"\\0{name}\"); print(\"connected\")'"
     );
     let r = f.terminal(&connect);
+    // Refused: the sandbox's network namespace has its own abstract names (and Landlock
+    // scopes it where the kernel can).
     assert!(
-        !output(&r).contains("connected") && output(&r).contains("Operation not permitted"),
+        !output(&r).contains("connected")
+            && (output(&r).contains("Operation not permitted")
+                || output(&r).contains("Connection refused")),
         "{r}"
     );
     f.config("terminal:\n  sandbox:\n    mode: off\napprovals:\n  unattended_mode: approve\n");
@@ -1133,4 +1137,219 @@ fn a_limit_that_cannot_be_read_is_a_clear_error_and_runs_nothing() {
         "{r}"
     );
     assert!(!f.workspace.path().join("made").exists());
+}
+
+/// An HTTP server on the host's loopback answering `body` to every request, and the
+/// number of connections it accepted.
+fn host_http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, accepted)
+}
+
+fn network_note(result: &Value) -> &str {
+    result["network"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no network note in {result}"))
+}
+
+fn connections(count: &std::sync::atomic::AtomicUsize) -> usize {
+    count.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// curl through the proxy settings, then python connecting directly.
+fn reach_host_port(port: u16) -> String {
+    format!(
+        "curl -sS --max-time 10 http://127.0.0.1:{port}/; echo \" curl=$?\"; \
+         python3 -c 'import socket\ntry:\n    socket.create_connection((\"127.0.0.1\", {port}), timeout=5); print(\"direct connected\")\nexcept OSError as e:\n    print(\"direct\", e)'"
+    )
+}
+
+#[test]
+fn the_default_keeps_the_hosts_loopback_services_out_of_reach() {
+    let f = fixture();
+    let (port, accepted) = host_http_server("host-secret-service");
+    let probe = reach_host_port(port);
+    let r = f.terminal(&probe);
+    let out = output(&r);
+    assert!(
+        !out.contains("host-secret-service") && !out.contains("direct connected"),
+        "{r}"
+    );
+    // 127.0.0.1 inside is the sandbox's own loopback; the result says what the
+    // sandbox reaches and which key widens it.
+    assert!(out.contains("direct [Errno 111] Connection refused"), "{r}");
+    assert!(
+        network_note(&r).contains("terminal.sandbox.network in config.yaml"),
+        "{r}"
+    );
+    // Named through the proxy (as a client that resolves the name there would), the
+    // proxy refuses it, saying how to open it.
+    let r = f.terminal(&format!(
+        "curl -sS --max-time 10 --noproxy '' -p http://localhost:{port}/; echo \" curl=$?\""
+    ));
+    let refusal = "is 127.0.0.1, on the host's loopback or private network";
+    assert!(output(&r).contains("curl=56"), "{r}");
+    let r = f.terminal(&format!(
+        "no_proxy= python3 -c 'import urllib.request\ntry:\n    urllib.request.urlopen(\"http://localhost:{port}/\")\nexcept OSError as e:\n    print(e.read().decode())'"
+    ));
+    assert!(
+        output(&r).contains(refusal)
+            && output(&r).contains("terminal.sandbox.network: {allow: [\"*\""),
+        "{r}"
+    );
+    // The same through a serve task's long-lived sandbox, and for execute_code's children.
+    let mut server = f.serve();
+    let r = server.call("terminal", json!({"command": probe}));
+    assert!(!output(&r).contains("host-secret-service"), "{r}");
+    assert!(network_note(&r).contains("terminal.sandbox.network"), "{r}");
+    assert_eq!(connections(&accepted), 0, "the host's service was reached");
+    // The probe itself works: with the sandbox off the service answers.
+    f.config("terminal:\n  sandbox:\n    mode: off\n");
+    let r = f.terminal(&format!("curl -sS --max-time 10 http://127.0.0.1:{port}/"));
+    assert_eq!(output(&r), "host-secret-service", "{r}");
+}
+
+#[test]
+fn network_off_reaches_nothing_and_the_old_booleans_still_work() {
+    let f = fixture();
+    let (port, accepted) = host_http_server("host-secret-service");
+    for setting in ["off", "false"] {
+        f.config(&format!("terminal:\n  sandbox:\n    network: {setting}\n"));
+        let r = f.terminal(&format!("env | grep -ci _proxy; {}", reach_host_port(port)));
+        let out = output(&r);
+        assert!(out.starts_with('0'), "proxy settings under {setting}: {r}");
+        assert!(
+            out.contains("Connection refused") && !out.contains("direct connected"),
+            "{r}"
+        );
+    }
+    // `true` is the default's reach: through the proxy, never to the host's loopback.
+    f.config("terminal:\n  sandbox:\n    network: true\n");
+    let r = f.terminal(&format!(
+        "env | grep -c ^HTTPS_PROXY=; {}",
+        reach_host_port(port)
+    ));
+    assert!(
+        output(&r).starts_with('1') && !output(&r).contains("host-secret-service"),
+        "{r}"
+    );
+    assert_eq!(connections(&accepted), 0, "the host's service was reached");
+    f.config("terminal:\n  sandbox:\n    network: sideways\n");
+    let r = f.terminal("true");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("terminal.sandbox.network 'sideways'"),
+        "{r}"
+    );
+    f.config("terminal:\n  sandbox:\n    network:\n      deny: [pypi.org]\n");
+    let r = f.terminal("true");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("terminal.sandbox.network has no key 'deny'"),
+        "{r}"
+    );
+}
+
+#[test]
+fn an_allow_list_lets_only_the_listed_hosts_through() {
+    let f = fixture();
+    let (listed, listed_seen) = host_http_server("listed-service");
+    let (other, other_seen) = host_http_server("unlisted-service");
+    f.config(&format!(
+        "terminal:\n  sandbox:\n    network:\n      allow: [\"localhost:{listed}\"]\n"
+    ));
+    // A plain request, a CONNECT tunnel (as HTTPS goes) and Python's urllib.
+    let r = f.terminal(&format!(
+        "curl -sS --max-time 10 http://localhost:{listed}/; echo; \
+         curl -sS --max-time 10 -p http://localhost:{listed}/; echo; \
+         python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://localhost:{listed}/\").read().decode())'"
+    ));
+    assert_eq!(
+        output(&r),
+        "listed-service\nlisted-service\nlisted-service",
+        "{r}"
+    );
+    assert_eq!(connections(&listed_seen), 3);
+    // Another port, another name, a name never looked up: refused, saying where to add it.
+    let r = f.terminal(&format!(
+        "curl -sS --max-time 10 --noproxy '' http://127.0.0.1:{other}/; echo; \
+         curl -sS --max-time 10 -p http://localhost:{other}/; echo \" curl=$?\"; \
+         python3 -c 'import urllib.request\ntry:\n    urllib.request.urlopen(\"https://pypi.invalid/\")\nexcept OSError as e:\n    print(e)'"
+    ));
+    let out = output(&r);
+    assert!(!out.contains("unlisted-service"), "{r}");
+    assert!(
+        out.contains(&format!(
+            "127.0.0.1:{other} is not in terminal.sandbox.network.allow"
+        )),
+        "{r}"
+    );
+    assert!(out.contains("curl=56"), "the tunnel was not refused: {r}");
+    assert!(
+        out.contains("pypi.invalid:443 is not in terminal.sandbox.network.allow"),
+        "{r}"
+    );
+    assert_eq!(
+        connections(&other_seen),
+        0,
+        "an unlisted service was reached"
+    );
+}
+
+#[test]
+fn background_and_pty_processes_keep_the_hosts_loopback_out_of_reach_too() {
+    let f = fixture();
+    let (port, accepted) = host_http_server("host-secret-service");
+    f.config(&format!(
+        "terminal:\n  sandbox:\n    network:\n      allow: [\"localhost:{port}\"]\n"
+    ));
+    let mut server = f.serve();
+    // A background process goes through the proxy like a foreground command: the
+    // listed service answers; a pseudo-terminal's process gets only loopback.
+    let probe = format!("curl -sS --max-time 10 http://localhost:{port}/; echo \" curl=$?\"");
+    for (pty, expected) in [(false, "host-secret-service curl=0"), (true, "curl=7")] {
+        let started = server.call(
+            "terminal",
+            json!({"command": probe, "background": true, "pty": pty}),
+        );
+        let id = started["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{started}"))
+            .to_string();
+        let r = server.call(
+            "process",
+            json!({"action": "wait", "session_id": id, "timeout": 30}),
+        );
+        assert!(
+            r["output"].as_str().unwrap_or_default().contains(expected),
+            "pty={pty}: {r}"
+        );
+    }
+    assert_eq!(
+        connections(&accepted),
+        1,
+        "only the proxied process reached it"
+    );
 }

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # The OS sandbox of the local terminal backend: bubblewrap (`bwrap`) sets up its user,
-# mount, PID, UTS and IPC namespaces. Idempotent; runs as root without stdin.
+# mount, PID, UTS and IPC namespaces; the network policy tests drive curl inside it
+# against servers they run on 127.0.0.1. Idempotent; runs as root without stdin.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-if ! command -v bwrap >/dev/null 2>&1; then
-    echo "installing bubblewrap"
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+
+if [ "${#need[@]}" -gt 0 ]; then
+    echo "installing: ${need[*]}"
     apt-get update -qq </dev/null
-    apt-get install -y -qq --no-install-recommends bubblewrap </dev/null
+    apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null
 fi

@@ -55,12 +55,13 @@ pub struct TerminalConfig {
 }
 
 /// `terminal.sandbox.mode` (default `workspace-write`), `.writable_roots`, `.network`
-/// (default true), `.deny_read` (paths added to the deny-read list).
+/// (default `loopback-off`, see [`network_settings`]), `.deny_read` (paths added to
+/// the deny-read list).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxSettings {
     pub mode: hermes_sandbox::Mode,
     pub writable_roots: Vec<String>,
-    pub network: bool,
+    pub network: hermes_sandbox::Network,
     /// `terminal.sandbox.limits.*` (see [`limits_settings`]).
     pub limits: hermes_sandbox::Limits,
     pub deny_read: Vec<String>,
@@ -281,18 +282,7 @@ fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
         None => hermes_sandbox::Mode::WorkspaceWrite,
         Some(word) => hermes_sandbox::Mode::parse(&word)?,
     };
-    let network = match src.string("TERMINAL_SANDBOX_NETWORK", "sandbox.network") {
-        None => true,
-        Some(v) => match v.to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" | "1" => true,
-            "false" | "no" | "off" | "0" => false,
-            other => {
-                return Err(format!(
-                    "terminal.sandbox.network must be true or false, got '{other}'"
-                ))
-            }
-        },
-    };
+    let network = network_settings(src)?;
     let writable_roots = src.list("TERMINAL_SANDBOX_WRITABLE_ROOTS", "sandbox.writable_roots")?;
     let deny_read = src.list("TERMINAL_SANDBOX_DENY_READ", "sandbox.deny_read")?;
     Ok(SandboxSettings {
@@ -302,6 +292,40 @@ fn sandbox_settings(src: &Source<'_>) -> Result<SandboxSettings, String> {
         limits: limits_settings(src)?,
         deny_read,
     })
+}
+
+/// `terminal.sandbox.network`: `off`, `loopback-off` (the default), `true`/`false`
+/// (the same two), or a mapping `{allow: [host, "*.domain", "host:port"]}`
+/// (`TERMINAL_SANDBOX_NETWORK_ALLOW`, comma-separated, for the list).
+fn network_settings(src: &Source<'_>) -> Result<hermes_sandbox::Network, String> {
+    use hermes_sandbox::Network;
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    let word_from_env = set("TERMINAL_SANDBOX_NETWORK");
+    let configured = src.config.get("terminal.sandbox.network");
+    let mapping = match configured {
+        Some(Value::Object(keys)) if !word_from_env => {
+            if let Some(other) = keys.keys().find(|k| k.as_str() != "allow") {
+                return Err(format!(
+                    "terminal.sandbox.network has no key '{other}': it is {}",
+                    Network::FORMS
+                ));
+            }
+            true
+        }
+        _ => false,
+    };
+    if mapping || set("TERMINAL_SANDBOX_NETWORK_ALLOW") {
+        let allow = src.list("TERMINAL_SANDBOX_NETWORK_ALLOW", "sandbox.network.allow")?;
+        return Ok(Network::Proxied { allow });
+    }
+    match src.string("TERMINAL_SANDBOX_NETWORK", "sandbox.network") {
+        Some(word) => Network::parse(&word),
+        None if configured.is_some_and(|v| v.is_array() || v.is_object()) => Err(format!(
+            "terminal.sandbox.network must be {}",
+            Network::FORMS
+        )),
+        None => Ok(Network::default()),
+    }
 }
 
 /// `terminal.sandbox.limits.max_processes`, `.max_memory_mb`, `.max_file_size_mb`,

@@ -48,7 +48,7 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         state_dirs: Vec::new(),
         hidden: Vec::new(),
         protected: Vec::new(),
-        network: false,
+        network: crate::Network::Off,
         empty_file: None,
         seccomp_programs: Vec::new(),
         limits: crate::Limits::NONE,
@@ -60,6 +60,7 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
             WrapOptions {
                 new_session: true,
                 tty: None,
+                proxied: false,
             },
         ))
         .args(["--", "true"])
@@ -170,7 +171,7 @@ pub(crate) fn fixed_layout(
         &mut layout.args,
         &["--unshare-cgroup-try", "--cap-drop", "ALL"],
     );
-    if !policy.network {
+    if policy.network == crate::Network::Off || !options.proxied {
         push(&mut layout.args, &["--unshare-net"]);
     }
     if options.new_session {

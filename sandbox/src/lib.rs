@@ -12,12 +12,12 @@
 //!   kernel ends everything it started;
 //! - a user namespace with an empty capability bounding set, so even root inside has no
 //!   capabilities, and no new privileges on exec (setuid binaries gain nothing);
-//! - UTS and IPC namespaces, `/proc/sys` read-only, and an optional network namespace
-//!   with only loopback;
+//! - UTS and IPC namespaces, `/proc/sys` read-only, and a network namespace of its
+//!   own: only loopback, or a way out through the runtime's proxy ([`network`]);
 //! - seccomp programs ([`write_seccomp_programs`]) refusing new namespaces, mounts,
 //!   keyrings, eBPF, io_uring, modules and terminal injection;
-//! - Landlock scopes ([`spawn_scoped`]): abstract unix sockets and signals outside the
-//!   sandbox are out of reach even while the network namespace is shared.
+//! - Landlock scopes ([`spawn_scoped`]): signals outside the sandbox are out of reach
+//!   (and abstract unix sockets, which the private network namespace already separates).
 //!
 //! The namespaces are set up by bubblewrap (`bwrap`), the tool Flatpak uses. It is
 //! chosen over Landlock alone because Landlock cannot take a subpath back out of a
@@ -40,8 +40,10 @@ mod environment;
 pub mod launcher;
 mod layout_watch;
 mod limits;
+pub mod network;
 mod policy;
 mod protected;
+mod proxy;
 mod real_paths;
 pub mod run_dir;
 mod scope;
@@ -50,6 +52,7 @@ mod syscalls;
 pub use bwrap::{find_bwrap, probe};
 pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
 pub use limits::Limits;
+pub use network::Network;
 pub use policy::{Mode, Policy, SandboxError, WrapOptions};
 pub use protected::ReadOnlyPlace;
 pub use run_dir::random_hex;

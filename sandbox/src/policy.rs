@@ -74,8 +74,8 @@ pub struct Policy {
     pub hidden: Vec<PathBuf>,
     /// Read-only even inside a writable root.
     pub protected: Vec<crate::ReadOnlyPlace>,
-    /// False: the command gets a network namespace with only loopback.
-    pub network: bool,
+    /// What the command may reach (see [`crate::network`]).
+    pub network: crate::Network,
     /// A read-only empty regular file, bound over protected files that do not exist yet
     /// so they cannot be created (`None`: missing protected files are not covered).
     pub empty_file: Option<PathBuf>,
@@ -95,6 +95,10 @@ pub struct WrapOptions<'a> {
     /// The pseudo-terminal the command runs on: visible inside under its own name (and
     /// no other terminal of the host is).
     pub tty: Option<&'a Path>,
+    /// The spawn is prepared by [`crate::network::attach`], which makes the network
+    /// namespace and serves the proxy. Without it the sandbox gets a namespace with
+    /// only loopback (never the host's network), as it does when the network is off.
+    pub proxied: bool,
 }
 
 impl Policy {

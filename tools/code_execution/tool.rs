@@ -378,6 +378,9 @@ fn run_local(
         ) {
             result["sandbox"] = json!(note.replace("this command ran", "this script ran"));
         }
+        if let Some(note) = terminal.sandbox.network.refusal_note(&output) {
+            result["network"] = json!(note.replace("this connection", "this script's connection"));
+        }
         if let Some(note) = terminal.sandbox.limits.reached(code, &output) {
             result["limit"] = json!(note);
         }

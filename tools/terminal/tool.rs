@@ -563,8 +563,12 @@ fn run_foreground(
         }
         if mode != hermes_sandbox::Mode::Off {
             let output = out["output"].as_str().unwrap_or("");
+            let network = config.sandbox.network.refusal_note(output);
             if let Some(note) = config.sandbox.limits.reached(exec.exit_code, output) {
                 out["limit"] = json!(note);
+            }
+            if let Some(note) = network {
+                out["network"] = json!(note);
             }
         }
     }

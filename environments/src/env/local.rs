@@ -58,9 +58,11 @@ pub struct LocalCommand {
     pub argv: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub cwd: PathBuf,
-    /// Sandboxed: the launch happens under Landlock scopes (`Some(true)`: required,
-    /// because the network namespace is shared).
-    pub scoped: Option<bool>,
+    /// Sandboxed: the launch happens under Landlock scopes.
+    pub scoped: bool,
+    /// The sandbox's way out through the runtime's proxy, prepared at the spawn
+    /// ([`hermes_sandbox::network::attach`]); `None` for every other launch.
+    pub proxied: Option<hermes_sandbox::Network>,
 }
 
 impl LocalCommand {
@@ -70,9 +72,10 @@ impl LocalCommand {
         &self,
         start: impl FnOnce() -> std::io::Result<T> + Send + 'static,
     ) -> std::io::Result<T> {
-        match self.scoped {
-            Some(required) => hermes_sandbox::spawn_scoped(required, start),
-            None => start(),
+        if self.scoped {
+            hermes_sandbox::spawn_scoped(start)
+        } else {
+            start()
         }
     }
 
@@ -82,6 +85,9 @@ impl LocalCommand {
             .env_clear()
             .envs(self.env.iter().cloned())
             .current_dir(&self.cwd);
+        if let Some(network) = &self.proxied {
+            hermes_sandbox::network::attach(&mut cmd, network);
+        }
         cmd
     }
 }
@@ -98,7 +104,7 @@ impl LocalEnv {
             state_dirs: vec![state_dir.clone()],
             hidden: hermes_sandbox::run_dir::hidden_places(),
             protected: read_only_places(&config.hermes_home, &access),
-            network: settings.network,
+            network: settings.network.clone(),
             empty_file: if active {
                 Some(hermes_sandbox::run_dir::empty_file().map_err(EnvError::new)?)
             } else {
@@ -125,6 +131,21 @@ impl LocalEnv {
         })
     }
 
+    /// The environment of a command run by the task's sandbox launcher (whose spawn is
+    /// prepared for the proxy).
+    fn launcher_env(&self) -> Vec<(OsString, OsString)> {
+        self.command_env(self.policy.is_active())
+    }
+
+    /// The allow-listed environment, and the proxy settings when `proxied`.
+    fn command_env(&self, proxied: bool) -> Vec<(OsString, OsString)> {
+        let mut env = child_env(&self.passthrough);
+        if proxied {
+            env.extend(proxy_env(&self.policy.network));
+        }
+        env
+    }
+
     /// The one place a local child is built: `argv` run in `cwd` inside the sandbox
     /// (outside it only when `launch.escalate`), with the allow-listed environment. An
     /// error when the sandbox cannot start here (it never falls back to no sandbox).
@@ -135,6 +156,13 @@ impl LocalEnv {
         launch: Launch,
     ) -> Result<LocalCommand, EnvError> {
         let cwd = nearest_existing(cwd);
+        // A pseudo-terminal's spawn cannot be prepared for the proxy: it gets only
+        // loopback.
+        let proxied = (!launch.escalate
+            && self.policy.is_active()
+            && self.policy.network != hermes_sandbox::Network::Off
+            && !launch.pty)
+            .then(|| self.policy.network.clone());
         let argv = if launch.escalate {
             argv
         } else {
@@ -145,16 +173,18 @@ impl LocalEnv {
                     WrapOptions {
                         new_session: !launch.pty,
                         tty: launch.tty.as_deref(),
+                        proxied: proxied.is_some(),
                     },
                 )
                 .map_err(|e| EnvError::new(e.0))?
         };
-        let scoped = (!launch.escalate && self.policy.is_active()).then_some(self.policy.network);
+        let scoped = !launch.escalate && self.policy.is_active();
         Ok(LocalCommand {
             argv,
-            env: child_env(&self.passthrough),
+            env: self.command_env(proxied.is_some()),
             cwd,
             scoped,
+            proxied,
         })
     }
 
@@ -273,7 +303,7 @@ impl LocalEnv {
         runs: usize,
     ) -> Result<Box<dyn Running>, EnvError> {
         let restore = session.restore();
-        let env = child_env(&self.passthrough);
+        let env = self.launcher_env();
         if let Some(mut shell) = self.take_ready() {
             let fits =
                 shell.matches(&restore, &env) && self.launcher.is_current(&mut shell.waiting.0);
@@ -314,7 +344,7 @@ impl LocalEnv {
         body: &str,
         runs: usize,
     ) -> Result<Box<dyn Running>, EnvError> {
-        let env = child_env(&self.passthrough);
+        let env = self.launcher_env();
         let restore = session.restore();
         let waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(mut server) = waiting.filter(|_| runs >= 2) {
@@ -472,6 +502,15 @@ pub fn local_temp_dir() -> String {
         .unwrap_or_else(|| "/tmp".to_string())
 }
 
+/// The variables that send a sandboxed command's HTTP clients through the runtime's proxy.
+fn proxy_env(network: &hermes_sandbox::Network) -> Vec<(OsString, OsString)> {
+    network
+        .proxy_env()
+        .into_iter()
+        .map(|(name, value)| (name.into(), value.into()))
+        .collect()
+}
+
 /// The environment of a local child: the allow-list of `hermes-sandbox` plus the
 /// `passthrough` names; `_HERMES_FORCE_<NAME>` injects `<NAME>`; a PATH without
 /// `/usr/bin` gets the standard directories.
@@ -539,7 +578,7 @@ impl Environment for LocalEnv {
             let argv = bash_argv(script, login)?;
             if let Some(run) = self.launcher.run(
                 &argv,
-                &child_env(&self.passthrough),
+                &self.launcher_env(),
                 &nearest_existing(&self.cwd),
                 &[],
             ) {
@@ -582,7 +621,7 @@ impl Environment for LocalEnv {
             return;
         }
         if slot.is_none() {
-            *slot = self.start_ready(session, child_env(&self.passthrough), true);
+            *slot = self.start_ready(session, self.launcher_env(), true);
         }
         // A shell that cannot be told is retired, with the slot free again.
         if slot

@@ -28,7 +28,7 @@
 //! [`Launcher::run`] says so and the caller wraps the command in a sandbox of its own.
 
 mod inside;
-mod protocol;
+pub(crate) mod protocol;
 
 pub use inside::status_code;
 
@@ -52,6 +52,7 @@ const PROGRAM_FD: RawFd = 8;
 const OPTIONS: WrapOptions<'static> = WrapOptions {
     new_session: true,
     tty: None,
+    proxied: true,
 };
 
 fn program_slot() -> &'static Mutex<Option<Arc<OwnedFd>>> {
@@ -162,6 +163,9 @@ impl Sandbox {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if policy.network != crate::Network::Off {
+            crate::network::attach(&mut cmd, &policy.network);
+        }
         let placements = [
             (theirs.as_raw_fd(), CONTROL_FD),
             (program.as_raw_fd(), PROGRAM_FD),
@@ -187,8 +191,7 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let child =
-            crate::spawn_scoped(policy.network, move || cmd.spawn()).map_err(|e| e.to_string())?;
+        let child = crate::spawn_scoped(move || cmd.spawn()).map_err(|e| e.to_string())?;
         drop(theirs);
         let mut sandbox = Sandbox {
             child,

@@ -1,0 +1,263 @@
+//! The HTTP/HTTPS proxy that is a sandbox's one way out (see [`crate::network`]).
+//!
+//! It serves one sandbox's listener until that sandbox's first process ends. Each
+//! connection names its destination once: `CONNECT host:port` (HTTPS, anything
+//! tunnelled) or a request with an absolute `http://` URL. The host is checked against
+//! the policy before any lookup, then resolved once; the connection goes to the first
+//! address the policy accepts, by address. A refusal is an HTTP 403 whose reason and
+//! body name the config key that opens it.
+
+use crate::network::Network;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Duration;
+
+/// The most a request head may take.
+const MAX_HEAD: usize = 64 * 1024;
+/// The most connections one sandbox may hold open at once: each is a thread (two while
+/// relaying) of the server, which a command must not be able to exhaust.
+const MAX_CONNECTIONS: usize = 256;
+
+/// Accepts on `listener` until `child` (a pidfd) ends.
+pub(crate) fn serve(listener: OwnedFd, child: OwnedFd, network: Network) {
+    let listener = std::net::TcpListener::from(listener);
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: child.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: poll on two descriptors we own.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if ready < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if fds[1].revents != 0 {
+            return; // the sandbox has ended
+        }
+        if fds[0].revents & libc::POLLIN == 0 {
+            continue;
+        }
+        let Ok((mut client, _)) = listener.accept() else {
+            continue;
+        };
+        use std::sync::atomic::Ordering;
+        if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::SeqCst);
+            refuse(
+                &mut client,
+                503,
+                &format!("this sandbox already has {MAX_CONNECTIONS} connections open"),
+            );
+            continue;
+        }
+        let network = network.clone();
+        let held = open.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sandbox-proxy-conn".into())
+            .spawn(move || {
+                handle(client, &network);
+                held.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn handle(mut client: TcpStream, network: &Network) {
+    let _ = client.set_read_timeout(Some(Duration::from_secs(30)));
+    let Some((head, rest)) = read_head(&mut client) else {
+        return;
+    };
+    let request = match parse(&head) {
+        Ok(request) => request,
+        Err(why) => return refuse(&mut client, 400, &why),
+    };
+    let upstream = match open(network, &request.host, request.port) {
+        Ok(stream) => stream,
+        Err((status, why)) => return refuse(&mut client, status, &why),
+    };
+    let _ = client.set_read_timeout(None);
+    let mut upstream_writer = match upstream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    let sent = if request.connect {
+        client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    } else {
+        upstream_writer.write_all(&request.forwarded_head)
+    };
+    if sent.is_err() || upstream_writer.write_all(&rest).is_err() {
+        return;
+    }
+    relay(client, upstream, upstream_writer);
+}
+
+/// Copies both ways until both sides are done.
+fn relay(client: TcpStream, upstream: TcpStream, upstream_writer: TcpStream) {
+    let Ok(client_writer) = client.try_clone() else {
+        return;
+    };
+    let outbound = std::thread::spawn(move || copy_then_shut(client, upstream_writer));
+    copy_then_shut(upstream, client_writer);
+    let _ = outbound.join();
+}
+
+fn copy_then_shut(mut from: TcpStream, mut to: TcpStream) {
+    let _ = std::io::copy(&mut from, &mut to);
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
+fn read_head(client: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = client.read(&mut chunk).ok().filter(|n| *n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            return Some((buf, rest));
+        }
+        if buf.len() > MAX_HEAD {
+            return None;
+        }
+    }
+}
+
+struct Request {
+    connect: bool,
+    host: String,
+    port: u16,
+    /// For a plain HTTP request: its head as the server gets it (origin-form target,
+    /// no proxy headers, one request per connection).
+    forwarded_head: Vec<u8>,
+}
+
+fn parse(head: &[u8]) -> Result<Request, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut parsed = httparse::Request::new(&mut headers);
+    parsed
+        .parse(head)
+        .map_err(|e| format!("not an HTTP request: {e}"))?;
+    let method = parsed.method.unwrap_or_default();
+    let target = parsed.path.unwrap_or_default();
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) = split_authority(target, 443)?;
+        return Ok(Request {
+            connect: true,
+            host,
+            port,
+            forwarded_head: Vec::new(),
+        });
+    }
+    let Some(after) = target.strip_prefix("http://") else {
+        return Err(format!(
+            "the proxy takes CONNECT or an absolute http:// URL, not '{target}'"
+        ));
+    };
+    let (authority, path) = match after.find('/') {
+        Some(i) => (&after[..i], &after[i..]),
+        None => (after, "/"),
+    };
+    let (host, port) = split_authority(authority, 80)?;
+    let mut out = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
+    for header in parsed.headers.iter() {
+        let name = header.name.to_ascii_lowercase();
+        if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
+            continue;
+        }
+        out.extend_from_slice(header.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(header.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    Ok(Request {
+        connect: false,
+        host,
+        port,
+        forwarded_head: out,
+    })
+}
+
+fn split_authority(authority: &str, default_port: u16) -> Result<(String, u16), String> {
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("bad address '{authority}'"))?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        Some(p) => p
+            .parse()
+            .map_err(|_| format!("bad port in '{authority}'"))?,
+        None => default_port,
+    };
+    if host.is_empty() {
+        return Err(format!("no host in '{authority}'"));
+    }
+    Ok((host.to_ascii_lowercase(), port))
+}
+
+/// Checks the name, resolves it once, and connects to an address the policy accepts.
+fn open(network: &Network, host: &str, port: u16) -> Result<TcpStream, (u16, String)> {
+    network.check(host, port, None).map_err(|why| (403, why))?;
+    let addresses: Vec<SocketAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => (host, port)
+            .to_socket_addrs()
+            .map_err(|e| (502, format!("cannot resolve {host}: {e}")))?
+            .collect(),
+    };
+    let mut refusal = None;
+    let mut failure = None;
+    for address in addresses {
+        if let Err(why) = network.check(host, port, Some(address.ip())) {
+            refusal.get_or_insert(why);
+            continue;
+        }
+        match TcpStream::connect_timeout(&address, Duration::from_secs(30)) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => failure = Some(format!("cannot connect to {host}:{port} ({address}): {e}")),
+        }
+    }
+    Err(match (failure, refusal) {
+        (Some(failure), _) => (502, failure),
+        (None, Some(refusal)) => (403, refusal),
+        (None, None) => (502, format!("{host} has no address")),
+    })
+}
+
+fn refuse(client: &mut TcpStream, status: u16, why: &str) {
+    let body = format!("hermes-tools sandbox: {why}\n");
+    // The reason phrase carries the message too: clients report it for a failed CONNECT.
+    let reason: String = body
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.write_all(response.as_bytes());
+}
