@@ -660,3 +660,32 @@ fn redirect_into_private_inside_the_namespace() {
         "the private server was never contacted"
     );
 }
+
+#[test]
+fn urls_take_search_results_and_name_a_wrong_item_type() {
+    let server = site();
+    let home = home_with(OPEN_LOOPBACK);
+    let search_result = json!({"title": "Notes", "url": server.url("/notes.txt"), "description": "notes", "position": 1});
+    let result = call(
+        home.path(),
+        "web_extract",
+        &json!({"urls": [search_result, {"url": "", "href": server.url("/notes.txt")}, {"title": "no address"}]}),
+        &[],
+    );
+    let results = result["results"].as_array().unwrap();
+    for found in &results[..2] {
+        assert_eq!(found["content"], "plain notes\nsecond line\n", "{result}");
+    }
+    assert_eq!(
+        results[2]["error"],
+        "Invalid URL item at index 2: expected a URL string or an object with a string 'url' or 'href' field"
+    );
+
+    let wrong = call(home.path(), "web_extract", &json!({"urls": [42]}), &[]);
+    assert!(
+        wrong["error"].as_str().unwrap_or_default().contains(
+            "argument `urls`: each item of urls is a URL string or an object with a string 'url' or 'href' field"
+        ),
+        "{wrong}"
+    );
+}

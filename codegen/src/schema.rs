@@ -464,13 +464,14 @@ impl SerdeAttrs {
                     "skip" | "skip_deserializing" => out.skip = true,
                     "deny_unknown_fields" => out.deny_unknown_fields = true,
                     "untagged" => out.untagged = true,
-                    "alias" => {
+                    // Words of the error message only; the accepted shape stays.
+                    "alias" | "expecting" => {
                         let _: syn::LitStr = meta.value()?.parse()?;
                     }
                     other => {
                         return Err(meta.error(format!(
                             "#[serde({other})] changes the JSON shape in a way the schema generator does not model; \
-                             use rename, rename_all, default, skip, alias, deny_unknown_fields or untagged"
+                             use rename, rename_all, default, skip, alias, expecting, deny_unknown_fields or untagged"
                         )))
                     }
                 }

@@ -105,7 +105,10 @@ pub fn web_search(
 /// One item of `urls`: a URL, or an object that names one (a web_search result passed
 /// back as it came).
 #[derive(Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "each item of urls is a URL string or an object with a string 'url' or 'href' field"
+)]
 pub enum UrlItem {
     Address(String),
     Object {
