@@ -259,26 +259,6 @@ fn every_item_gets_a_result_in_order() {
         "the URL after redirects"
     );
     assert_eq!(results[4]["title"], "Rust release notes");
-
-    // The schema takes strings: a whole search result is a clear argument error.
-    let out = run(
-        home.path(),
-        &[
-            "call",
-            "web_extract",
-            &json!({"urls": [{"url": server.url("/article")}]}).to_string(),
-        ],
-        &[],
-        "",
-    );
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(
-        answer["error"]
-            .as_str()
-            .unwrap()
-            .contains("argument `urls`"),
-        "{answer}"
-    );
 }
 
 #[test]
@@ -571,7 +551,12 @@ fn the_schema_offers_extract_always_and_search_with_a_backend() {
         .unwrap();
     let params = &extract["function"]["parameters"];
     assert_eq!(params["properties"]["urls"]["maxItems"], 5);
-    assert_eq!(params["properties"]["urls"]["items"]["type"], "string");
+    let items = &params["properties"]["urls"]["items"]["anyOf"];
+    assert_eq!(items[0]["type"], "string", "{params}");
+    assert_eq!(items[1]["type"], "object", "{params}");
+    for key in ["url", "href"] {
+        assert_eq!(items[1]["properties"][key]["type"], "string", "{params}");
+    }
     assert_eq!(params["properties"]["char_limit"]["minimum"], 2000);
     let search = tools
         .as_array()
