@@ -654,16 +654,17 @@ fn urls_take_search_results_and_name_a_wrong_item_type() {
     let result = call(
         home.path(),
         "web_extract",
-        &json!({"urls": [search_result, {"url": "", "href": server.url("/notes.txt")}, {"title": "no address"}]}),
+        // The third item is the shape a strict-mode model sends: every key, null for unset.
+        &json!({"urls": [search_result, {"url": "", "href": server.url("/notes.txt")}, {"url": null, "href": server.url("/notes.txt")}, {"title": "no address"}]}),
         &[],
     );
     let results = result["results"].as_array().unwrap();
-    for found in &results[..2] {
+    for found in &results[..3] {
         assert_eq!(found["content"], "plain notes\nsecond line\n", "{result}");
     }
     assert_eq!(
-        results[2]["error"],
-        "Invalid URL item at index 2: expected a URL string or an object with a string 'url' or 'href' field"
+        results[3]["error"],
+        "Invalid URL item at index 3: expected a URL string or an object with a string 'url' or 'href' field"
     );
 
     let wrong = call(home.path(), "web_extract", &json!({"urls": [42]}), &[]);
