@@ -226,7 +226,7 @@ fn named_type_schema(
                 if !matches!(variant.fields, Fields::Unit) {
                     return Err(syn::Error::new(
                         variant.span(),
-                        format!("`{name}::{}` carries data; a parameter enum must have unit variants only (it becomes a string enum)", variant.ident),
+                        format!("`{name}::{}` carries data; a parameter enum must have unit variants only (it becomes a string enum), or be #[serde(untagged)] (it becomes any of its variants' shapes)", variant.ident),
                     ));
                 }
                 let variant_attrs = SerdeAttrs::parse(&variant.attrs)?;
