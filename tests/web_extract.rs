@@ -259,26 +259,6 @@ fn every_item_gets_a_result_in_order() {
         "the URL after redirects"
     );
     assert_eq!(results[4]["title"], "Rust release notes");
-
-    // The schema takes strings: a whole search result is a clear argument error.
-    let out = run(
-        home.path(),
-        &[
-            "call",
-            "web_extract",
-            &json!({"urls": [{"url": server.url("/article")}]}).to_string(),
-        ],
-        &[],
-        "",
-    );
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(
-        answer["error"]
-            .as_str()
-            .unwrap()
-            .contains("argument `urls`"),
-        "{answer}"
-    );
 }
 
 #[test]
@@ -571,7 +551,12 @@ fn the_schema_offers_extract_always_and_search_with_a_backend() {
         .unwrap();
     let params = &extract["function"]["parameters"];
     assert_eq!(params["properties"]["urls"]["maxItems"], 5);
-    assert_eq!(params["properties"]["urls"]["items"]["type"], "string");
+    let items = &params["properties"]["urls"]["items"]["anyOf"];
+    assert_eq!(items[0]["type"], "string", "{params}");
+    assert_eq!(items[1]["type"], "object", "{params}");
+    for key in ["url", "href"] {
+        assert_eq!(items[1]["properties"][key]["type"], "string", "{params}");
+    }
     assert_eq!(params["properties"]["char_limit"]["minimum"], 2000);
     let search = tools
         .as_array()
@@ -587,5 +572,106 @@ fn the_schema_offers_extract_always_and_search_with_a_backend() {
             limit["default"].clone()
         ),
         (json!(1), json!(100), json!(5))
+    );
+}
+
+/// Set in the copy of the test process that runs inside the private network namespace.
+const IN_NAMESPACE: &str = "HERMES_WEB_TEST_IN_NETNS";
+/// A public address (TEST-NET ranges would be refused as reserved before any redirect).
+const PUBLIC_IP: &str = "1.1.1.1";
+
+/// The first hop is a public address, its redirect points into loopback: the redirect
+/// is refused with private ranges closed. The public address is made local without
+/// touching the machine: the test runs itself again inside a new user and network
+/// namespace (`unshare`), whose only interface is its own loopback, and puts
+/// 1.1.1.1 on it there. No packet can leave that namespace, and the binary under test
+/// is the shipped one, resolving and connecting as it always does.
+#[test]
+fn a_redirect_from_a_public_address_into_a_private_one_is_refused() {
+    if std::env::var_os(IN_NAMESPACE).is_some() {
+        return redirect_into_private_inside_the_namespace();
+    }
+    let this_test = "a_redirect_from_a_public_address_into_a_private_one_is_refused";
+    let output = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--net", "--", "sh", "-c"])
+        .arg(format!(
+            "ip link set lo up && ip addr add {PUBLIC_IP}/32 dev lo && exec \"$0\" \"$@\""
+        ))
+        .arg(std::env::current_exe().unwrap())
+        .args([this_test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(IN_NAMESPACE, "1")
+        .output()
+        .expect("unshare (util-linux) runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "inside the namespace: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn redirect_into_private_inside_the_namespace() {
+    let private =
+        Server::start(|_: &Request| -> Reply { respond(200, "text/plain", "private data\n") });
+    let secret = private.url("/secret");
+    let public = Server::start_at(PUBLIC_IP, move |request: &Request| -> Reply {
+        match request.path() {
+            "/page" => respond(200, "text/plain", "a public page\n"),
+            _ => redirect(&secret),
+        }
+    });
+    // Private ranges closed: the default.
+    let home = tempfile::tempdir().unwrap();
+    let result = call(
+        home.path(),
+        "web_extract",
+        &json!({"urls": [public.url("/page"), public.url("/go")]}),
+        &[],
+    );
+    let results = result["results"].as_array().unwrap();
+    assert_eq!(
+        results[0]["content"], "a public page\n",
+        "the public address is reached: {result}"
+    );
+    let refused = results[1]["error"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("private or internal network address"),
+        "{result}"
+    );
+    assert_eq!(results[1]["content"], "", "{result}");
+    assert_eq!(public.requests.lock().unwrap().len(), 2);
+    assert!(
+        private.requests.lock().unwrap().is_empty(),
+        "the private server was never contacted"
+    );
+}
+
+#[test]
+fn urls_take_search_results_and_name_a_wrong_item_type() {
+    let server = site();
+    let home = home_with(OPEN_LOOPBACK);
+    let search_result = json!({"title": "Notes", "url": server.url("/notes.txt"), "description": "notes", "position": 1});
+    let result = call(
+        home.path(),
+        "web_extract",
+        // The third item is the shape a strict-mode model sends: every key, null for unset.
+        &json!({"urls": [search_result, {"url": "", "href": server.url("/notes.txt")}, {"url": null, "href": server.url("/notes.txt")}, {"title": "no address"}]}),
+        &[],
+    );
+    let results = result["results"].as_array().unwrap();
+    for found in &results[..3] {
+        assert_eq!(found["content"], "plain notes\nsecond line\n", "{result}");
+    }
+    assert_eq!(
+        results[3]["error"],
+        "Invalid URL item at index 3: expected a URL string or an object with a string 'url' or 'href' field"
+    );
+
+    let wrong = call(home.path(), "web_extract", &json!({"urls": [42]}), &[]);
+    assert!(
+        wrong["error"].as_str().unwrap_or_default().contains(
+            "argument `urls`: each item of urls is a URL string or an object with a string 'url' or 'href' field"
+        ),
+        "{wrong}"
     );
 }

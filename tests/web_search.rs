@@ -426,3 +426,92 @@ fn backend_choice_follows_config_then_keys_in_order() {
     // With no key and no configuration the keyless local backend runs: every test in
     // tests/web_extract.rs is that case.
 }
+
+#[test]
+fn web_search_over_mcp_and_a_result_passed_back_to_web_extract() {
+    let pages = Server::start(|request: &Request| -> Reply {
+        web_support::respond(
+            200,
+            "text/plain",
+            format!("the page at {}\n", request.path()),
+        )
+    });
+    let page_base = pages.url("");
+    let engine = Server::start(move |request: &Request| -> Reply {
+        let query = request.query("q").unwrap_or_default();
+        let items: Vec<Value> = (1..=3)
+            .map(|i| json!({"link": format!("{page_base}/page{i}"), "name": format!("{query} page {i}"), "snippet": format!("page {i}")}))
+            .collect();
+        json_reply(200, &json!({"items": items}))
+    });
+    let searx = start_searx(&engine);
+    // The pages are on loopback, a private range the operator opens here.
+    let home = home_with(web_support::OPEN_LOOPBACK);
+
+    let python = hermes_test_peers::python_with(&["mcp.client.stdio"]);
+    let client = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/tests/fixtures/py_client.py");
+    let run_mcp = |calls: &Value| -> Value {
+        let output = Command::new(&python)
+            .arg(&client)
+            .arg(env!("CARGO_BIN_EXE_hermes-tools"))
+            .args(["mcp", "--toolsets", "web"])
+            .arg("--")
+            .arg(calls.to_string())
+            .env("HERMES_HOME", home.path())
+            .env("SEARXNG_URL", &searx.url)
+            .current_dir(home.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+
+    let searched =
+        run_mcp(&json!([{"name": "web_search", "arguments": {"query": "over mcp", "limit": 2}}]));
+    let tools = searched["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["web_extract", "web_search"],
+        "a search backend is set"
+    );
+    let search_schema = &tools[1]["inputSchema"];
+    assert_eq!(
+        search_schema["required"],
+        json!(["query"]),
+        "{search_schema}"
+    );
+    let extract_items = &tools[0]["inputSchema"]["properties"]["urls"]["items"];
+    assert_eq!(
+        extract_items["anyOf"][0],
+        json!({"type": "string"}),
+        "{extract_items}"
+    );
+    assert_eq!(searched["calls"][0]["isError"], false, "{searched}");
+    let result: Value =
+        serde_json::from_str(searched["calls"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(result["success"], true, "{result}");
+    let web = result["data"]["web"].as_array().unwrap();
+    assert_eq!(web.len(), 2, "{result}");
+    assert_eq!(web[0]["title"], "over mcp page 1");
+    assert_eq!(web[0]["url"], pages.url("/page1"));
+
+    // The search results go back to web_extract as they came, as objects.
+    let extracted = run_mcp(
+        &json!([{"name": "web_extract", "arguments": {"urls": [web[0], {"href": web[1]["url"]}, {"title": "no address"}]}}]),
+    );
+    let result: Value =
+        serde_json::from_str(extracted["calls"][0]["text"].as_str().unwrap()).unwrap();
+    let results = result["results"].as_array().unwrap();
+    assert_eq!(results[0]["content"], "the page at /page1\n", "{result}");
+    assert_eq!(results[1]["content"], "the page at /page2\n", "{result}");
+    assert_eq!(
+        results[2]["error"],
+        "Invalid URL item at index 2: expected a URL string or an object with a string 'url' or 'href' field",
+        "{result}"
+    );
+}

@@ -56,7 +56,7 @@ impl<'a> TypeIndex<'a> {
 fn unsupported_type_message(name: &str) -> String {
     format!(
         "the type `{name}` cannot be a tool parameter: use String, bool, an integer or float type, Vec<T>, Option<T>, \
-         HashMap<String, T>, serde_json::Value, or a struct or unit-variant enum defined in a file in tools/"
+         HashMap<String, T>, serde_json::Value, or a struct, unit-variant enum or #[serde(untagged)] enum defined in a file in tools/"
     )
 }
 
@@ -211,13 +211,22 @@ fn named_type_schema(
     let container = SerdeAttrs::parse(attrs)?;
     visiting.push(name.to_string());
     let schema = match item {
+        Item::Enum(e) if container.untagged => untagged_enum_schema(
+            name,
+            e,
+            &container,
+            description,
+            index,
+            defining_file,
+            visiting,
+        )?,
         Item::Enum(e) => {
             let mut values = Vec::new();
             for variant in &e.variants {
                 if !matches!(variant.fields, Fields::Unit) {
                     return Err(syn::Error::new(
                         variant.span(),
-                        format!("`{name}::{}` carries data; a parameter enum must have unit variants only (it becomes a string enum)", variant.ident),
+                        format!("`{name}::{}` carries data; a parameter enum must have unit variants only (it becomes a string enum), or be #[serde(untagged)] (it becomes any of its variants' shapes)", variant.ident),
                     ));
                 }
                 let variant_attrs = SerdeAttrs::parse(&variant.attrs)?;
@@ -248,62 +257,144 @@ fn named_type_schema(
                     format!("`{name}` must have named fields to be a parameter object"),
                 ));
             };
-            let mut properties = Map::new();
-            let mut required = Vec::new();
-            for field in &fields.named {
-                let field_attrs = SerdeAttrs::parse(&field.attrs)?;
-                if field_attrs.skip {
-                    continue;
-                }
-                let field_ident = field
-                    .ident
-                    .as_ref()
-                    .expect("named fields have names")
-                    .to_string();
-                let wire = field_attrs.rename.clone().unwrap_or_else(|| {
-                    apply_rename_all(
-                        field_ident.trim_start_matches("r#"),
-                        container.rename_all.as_deref(),
-                        false,
-                    )
-                });
-                let field_description = doc_text(&field.attrs);
-                if field_description.is_empty() {
-                    return Err(syn::Error::new(
-                        field.ident.as_ref().map_or(field.span(), |i| i.span()),
-                        format!("field `{field_ident}` of `{name}` has no description: write a `///` doc comment above it; the model reads it"),
-                    ));
-                }
-                let (field_type, optional) = match option_inner(&field.ty) {
-                    Some(inner) => (inner, true),
-                    None => (&field.ty, field_attrs.default),
-                };
-                let schema = type_schema(
-                    field_type,
-                    Some(&field_description),
-                    index,
-                    defining_file,
-                    visiting,
-                )?;
-                properties.insert(wire.clone(), schema);
-                if !optional {
-                    required.push(Value::String(wire));
-                }
-            }
-            let mut schema = object(&[
-                ("type", Value::from("object")),
-                ("properties", Value::Object(properties)),
-                ("required", Value::Array(required)),
-            ]);
-            if container.deny_unknown_fields {
-                schema.insert("additionalProperties".into(), Value::Bool(false));
-            }
+            let schema = object_schema(name, fields, &container, index, defining_file, visiting)?;
             with_description(schema, description)
         }
         _ => unreachable!(),
     };
     visiting.pop();
     Ok(schema)
+}
+
+/// The JSON object a struct (or a struct variant) deserializes from.
+fn object_schema(
+    name: &str,
+    fields: &syn::FieldsNamed,
+    container: &SerdeAttrs,
+    index: &TypeIndex<'_>,
+    defining_file: usize,
+    visiting: &mut Vec<String>,
+) -> syn::Result<Map<String, Value>> {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for field in &fields.named {
+        let field_attrs = SerdeAttrs::parse(&field.attrs)?;
+        if field_attrs.skip {
+            continue;
+        }
+        let field_ident = field
+            .ident
+            .as_ref()
+            .expect("named fields have names")
+            .to_string();
+        let wire = field_attrs.rename.clone().unwrap_or_else(|| {
+            apply_rename_all(
+                field_ident.trim_start_matches("r#"),
+                container.rename_all.as_deref(),
+                false,
+            )
+        });
+        let field_description = doc_text(&field.attrs);
+        if field_description.is_empty() {
+            return Err(syn::Error::new(
+                field.ident.as_ref().map_or(field.span(), |i| i.span()),
+                format!("field `{field_ident}` of `{name}` has no description: write a `///` doc comment above it; the model reads it"),
+            ));
+        }
+        let (field_type, optional) = match option_inner(&field.ty) {
+            Some(inner) => (inner, true),
+            None => (&field.ty, field_attrs.default),
+        };
+        let schema = type_schema(
+            field_type,
+            Some(&field_description),
+            index,
+            defining_file,
+            visiting,
+        )?;
+        properties.insert(wire.clone(), schema);
+        if !optional {
+            required.push(Value::String(wire));
+        }
+    }
+    let mut schema = object(&[
+        ("type", Value::from("object")),
+        ("properties", Value::Object(properties)),
+        ("required", Value::Array(required)),
+    ]);
+    if container.deny_unknown_fields {
+        schema.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    Ok(schema)
+}
+
+/// `#[serde(untagged)]`: serde tries each variant in order, so the JSON may take the
+/// shape of any of them (`anyOf`). A newtype variant takes its inner type's shape, a
+/// struct variant an object; unit and multi-field tuple variants (JSON null and
+/// arrays of mixed types) have no shape a tool schema offers.
+fn untagged_enum_schema(
+    name: &str,
+    e: &syn::ItemEnum,
+    container: &SerdeAttrs,
+    description: Option<&str>,
+    index: &TypeIndex<'_>,
+    defining_file: usize,
+    visiting: &mut Vec<String>,
+) -> syn::Result<Value> {
+    let mut branches = Vec::new();
+    for variant in &e.variants {
+        let variant_attrs = SerdeAttrs::parse(&variant.attrs)?;
+        if variant_attrs.skip {
+            continue;
+        }
+        let variant_name = format!("{name}::{}", variant.ident);
+        let branch = match &variant.fields {
+            Fields::Unnamed(fields) if fields.unnamed.len() == 1 => {
+                let inner = &fields.unnamed[0].ty;
+                if option_inner(inner).is_some() {
+                    return Err(syn::Error::new(
+                        inner.span(),
+                        format!("`{variant_name}` wraps an `Option`, which accepts JSON null; a parameter schema does not offer null, so wrap the inner type"),
+                    ));
+                }
+                type_schema(inner, None, index, defining_file, visiting)?
+            }
+            Fields::Named(fields) => Value::Object(object_schema(
+                &variant_name,
+                fields,
+                &SerdeAttrs {
+                    deny_unknown_fields: container.deny_unknown_fields,
+                    ..variant_attrs
+                },
+                index,
+                defining_file,
+                visiting,
+            )?),
+            Fields::Unit => {
+                return Err(syn::Error::new(
+                    variant.span(),
+                    format!("`{variant_name}` is a unit variant of an untagged enum, so it matches JSON null, which a parameter schema does not offer; give it one field or a struct body"),
+                ))
+            }
+            Fields::Unnamed(_) => {
+                return Err(syn::Error::new(
+                    variant.span(),
+                    format!("`{variant_name}` has several unnamed fields, so it matches a JSON array of mixed types, which a parameter schema cannot express; use one field or a struct body"),
+                ))
+            }
+        };
+        branches.push(branch);
+    }
+    if branches.is_empty() {
+        return Err(syn::Error::new(
+            e.ident.span(),
+            format!("the untagged enum `{name}` has no variant the schema can offer"),
+        ));
+    }
+    Ok(with_description(
+        object(&[("anyOf", Value::Array(branches))]),
+        description,
+    ))
 }
 
 fn derives_deserialize(attrs: &[Attribute]) -> bool {
@@ -335,6 +426,7 @@ struct SerdeAttrs {
     default: bool,
     skip: bool,
     deny_unknown_fields: bool,
+    untagged: bool,
 }
 
 const RENAME_RULES: &[&str] = &[
@@ -371,13 +463,15 @@ impl SerdeAttrs {
                     }
                     "skip" | "skip_deserializing" => out.skip = true,
                     "deny_unknown_fields" => out.deny_unknown_fields = true,
-                    "alias" => {
+                    "untagged" => out.untagged = true,
+                    // Words of the error message only; the accepted shape stays.
+                    "alias" | "expecting" => {
                         let _: syn::LitStr = meta.value()?.parse()?;
                     }
                     other => {
                         return Err(meta.error(format!(
                             "#[serde({other})] changes the JSON shape in a way the schema generator does not model; \
-                             use rename, rename_all, default, skip, alias or deny_unknown_fields"
+                             use rename, rename_all, default, skip, alias, expecting, deny_unknown_fields or untagged"
                         )))
                     }
                 }

@@ -45,6 +45,8 @@ failure_cases!(
     syntax_error,
     unknown_tool_in_toolsets,
     unknown_include,
+    untagged_unit_variant,
+    untagged_tuple_variant,
 );
 
 #[test]

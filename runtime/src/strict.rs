@@ -17,6 +17,10 @@ fn make_strict(schema: &mut Value) {
     if let Some(items) = object.get_mut("items") {
         make_strict(items);
     }
+    // Each branch of a union is a schema of its own, objects included.
+    if let Some(Value::Array(branches)) = object.get_mut("anyOf") {
+        branches.iter_mut().for_each(make_strict);
+    }
     if object.get("type").and_then(Value::as_str) != Some("object") {
         return;
     }

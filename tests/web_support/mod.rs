@@ -109,15 +109,21 @@ pub fn redirect(to: &str) -> Reply {
 pub struct Server {
     pub port: u16,
     pub requests: Arc<Mutex<Vec<Request>>>,
+    ip: String,
 }
 
 impl Server {
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://{}:{}{path}", self.ip, self.port)
     }
 
     pub fn start(route: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Server::start_at("127.0.0.1", route)
+    }
+
+    /// A server on a free port of `ip`, an address of this machine (or namespace).
+    pub fn start_at(ip: &str, route: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Server {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let (route, seen) = (Arc::new(route), Arc::clone(&requests));
@@ -134,7 +140,11 @@ impl Server {
                 });
             }
         });
-        Server { port, requests }
+        Server {
+            port,
+            requests,
+            ip: ip.to_string(),
+        }
     }
 }
 

@@ -56,13 +56,19 @@ pub fn web_search_schema(_: &SchemaContext) -> Option<Value> {
 }
 
 pub fn web_extract_schema(_: &SchemaContext) -> Option<Value> {
+    // The item shapes are the generated ones (from `UrlItem`), so the two cannot drift.
+    let entry = crate::CATALOG
+        .tool("web_extract")
+        .expect("web_extract is in the catalog");
+    let generated: Value = serde_json::from_str(entry.schema).expect("generated schemas are JSON");
+    let items = generated["parameters"]["properties"]["urls"]["items"].clone();
     Some(json!({"parameters": {
         "type": "object",
         "properties": {
             "urls": {
                 "type": "array",
-                "items": {"type": "string"},
-                "description": "URLs to extract content from (at most 5 per call).",
+                "items": items,
+                "description": "URLs to extract content from (at most 5 per call): each a URL string, or an object with a url or href field such as a web_search result.",
                 "maxItems": MAX_URLS
             },
             "char_limit": {
@@ -96,11 +102,37 @@ pub fn web_search(
     Ok(found.into())
 }
 
-/// The URL of an item of `urls`, if it names one.
-fn item_url(item: &str) -> Option<String> {
-    Some(item.trim())
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
+/// One item of `urls`: a URL, or an object that names one (a web_search result passed
+/// back as it came).
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "each item of urls is a URL string or an object with a string 'url' or 'href' field"
+)]
+pub enum UrlItem {
+    Address(String),
+    Object {
+        /// The page's URL.
+        url: Option<String>,
+        /// The page's URL, under the name HTML links use; read when `url` is absent.
+        href: Option<String>,
+    },
+}
+
+impl UrlItem {
+    /// The URL the item names, if any.
+    fn url(&self) -> Option<String> {
+        let named = match self {
+            UrlItem::Address(url) => Some(url),
+            UrlItem::Object { url, href } => {
+                url.as_ref().filter(|u| !u.is_empty()).or(href.as_ref())
+            }
+        };
+        named
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    }
 }
 
 /// Inline base64 images are token bombs: they become `[IMAGE: alt]` placeholders.
@@ -146,8 +178,8 @@ fn item_json(item: &ExtractItem) -> Value {
 /// Extract the content of web pages as markdown or text, without summarising. Works with HTML pages, plain text and PDF documents (arxiv papers, reports): pass the PDF link directly. Pages within the character budget (default 15000) come back whole; longer ones come back as a head and tail window with a footer naming the file that holds the full text and the read_file call that pages through the omitted middle. Inline images appear as [IMAGE: alt] placeholders; real image URLs stay links. If a URL fails or times out, use the browser tool instead.
 #[tool(toolset = "web", emoji = "📄", max_result_chars = 100_000, check = web_extract_available, requires_env = ["SEARXNG_URL", "BRAVE_SEARCH_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY", "PARALLEL_API_KEY", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL"], dynamic_schema = web_extract_schema)]
 pub fn web_extract(
-    /// URLs to extract (at most 5).
-    urls: Vec<String>,
+    /// URLs to extract (at most 5): each a URL string, or an object with a `url` or `href` field such as a web_search result.
+    urls: Vec<UrlItem>,
     /// Characters of each page returned inline (at least 2000, default 15000).
     char_limit: Option<i64>,
     ctx: &ToolContext,
@@ -155,16 +187,16 @@ pub fn web_extract(
     let home = ctx.hermes_home().to_path_buf();
     let config = config_for(&home);
     let policy = NetPolicy::from_config(&config, &home);
-    let urls: Vec<String> = urls.into_iter().take(MAX_URLS).collect();
+    let urls: Vec<Option<String>> = urls.iter().take(MAX_URLS).map(UrlItem::url).collect();
 
     // One slot per input item, filled in input order.
     let mut slots: Vec<Option<Value>> = vec![None; urls.len()];
     let mut pending: Vec<(usize, String)> = Vec::new();
     for (index, item) in urls.iter().enumerate() {
-        let Some(url) = item_url(item) else {
+        let Some(url) = item.clone() else {
             slots[index] = Some(
                 json!({"url": "", "title": "", "content": "", "error": format!(
-                    "Invalid URL item at index {index}: expected a URL string"
+                    "Invalid URL item at index {index}: expected a URL string or an object with a string 'url' or 'href' field"
                 )}),
             );
             continue;
@@ -269,7 +301,7 @@ pub fn web_extract(
         .zip(urls.iter())
         .map(|(slot, item)| {
             slot.unwrap_or_else(|| {
-                json!({"url": item_url(item).unwrap_or_default(), "title": "", "content": "",
+                json!({"url": item.clone().unwrap_or_default(), "title": "", "content": "",
                        "error": "Extract backend returned no result for this URL"})
             })
         })
