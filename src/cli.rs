@@ -15,7 +15,8 @@ use std::sync::Arc;
 #[command(
     name = "hermes-tools",
     version,
-    about = "A tool runtime for LLM agents: list, describe and call tools"
+    about = "A tool runtime for LLM agents: list, describe and call tools",
+    after_help = "Manual: README.md and docs/ in the hermes-tools repository."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -25,6 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// List tools with their toolset, availability and the environment they need.
+    #[command(after_help = "Manual: docs/tools.md in the hermes-tools repository.")]
     List {
         #[command(flatten)]
         selection: SelectionArgs,
@@ -33,6 +35,7 @@ enum Command {
         json: bool,
     },
     /// Print the tool definitions the model sees, as a JSON array.
+    #[command(after_help = "Manual: docs/tools.md in the hermes-tools repository.")]
     Schema {
         #[command(flatten)]
         selection: SelectionArgs,
@@ -41,12 +44,14 @@ enum Command {
         strict: bool,
     },
     /// List toolsets, what they include, and the legacy and alias names.
+    #[command(after_help = "Manual: docs/tools.md in the hermes-tools repository.")]
     Toolsets {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Call one tool and print its result string.
+    #[command(after_help = "Manual: docs/tools.md in the hermes-tools repository.")]
     Call {
         /// Tool name (an alias works too).
         name: String,
@@ -62,8 +67,9 @@ enum Command {
         #[command(flatten)]
         selection: SelectionArgs,
     },
-    /// Serve tool calls as JSON lines on stdin/stdout (see README), concurrently.
+    /// Serve tool calls as JSON lines on stdin/stdout (see docs/protocol.md), concurrently.
     /// With `--toolsets`/`--disabled`, calls of tools outside the selection are refused.
+    #[command(after_help = "Manual: docs/protocol.md in the hermes-tools repository.")]
     Serve {
         /// `client`: commands that need approval are asked of the client with
         /// `approval_request` lines. Default: nobody is asked (unattended policy).
@@ -75,6 +81,7 @@ enum Command {
     /// Run the agent loop on a task against an OpenAI-compatible chat-completions
     /// endpoint (config.yaml `model.base_url`, `model.name`, `model.api_key_env`) and
     /// print the final answer. Tool calls are shown on stderr.
+    #[command(after_help = "Manual: docs/agent-and-cron.md in the hermes-tools repository.")]
     Agent {
         /// The task, in words.
         task: String,
@@ -115,6 +122,7 @@ enum Command {
     /// Classify a shell command: safe, dangerous (needs approval), hardline (never
     /// runs on a host) or blocked (sudo password guessing, an operator deny rule).
     #[command(name = "check-command")]
+    #[command(after_help = "Manual: docs/security.md in the hermes-tools repository.")]
     Classify {
         /// Print `{"verdict", "description", "key"}` instead of a line of text.
         #[arg(long)]
@@ -126,6 +134,7 @@ enum Command {
     /// Run the scheduled jobs of `cronjob` that are due ($HERMES_HOME/cron/jobs.json),
     /// each as an agent-loop session against the configured model, and print what ran
     /// as JSON. With `--watch`, keep checking every `--interval` seconds until stopped.
+    #[command(after_help = "Manual: docs/agent-and-cron.md in the hermes-tools repository.")]
     Cron {
         /// Keep running as a scheduler instead of one pass.
         #[arg(long)]
@@ -136,6 +145,7 @@ enum Command {
     },
     /// Serve the tools over MCP: stdio by default, streamable HTTP with `--http`.
     /// MCP servers from config.yaml and plugins are attached first.
+    #[command(after_help = "Manual: docs/mcp.md in the hermes-tools repository.")]
     Mcp {
         #[command(flatten)]
         selection: SelectionArgs,
