@@ -3,8 +3,8 @@
 //! with the same environment allow-list, as the terminal's commands; its output
 //! captured with caps, its whole process tree killed on timeout or cancellation.
 
-use crate::tools::terminal::env::local::{kill_tree, Launch as SandboxLaunch, LocalCommand};
-use crate::tools::terminal::env::Environment;
+use hermes_environments::env::local::{kill_tree, Launch as SandboxLaunch, LocalCommand};
+use hermes_environments::env::Environment;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;

@@ -2,13 +2,16 @@
 //! looser), how `new_string` is fitted to what was found, and the "closest region"
 //! shown when nothing matches.
 
-use super::fuzzy;
-use super::lines::{self, Normalise};
-use super::loose;
+pub mod diff;
+mod fuzzy;
+pub mod lines;
+pub mod loose;
+
+use lines::Normalise;
 use std::borrow::Cow;
 use std::ops::Range;
 
-pub use super::diff::unified_diff;
+pub use diff::unified_diff;
 
 /// How `old_string` was found in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
