@@ -229,8 +229,5 @@ pub fn find_python(configured: Option<&str>) -> Option<PathBuf> {
         let path = PathBuf::from(path);
         return path.is_file().then_some(path);
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())
+    which::which("python3").ok()
 }
