@@ -200,6 +200,20 @@ pub fn already_applied(text: &str, new: &str, replace_all: bool) -> bool {
     count == 1 || (replace_all && count > 1)
 }
 
+/// A line of read_file's display split at its `N|` gutter (white space before the
+/// number is skipped): the number's digits and the line after the bar.
+pub fn split_gutter(line: &str) -> Option<(&str, &str)> {
+    let trimmed = line.trim_start();
+    let digits = trimmed.len()
+        - trimmed
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .len();
+    if digits == 0 || !trimmed[digits..].starts_with('|') {
+        return None;
+    }
+    Some((&trimmed[..digits], &trimmed[digits + 1..]))
+}
+
 /// `text` without read_file's `N|` gutter, when every non-empty line carries one.
 pub fn strip_line_numbers(text: &str) -> Option<String> {
     let mut any = false;
@@ -210,16 +224,9 @@ pub fn strip_line_numbers(text: &str) -> Option<String> {
             out.push_str(piece);
             continue;
         }
-        let trimmed = body.trim_start();
-        let digits = trimmed.len()
-            - trimmed
-                .trim_start_matches(|c: char| c.is_ascii_digit())
-                .len();
-        if digits == 0 || !trimmed[digits..].starts_with('|') {
-            return None;
-        }
+        let (_, line) = split_gutter(body)?;
         any = true;
-        out.push_str(&trimmed[digits + 1..]);
+        out.push_str(line);
         if piece.ends_with('\n') {
             out.push('\n');
         }
