@@ -118,12 +118,19 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
             NewText::AsGiven,
         ));
     }
+    // A corrected `old` (unescaped, or without pasted line numbers) is looked for as
+    // it is, then line by line ignoring trailing white space.
+    let exact_then_lines = |wanted: &str| {
+        let ranges = occurrences(text, wanted);
+        if ranges.is_empty() {
+            line_matches(text, &spans, wanted, lines::trim_end)
+        } else {
+            ranges
+        }
+    };
     let unescaped = unescape(old);
     if unescaped != old && !unescaped.trim().is_empty() {
-        let mut ranges = occurrences(text, &unescaped);
-        if ranges.is_empty() {
-            ranges = line_matches(text, &spans, &unescaped, lines::trim_end);
-        }
+        let ranges = exact_then_lines(&unescaped);
         if !ranges.is_empty() {
             return Ok(Found::new(
                 Strategy::Escapes,
@@ -135,10 +142,7 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
         }
     }
     if let Some(stripped) = strip_line_numbers(old) {
-        let mut ranges = occurrences(text, &stripped);
-        if ranges.is_empty() {
-            ranges = line_matches(text, &spans, &stripped, lines::trim_end);
-        }
+        let ranges = exact_then_lines(&stripped);
         if !ranges.is_empty() {
             return Ok(Found::new(
                 Strategy::LineNumbers,
