@@ -7,7 +7,8 @@
 //! cronjob asks the policy whether a job's folder lies inside its author's roots.
 //! A write outside the writable roots is put to the person like a flagged command
 //! ([`grant_outside_roots`]) and refused when nobody can answer; protected places are
-//! refused always.
+//! refused always. Device and kernel files are recognised by place here
+//! ([`is_device_path`]) for every tool that opens files.
 
 use hermes_runtime::access::{AccessPolicy, ParentDir};
 use hermes_runtime::protected_paths::{resolve, Refusal};
@@ -17,8 +18,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-
-pub use crate::tools::file::paths::is_device_path;
 
 /// Environment variables the policy is built from (besides config.yaml).
 const POLICY_VARIABLES: &[&str] = &[
@@ -221,4 +220,35 @@ pub fn write_in(parent: &ParentDir, data: &[u8]) -> std::io::Result<()> {
         let _ = rustix::fs::unlinkat(&parent.dir, temp.as_str(), AtFlags::empty());
     }
     result
+}
+
+/// Files that stream forever, block, or expose memory, by where they are: devices
+/// (except `/dev/shm`) and every file of procfs and sysfs (memory maps, environments,
+/// kernel logs). The file tools' `open_regular` also checks the opened descriptor's type and
+/// filesystem, which catches the same files under other names.
+pub fn is_device_path(path: &Path) -> bool {
+    under_device_roots(&std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path)))
+}
+
+/// [`is_device_path`] for a path already resolved.
+pub(crate) fn under_device_roots(resolved: &Path) -> bool {
+    let under = |root: &str| resolved.starts_with(root);
+    (under("/dev") && !under("/dev/shm")) || under("/proc") || under("/sys")
+}
+
+/// `a/./b/../c` -> `a/c`, without touching the disk.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }

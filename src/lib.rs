@@ -11,6 +11,7 @@ pub mod file_access;
 pub mod restrict;
 pub mod serve;
 pub mod serve_approvals;
+pub mod shared;
 
 /// One module per file in `tools/`, declared by the generator.
 pub mod tools {

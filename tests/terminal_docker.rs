@@ -257,7 +257,7 @@ fn bad_volume_json_names_the_variable() {
 
 #[test]
 fn command_construction() {
-    use hermes_tools::tools::terminal::env::docker::{exec_args, run_args};
+    use hermes_environments::env::docker::{exec_args, run_args};
     let args = run_args(
         "hermes-abcd1234",
         "img:1",

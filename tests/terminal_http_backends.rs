@@ -613,8 +613,8 @@ fn live_vercel_sandbox() {
 /// `Environment::fetch_file` of a backend built from `config` reads what a command wrote
 /// (the library call; the file tools' own path is `*_file_tools_work_*` above).
 fn fetch_round_trip(config: &str) {
-    use hermes_tools::tools::terminal::config::TerminalConfig;
-    use hermes_tools::tools::terminal::env::{create, ReadEvent};
+    use hermes_environments::config::TerminalConfig;
+    use hermes_environments::env::{create, ReadEvent};
     let home = TempDir::new().unwrap();
     std::fs::write(home.path().join("config.yaml"), config).unwrap();
     let config = TerminalConfig::load(home.path()).unwrap();

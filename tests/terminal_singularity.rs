@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 mod common;
 mod sandbox_fakes;
 use common::{build_rootfs, which};
-use hermes_tools::tools::terminal::env::singularity::{
+use hermes_environments::env::singularity::{
     allowed_env, exec_args, start_args, stop_args, CONTAINER_PATH,
 };
 use sandbox_fakes::{fakes_dir, Serve};

@@ -14,17 +14,12 @@ pub fn find_bwrap() -> Option<PathBuf> {
     if let Some(chosen) = std::env::var_os("TERMINAL_SANDBOX_BWRAP").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(chosen)).filter(|p| p.is_file());
     }
-    let on_path = std::env::var_os("PATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("bwrap"))
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    on_path
-        .into_iter()
-        .chain(["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].map(PathBuf::from))
-        .find(|p| p.is_file())
+    which::which("bwrap").ok().or_else(|| {
+        ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
+            .map(PathBuf::from)
+            .into_iter()
+            .find(|p| p.is_file())
+    })
 }
 
 /// Runs `true` once under every namespace the sandbox uses; the answer is kept for the

@@ -3,8 +3,8 @@
 //! with the same environment allow-list, as the terminal's commands; its output
 //! captured with caps, its whole process tree killed on timeout or cancellation.
 
-use crate::tools::terminal::env::local::{kill_tree, Launch as SandboxLaunch, LocalCommand};
-use crate::tools::terminal::env::Environment;
+use hermes_environments::env::local::{kill_tree, Launch as SandboxLaunch, LocalCommand};
+use hermes_environments::env::Environment;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -229,8 +229,5 @@ pub fn find_python(configured: Option<&str>) -> Option<PathBuf> {
         let path = PathBuf::from(path);
         return path.is_file().then_some(path);
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())
+    which::which("python3").ok()
 }

@@ -12,8 +12,8 @@
 use super::child::{Captured, Ending, Finished, MAX_STDERR_BYTES, MAX_STDOUT_BYTES};
 use super::rpc::Dispatcher;
 use super::stubs::FRAME_PREFIX;
-use crate::tools::terminal::env::{sh_quote, Environment, ReadEvent, Running, Slot};
 use base64::Engine as _;
+use hermes_environments::env::{sh_quote, Environment, ReadEvent, Running, Slot};
 use serde_json::Value;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -112,7 +112,7 @@ pub fn run(
     let dir = format!(
         "{}/hermes-exec-{}",
         env.temp_dir().trim_end_matches('/'),
-        crate::tools::terminal::output::random_hex(12)
+        hermes_environments::output::random_hex(12)
     );
     let q = sh_quote(&dir);
     // The outputs go through CAP_OUTPUT, whose processes keep the run's stream open

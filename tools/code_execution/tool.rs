@@ -10,7 +10,7 @@
 //! enabled for the session get functions, so a disabled tool cannot even be imported;
 //! the parent refuses any other name too.
 
-use crate::tools::terminal::config::TerminalConfig;
+use hermes_environments::config::TerminalConfig;
 use hermes_runtime::prelude::*;
 use hermes_runtime::Registry;
 use std::os::unix::fs::PermissionsExt;
@@ -128,7 +128,7 @@ pub fn execute_code(
             if let Err(refusal) = approve_script(
                 &code,
                 &terminal.backend,
-                crate::tools::terminal::has_host_access(&terminal),
+                crate::shared::command_approval::has_host_access(&terminal),
                 ctx,
             ) {
                 return Ok(ToolOutput::json(&refusal));
@@ -167,8 +167,8 @@ impl Place {
             "local" if terminal.sandbox.mode == hermes_sandbox::Mode::Off => Ok(Place::Host),
             "local" => Ok(Place::Sandboxed),
             backend if STREAMING_BACKENDS.contains(&backend) => Ok(Place::Remote),
-            backend if !crate::tools::terminal::BACKENDS.contains(&backend) => {
-                Err(crate::tools::terminal::env::unknown_backend(backend).reason)
+            backend if !hermes_environments::env::BACKENDS.contains(&backend) => {
+                Err(hermes_environments::env::unknown_backend(backend).reason)
             }
             backend => Err(format!(
                 "execute_code cannot run scripts on the {backend} terminal backend: it runs each command as one request \
@@ -251,7 +251,7 @@ impl Staging {
     fn new(parent: &Path) -> Result<Staging, String> {
         let dir = parent.join(format!(
             "hermes-exec-{}",
-            crate::tools::terminal::output::random_hex(12)
+            hermes_environments::output::random_hex(12)
         ));
         std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
@@ -281,10 +281,10 @@ impl Drop for Staging {
 /// script needs outside the wall it asks for through `terminal()`, and that call meets
 /// the terminal's own gate, where a person's grant of that command escalates it.
 fn contained_script_gate(script: &Path, cwd: &Path, ctx: &ToolContext) -> Result<(), Value> {
-    use crate::tools::terminal::env::sh_quote;
+    use hermes_environments::env::sh_quote;
     let command = format!("python3 {}", sh_quote(&script.to_string_lossy()));
     let cwd = cwd.to_string_lossy();
-    match crate::tools::terminal::approval::script_gate(
+    match crate::shared::command_approval::script_gate(
         &command, &cwd, "local", true, ctx, false, true,
     ) {
         Ok(_) => Ok(()),
@@ -331,7 +331,7 @@ fn run_local(
     }
     let (parent_end, script_end) = std::os::unix::net::UnixStream::pair()
         .map_err(|e| format!("cannot open the tool socket: {e}"))?;
-    let token = crate::tools::terminal::output::random_hex(32);
+    let token = hermes_environments::output::random_hex(32);
     let dispatcher = Arc::new(rpc::Dispatcher::new(
         registry,
         ctx.clone(),
@@ -371,7 +371,7 @@ fn run_local(
             result["exit_code"].as_i64().unwrap_or(0) as i32,
             result["output"].as_str().unwrap_or("").to_string(),
         );
-        if let Some(note) = crate::tools::terminal::approval::sandbox_refusal_note(
+        if let Some(note) = crate::shared::command_approval::sandbox_refusal_note(
             terminal.sandbox.mode,
             code,
             &output,
@@ -397,7 +397,7 @@ fn run_remote(
     limits: &Limits,
 ) -> Result<Value, String> {
     let slot = task_environment(terminal, ctx)?;
-    let token = crate::tools::terminal::output::random_hex(32);
+    let token = hermes_environments::output::random_hex(32);
     let dispatcher = Arc::new(rpc::Dispatcher::new(
         registry,
         ctx.clone(),
@@ -432,8 +432,8 @@ fn run_remote(
 fn task_environment(
     terminal: &TerminalConfig,
     ctx: &ToolContext,
-) -> Result<Arc<crate::tools::terminal::env::Slot>, String> {
-    use crate::tools::terminal::env;
+) -> Result<Arc<hermes_environments::env::Slot>, String> {
+    use hermes_environments::env;
     if let Some(missing) = env::availability(terminal) {
         return Err(format!(
             "the {} terminal backend is not available: {missing}",
@@ -450,7 +450,7 @@ fn task_environment(
 
 fn clean(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
-    crate::tools::terminal::output::redact(&hermes_command_guard::strip_ansi(&text), "")
+    hermes_environments::output::redact(&hermes_command_guard::strip_ansi(&text), "")
 }
 
 fn shape_result(finished: child::Finished, calls: usize, duration: f64, timeout: u64) -> Value {

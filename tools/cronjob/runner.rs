@@ -3,7 +3,7 @@
 
 use super::schedule;
 use super::store::Store;
-use crate::tools::skills::library;
+use crate::shared::skills_library as library;
 use hermes_agent::{AgentConfig, AgentSession, LoopStatus, SessionOptions};
 use hermes_runtime::Registry;
 use serde_json::{json, Value};

@@ -190,7 +190,7 @@ impl EnvDisk {
         if slot.is_none() {
             let root = std::env::temp_dir().join(format!(
                 "hermes-patch-{}",
-                crate::tools::terminal::output::random_hex(12)
+                hermes_environments::output::random_hex(12)
             ));
             std::fs::DirBuilder::new()
                 .mode(0o700)

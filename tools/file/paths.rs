@@ -12,10 +12,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use crate::file_access::{is_device_path, normalize, under_device_roots};
+
 /// The directory relative paths start from: the task's terminal directory once its
 /// shell has one (after `cd sub`, `x` means `sub/x`), else the working directory.
 pub fn base_dir(ctx: &ToolContext) -> PathBuf {
-    crate::tools::terminal::env::local_task_cwd(ctx.task_id())
+    hermes_environments::env::local_task_cwd(ctx.task_id())
         .unwrap_or_else(|| ctx.cwd().to_path_buf())
 }
 
@@ -340,37 +342,6 @@ fn on_kernel_filesystem(_file: &File) -> bool {
 
 /// Bytes sniffed for NUL to call a file binary.
 pub const SNIFF_BYTES: usize = 8192;
-
-/// Files that stream forever, block, or expose memory, by where they are: devices
-/// (except `/dev/shm`) and every file of procfs and sysfs (memory maps, environments,
-/// kernel logs). [`open_regular`] also checks the opened descriptor's type and
-/// filesystem, which catches the same files under other names.
-pub fn is_device_path(path: &Path) -> bool {
-    under_device_roots(&std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path)))
-}
-
-/// [`is_device_path`] for a path already resolved.
-fn under_device_roots(resolved: &Path) -> bool {
-    let under = |root: &str| resolved.starts_with(root);
-    (under("/dev") && !under("/dev/shm")) || under("/proc") || under("/sys")
-}
-
-/// `a/./b/../c` -> `a/c`, without touching the disk.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum BinaryKind {

@@ -4,7 +4,7 @@
 //! large file so copies only the lines a hunk writes, and the new text once at the end;
 //! the pieces also say which regions changed, so only those are diffed.
 
-use super::diff::Region;
+use crate::shared::find_replace::diff::Region;
 use std::borrow::Cow;
 use std::ops::Range;
 
@@ -540,10 +540,10 @@ mod tests {
         );
         let wanted: [&[&str]; 4] = [&block[..2], &block[..], &block[1..], &block[..1]];
         for want in wanted {
-            let all = super::super::lines::find_runs(
+            let all = crate::shared::find_replace::lines::find_runs(
                 spliced.texts(),
                 want,
-                super::super::lines::exact,
+                crate::shared::find_replace::lines::exact,
                 true,
             );
             for from in [0, 5, 11, 50, spliced.len()] {

@@ -7,14 +7,9 @@ use hermes_runtime::output::tool_error_with;
 use hermes_runtime::prelude::*;
 use std::path::{Path, PathBuf};
 
-mod diff;
 mod disk;
-mod fuzzy;
 mod guard;
-mod lines;
-mod loose;
-pub(crate) mod patch;
-pub(crate) mod paths;
+mod paths;
 mod read;
 mod remote_search;
 mod search;
@@ -23,6 +18,7 @@ mod syntax;
 mod v4a;
 pub(crate) mod write;
 
+use crate::shared::find_replace as patch;
 use guard::{Dedup, FileState, Stamp, BLOCK_AT, WARN_AT};
 use hermes_environments::files as remote;
 
@@ -541,8 +537,7 @@ pub enum PatchMode {
 /// Matching falls back from exact to line matching that ignores trailing whitespace,
 /// indentation or runs of spaces, then a loose form that forgives spaces and
 /// typography inside lines, unescaping literal `\n`/`\t`, pasted line numbers, and
-/// last a similarity search that refuses ties (patch.rs, lines.rs, loose.rs,
-/// fuzzy.rs). Edited Python, JSON, YAML and TOML are checked for syntax (syntax.rs).
+/// last a similarity search that refuses ties (src/shared/find_replace/). Edited Python, JSON, YAML and TOML are checked for syntax (syntax.rs).
 #[tool(
     toolset = "file",
     emoji = "🩹",
@@ -1086,7 +1081,7 @@ pub fn search_files(
             remote::is_device_path(&probe.real),
             probe.kind != remote::Kind::Missing,
         ),
-        None => (paths::is_device_path(&root), root.exists()),
+        None => (crate::file_access::is_device_path(&root), root.exists()),
     };
     if device {
         return Ok(ToolOutput::error(format!(
@@ -1342,7 +1337,7 @@ fn stale_warning(
 
 /// The path task state is keyed by: the real path when the file exists.
 pub(crate) fn state_key(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| paths::normalize(path))
+    std::fs::canonicalize(path).unwrap_or_else(|_| crate::file_access::normalize(path))
 }
 
 fn not_found(given: &str, resolved: &Path) -> ToolOutput {

@@ -15,13 +15,13 @@
 //! *** End Patch
 //! ```
 
-use super::diff::{unified_diff_of_regions, Region};
-use super::lines::{self as lines_mod, Normalise};
-use super::loose::Loose;
-use super::patch::{closest_region, unified_diff};
 use super::spliced::{Line as SplicedLine, Spliced};
 use super::syntax::Language;
 use super::write::Style;
+use crate::shared::find_replace::diff::{unified_diff_of_regions, Region};
+use crate::shared::find_replace::lines::{self as lines_mod, Normalise};
+use crate::shared::find_replace::loose::Loose;
+use crate::shared::find_replace::{closest_region, unified_diff};
 use hermes_runtime::access::AccessPolicy;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -820,7 +820,7 @@ fn pick(
 }
 
 fn reindent(file_line: &str, patch_line: &str, added: &str) -> String {
-    super::patch::reindent(file_line, patch_line, added)
+    crate::shared::find_replace::reindent(file_line, patch_line, added)
 }
 
 /// Writes the plan through `access` (every file's folder opened beneath its writable

@@ -8,6 +8,8 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::shared::find_replace::split_gutter;
+
 const BOM: &str = "\u{feff}";
 
 /// How the existing file was written: kept when new text is written over it.
@@ -258,17 +260,7 @@ pub fn looks_like_numbered_display(content: &str) -> bool {
     }
     let numbers: Vec<u64> = lines
         .iter()
-        .filter_map(|line| {
-            let trimmed = line.trim_start();
-            let digits = trimmed.len()
-                - trimmed
-                    .trim_start_matches(|c: char| c.is_ascii_digit())
-                    .len();
-            if digits == 0 || !trimmed[digits..].starts_with('|') {
-                return None;
-            }
-            trimmed[..digits].parse().ok()
-        })
+        .filter_map(|line| split_gutter(line)?.0.parse().ok())
         .collect();
     if numbers.len() < 2 || numbers.len() * 2 <= lines.len() {
         return false;

@@ -1,8 +1,11 @@
 //! The actions of skill_manage. Every write is atomic (temp file and rename) and
 //! stays inside the skill's folder; device files and symlinks leading out are refused.
 
-use super::library::{self, Root, Skill, MAX_SKILL_FILE_BYTES, SUPPORT_DIRS};
-use crate::tools::file::{patch as find_replace, paths};
+use crate::file_access::is_device_path;
+use crate::shared::find_replace;
+use crate::shared::skills_library::{
+    self as library, Root, Skill, MAX_SKILL_FILE_BYTES, SUPPORT_DIRS,
+};
 use hermes_runtime::access::AccessPolicy;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -16,7 +19,7 @@ fn fail(message: impl Into<String>) -> Value {
 /// Writes through the access policy confined to the skills folder: the folder of the
 /// file is opened beneath it, never through a symlink leading out.
 fn write_text(access: &AccessPolicy, path: &Path, text: &str) -> Result<(), Value> {
-    if paths::is_device_path(path) {
+    if is_device_path(path) {
         return Err(fail(format!(
             "Refusing to write {}: it is a device or kernel file.",
             path.display()

@@ -7,7 +7,7 @@
 
 use hermes_runtime::prelude::*;
 
-pub(crate) mod library;
+use crate::shared::skills_library as library;
 mod manage;
 
 use library::Root;
@@ -114,7 +114,7 @@ fn view_file(skill: &library::Skill, name: &str, file_path: &str, ctx: &ToolCont
     if !library::stays_within(&target, &skill.dir) {
         return json!({"success": false, "error": format!("'{file_path}' resolves outside the skill's folder; refused.")});
     }
-    if crate::tools::file::paths::is_device_path(&target) || !target.is_file() {
+    if crate::file_access::is_device_path(&target) || !target.is_file() {
         return json!({
             "success": false,
             "error": format!("File '{file_path}' not found in skill '{name}'."),

@@ -4,21 +4,20 @@
 //! The handlers check arguments, run the approval gate and shape the JSON results; the
 //! work lives in the `hermes-environments` crate (environments/: the backends, shell
 //! state, bounded capture and redaction, background processes, the settings) and beside
-//! this file: `guidance.rs`, `workdir.rs`, `approval.rs`.
+//! this file: `guidance.rs`, `workdir.rs`; the approval gate it shares with execute_code
+//! is `crate::shared::command_approval`.
 
 use hermes_runtime::prelude::*;
 use std::time::{Duration, Instant};
 
-pub mod approval;
 pub mod guidance;
 pub mod workdir;
-// The environments live in a crate of their own; these paths stay as they were.
-pub use hermes_environments::{config, env, output, process_registry, snapshot, watch};
+use hermes_environments::{config, env, output, process_registry, snapshot};
 
-pub use env::{cleanup_all_environments, cleanup_task, BACKENDS};
-pub use process_registry::{drain_events, set_event_sink, EventSink};
+pub use env::{cleanup_all_environments, cleanup_task};
+pub use hermes_environments::process_registry::{drain_events, set_event_sink, EventSink};
 
-use approval::envelope;
+use crate::shared::command_approval::{self as approval, envelope, has_host_access};
 use config::TerminalConfig;
 use env::{ReadEvent, Running};
 
@@ -93,23 +92,6 @@ impl TerminalRequest {
             command: command.into(),
             ..Self::default()
         }
-    }
-}
-
-/// Whether commands on the configured backend reach this machine's files.
-pub(crate) fn has_host_access(config: &TerminalConfig) -> bool {
-    match config.backend.as_str() {
-        "local" | "ssh" => true,
-        "docker" => {
-            config.docker_mount_cwd
-                || config.docker_volumes.as_ref().is_ok_and(|v| {
-                    v.iter().any(|v| {
-                        let host = v.split(':').next().unwrap_or("");
-                        host.starts_with('/') || host.starts_with('~') || host.starts_with('.')
-                    })
-                })
-        }
-        _ => false,
     }
 }
 

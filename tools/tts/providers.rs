@@ -235,17 +235,7 @@ fn key(name: &str) -> Result<String, String> {
 
 /// The first of `names` found on PATH.
 pub fn find_program(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    names.iter().find_map(|name| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(name))
-            .find(|candidate| {
-                std::fs::metadata(candidate).is_ok_and(|m| {
-                    m.is_file()
-                        && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-                })
-            })
-    })
+    names.iter().find_map(|name| which::which(name).ok())
 }
 
 /// Runs `program args...` with `text` on stdin (never through a shell), bounded in time.

@@ -2,7 +2,6 @@
 //! (`run -d ... sleep infinity`), commands through `exec`, resource limits, volumes, env
 //! vars forwarded by name only, removal on cleanup.
 
-use super::ssh::which;
 use super::{remote_kill_script, remote_wrap, sh_quote, ChildRun, EnvError, Environment, Running};
 use crate::config::TerminalConfig;
 use crate::output::random_hex;
@@ -42,7 +41,7 @@ pub fn binary(config: &TerminalConfig) -> Option<String> {
     }
     ["docker", "podman"]
         .iter()
-        .find(|b| which(b).is_some())
+        .find(|b| which::which(b).is_ok())
         .map(|b| b.to_string())
 }
 
@@ -52,7 +51,7 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
             "neither docker nor podman was found on PATH (or set TERMINAL_DOCKER_BINARY)".into(),
         );
     };
-    if !bin.contains('/') && which(&bin).is_none() {
+    if !bin.contains('/') && which::which(&bin).is_err() {
         return Some(format!(
             "the container CLI '{bin}' (TERMINAL_DOCKER_BINARY) was not found on PATH"
         ));

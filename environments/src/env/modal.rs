@@ -14,7 +14,6 @@
 //! kills their process group with a second exec; each exec also carries a server-side
 //! timeout above the longest foreground timeout.
 
-use super::ssh::which;
 use super::{remote_kill_script, remote_wrap, EnvError, Environment, Running, ThreadRun};
 use crate::config::TerminalConfig;
 use crate::output::random_hex;
@@ -78,12 +77,12 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
         Some(python) if python.contains('/') && !Path::new(python).is_file() => {
             missing.push(format!("TERMINAL_MODAL_PYTHON {python} does not exist"))
         }
-        Some(python) if !python.contains('/') && which(python).is_none() => {
+        Some(python) if !python.contains('/') && which::which(python).is_err() => {
             missing.push(format!("TERMINAL_MODAL_PYTHON '{python}' was not found on PATH"))
         }
         Some(_) => {}
         None if venv_has_modal(&venv_dir(config)) => {}
-        None if which("python3").is_none() => missing.push(format!(
+        None if which::which("python3").is_err() => missing.push(format!(
             "the modal Python package: it is installed into {} on first use, but python3 was not found on PATH \
              (or set TERMINAL_MODAL_PYTHON to an interpreter that has `modal`)",
             venv_dir(config).display()

@@ -12,7 +12,6 @@
 //! settings, and a remote image (`docker://...`, `library://...`) is converted to a SIF
 //! once, cached under `$HERMES_HOME/cache/singularity/`.
 
-use super::ssh::which;
 use super::{remote_kill_script, remote_wrap, ChildRun, EnvError, Environment, Running};
 use crate::config::TerminalConfig;
 use crate::output::random_hex;
@@ -38,14 +37,14 @@ pub fn binary(config: &TerminalConfig) -> Option<String> {
     }
     ["apptainer", "singularity"]
         .iter()
-        .find(|b| which(b).is_some())
+        .find(|b| which::which(b).is_ok())
         .map(|b| b.to_string())
 }
 
 pub fn availability(config: &TerminalConfig) -> Option<String> {
     match binary(config) {
         None => Some("neither apptainer nor singularity was found on PATH (or set TERMINAL_SINGULARITY_BINARY)".into()),
-        Some(b) if !b.contains('/') && which(&b).is_none() => Some(format!("'{b}' was not found on PATH")),
+        Some(b) if !b.contains('/') && which::which(&b).is_err() => Some(format!("'{b}' was not found on PATH")),
         Some(b) if b.contains('/') && !std::path::Path::new(&b).is_file() => {
             Some(format!("{b} (TERMINAL_SINGULARITY_BINARY) does not exist"))
         }

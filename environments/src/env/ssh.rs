@@ -19,7 +19,7 @@ pub struct SshEnv {
 }
 
 pub fn availability(config: &TerminalConfig) -> Option<String> {
-    if which("ssh").is_none() {
+    if which::which("ssh").is_err() {
         return Some("the ssh client was not found on PATH (install openssh-client)".into());
     }
     if config.ssh_host.is_none() {
@@ -35,13 +35,6 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
         }
     }
     None
-}
-
-pub fn which(program: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
 }
 
 fn expand_home(path: &str) -> String {

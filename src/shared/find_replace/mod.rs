@@ -2,13 +2,16 @@
 //! looser), how `new_string` is fitted to what was found, and the "closest region"
 //! shown when nothing matches.
 
-use super::fuzzy;
-use super::lines::{self, Normalise};
-use super::loose;
+pub mod diff;
+mod fuzzy;
+pub mod lines;
+pub mod loose;
+
+use lines::Normalise;
 use std::borrow::Cow;
 use std::ops::Range;
 
-pub use super::diff::unified_diff;
+pub use diff::unified_diff;
 
 /// How `old_string` was found in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,12 +118,19 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
             NewText::AsGiven,
         ));
     }
+    // A corrected `old` (unescaped, or without pasted line numbers) is looked for as
+    // it is, then line by line ignoring trailing white space.
+    let exact_then_lines = |wanted: &str| {
+        let ranges = occurrences(text, wanted);
+        if ranges.is_empty() {
+            line_matches(text, &spans, wanted, lines::trim_end)
+        } else {
+            ranges
+        }
+    };
     let unescaped = unescape(old);
     if unescaped != old && !unescaped.trim().is_empty() {
-        let mut ranges = occurrences(text, &unescaped);
-        if ranges.is_empty() {
-            ranges = line_matches(text, &spans, &unescaped, lines::trim_end);
-        }
+        let ranges = exact_then_lines(&unescaped);
         if !ranges.is_empty() {
             return Ok(Found::new(
                 Strategy::Escapes,
@@ -132,10 +142,7 @@ pub fn find(text: &str, old: &str) -> Result<Found, Miss> {
         }
     }
     if let Some(stripped) = strip_line_numbers(old) {
-        let mut ranges = occurrences(text, &stripped);
-        if ranges.is_empty() {
-            ranges = line_matches(text, &spans, &stripped, lines::trim_end);
-        }
+        let ranges = exact_then_lines(&stripped);
         if !ranges.is_empty() {
             return Ok(Found::new(
                 Strategy::LineNumbers,
@@ -197,6 +204,20 @@ pub fn already_applied(text: &str, new: &str, replace_all: bool) -> bool {
     count == 1 || (replace_all && count > 1)
 }
 
+/// A line of read_file's display split at its `N|` gutter (white space before the
+/// number is skipped): the number's digits and the line after the bar.
+pub fn split_gutter(line: &str) -> Option<(&str, &str)> {
+    let trimmed = line.trim_start();
+    let digits = trimmed.len()
+        - trimmed
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .len();
+    if digits == 0 || !trimmed[digits..].starts_with('|') {
+        return None;
+    }
+    Some((&trimmed[..digits], &trimmed[digits + 1..]))
+}
+
 /// `text` without read_file's `N|` gutter, when every non-empty line carries one.
 pub fn strip_line_numbers(text: &str) -> Option<String> {
     let mut any = false;
@@ -207,16 +228,9 @@ pub fn strip_line_numbers(text: &str) -> Option<String> {
             out.push_str(piece);
             continue;
         }
-        let trimmed = body.trim_start();
-        let digits = trimmed.len()
-            - trimmed
-                .trim_start_matches(|c: char| c.is_ascii_digit())
-                .len();
-        if digits == 0 || !trimmed[digits..].starts_with('|') {
-            return None;
-        }
+        let (_, line) = split_gutter(body)?;
         any = true;
-        out.push_str(&trimmed[digits + 1..]);
+        out.push_str(line);
         if piece.ends_with('\n') {
             out.push('\n');
         }

@@ -1,7 +1,7 @@
-//! The approval gate of the terminal tool: ONE function, [`approval_gate`], decides
-//! whether a command may run before anything executes, through the runtime's approval
-//! flow (`hermes_runtime::approval`), and maps its verdict onto the tool's result
-//! shapes: a refusal is `E("blocked")`, a request waiting for the user is
+//! The approval gate of the terminal and execute_code tools: ONE function,
+//! [`approval_gate`], decides whether a command may run before anything executes,
+//! through the runtime's approval flow (`hermes_runtime::approval`), and maps its
+//! verdict onto the tool's result shapes: a refusal is `E("blocked")`, a request waiting for the user is
 //! `E("pending_approval")`.
 
 use hermes_command_guard::{detect_hardline, match_deny_rule, sudo_stdin_guard};
@@ -572,4 +572,21 @@ pub fn sandbox_refusal_note(
          another way: the user can widen terminal.sandbox.writable_roots or approve the command.",
         mode.as_str()
     ))
+}
+
+/// Whether commands on the configured backend reach this machine's files.
+pub fn has_host_access(config: &hermes_environments::config::TerminalConfig) -> bool {
+    match config.backend.as_str() {
+        "local" | "ssh" => true,
+        "docker" => {
+            config.docker_mount_cwd
+                || config.docker_volumes.as_ref().is_ok_and(|v| {
+                    v.iter().any(|v| {
+                        let host = v.split(':').next().unwrap_or("");
+                        host.starts_with('/') || host.starts_with('~') || host.starts_with('.')
+                    })
+                })
+        }
+        _ => false,
+    }
 }
