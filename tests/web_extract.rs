@@ -675,3 +675,176 @@ fn urls_take_search_results_and_name_a_wrong_item_type() {
         "{wrong}"
     );
 }
+
+/// A certificate authority and a `localhost` certificate it signed, made with openssl in
+/// `dir`: (the authority's PEM, the server's certificate, the server's key).
+fn test_authority(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs (.ci/setup.d/50-web.sh installs it)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=hermes test authority",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
+/// Python's HTTPS server on a loopback port, serving one article to every GET.
+struct TlsServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl TlsServer {
+    fn start(certificate: &std::path::Path, key: &std::path::Path) -> TlsServer {
+        const SERVER: &str = r#"
+import http.server, ssl, sys
+class Page(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = (b"<html><head><title>Served over TLS</title></head><body><article>"
+                b"<h1>Served over TLS</h1><p>This page came through a pinned connection that "
+                b"checked the certificate against the authority the operator named.</p>"
+                b"</article></body></html>")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[1], sys.argv[2])
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", SERVER])
+            .arg(certificate)
+            .arg(key)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .expect("the TLS server printed its port");
+        TlsServer { child, port }
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_https_page_comes_through_the_pinned_connection_checked_against_ssl_cert_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (authority, certificate, key) = test_authority(dir.path());
+    let server = TlsServer::start(&certificate, &key);
+    let home = home_with(OPEN_LOOPBACK);
+    let url = format!("https://localhost:{}/article", server.port);
+    let args = json!({"urls": [url]});
+
+    // The name is resolved once, the checked address dialled, and TLS verifies the
+    // certificate for the URL's name against the authority SSL_CERT_FILE names.
+    let trusted = call(
+        home.path(),
+        "web_extract",
+        &args,
+        &[("SSL_CERT_FILE", authority.to_str().unwrap())],
+    );
+    let page = &trusted["results"][0];
+    assert_eq!(page["error"], Value::Null, "{trusted}");
+    assert!(
+        page["content"]
+            .as_str()
+            .unwrap()
+            .contains("came through a pinned connection"),
+        "{trusted}"
+    );
+
+    // Without it, Mozilla's roots do not know the authority: no content, an error.
+    let untrusted = call(home.path(), "web_extract", &args, &[]);
+    let refused = &untrusted["results"][0];
+    assert_eq!(refused["content"], "", "{untrusted}");
+    assert!(
+        refused["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{untrusted}"
+    );
+}

@@ -6,6 +6,7 @@
 #   - the providers' official Python SDKs (tavily-python, exa-py, firecrawl-py,
 #     parallel-web) in the shared test venv: the tests run them against the same strict
 #     fakes the Rust backends talk to, so the fakes are checked from the SDK side too.
+#   - openssl: one test makes a certificate authority of its own for an HTTPS page.
 #   - iproute2's `ip`: one test runs itself inside a new user and network namespace
 #     (util-linux `unshare`) and puts a public address on that namespace's loopback.
 # Idempotent: installs only what is missing. Runs as root without stdin.
@@ -16,6 +17,12 @@ if [ ! -f /usr/lib/python3/dist-packages/searx/webapp.py ]; then
     echo "installing searx"
     apt-get -o DPkg::Lock::Timeout=900 update -qq </dev/null
     apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends searx </dev/null
+fi
+
+if ! command -v openssl >/dev/null 2>&1; then
+    echo "installing openssl (a test makes its own certificate authority)"
+    apt-get -o DPkg::Lock::Timeout=900 update -qq </dev/null
+    apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends openssl </dev/null
 fi
 
 if ! command -v ip >/dev/null 2>&1; then

@@ -354,6 +354,7 @@ impl Fetcher {
             .http_status_as_error(false)
             .proxy(None)
             .user_agent(concat!("hermes-tools/", env!("CARGO_PKG_VERSION")))
+            .tls_config(crate::tls_config())
             .build();
         let connector = PinnedTcp(Arc::clone(&self.guard)).chain(RustlsConnector::default());
         ureq::Agent::with_parts(config, connector, PinnedResolver(Arc::clone(&self.guard)))

@@ -18,6 +18,8 @@
 //!   browser, MCP tools) before they reach a model.
 //! - [`operator_agent`]: an HTTP client for endpoints the operator configured
 //!   (provider APIs), never for URLs the model supplied.
+//! - [`tls_config`]: the authorities both trust: Mozilla's roots, or the bundle
+//!   `SSL_CERT_FILE` names instead.
 //!
 //! The metadata floor (169.254.0.0/16, 100.100.100.200, fd00:ec2::254,
 //! metadata.google.internal, metadata.goog, in every embedded IPv6 spelling) is closed
@@ -29,6 +31,7 @@ mod fetch;
 mod policy;
 mod screen;
 mod store;
+mod trust;
 mod untrusted;
 
 pub use address::{classify, AddressClass};
@@ -37,6 +40,7 @@ pub use fetch::{Dial, FetchError, Fetched, Fetcher, Limits, Lookup, SystemDial, 
 pub use policy::NetPolicy;
 pub use screen::{normalize_url, secret_in_url, Refusal};
 pub use store::{store_dir, store_full_text, truncate_and_store, MAX_STORED_CHARS};
+pub use trust::tls_config;
 pub use untrusted::{is_untrusted_tool, wrap_untrusted};
 
 use std::time::Duration;
@@ -49,6 +53,7 @@ pub fn operator_agent(timeout: Duration) -> ureq::Agent {
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
         .user_agent(concat!("hermes-tools/", env!("CARGO_PKG_VERSION")))
+        .tls_config(tls_config())
         .build()
         .into()
 }
