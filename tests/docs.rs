@@ -541,3 +541,29 @@ fn the_readme_library_example_works() {
     let answer: String = registry.handle_function_call(&call, &ctx);
     assert!(answer.contains("[workspace]"), "{answer}");
 }
+
+#[test]
+fn a_broken_setting_names_the_manual_page_that_explains_it() {
+    let binary = env!("CARGO_BIN_EXE_hermes-tools");
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  sandbox:\n    network: sideways\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(binary)
+        .args(["call", "terminal", r#"{"command": "true"}"#])
+        .env("HERMES_HOME", home.path())
+        .env("HOME", home.path())
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    let result = String::from_utf8_lossy(&out.stdout);
+    assert!(result.contains("terminal.sandbox.network"), "{result}");
+    let page = "docs/configuration.md";
+    assert!(result.contains(&format!("(see {page})")), "{result}");
+    assert!(
+        read_doc(page).contains("`terminal.sandbox.network`"),
+        "{page} explains the key the error names"
+    );
+}
