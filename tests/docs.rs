@@ -192,6 +192,7 @@ fn rust_sources() -> Vec<PathBuf> {
         "sandbox",
         "agent",
         "mcp",
+        "plugins",
         "net",
         "command-guard",
     ];

@@ -16,7 +16,7 @@ pub mod convert;
 pub mod elicitation;
 pub mod http_guard;
 pub mod names;
-pub mod plugins;
+pub use hermes_plugins as plugins;
 pub mod server;
 pub mod stdio;
 

@@ -1,12 +1,12 @@
 //! Plugins: discovery, a tool call through the plugin's command, a blocking
 //! pre_tool_call hook, the override gate, and broken manifests.
 
-mod common;
-
-use common::*;
-use hermes_mcp::plugins::{load_plugins_from, PluginStatus};
+use hermes_plugins::{load_plugins_from, PluginStatus};
+use hermes_runtime::{Catalog, Registry, ToolCall, ToolContext};
 use serde_json::json;
+use serde_json::Value;
 use std::path::Path;
+use std::sync::Arc;
 
 fn plugin(root: &Path, folder: &str, manifest: &str, files: &[(&str, &str)]) {
     let dir = root.join(folder);
@@ -43,7 +43,7 @@ fn discovery_tool_calls_and_results() {
         "tools:\n  - name: local_tool\n    command: [echo, '{\"ok\": true}']\n",
         &[],
     );
-    let registry = registry(home.path());
+    let registry = empty_registry(home.path());
     let reports = load_plugins_from(&registry, project.path());
     let shout = reports.iter().find(|r| r.id == "shout").unwrap();
     assert_eq!(shout.status, PluginStatus::Loaded, "{shout}");
@@ -96,7 +96,7 @@ fn discovery_tool_calls_and_results() {
         SHOUT,
         &[("shout.py", SHOUT_PY)],
     );
-    let registry2 = common::registry(home2.path());
+    let registry2 = empty_registry(home2.path());
     let reports = load_plugins_from(&registry2, project.path());
     assert!(matches!(
         reports.iter().find(|r| r.id == "shout").unwrap().status,
@@ -127,7 +127,7 @@ fn hooks_block_modify_and_observe() {
         "description: Guards\nhooks:\n  pre_tool_call: [python3, ./pre.py]\n  post_tool_call: [python3, ./post.py]\n",
         &[("pre.py", pre), ("post.py", &post)],
     );
-    let registry = registry(home.path());
+    let registry = empty_registry(home.path());
     let reports = load_plugins_from(&registry, home.path());
     let guard = reports.iter().find(|r| r.id == "guard").unwrap();
     assert_eq!(
@@ -170,7 +170,7 @@ fn the_override_gate_skips_the_whole_plugin_without_the_grant() {
             &[("shout.py", SHOUT_PY)],
         );
         plugin(&home.path().join("plugins"), "b-thief", THIEF, &[]);
-        let registry = registry(home.path());
+        let registry = empty_registry(home.path());
         let reports = load_plugins_from(&registry, home.path());
         let thief = reports.iter().find(|r| r.id == "thief").unwrap();
         if granted {
@@ -230,7 +230,7 @@ fn broken_manifests_are_reported_and_skipped() {
         "tools:\n  - name: good_tool\n    command: [echo, '{}']\n",
         &[],
     );
-    let registry = registry(home.path());
+    let registry = empty_registry(home.path());
     let reports = load_plugins_from(&registry, home.path());
     for id in [
         "bad-yaml",
@@ -262,4 +262,34 @@ fn broken_manifests_are_reported_and_skipped() {
         registry.get("good_tool").is_some(),
         "a broken plugin must not stop the others"
     );
+}
+
+static EMPTY_CATALOG: Catalog = Catalog {
+    tools: &[],
+    checks: &[],
+    toolsets: &[],
+    legacy_toolsets: &[],
+    core_tools: &[],
+    tool_index: |_| None,
+    toolset_index: |_| None,
+};
+
+/// A temp HERMES_HOME with `config` (YAML text) as config.yaml.
+fn home_with_config(config: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    home
+}
+
+/// A registry with no built-in tools, for plugins to join.
+fn empty_registry(home: &Path) -> Arc<Registry> {
+    Arc::new(Registry::with_home(&EMPTY_CATALOG, home.to_path_buf()))
+}
+
+fn call_json(registry: &Registry, name: &str, args: Value) -> Value {
+    let text = registry.handle_function_call(
+        &ToolCall::new(name, args),
+        &ToolContext::builder().task_id("test").build(),
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name} answered non-JSON ({e}): {text}"))
 }
