@@ -67,9 +67,6 @@ pub struct SandboxSettings {
     pub deny_read: Vec<String>,
 }
 
-/// The manual page with every configuration key, its default and its meaning.
-pub const SETTINGS_PAGE: &str = "docs/configuration.md";
-
 pub const DEFAULT_IMAGE: &str = "nikolaik/python-nodejs:python3.11-nodejs20";
 
 /// A setting: the environment variable wins, else `terminal.<key>` from config.yaml.
@@ -152,9 +149,10 @@ fn number<T: std::str::FromStr>(raw: Option<String>, env: &str, default: T) -> R
 impl TerminalConfig {
     /// The terminal's settings from `$HERMES_HOME/config.yaml` and the `TERMINAL_*`
     /// environment. An error names the key, what it takes, and the manual page that
-    /// explains every key ([`SETTINGS_PAGE`]).
+    /// explains every key ([`hermes_runtime::config::SETTINGS_PAGE`]).
     pub fn load(hermes_home: &Path) -> Result<TerminalConfig, String> {
-        TerminalConfig::read(hermes_home).map_err(|e| format!("{e} (see {SETTINGS_PAGE})"))
+        TerminalConfig::read(hermes_home)
+            .map_err(|e| format!("{e} (see {})", hermes_runtime::config::SETTINGS_PAGE))
     }
 
     fn read(hermes_home: &Path) -> Result<TerminalConfig, String> {

@@ -116,7 +116,7 @@ fn finish(
         clients,
     };
     for line in report.problems() {
-        eprintln!("warning: {line}");
+        eprintln!("warning: {line} (see docs/mcp.md)");
     }
     report
 }

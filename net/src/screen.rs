@@ -85,7 +85,8 @@ impl fmt::Display for Refusal {
             Refusal::Blocked(found) => f.write_str(&found.message),
             Refusal::PolicyBroken(why) => write!(
                 f,
-                "Blocked: the website policy cannot be read ({why}); fix security.website_blocklist in config.yaml"
+                "Blocked: the website policy cannot be read ({why}); fix security.website_blocklist in config.yaml (see {})",
+                hermes_runtime::config::SETTINGS_PAGE
             ),
         }
     }

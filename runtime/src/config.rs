@@ -23,6 +23,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
+/// The manual page with every configuration key, its default and its meaning: errors
+/// and warnings about a setting end by naming it.
+pub const SETTINGS_PAGE: &str = "docs/configuration.md";
+
 /// Largest config.yaml (and grants file) read; a bigger one is reported as broken.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 

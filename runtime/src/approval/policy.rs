@@ -169,7 +169,7 @@ impl ApprovalPolicy {
         let (command_allowlist, warning) = parse_allowlist(config.get("command_allowlist"));
         warnings.extend(warning);
         for warning in &warnings {
-            eprintln!("warning: {warning}");
+            eprintln!("warning: {warning} (see {})", crate::config::SETTINGS_PAGE);
         }
         ApprovalPolicy {
             mode,
