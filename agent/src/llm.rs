@@ -99,6 +99,7 @@ impl ChatClient {
             .timeout_global(Some(config.timeout))
             .timeout_connect(Some(config.timeout.min(Duration::from_secs(30))))
             .http_status_as_error(false)
+            .tls_config(hermes_runtime::tls_trust::tls_config())
             .build()
             .into();
         ChatClient {

@@ -31,16 +31,15 @@ mod fetch;
 mod policy;
 mod screen;
 mod store;
-mod trust;
 mod untrusted;
 
 pub use address::{classify, AddressClass};
 pub use blocklist::{BlockMatch, Blocklist};
 pub use fetch::{Dial, FetchError, Fetched, Fetcher, Limits, Lookup, SystemDial, SystemLookup};
+pub use hermes_runtime::tls_trust::tls_config;
 pub use policy::NetPolicy;
 pub use screen::{normalize_url, secret_in_url, Refusal};
 pub use store::{store_dir, store_full_text, truncate_and_store, MAX_STORED_CHARS};
-pub use trust::tls_config;
 pub use untrusted::{is_untrusted_tool, wrap_untrusted};
 
 use std::time::Duration;

@@ -25,6 +25,7 @@ pub mod protected_paths;
 pub mod redact;
 pub mod registry;
 pub mod strict;
+pub mod tls_trust;
 pub mod toolsets;
 
 pub use catalog::{

@@ -290,6 +290,7 @@ fn post_for_audio(url: &str, headers: &[(&str, String)], body: &Value) -> Result
     let config = ureq::Agent::config_builder()
         .timeout_global(Some(SYNTHESIS_TIMEOUT))
         .http_status_as_error(false)
+        .tls_config(hermes_runtime::tls_trust::tls_config())
         .build();
     let agent = ureq::Agent::new_with_config(config);
     let mut request = agent.post(url);

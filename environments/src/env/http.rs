@@ -21,6 +21,7 @@ impl Api {
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
+            .tls_config(hermes_runtime::tls_trust::tls_config())
             .build();
         Api {
             base: base.trim_end_matches('/').to_string(),

@@ -178,6 +178,7 @@ pub fn http_post_json(
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
+        .tls_config(crate::tls_trust::tls_config())
         .build()
         .into();
     let mut request = agent

@@ -1,4 +1,5 @@
-//! Which certificate authorities HTTPS connections trust: Mozilla's roots (bundled, so
+//! Which certificate authorities every HTTPS client of the runtime trusts (the web
+//! tools, the model endpoint, smart approvals, text to speech, the cloud backends): Mozilla's roots (bundled, so
 //! a machine without a system store still works), or the PEM bundle `SSL_CERT_FILE`
 //! names instead, as OpenSSL reads that variable. A company that inspects TLS through
 //! its own authority, or a test with its own, names that bundle.
@@ -6,7 +7,8 @@
 use std::sync::{Arc, OnceLock};
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 
-/// The TLS settings of every agent in this crate, read once per process.
+/// The TLS settings every ureq agent of the workspace is built with, read once per
+/// process.
 pub fn tls_config() -> TlsConfig {
     static CONFIG: OnceLock<TlsConfig> = OnceLock::new();
     CONFIG
