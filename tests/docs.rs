@@ -194,6 +194,7 @@ fn rust_sources() -> Vec<PathBuf> {
         "mcp",
         "plugins",
         "net",
+        "vision",
         "command-guard",
     ];
     let mut roots: Vec<PathBuf> = vec![Path::new(ROOT).join("src"), Path::new(ROOT).join("tools")];
