@@ -232,6 +232,20 @@ fn fal_queue_end_to_end_over_tls() {
     assert_eq!(failed["error_type"], "api_error");
     assert_eq!(fal.requests().len(), before);
 
+    // The generated image is a third-party URL: fetched under the network policy,
+    // which by default refuses this loopback address.
+    std::fs::write(home.path().join("config.yaml"), "").unwrap();
+    let (closed, _) = call(home.path(), &json!({"prompt": "x"}), &envs);
+    assert_eq!(closed["success"], false, "{closed}");
+    assert!(
+        closed["error"]
+            .as_str()
+            .unwrap()
+            .contains("Could not download the generated image"),
+        "{closed}"
+    );
+    std::fs::write(home.path().join("config.yaml"), OPEN).unwrap();
+
     // A wrong key: FAL's 401 as a result.
     let wrong = [("FAL_KEY", "wrong-key-zzzz"), envs[1], envs[2], envs[3]];
     let (denied, _) = call(home.path(), &json!({"prompt": "x"}), &wrong);

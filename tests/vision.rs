@@ -13,7 +13,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 use std::io::Cursor;
 use std::path::Path;
-use web_support::{call, redirect, respond, run, Request, Server};
+use web_support::{call, redirect, respond, run, Reply, Request, Server};
 
 fn home_for(aux: &Server, extra: &str) -> tempfile::TempDir {
     web_support::home_with(&format!(
@@ -156,6 +156,13 @@ fn urls_go_through_the_network_policy_with_retries_only_for_transient_failures()
         "/gone.png" => respond(404, "text/plain", "no"),
         "/meta" => redirect("http://169.254.169.254/latest/meta-data/"),
         "/page" => respond(200, "text/html", "<html>not an image</html>"),
+        // Declares more than the 50 MB cap: refused before the body is read.
+        "/huge.png" => Box::new(|stream: &mut std::net::TcpStream| {
+            use std::io::Write;
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 60000000\r\nConnection: close\r\n\r\n",
+            );
+        }) as Reply,
         _ => respond(200, "image/png", served.clone()),
     });
     let home = home_for(&aux, OPEN);
@@ -194,6 +201,9 @@ fn urls_go_through_the_network_policy_with_retries_only_for_transient_failures()
             .contains("metadata"),
         "{meta}"
     );
+    let huge = analyze(home.path(), &pages.url("/huge.png"));
+    assert!(huge["error"].as_str().unwrap().contains("50 MB"), "{huge}");
+    assert_eq!(count("/huge.png"), 1, "an oversize body is not retried");
     let page = analyze(home.path(), &pages.url("/page"));
     assert!(
         page["error"].as_str().unwrap().contains("not an image"),
@@ -239,6 +249,20 @@ fn files_are_read_under_the_read_policy() {
     assert!(
         text["error"].as_str().unwrap().contains("not an image"),
         "{text}"
+    );
+    let fifo = home.path().join("pipe.png");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let pipe = analyze(home.path(), "pipe.png");
+    assert!(
+        pipe["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a regular file"),
+        "{pipe}"
     );
     let device = analyze(home.path(), "/dev/zero");
     assert_eq!(device["success"], false);
@@ -516,4 +540,30 @@ fn the_agent_shows_its_model_the_image_or_the_description() {
     agent(home.path(), &model);
     let seen = support::last_message(&model.request(1), "tool").unwrap();
     assert!(seen.contains("I see image/png 16x12"), "{seen}");
+}
+
+#[test]
+fn openrouter_is_the_default_provider_with_its_key() {
+    let aux = vision_support::start();
+    let home = tempfile::tempdir().unwrap();
+    let png = encode(&noise(8, 6), image::ImageFormat::Png);
+    let base = aux.url("/v1");
+    let out = run(
+        home.path(),
+        &[
+            "call",
+            "vision_analyze",
+            &json!({"image_url": data_url("image/png", &png), "question": "q"}).to_string(),
+        ],
+        &[
+            ("OPENROUTER_API_KEY", vision_support::KEY),
+            ("OPENROUTER_BASE_URL", &base),
+        ],
+        "",
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen(&result).0, "image/png");
+    let body = aux.requests.lock().unwrap()[0].json().unwrap();
+    assert_eq!(body["model"], "google/gemini-3-flash-preview");
+    assert_eq!(body["temperature"], 0.1);
 }

@@ -112,7 +112,16 @@ fn read_file_bytes(path: &str, ctx: &ToolContext) -> Result<Vec<u8>, String> {
     if crate::file_access::is_device_path(&located) {
         return Err(format!("Cannot read {path}: it is a device or kernel file"));
     }
-    let file = std::fs::File::open(&located).map_err(|e| match e.kind() {
+    // Non-blocking, so a FIFO or device swapped in for the path cannot hang the call
+    // (it is refused below as not a regular file).
+    let opened = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&located)
+    };
+    let file = opened.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("image file not found: '{path}'"),
         _ => format!("Cannot read {path}: {e}"),
     })?;
