@@ -75,6 +75,11 @@ enum Command {
         /// `approval_request` lines. Default: nobody is asked (unattended policy).
         #[arg(long, value_name = "WHO")]
         approvals: Option<crate::serve_approvals::ApprovalsMode>,
+        /// The client puts images in front of its model: a result that carries an image
+        /// (vision_analyze) is answered with `content` as an array of OpenAI content
+        /// parts, text and `image_url`.
+        #[arg(long)]
+        images: bool,
         #[command(flatten)]
         selection: SelectionArgs,
     },
@@ -218,8 +223,10 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
     let output = match cli.command {
         Command::Serve {
             approvals,
+            images,
             selection,
         } => {
+            hermes_runtime::context::set_process_accepts_images(images);
             selection.restriction().enforce_on(&registry);
             return match crate::serve::serve_stdio(registry, approvals.unwrap_or_default()) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -284,6 +291,8 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
             http,
             allow_host,
         } => {
+            // MCP results carry images as `image` content blocks.
+            hermes_runtime::context::set_process_accepts_images(true);
             let http = match http
                 .as_deref()
                 .map(hermes_mcp::server::parse_http_addr)
@@ -344,15 +353,22 @@ fn list(registry: &Registry, selection: &SelectionArgs, as_json: bool) -> String
                 hermes_runtime::ToolRef::Static(entry) => entry.aliases.to_vec(),
                 hermes_runtime::ToolRef::Dynamic(_) => Vec::new(),
             };
-            json!({
+            let available = registry.is_available(&tool, &mut pass);
+            let mut row = json!({
                 "name": tool.name(),
                 "toolset": tool.toolset(),
                 "emoji": tool.emoji(),
-                "available": registry.is_available(&tool, &mut pass),
+                "available": available,
                 "requires_env": tool.requires_env(),
                 "aliases": aliases,
                 "description": tool.description(),
-            })
+            });
+            if !available {
+                if let Some(reason) = crate::tools::unavailable_reason(tool.name()) {
+                    row["reason"] = json!(reason);
+                }
+            }
+            row
         })
         .collect();
     if as_json {
@@ -380,7 +396,9 @@ fn list(registry: &Registry, selection: &SelectionArgs, as_json: bool) -> String
                 .flatten()
                 .filter_map(Value::as_str)
                 .collect();
-            if env.is_empty() {
+            if let Some(reason) = row["reason"].as_str() {
+                format!("unavailable ({reason})")
+            } else if env.is_empty() {
                 "unavailable".to_string()
             } else {
                 format!("unavailable (needs {})", env.join(", "))
@@ -572,6 +590,9 @@ fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
     if let Some(seconds) = request.timeout.filter(|s| s.is_finite() && *s > 0.0) {
         config.model.timeout = std::time::Duration::from_secs_f64(seconds);
     }
+    // A model with vision is shown images tools return (vision_analyze needs no
+    // auxiliary model then).
+    hermes_runtime::context::set_process_accepts_images(config.model.supports_vision);
     if config.model.api_key().is_none() && !request.quiet {
         eprintln!(
             "note: ${} is not set; calling {} without an API key",

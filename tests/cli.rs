@@ -16,12 +16,16 @@ fn stdout(output: &Output) -> String {
 
 #[test]
 fn schema_for_all_toolsets_lists_every_tool_sorted() {
-    // As an interactive session would see it: cronjob is offered only in sessions, and
-    // web_search only with a search backend configured.
+    // As an interactive session would see it: cronjob is offered only in sessions,
+    // web_search only with a search backend configured, vision_analyze with a vision
+    // model, image_generate with an image backend, the Home Assistant tools with a token.
     let output = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
         .args(["schema", "--toolsets", "all"])
         .env("HERMES_INTERACTIVE", "1")
         .env("SEARXNG_URL", "http://127.0.0.1:9")
+        .env("OPENROUTER_API_KEY", "sk-or-test")
+        .env("FAL_KEY", "fal-test")
+        .env("HASS_TOKEN", "ha-test")
         .output()
         .unwrap();
     assert!(output.status.success());

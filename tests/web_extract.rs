@@ -676,84 +676,6 @@ fn urls_take_search_results_and_name_a_wrong_item_type() {
     );
 }
 
-/// A certificate authority and a `localhost` certificate it signed, made with openssl in
-/// `dir`: (the authority's PEM, the server's certificate, the server's key).
-fn test_authority(
-    dir: &std::path::Path,
-) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl runs (.ci/setup.d/50-web.sh installs it)");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=hermes test authority",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=localhost",
-    ]);
-    std::fs::write(
-        dir.join("server.ext"),
-        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n\
-         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "server.ext",
-    ]);
-    (
-        dir.join("ca.pem"),
-        dir.join("server.pem"),
-        dir.join("server.key"),
-    )
-}
-
 /// Python's HTTPS server on a loopback port, serving one article to every GET.
 struct TlsServer {
     child: std::process::Child,
@@ -815,7 +737,7 @@ impl Drop for TlsServer {
 #[test]
 fn an_https_page_comes_through_the_pinned_connection_checked_against_ssl_cert_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (authority, certificate, key) = test_authority(dir.path());
+    let (authority, certificate, key) = web_support::test_authority(dir.path());
     let server = TlsServer::start(&certificate, &key);
     let home = home_with(OPEN_LOOPBACK);
     let url = format!("https://localhost:{}/article", server.port);

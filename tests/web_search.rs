@@ -32,14 +32,6 @@ impl Drop for Searx {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// searx serving /search?format=json, its only engine the JSON server `engine`.
 fn start_searx(engine: &Server) -> Searx {
     let run = PathBuf::from("/usr/bin/searx-run");
@@ -48,7 +40,7 @@ fn start_searx(engine: &Server) -> Searx {
         "searx is missing: run `bash .ci/setup.d/50-web.sh`"
     );
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = web_support::free_port();
     let settings = format!(
         r#"general: {{debug: false, instance_name: hermes-test, contact_url: false, enable_stats: false}}
 brand: {{git_url: "https://example.invalid", git_branch: master, issue_url: "https://example.invalid", docs_url: "https://example.invalid", public_instances: "https://example.invalid", wiki_url: "https://example.invalid", twitter_url: "https://example.invalid"}}
@@ -180,7 +172,7 @@ fn searxng_backend_against_debian_searx() {
 #[test]
 fn searxng_that_is_down_is_an_error_result() {
     let home = tempfile::tempdir().unwrap();
-    let url = format!("http://127.0.0.1:{}", free_port());
+    let url = format!("http://127.0.0.1:{}", web_support::free_port());
     let result = call(
         home.path(),
         "web_search",

@@ -43,6 +43,10 @@ pub struct ModelConfig {
     pub api_key_env: String,
     pub timeout: Duration,
     pub max_retries: u32,
+    /// The model reads images: a tool result that carries one (vision_analyze) is put
+    /// in front of it as image content instead of being described by the auxiliary
+    /// vision model.
+    pub supports_vision: bool,
 }
 
 impl ModelConfig {
@@ -74,6 +78,7 @@ impl Default for AgentConfig {
                 api_key_env: DEFAULT_API_KEY_ENV.into(),
                 timeout: DEFAULT_TIMEOUT,
                 max_retries: DEFAULT_MAX_RETRIES,
+                supports_vision: false,
             },
             max_iterations: DEFAULT_MAX_ITERATIONS,
             child_max_iterations: DEFAULT_CHILD_MAX_ITERATIONS,
@@ -119,6 +124,9 @@ impl AgentConfig {
         }
         if let Some(retries) = number("model.max_retries") {
             out.model.max_retries = retries as u32;
+        }
+        if let Some(yes) = config.get("model.supports_vision").and_then(Value::as_bool) {
+            out.model.supports_vision = yes;
         }
         if let Some(n) = number("agent.max_iterations").filter(|n| *n >= 1.0) {
             out.max_iterations = n as u32;

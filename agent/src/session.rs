@@ -328,6 +328,7 @@ impl AgentSession {
             .session_id(self.id.clone())
             .hermes_home(self.registry.hermes_home().to_path_buf())
             .cancellation(self.cancel.clone())
+            .accepts_images(self.config.model.supports_vision)
             .agent_session(self.arc() as Arc<dyn hermes_runtime::AgentSession>);
         if let Some(cwd) = &self.cwd {
             builder = builder.cwd(cwd.clone());
@@ -517,6 +518,15 @@ impl AgentSession {
                     ..Default::default()
                 });
                 // Web, browser and MCP results reach the model marked as data, not instructions.
+                if self.config.model.supports_vision {
+                    // An image the tool returned goes to the model as image content.
+                    if let Some(parts) = multimodal_parts(&result) {
+                        messages.push(
+                            json!({"role": "tool", "tool_call_id": call.id, "content": parts}),
+                        );
+                        continue;
+                    }
+                }
                 let content = hermes_net::wrap_untrusted(&call.name, &result);
                 messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": content}));
             }
@@ -724,4 +734,14 @@ fn clip_line(text: &str, max: usize) -> String {
     } else {
         format!("{}…", flat.chars().take(max).collect::<String>())
     }
+}
+
+/// The OpenAI content parts (text and `image_url`) of a result that carries an image
+/// (the runtime's multimodal envelope), else `None`.
+fn multimodal_parts(result: &str) -> Option<Value> {
+    if !result.starts_with("{\"_multimodal\"") {
+        return None;
+    }
+    let envelope: Value = serde_json::from_str(result).ok()?;
+    hermes_runtime::dispatch::is_multimodal_envelope(&envelope).then(|| envelope["content"].clone())
 }

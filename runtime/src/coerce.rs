@@ -67,6 +67,11 @@ pub fn coerce_value(value: Value, schema: &Value) -> Value {
     let expects_array = types_of(schema).contains(&"array");
     match value {
         Value::Null => Value::Null,
+        // A JSON object or list where only a string is declared (a "JSON string"
+        // parameter such as ha_call_service's `data`) is passed on as its JSON text.
+        Value::Array(_) | Value::Object(_) if types_of(schema) == ["string"] => {
+            Value::String(value.to_string())
+        }
         Value::Array(_) | Value::Object(_) => walk_container(value, schema),
         Value::String(text) if expects_array => {
             let coerced = coerce_string(&text, schema);
@@ -236,6 +241,23 @@ mod tests {
     fn coerce(value: Value, property: Value) -> Value {
         let parameters = json!({"type": "object", "properties": {"p": property}});
         coerce_arguments(json!({ "p": value }), &parameters)["p"].clone()
+    }
+
+    #[test]
+    fn a_container_where_a_string_is_declared_becomes_its_json_text() {
+        assert_eq!(
+            coerce(json!({"brightness": 255}), json!({"type": "string"})),
+            json!("{\"brightness\":255}")
+        );
+        assert_eq!(
+            coerce(json!([1, 2]), json!({"type": "string"})),
+            json!("[1,2]")
+        );
+        // A union that takes the container keeps it.
+        assert_eq!(
+            coerce(json!({"a": 1}), json!({"type": ["string", "object"]})),
+            json!({"a": 1})
+        );
     }
 
     #[test]

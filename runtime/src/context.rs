@@ -22,6 +22,7 @@ struct ContextInner {
     cancel: Cancellation,
     agent_session: Option<Arc<dyn AgentSession>>,
     approver: Option<Arc<dyn crate::approval::ApprovalPrompter>>,
+    accepts_images: bool,
 }
 
 /// The seam between the runtime and an agent loop. The tools that need an agent's own
@@ -77,6 +78,14 @@ impl ToolContext {
     /// client of the JSON-lines or MCP server); `None` when nobody can be asked.
     pub fn approver(&self) -> Option<&Arc<dyn crate::approval::ApprovalPrompter>> {
         self.inner.approver.as_ref()
+    }
+
+    /// Whether the caller puts an image a tool returns (the `_multimodal` envelope of
+    /// hermes-vision) in front of its model: MCP clients, `serve --images`, an agent
+    /// whose model has vision. Tools that can answer either with the image itself or
+    /// with a description of it ask this.
+    pub fn accepts_images(&self) -> bool {
+        self.inner.accepts_images
     }
 
     /// The attached session as its concrete type, if it is one.
@@ -180,6 +189,7 @@ pub struct ToolContextBuilder {
     cancel: Option<Cancellation>,
     agent_session: Option<Arc<dyn AgentSession>>,
     approver: Option<Arc<dyn crate::approval::ApprovalPrompter>>,
+    accepts_images: bool,
 }
 
 impl ToolContextBuilder {
@@ -215,6 +225,12 @@ impl ToolContextBuilder {
         self.approver = Some(approver);
         self
     }
+    /// The caller puts images a tool returns in front of its model (see
+    /// [`ToolContext::accepts_images`]).
+    pub fn accepts_images(mut self, yes: bool) -> Self {
+        self.accepts_images = yes;
+        self
+    }
 
     /// Unset fields fall back to the process: task `default`, the current directory,
     /// `$HERMES_HOME` or `~/.hermes`.
@@ -235,9 +251,25 @@ impl ToolContextBuilder {
                 cancel: self.cancel.unwrap_or_default(),
                 agent_session: self.agent_session,
                 approver: self.approver,
+                accepts_images: self.accepts_images || process_accepts_images(),
             }),
         }
     }
+}
+
+static PROCESS_ACCEPTS_IMAGES: AtomicBool = AtomicBool::new(false);
+
+/// Declares that this process's callers put images in front of their model (`mcp`,
+/// `serve --images`, an agent whose model has vision): contexts built from now on
+/// default to [`ToolContext::accepts_images`], and tools that need no other backend
+/// to show an image are offered.
+pub fn set_process_accepts_images(yes: bool) {
+    PROCESS_ACCEPTS_IMAGES.store(yes, Ordering::Relaxed);
+}
+
+/// See [`set_process_accepts_images`].
+pub fn process_accepts_images() -> bool {
+    PROCESS_ACCEPTS_IMAGES.load(Ordering::Relaxed)
 }
 
 /// `$HERMES_HOME`, else `~/.hermes`.

@@ -151,8 +151,23 @@ struct Answer<'a> {
     content: &'a str,
 }
 
-/// `{"role": "tool", "tool_call_id": ID, "content": CONTENT}`.
+/// `{"role": "tool", "tool_call_id": ID, "content": CONTENT}`. Under `serve --images`
+/// a result that carries an image (the multimodal envelope) is answered with
+/// `content` as the envelope's OpenAI content array (text and `image_url` parts).
 pub fn answer(id: &str, content: String) -> String {
+    if hermes_runtime::context::process_accepts_images() && content.starts_with("{\"_multimodal\"")
+    {
+        if let Ok(envelope) = serde_json::from_str::<serde_json::Value>(&content) {
+            if hermes_runtime::dispatch::is_multimodal_envelope(&envelope) {
+                return serde_json::json!({
+                    "role": "tool",
+                    "tool_call_id": id,
+                    "content": envelope["content"],
+                })
+                .to_string();
+            }
+        }
+    }
     serde_json::to_string(&Answer {
         role: "tool",
         tool_call_id: id,

@@ -1,0 +1,278 @@
+//! `vision_analyze`: an image from a URL, a data URL or a file, either put in front of
+//! the model itself (callers that take images) or described by the auxiliary vision
+//! model (`auxiliary.vision.*`).
+
+use hermes_net::{Fetcher, NetPolicy};
+use hermes_runtime::config::Config;
+use hermes_runtime::prelude::*;
+use hermes_vision::{AuxVision, Caps, ImageError, PreparedImage};
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Seconds a download may take when `auxiliary.vision.download_timeout` is unset.
+const DOWNLOAD_TIMEOUT_SECS: f64 = 30.0;
+
+fn config_for(home: &Path) -> Arc<Config> {
+    hermes_runtime::config::call_config().unwrap_or_else(|| Arc::new(Config::load(home)))
+}
+
+/// Why `vision_analyze` cannot describe an image, or `None` when the auxiliary model
+/// is configured. (Callers that take images need no model; they are not known here.)
+pub fn vision_unavailable_reason() -> Option<String> {
+    if hermes_runtime::context::process_accepts_images() {
+        return None;
+    }
+    let config = config_for(&hermes_runtime::context::default_hermes_home());
+    AuxVision::resolve(&config)
+        .err()
+        .map(|why| format!("{why}; or use a caller that takes images (mcp, serve --images)"))
+}
+
+/// Offered when the auxiliary vision model is configured, or when the process serves
+/// callers that take images (`mcp`, `serve --images`, an agent whose model has
+/// vision): they get the image itself.
+pub fn vision_available() -> bool {
+    vision_unavailable_reason().is_none()
+}
+
+/// The image's bytes, from an http(s) URL (through the network policy), a data URL,
+/// or a file (through the read policy; inside the task's environment on a non-local
+/// backend).
+pub fn load_image_source(
+    source: &str,
+    ctx: &ToolContext,
+    config: &Config,
+) -> Result<Vec<u8>, String> {
+    let lower = source.to_ascii_lowercase();
+    if lower.starts_with("data:") {
+        return hermes_vision::decode_data_url(source)
+            .map(|(bytes, _)| bytes)
+            .map_err(|e| e.to_string());
+    }
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        let timeout = config
+            .get("auxiliary.vision.download_timeout")
+            .and_then(Value::as_f64)
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .unwrap_or(DOWNLOAD_TIMEOUT_SECS);
+        let fetcher = Fetcher::new(NetPolicy::from_config(config, ctx.hermes_home()));
+        return hermes_vision::fetch_image(&fetcher, source, Duration::from_secs_f64(timeout))
+            .map_err(|e| e.to_string());
+    }
+    let path = if lower.starts_with("file://") {
+        &source[7..]
+    } else {
+        source
+    };
+    if path.contains("://") {
+        return Err(
+            "Invalid image source. Provide an http(s) URL, a data: URL or a file path.".into(),
+        );
+    }
+    read_file_bytes(path, ctx)
+}
+
+fn read_file_bytes(path: &str, ctx: &ToolContext) -> Result<Vec<u8>, String> {
+    match hermes_environments::files::for_task(ctx) {
+        Some(Ok(remote)) => {
+            let probe = remote
+                .probe(path, true)
+                .map_err(|e| format!("Cannot read {path}: {e}"))?;
+            if hermes_environments::files::is_device_path(&probe.real) {
+                return Err(format!("Cannot read {path}: it is a device or kernel file"));
+            }
+            return match probe.kind {
+                hermes_environments::files::Kind::Missing => {
+                    Err(format!("image file not found: '{path}'"))
+                }
+                hermes_environments::files::Kind::File => probe.content.ok_or_else(|| {
+                    format!(
+                        "Cannot read {path}: it is {} bytes, more than the task's environment \
+                         gives the file tools",
+                        probe.len
+                    )
+                }),
+                _ => Err(format!("Cannot read {path}: it is not a regular file")),
+            };
+        }
+        Some(Err(e)) => return Err(e),
+        None => {}
+    }
+    let relative = !(path.starts_with('/') || path == "~" || path.starts_with("~/"));
+    let located = if relative {
+        hermes_environments::env::local_task_cwd(ctx.task_id())
+            .unwrap_or_else(|| ctx.cwd().to_path_buf())
+            .join(path)
+    } else {
+        ctx.resolve_path(path)
+    };
+    let located = crate::file_access::normalize(&located);
+    if crate::file_access::is_device_path(&located) {
+        return Err(format!("Cannot read {path}: it is a device or kernel file"));
+    }
+    // Non-blocking, so a FIFO or device swapped in for the path cannot hang the call
+    // (it is refused below as not a regular file).
+    let opened = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&located)
+    };
+    let file = opened.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("image file not found: '{path}'"),
+        _ => format!("Cannot read {path}: {e}"),
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("Cannot read {path}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("Cannot read {path}: it is not a regular file"));
+    }
+    // The read policy judges the file that was opened, every symlink followed.
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", {
+        use std::os::fd::AsRawFd;
+        file.as_raw_fd()
+    }))
+    .unwrap_or_else(|_| std::fs::canonicalize(&located).unwrap_or(located.clone()));
+    if let Some(refusal) = crate::file_access::read_refusal(ctx, &real, "Read", path) {
+        return Err(refusal);
+    }
+    let cap = hermes_vision::MAX_INGEST_BYTES as u64;
+    if meta.len() > cap {
+        return Err(format!(
+            "The image is larger than the {} MB limit.",
+            cap / (1024 * 1024)
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("Cannot read {path}: {e}"))?;
+    Ok(bytes)
+}
+
+fn failure(error: String, analysis: String) -> ToolResult {
+    Ok(json!({"success": false, "error": error, "analysis": analysis}).into())
+}
+
+/// What the result says about an image handed to the model itself.
+fn native_result(source: &str, question: &str, image: &PreparedImage) -> ToolResult {
+    let mut text = "Image loaded into your context — you can see it natively now. Use your \
+                    built-in vision to answer the user."
+        .to_string();
+    if !question.trim().is_empty() {
+        text.push_str(&format!("\n\nQuestion: {}", question.trim()));
+    }
+    let summary = format!(
+        "Image attached natively for the main model ({:.1} KB). Answer using built-in vision.",
+        image.source_bytes as f64 / 1024.0
+    );
+    let shown: String = source.chars().take(200).collect();
+    let meta = json!({
+        "image_url": shown,
+        "size_bytes": image.source_bytes,
+        "native_vision": true,
+        "mime_type": image.mime(),
+        "width": image.width,
+        "height": image.height,
+        "resized": image.resized,
+    });
+    Ok(hermes_vision::multimodal_result(&text, image, &summary, meta).into())
+}
+
+/// Load an image into the conversation so you can see it. Accepts a URL, local file path, or data URL. When the caller can show images to you, the image is attached to your context directly and you read the pixels yourself on the next turn — call this any time the user references an image (filepath in their message, URL in tool output, screenshot from the browser, etc.). Otherwise an auxiliary vision model describes the image and answers the question in text.
+#[tool(
+    toolset = "vision",
+    emoji = "👁️",
+    check = vision_available,
+    concurrency = "read_only"
+)]
+pub fn vision_analyze(
+    /// Image URL (http/https), local file path, or data: URL to load.
+    image_url: String,
+    /// Your specific question or request about the image. Optional context the model uses on the next turn after seeing the image.
+    question: String,
+    ctx: &ToolContext,
+) -> ToolResult {
+    let source = image_url.trim();
+    if source.is_empty() {
+        return Ok(json!({"success": false, "error": "image_url is required"}).into());
+    }
+    let config = config_for(ctx.hermes_home());
+    let prepared = load_image_source(source, ctx, &config).and_then(|bytes| {
+        hermes_vision::prepare(&bytes, &Caps::default()).map_err(|e| match e {
+            ImageError::NotAnImage(_) => format!("{e} ({} bytes given)", bytes.len()),
+            other => other.to_string(),
+        })
+    });
+    let image = match prepared {
+        Ok(image) => image,
+        Err(e) => {
+            return failure(
+                format!("Error analyzing image: {e}"),
+                format!("The image could not be loaded. Error: {e}"),
+            )
+        }
+    };
+    if ctx.accepts_images() {
+        return native_result(source, &question, &image);
+    }
+    let aux = match AuxVision::resolve(&config) {
+        Ok(aux) => aux,
+        Err(why) => {
+            return failure(
+                format!("Error analyzing image: {why}"),
+                format!("No vision model is available to describe the image: {why}"),
+            )
+        }
+    };
+    let prompt = format!(
+        "Fully describe and explain everything about this image, then answer the following \
+         question:\n\n{question}"
+    );
+    match aux.analyze(&prompt, &image.data_url()) {
+        Ok(analysis) => Ok(json!({"success": true, "analysis": analysis}).into()),
+        Err(e) => {
+            let text = e.to_string();
+            let lower = text.to_lowercase();
+            let analysis = if [
+                "402",
+                "insufficient",
+                "payment required",
+                "credits",
+                "billing",
+            ]
+            .iter()
+            .any(|h| lower.contains(h))
+            {
+                format!(
+                    "Insufficient credits or payment required. Please top up your API provider \
+                     account and try again. Error: {text}"
+                )
+            } else if [
+                "does not support",
+                "not support image",
+                "multimodal",
+                "image input",
+            ]
+            .iter()
+            .any(|h| lower.contains(h))
+            {
+                format!(
+                    "{} does not support vision or our request was not accepted by the server. \
+                     Error: {text}",
+                    aux.model
+                )
+            } else {
+                format!(
+                    "There was a problem with the request and the image could not be analyzed. \
+                     Error: {text}"
+                )
+            };
+            failure(format!("Error analyzing image: {text}"), analysis)
+        }
+    }
+}
