@@ -310,24 +310,26 @@ fn kubernetes_settings(
     image: String,
     limits: (f64, u64, u64),
 ) -> Result<hermes_kubernetes::Settings, String> {
-    let structured = |env: &str, key: &str| -> Result<Option<Value>, String> {
-        if let Ok(v) = std::env::var(env) {
+    // A structured value: JSON in the variable `env` (read as `from_env`), else the
+    // config.yaml value.
+    let structured = |env: &str,
+                      from_env: Result<String, std::env::VarError>,
+                      configured: Option<&Value>|
+     -> Result<Option<Value>, String> {
+        if let Ok(v) = from_env {
             if !v.trim().is_empty() {
                 return serde_json::from_str(v.trim())
                     .map(Some)
                     .map_err(|e| format!("{env} must be JSON: {e}"));
             }
         }
-        Ok(src
-            .config
-            .get(&format!("terminal.{key}"))
-            .filter(|v| !v.is_null())
-            .cloned())
+        Ok(configured.filter(|v| !v.is_null()).cloned())
     };
     let mut node_selector = std::collections::BTreeMap::new();
     match structured(
         "TERMINAL_KUBERNETES_NODE_SELECTOR",
-        "kubernetes_node_selector",
+        std::env::var("TERMINAL_KUBERNETES_NODE_SELECTOR"),
+        src.config.get("terminal.kubernetes_node_selector"),
     )? {
         None => {}
         Some(Value::Object(map)) => {
@@ -350,18 +352,22 @@ fn kubernetes_settings(
             )
         }
     }
-    let tolerations = match structured("TERMINAL_KUBERNETES_TOLERATIONS", "kubernetes_tolerations")? {
+    let tolerations = match structured(
+        "TERMINAL_KUBERNETES_TOLERATIONS",
+        std::env::var("TERMINAL_KUBERNETES_TOLERATIONS"),
+        src.config.get("terminal.kubernetes_tolerations"),
+    )? {
         None => Vec::new(),
         Some(Value::Array(items)) if items.iter().all(Value::is_object) => items,
         Some(_) => {
             return Err("terminal.kubernetes_tolerations must be a list of mappings (key, operator, value, effect)".into())
         }
     };
-    let seconds = |env: &str, key: &str, default: u64| -> Result<u64, String> {
-        match src.string(env, key) {
+    let seconds = |raw: Option<String>, key: &str, default: u64| -> Result<u64, String> {
+        match raw {
             None => Ok(default),
             Some(v) => v.parse().map_err(|_| {
-                format!("terminal.{key} (or {env}) must be a whole number of seconds; got '{v}'")
+                format!("terminal.{key} must be a whole number of seconds; got '{v}'")
             }),
         }
     };
@@ -388,12 +394,18 @@ fn kubernetes_settings(
             "kubernetes_image_pull_secret",
         ),
         pod_lifetime_secs: seconds(
-            "TERMINAL_KUBERNETES_POD_LIFETIME",
+            src.string(
+                "TERMINAL_KUBERNETES_POD_LIFETIME",
+                "kubernetes_pod_lifetime",
+            ),
             "kubernetes_pod_lifetime",
             21600,
         )?,
         start_timeout_secs: seconds(
-            "TERMINAL_KUBERNETES_START_TIMEOUT",
+            src.string(
+                "TERMINAL_KUBERNETES_START_TIMEOUT",
+                "kubernetes_start_timeout",
+            ),
             "kubernetes_start_timeout",
             120,
         )?,
