@@ -352,6 +352,27 @@ fn file_tools_work_inside_the_pod() {
 }
 
 #[test]
+fn execute_code_runs_in_the_pod() {
+    let home = home("");
+    let cwd = TempDir::new().unwrap();
+    let mut s = Session::start(home.path(), cwd.path(), "k8s-code");
+    let code = "import os\nfrom hermes_tools import terminal\n\
+                open('made-by-script.txt', 'w').write('written by the script\\n')\n\
+                print(os.getcwd(), open('/etc/hostname').read().startswith('hermes-'))\n\
+                print(terminal('cat made-by-script.txt')['output'])\n";
+    let r = s.call("execute_code", json!({"code": code}));
+    assert_eq!(r["status"], "success", "{r}");
+    assert_eq!(r["output"], "/root True\nwritten by the script\n", "{r}");
+    let r = s.call(
+        "terminal",
+        json!({"command": "cat /root/made-by-script.txt"}),
+    );
+    assert_eq!(r["output"], "written by the script", "{r}");
+    assert!(!cwd.path().join("made-by-script.txt").exists());
+    s.finish();
+}
+
+#[test]
 fn one_call_through_the_binary_creates_and_deletes_its_pod() {
     let home = home("");
     let owner = owner_of(home.path());

@@ -71,8 +71,12 @@ stop() {
     if [ -f "$d/cgroup-root" ]; then
         local root
         root=$(cat "$d/cgroup-root")
-        for c in /sys/fs/cgroup/*/"$root"; do
-            [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        for _ in 1 2 3 4 5; do
+            for c in /sys/fs/cgroup/*/"$root"; do
+                [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+            done
+            ls -d /sys/fs/cgroup/*/"$root" >/dev/null 2>&1 || break
+            sleep 0.5
         done
     fi
     rm -rf /var/log/pods/*_hermes-* 2>/dev/null || true
@@ -94,7 +98,7 @@ done
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 mkdir -p "$dir/pids" "$dir/logs" "$dir/pki" "$dir/cni" "$dir/cni-ipam" "$dir/kubelet" "$dir/images"
-trap 'stop "$dir"' ERR
+trap 'echo "cluster: start failed at line $LINENO (logs in $dir/logs)" >&2; stop "$dir"' ERR
 
 # A short id names the namespace and the veth (interface names are at most 15 bytes).
 id=$(printf '%s' "$dir" | sha256sum | cut -c1-6)
@@ -194,7 +198,7 @@ rootfs() { # dir binaries...
         local path
         path=$(command -v "$b")
         cp -L "$path" "$root/bin/"
-        ldd "$path" 2>/dev/null | grep -o '/[^ ]*' | while read -r lib; do
+        { ldd "$path" 2>/dev/null || true; } | { grep -o '/[^ ]*' || true; } | while read -r lib; do
             mkdir -p "$root$(dirname "$lib")"
             cp -Ln "$lib" "$root$lib" 2>/dev/null || true
         done
@@ -234,6 +238,20 @@ else
 fi
 rootfs "$images/test" bash sh sleep cat rm head tail ls mkdir env realpath stat dirname basename tr base64 \
     sha256sum mv cp chmod grep find flock wc sort uniq sed touch id nproc seq timeout pgrep ps
+# python3 and its standard library (without tests and caches) for execute_code.
+py=$(readlink -f /usr/bin/python3)
+pylib=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
+mkdir -p "$images/test/usr/bin" "$images/test$(dirname "$pylib")"
+cp "$py" "$images/test/usr/bin/python3"
+tar -C "$(dirname "$pylib")" --exclude=__pycache__ --exclude=test --exclude=site-packages \
+    --exclude=dist-packages --exclude=idlelib --exclude=tkinter --exclude=ensurepip -cf - "$(basename "$pylib")" |
+    tar -C "$images/test$(dirname "$pylib")" -xf -
+for f in "$py" "$pylib"/lib-dynload/*.so; do
+    { ldd "$f" 2>/dev/null || true; } | { grep -o '/[^ ]*' || true; } | while read -r lib; do
+        mkdir -p "$images/test$(dirname "$lib")"
+        cp -Ln "$lib" "$images/test$lib" 2>/dev/null || true
+    done
+done
 image_tar "$images/test" hermes.local/terminal-test:1 '["/bin/sleep", "infinity"]' "$images/test.tar"
 echo "hermes.local/terminal-test:1" >"$dir/image"
 

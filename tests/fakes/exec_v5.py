@@ -193,11 +193,12 @@ class Handler(BaseHTTPRequestHandler):
             status = {"metadata": {}, "status": "Failure", "message": f"command terminated with non-zero exit code: {code}",
                       "reason": "NonZeroExitCode",
                       "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
-        send_frame(sock, 2, bytes([3]) + json.dumps(status).encode(), lock)
-        send_frame(sock, 8, struct.pack(">H", 1000), lock)
+        # Logged before the status goes out: a client may look at the log as soon as it has it.
         with LOG_LOCK, open(LOG_PATH, "a") as log:
             log.write(json.dumps({"protocol": V5, "command": command, "stdin": want_stdin,
                                   "stdin_closed_by_v5_signal": bool(closed_by_signal), "exit": code}) + "\n")
+        send_frame(sock, 2, bytes([3]) + json.dumps(status).encode(), lock)
+        send_frame(sock, 8, struct.pack(">H", 1000), lock)
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
