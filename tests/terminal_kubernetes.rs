@@ -372,6 +372,60 @@ fn execute_code_runs_in_the_pod() {
     s.finish();
 }
 
+/// The official Python client (`kubernetes` on PyPI, in the test venv) reads the pod the
+/// backend made and runs a command in it: the same lockdown, the same exit code.
+#[test]
+fn the_python_client_agrees() {
+    let c = cluster();
+    let python = hermes_test_peers::python_with(&["kubernetes"]);
+    let home = home("");
+    let owner = owner_of(home.path());
+    let cwd = TempDir::new().unwrap();
+    let mut s = Session::start(home.path(), cwd.path(), "k8s-python");
+    let ours = s.call("terminal", json!({"command": "echo seven; exit 7"}));
+    assert_eq!(ours["exit_code"], 7, "{ours}");
+    let check = format!(
+        r#"
+import json, kubernetes
+from kubernetes.stream import stream
+kubernetes.config.load_kube_config(config_file={config:?})
+core = kubernetes.client.CoreV1Api()
+pods = core.list_namespaced_pod("default", label_selector="hermes-tools/owner={owner}").items
+assert len(pods) == 1, pods
+pod = pods[0]
+c = pod.spec.containers[0]
+run = stream(core.connect_get_namespaced_pod_exec, pod.metadata.name, "default",
+             command=["bash", "-c", "echo seven; exit 7"], stderr=True, stdin=False, stdout=True, tty=False,
+             _preload_content=False)
+run.run_forever(timeout=60)
+print(json.dumps({{
+    "token": pod.spec.automount_service_account_token,
+    "links": pod.spec.enable_service_links,
+    "escalation": c.security_context.allow_privilege_escalation,
+    "drop": c.security_context.capabilities.drop,
+    "seccomp": pod.spec.security_context.seccomp_profile.type,
+    "same_limits": c.resources.limits == c.resources.requests,
+    "output": run.read_stdout(),
+    "exit": run.returncode,
+}}))
+"#,
+        config = c.kubeconfig.display().to_string(),
+    );
+    let out = Command::new(python).arg("-c").arg(&check).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        seen,
+        json!({"token": false, "links": false, "escalation": false, "drop": ["ALL"], "seccomp": "RuntimeDefault",
+               "same_limits": true, "output": "seven\n", "exit": ours["exit_code"]}),
+    );
+    s.finish();
+}
+
 #[test]
 fn one_call_through_the_binary_creates_and_deletes_its_pod() {
     let home = home("");

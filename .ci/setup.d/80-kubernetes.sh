@@ -29,6 +29,14 @@ if [ "${#need[@]}" -gt 0 ]; then
     apt-get install -y -qq -o DPkg::Lock::Timeout=900 --no-install-recommends "${need[@]}" </dev/null
 fi
 
+# The official Python client, in the test venv (.ci/setup.d/10-python.sh makes it): the
+# tests cross-check what the backend made and its exit codes with it.
+venv=${HERMES_TEST_VENV:-$HOME/.cache/hermes-tools/test-venv}
+if [ -x "$venv/bin/python3" ] && ! "$venv/bin/python3" -c 'import kubernetes' >/dev/null 2>&1; then
+    echo "installing the Python kubernetes client into $venv"
+    "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check 'kubernetes>=30,<40' </dev/null
+fi
+
 # The source package's version names the cache.
 version_file=/etc/apt/sources.list.d/hermes-tools-deb-src.sources
 if [ ! -e "$version_file" ]; then
