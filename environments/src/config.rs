@@ -45,6 +45,11 @@ pub struct TerminalConfig {
     pub daytona_api_url: String,
     pub vercel_runtime: String,
     pub vercel_api_url: String,
+    /// `terminal.kubernetes_*` (with the container limits and the image).
+    pub kubernetes: hermes_kubernetes::Settings,
+    /// A `terminal.kubernetes_*` value that could not be read, reported when the
+    /// kubernetes backend is used.
+    pub kubernetes_error: Result<(), String>,
     pub hermes_home: std::path::PathBuf,
     /// The OS sandbox around local commands (`terminal.sandbox.*`).
     pub sandbox: SandboxSettings,
@@ -186,6 +191,29 @@ impl TerminalConfig {
             )
             .is_some_and(|v| matches!(v.to_lowercase().as_str(), "1" | "true" | "yes"));
         let sandbox = sandbox_settings(&src)?;
+        let container_cpu = number(
+            src.string("TERMINAL_CONTAINER_CPU", "container_cpu"),
+            "TERMINAL_CONTAINER_CPU",
+            1.0,
+        )?;
+        let container_memory_mb = number(
+            src.string("TERMINAL_CONTAINER_MEMORY", "container_memory"),
+            "TERMINAL_CONTAINER_MEMORY",
+            5120,
+        )?;
+        let container_disk_mb = number(
+            src.string("TERMINAL_CONTAINER_DISK", "container_disk"),
+            "TERMINAL_CONTAINER_DISK",
+            51200,
+        )?;
+        let (kubernetes, kubernetes_error) = match kubernetes_settings(
+            &src,
+            image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            (container_cpu, container_memory_mb, container_disk_mb),
+        ) {
+            Ok(k) => (k, Ok(())),
+            Err(e) => (hermes_kubernetes::Settings::default(), Err(e)),
+        };
         let env_passthrough = src.list("TERMINAL_ENV_PASSTHROUGH", "env_passthrough")?;
         Ok(TerminalConfig {
             sandbox,
@@ -221,21 +249,9 @@ impl TerminalConfig {
                 .list("TERMINAL_DOCKER_FORWARD_ENV", "docker_forward_env")
                 .unwrap_or_default(),
             docker_mount_cwd,
-            container_cpu: number(
-                src.string("TERMINAL_CONTAINER_CPU", "container_cpu"),
-                "TERMINAL_CONTAINER_CPU",
-                1.0,
-            )?,
-            container_memory_mb: number(
-                src.string("TERMINAL_CONTAINER_MEMORY", "container_memory"),
-                "TERMINAL_CONTAINER_MEMORY",
-                5120,
-            )?,
-            container_disk_mb: number(
-                src.string("TERMINAL_CONTAINER_DISK", "container_disk"),
-                "TERMINAL_CONTAINER_DISK",
-                51200,
-            )?,
+            container_cpu,
+            container_memory_mb,
+            container_disk_mb,
             singularity_binary: src.string("TERMINAL_SINGULARITY_BINARY", "singularity_binary"),
             singularity_image: src
                 .string("TERMINAL_SINGULARITY_IMAGE", "singularity_image")
@@ -262,6 +278,8 @@ impl TerminalConfig {
             vercel_api_url: src
                 .string("VERCEL_API_URL", "vercel_api_url")
                 .unwrap_or_else(|| "https://vercel.com/api".into()),
+            kubernetes,
+            kubernetes_error,
             hermes_home: hermes_home.to_path_buf(),
             backend,
         })
@@ -282,6 +300,117 @@ impl TerminalConfig {
         let config = Config::load(&self.hermes_home);
         Source { config: &config }.string(env, key)
     }
+}
+
+/// The `terminal.kubernetes_*` keys; `image` is `docker_image` (or its default) and
+/// `limits` the container cpu, memory and disk, used unless the kubernetes keys say
+/// otherwise. A value that cannot be read is an error naming the key.
+fn kubernetes_settings(
+    src: &Source<'_>,
+    image: String,
+    limits: (f64, u64, u64),
+) -> Result<hermes_kubernetes::Settings, String> {
+    // A structured value: JSON in the variable `env` (read as `from_env`), else the
+    // config.yaml value.
+    let structured = |env: &str,
+                      from_env: Result<String, std::env::VarError>,
+                      configured: Option<&Value>|
+     -> Result<Option<Value>, String> {
+        if let Ok(v) = from_env {
+            if !v.trim().is_empty() {
+                return serde_json::from_str(v.trim())
+                    .map(Some)
+                    .map_err(|e| format!("{env} must be JSON: {e}"));
+            }
+        }
+        Ok(configured.filter(|v| !v.is_null()).cloned())
+    };
+    let mut node_selector = std::collections::BTreeMap::new();
+    match structured(
+        "TERMINAL_KUBERNETES_NODE_SELECTOR",
+        std::env::var("TERMINAL_KUBERNETES_NODE_SELECTOR"),
+        src.config.get("terminal.kubernetes_node_selector"),
+    )? {
+        None => {}
+        Some(Value::Object(map)) => {
+            for (k, v) in map {
+                let v = match v {
+                    Value::String(s) => s,
+                    Value::Number(_) | Value::Bool(_) => v.to_string(),
+                    _ => {
+                        return Err(format!(
+                            "terminal.kubernetes_node_selector.{k} must be a string"
+                        ))
+                    }
+                };
+                node_selector.insert(k, v);
+            }
+        }
+        Some(_) => {
+            return Err(
+                "terminal.kubernetes_node_selector must be a mapping of label to value".into(),
+            )
+        }
+    }
+    let tolerations = match structured(
+        "TERMINAL_KUBERNETES_TOLERATIONS",
+        std::env::var("TERMINAL_KUBERNETES_TOLERATIONS"),
+        src.config.get("terminal.kubernetes_tolerations"),
+    )? {
+        None => Vec::new(),
+        Some(Value::Array(items)) if items.iter().all(Value::is_object) => items,
+        Some(_) => {
+            return Err("terminal.kubernetes_tolerations must be a list of mappings (key, operator, value, effect)".into())
+        }
+    };
+    let seconds = |raw: Option<String>, key: &str, default: u64| -> Result<u64, String> {
+        match raw {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| {
+                format!("terminal.{key} must be a whole number of seconds; got '{v}'")
+            }),
+        }
+    };
+    Ok(hermes_kubernetes::Settings {
+        kubeconfig: src
+            .string("TERMINAL_KUBERNETES_KUBECONFIG", "kubernetes_kubeconfig")
+            .map(|p| expand_home(&p, home_dir().as_deref())),
+        context: src.string("TERMINAL_KUBERNETES_CONTEXT", "kubernetes_context"),
+        namespace: src.string("TERMINAL_KUBERNETES_NAMESPACE", "kubernetes_namespace"),
+        image: src
+            .string("TERMINAL_KUBERNETES_IMAGE", "kubernetes_image")
+            .unwrap_or(image),
+        runtime_class: src.string(
+            "TERMINAL_KUBERNETES_RUNTIME_CLASS",
+            "kubernetes_runtime_class",
+        ),
+        cpu: limits.0,
+        memory_mb: limits.1,
+        disk_mb: limits.2,
+        node_selector,
+        tolerations,
+        image_pull_secret: src.string(
+            "TERMINAL_KUBERNETES_IMAGE_PULL_SECRET",
+            "kubernetes_image_pull_secret",
+        ),
+        pod_lifetime_secs: seconds(
+            src.string(
+                "TERMINAL_KUBERNETES_POD_LIFETIME",
+                "kubernetes_pod_lifetime",
+            ),
+            "kubernetes_pod_lifetime",
+            21600,
+        )?,
+        start_timeout_secs: seconds(
+            src.string(
+                "TERMINAL_KUBERNETES_START_TIMEOUT",
+                "kubernetes_start_timeout",
+            ),
+            "kubernetes_start_timeout",
+            120,
+        )?,
+        warm_pool: src.string("TERMINAL_KUBERNETES_WARM_POOL", "kubernetes_warm_pool"),
+    })
 }
 
 /// The sandbox keys. A value that cannot be read is an error, never a silent `off`.

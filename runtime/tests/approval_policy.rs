@@ -245,7 +245,14 @@ fn redaction_masks_secrets() {
 
 #[test]
 fn isolated_backends() {
-    for env in ["singularity", "modal", "daytona", "vercel_sandbox", "Modal"] {
+    for env in [
+        "singularity",
+        "modal",
+        "daytona",
+        "vercel_sandbox",
+        "kubernetes",
+        "Modal",
+    ] {
         assert!(is_isolated_backend(env, true), "{env}");
     }
     assert!(is_isolated_backend("docker", false));

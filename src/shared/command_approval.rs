@@ -19,7 +19,7 @@ pub fn envelope(status: &str, error: &str) -> Value {
 /// `Ok(approval note or None)` when the command may run; `Err(result JSON)` when it is
 /// refused, already in the terminal tool's result shape.
 ///
-/// `has_host_access`: false for isolated backends (singularity, modal, daytona,
+/// `has_host_access`: false for isolated backends (singularity, modal, daytona, kubernetes,
 /// vercel_sandbox, docker without host mounts), where only `approvals.deny` applies.
 /// `force` (set by an agent loop after the user approved) skips the human step, never
 /// the floors.

@@ -1,4 +1,5 @@
-//! execute_code in a remote terminal environment (docker/podman, ssh, singularity): the
+//! execute_code in a remote terminal environment (docker/podman, ssh, singularity,
+//! kubernetes): the
 //! interpreter runs inside the task's environment, where its `terminal` runs, started
 //! through [`Environment::run_bash`] like a terminal command.
 //!

@@ -159,7 +159,7 @@ enum Place {
 
 /// Backends whose commands stream their output while they run (a client program on
 /// this machine), which is what carries a remote script's tool calls.
-const STREAMING_BACKENDS: [&str; 3] = ["docker", "ssh", "singularity"];
+const STREAMING_BACKENDS: [&str; 4] = ["docker", "ssh", "singularity", "kubernetes"];
 
 impl Place {
     fn of(terminal: &TerminalConfig) -> Result<Place, String> {
@@ -173,7 +173,7 @@ impl Place {
             backend => Err(format!(
                 "execute_code cannot run scripts on the {backend} terminal backend: it runs each command as one request \
                  and returns the output only at the end, so a script's tool calls cannot reach this runtime while it \
-                 runs. Scripts run on the local, docker, ssh and singularity backends; here, call the tools directly \
+                 runs. Scripts run on the local, docker, ssh, singularity and kubernetes backends; here, call the tools directly \
                  (terminal runs in the {backend} environment)."
             )),
         }

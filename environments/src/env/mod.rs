@@ -13,6 +13,7 @@
 pub mod daytona;
 pub mod docker;
 pub mod http;
+pub mod kubernetes;
 pub mod local;
 pub mod modal;
 pub mod singularity;
@@ -36,6 +37,7 @@ pub const BACKENDS: &[&str] = &[
     "modal",
     "daytona",
     "vercel_sandbox",
+    "kubernetes",
 ];
 
 /// A failure to reach or build the environment (not a failure of the command).
@@ -507,6 +509,7 @@ pub fn create(
         "modal" => Ok(Arc::new(modal::ModalEnv::start(config, task_id)?)),
         "daytona" => Ok(Arc::new(daytona::DaytonaEnv::start(config, task_id)?)),
         "vercel_sandbox" => Ok(Arc::new(vercel::VercelEnv::start(config, task_id)?)),
+        "kubernetes" => Ok(Arc::new(kubernetes::KubernetesEnv::start(config, task_id)?)),
         other => Err(unknown_backend(other)),
     }
 }
@@ -528,6 +531,7 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
         "modal" => modal::availability(config),
         "daytona" => daytona::availability(config),
         "vercel_sandbox" => vercel::availability(config),
+        "kubernetes" => kubernetes::availability(config),
         other => Some(unknown_backend(other).reason),
     }
 }

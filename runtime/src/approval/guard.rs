@@ -20,7 +20,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Backends that run commands away from the host: only deny rules apply there.
-pub const ISOLATED_BACKENDS: &[&str] = &["singularity", "modal", "daytona", "vercel_sandbox"];
+pub const ISOLATED_BACKENDS: &[&str] = &[
+    "singularity",
+    "modal",
+    "daytona",
+    "vercel_sandbox",
+    "kubernetes",
+];
 
 /// `docker` counts as isolated unless it has host access (a cwd mount at `/workspace` or
 /// a host volume); the caller works that out from its backend settings.
