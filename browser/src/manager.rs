@@ -165,7 +165,7 @@ impl Manager {
                     (
                         task.clone(),
                         Arc::clone(tab),
-                        Instant::now() - used > inactivity,
+                        !tab.is_busy() && Instant::now() - used > inactivity,
                         dialog,
                     )
                 })

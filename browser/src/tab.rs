@@ -78,6 +78,20 @@ pub struct Tab {
     listener: u64,
     settings: Settings,
     pub last_used: Mutex<Instant>,
+    /// Calls using the tab now: an idle timeout never closes it under them.
+    busy: std::sync::atomic::AtomicUsize,
+}
+
+/// A call's hold on a tab ([`Tab::hold`]).
+pub struct Hold<'a>(&'a Tab);
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0
+            .busy
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -186,6 +200,7 @@ impl Tab {
             listener,
             settings,
             last_used: Mutex::new(Instant::now()),
+            busy: std::sync::atomic::AtomicUsize::new(0),
         });
         let session = Some(session_id.as_str());
         for (method, params) in [
@@ -230,6 +245,17 @@ impl Tab {
 
     pub fn is_alive(&self) -> bool {
         !self.connection.is_closed()
+    }
+
+    /// Marks the tab in use until the hold is dropped.
+    pub fn hold(&self) -> Hold<'_> {
+        self.busy.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.touch();
+        Hold(self)
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     pub fn touch(&self) {
@@ -394,6 +420,16 @@ impl Tab {
 
     /// The accessibility snapshot; its refs replace the previous ones.
     pub fn snapshot(&self, full: bool) -> Result<(String, usize), String> {
+        // An open dialog blocks the page's accessibility tree; the refs are kept.
+        if let Some(dialog) = lock(&self.shared.state).pending_dialogs.first() {
+            return Ok((
+                format!(
+                    "(a {} dialog is open: \"{}\". Answer it with browser_dialog to see the page again.)",
+                    dialog.kind, dialog.message
+                ),
+                0,
+            ));
+        }
         let loader = lock(&self.shared.state).loader_id.clone();
         let tree = self.call_for(
             "Accessibility.getFullAXTree",
@@ -481,6 +517,35 @@ impl Tab {
         Ok(answer["result"]["value"].clone())
     }
 
+    /// A command that may open a dialog (a click, a key): its answer, or nothing when
+    /// a dialog opened first (the page stays blocked until the dialog is answered, and
+    /// the command finishes then).
+    fn call_unless_dialog(&self, method: &str, params: Value) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        let connection = Arc::clone(&self.connection);
+        let (method_owned, session) = (method.to_string(), self.session_id.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(connection.call(&method_owned, params, Some(&session), CALL));
+        });
+        let deadline = Instant::now() + CALL;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(answer) => return answer.map(drop).map_err(cdp),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("the browser connection is closed".into())
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if !lock(&self.shared.state).pending_dialogs.is_empty() {
+                        return Ok(());
+                    }
+                    if Instant::now() > deadline {
+                        return Err(format!("{method} got no answer within {}s", CALL.as_secs()));
+                    }
+                }
+            }
+        }
+    }
+
     /// Lets a navigation an action started run to its load.
     fn settle(&self, before: &str) {
         std::thread::sleep(Duration::from_millis(150));
@@ -516,7 +581,7 @@ impl Tab {
                 place["y"].as_f64().unwrap_or(0.0),
             );
             for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
-                self.call(
+                self.call_unless_dialog(
                     "Input.dispatchMouseEvent",
                     json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
                 )?;
@@ -524,7 +589,10 @@ impl Tab {
         } else {
             // Covered or without a box: the element itself gets the click, never
             // whatever lies at its coordinates.
-            self.call_on(&object, "function(){this.click();}")?;
+            self.call_unless_dialog(
+                "Runtime.callFunctionOn",
+                json!({"objectId": object, "functionDeclaration": "function(){this.click();}"}),
+            )?;
         }
         self.release(&object);
         self.settle(&before);
@@ -580,8 +648,8 @@ impl Tab {
             down["text"] = json!(text);
             down["unmodifiedText"] = json!(text);
         }
-        self.call("Input.dispatchKeyEvent", down)?;
-        self.call(
+        self.call_unless_dialog("Input.dispatchKeyEvent", down)?;
+        self.call_unless_dialog(
             "Input.dispatchKeyEvent",
             json!({"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": key_code,
                    "nativeVirtualKeyCode": key_code}),
@@ -607,7 +675,7 @@ impl Tab {
         let answer = self.call(
             "Runtime.evaluate",
             json!({"expression": expression, "returnByValue": true, "awaitPromise": true,
-                   "userGesture": true, "replMode": true}),
+                   "userGesture": true}),
         )?;
         if let Some(details) = answer.get("exceptionDetails") {
             return Err(exception_text(details));

@@ -240,6 +240,7 @@ pub fn browser_navigate(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     let visit = match tab.navigate(&target) {
         Ok(visit) => visit,
         Err(why) => return failure(why),
@@ -267,6 +268,7 @@ pub fn browser_snapshot(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     let url = tab.visit().map(|v| v.url).unwrap_or_default();
     match tab.snapshot(full.unwrap_or(false)) {
         Ok((text, count)) => {
@@ -288,6 +290,7 @@ pub fn browser_click(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     match tab.click(&r#ref) {
         Ok(clicked) => success(json!({"success": true, "clicked": clicked})),
         Err(why) => failure(why),
@@ -307,6 +310,7 @@ pub fn browser_type(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     match tab.type_text(&r#ref, &text) {
         Ok(element) => success(json!({"success": true, "typed": text, "element": element})),
         Err(why) => failure(why),
@@ -332,6 +336,7 @@ pub fn browser_scroll(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     let down = matches!(direction, Direction::Down);
     match tab.scroll(down) {
         Ok(()) => success(json!({"success": true, "scrolled": if down { "down" } else { "up" }})),
@@ -346,6 +351,7 @@ pub fn browser_back(ctx: &ToolContext) -> ToolResult {
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     match tab.back() {
         Ok(visit) => success(json!({"success": true, "url": visit.url})),
         Err(why) => failure(why),
@@ -363,6 +369,7 @@ pub fn browser_press(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     match tab.press(&key) {
         Ok(()) => success(json!({"success": true, "pressed": key})),
         Err(why) => failure(why),
@@ -380,6 +387,7 @@ pub fn browser_get_images(ctx: &ToolContext) -> ToolResult {
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     match tab.evaluate(IMAGES_SCRIPT) {
         Ok(Value::Array(images)) => {
             let count = images.len();
@@ -410,6 +418,7 @@ pub fn browser_console(
             Ok(tab) => tab,
             Err(why) => return failure(why),
         };
+        let _hold = tab.hold();
         return match tab.evaluate(&expression) {
             Ok(value) => {
                 let parsed = match &value {
@@ -434,6 +443,7 @@ pub fn browser_console(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     let (messages, errors) = tab.console(clear.unwrap_or(false));
     success(json!({
         "success": true,
@@ -458,6 +468,7 @@ pub fn browser_vision(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     let annotate = annotate.unwrap_or(false);
     let mut annotations = Vec::new();
     if annotate {
@@ -538,6 +549,7 @@ pub fn browser_dialog(
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
+    let _hold = tab.hold();
     let accept = matches!(action, DialogAction::Accept);
     match tab.answer_dialog(accept, prompt_text.as_deref(), dialog_id.as_deref()) {
         Ok(dialog) => success(
@@ -600,6 +612,7 @@ pub fn browser_cdp(
         Ok(tab) => tab,
         Err(why) => return error(why),
     };
+    let _hold = tab.hold();
     match tab.raw(&method, params, target_id.as_deref(), timeout) {
         Ok(result) => success(json!({"success": true, "method": method, "result": result})),
         Err(why) => error(why),
