@@ -195,6 +195,7 @@ fn rust_sources() -> Vec<PathBuf> {
         "plugins",
         "net",
         "command-guard",
+        "browser",
     ];
     let mut roots: Vec<PathBuf> = vec![Path::new(ROOT).join("src"), Path::new(ROOT).join("tools")];
     roots.extend(crates.iter().map(|c| Path::new(ROOT).join(c).join("src")));
