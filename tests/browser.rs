@@ -34,6 +34,7 @@ const HOME_PAGE: &str = r#"<!doctype html><html><head><title>Test Home</title></
 <div style="height:3000px"></div><p>Bottom of the page</p>
 <script>
 console.log("page log line");
+console.log("leaked key sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD");
 console.error("page error line");
 setTimeout(function(){ throw new Error("boom from a timer"); }, 0);
 </script>
@@ -235,6 +236,16 @@ fn a_task_browses_forms_history_console_and_images_over_serve() {
         "{console}"
     );
     assert_eq!(console["total_messages"], messages.len());
+    // Secrets the page prints are masked before the model sees them.
+    assert!(
+        !console
+            .to_string()
+            .contains("abcdefghijklmnopqrstuvwxyz0123456789ABCD"),
+        "{console}"
+    );
+    assert!(messages
+        .iter()
+        .any(|m| m["text"].as_str().unwrap().starts_with("leaked key")));
 
     let images = answer(&answers, "images");
     assert_eq!(images["count"], 1, "{images}");
@@ -1036,9 +1047,14 @@ fn an_idle_context_is_closed_after_the_inactivity_timeout() {
     let home = home_with(&format!(
         "{OPEN_LOOPBACK}browser:\n  inactivity_timeout: 1\n"
     ));
+    // The server's private run directory (and so each browser's profile) under a
+    // directory of the test's own, to find this server's Chromium processes.
+    let runtime = tempfile::tempdir().unwrap();
+    let needle = runtime.path().to_str().unwrap().to_string();
     let mut command = common::serve_process::serve_command(home.path());
     command
         .args(["--toolsets", "browser"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
         .current_dir(home.path());
     let mut server = common::serve_process::ServeProcess::spawn(&mut command);
     let mut ask = |id: &str, name: &str, args: Value| -> Value {
@@ -1058,7 +1074,13 @@ fn an_idle_context_is_closed_after_the_inactivity_timeout() {
     let first = ask("1", "browser_navigate", json!({"url": site.url("/second")}));
     assert_eq!(first["success"], true, "{first}");
     assert_eq!(ask("2", "browser_snapshot", json!({}))["success"], true);
+    assert!(
+        !common::host_pids_running(&needle).is_empty(),
+        "Chromium runs"
+    );
     std::thread::sleep(Duration::from_secs(4));
+    // The idle context was closed, and with it the browser nothing else used.
+    assert_eq!(common::survivors(&needle), Vec::<u32>::new());
     let closed = ask("3", "browser_snapshot", json!({}));
     assert!(
         closed["error"]
@@ -1071,6 +1093,86 @@ fn an_idle_context_is_closed_after_the_inactivity_timeout() {
         ask("4", "browser_navigate", json!({"url": site.url("/second")}))["success"],
         true
     );
+    assert!(!common::host_pids_running(&needle).is_empty());
+    // The server ends: its browser goes with it.
     drop(server.stdin.take());
     let _ = server.child.wait();
+    assert_eq!(common::survivors(&needle), Vec::<u32>::new());
+}
+
+#[test]
+fn restricted_evaluation_and_file_pages_follow_the_operator_settings() {
+    let site = site();
+    let home = home_with(&format!(
+        "{OPEN_LOOPBACK}browser:\n  restrict_evaluate: true\n  allow_file_urls: true\n"
+    ));
+    let notes = home.path().join("notes.html");
+    std::fs::write(
+        &notes,
+        "<html><head><title>Local notes</title></head><body>notes</body></html>",
+    )
+    .unwrap();
+    // HOME is the temporary home (web_support::run): its ~/.ssh is on the deny-read list.
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    let key = home.path().join(".ssh/id_ed25519");
+    std::fs::write(&key, "PRIVATE").unwrap();
+    let link = home.path().join("innocent.html");
+    std::os::unix::fs::symlink(&key, &link).unwrap();
+    let answers = serve(
+        home.path(),
+        &[
+            ("nav", "browser_navigate", json!({"url": site.url("/")})),
+            (
+                "cookie",
+                "browser_console",
+                json!({"expression": "document.cookie"}),
+            ),
+            (
+                "hidden",
+                "browser_console",
+                json!({"expression": "document['coo' + 'kie']"}),
+            ),
+            (
+                "title",
+                "browser_console",
+                json!({"expression": "document.title"}),
+            ),
+            (
+                "file",
+                "browser_navigate",
+                json!({"url": format!("file://{}", notes.display())}),
+            ),
+            (
+                "key",
+                "browser_navigate",
+                json!({"url": format!("file://{}", key.display())}),
+            ),
+            (
+                "link",
+                "browser_navigate",
+                json!({"url": format!("file://{}", link.display())}),
+            ),
+        ],
+    );
+    for id in ["cookie", "hidden"] {
+        let refused = answer(&answers, id);
+        assert!(
+            refused["error"]
+                .as_str()
+                .unwrap()
+                .contains("browser.restrict_evaluate"),
+            "{refused}"
+        );
+    }
+    assert_eq!(answer(&answers, "title")["result"], "Test Home");
+    assert_eq!(
+        answer(&answers, "file")["title"],
+        "Local notes",
+        "{answers:?}"
+    );
+    for id in ["key", "link"] {
+        let refused = answer(&answers, id);
+        assert_eq!(refused["success"], false, "{refused}");
+        assert!(!refused.to_string().contains("PRIVATE"));
+    }
 }

@@ -67,9 +67,10 @@ pub struct LocalBrowser {
 
 impl Drop for LocalBrowser {
     fn drop(&mut self) {
-        // SAFETY: kill(2) with a pid of our own child and a signal number; no memory
-        // is touched.
+        // SAFETY: kill(2) of our own child's process group (it made one of its own
+        // before exec) and of the child; no memory is touched.
         unsafe {
+            libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL);
             libc::kill(self.pid as libc::pid_t, libc::SIGKILL);
         }
         let _ = std::fs::remove_dir_all(&self.data_dir);

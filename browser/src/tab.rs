@@ -14,6 +14,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const CALL: Duration = Duration::from_secs(30);
 /// How long a navigation waits for the network to go quiet after `load`.
 const NETWORK_IDLE_WAIT: Duration = Duration::from_secs(3);
+/// How long no request may be under way for the network to count as quiet.
+const QUIET: Duration = Duration::from_millis(150);
 const MAX_MESSAGES: usize = 1000;
 
 /// A JavaScript dialog waiting for an answer.
@@ -50,6 +52,9 @@ struct PageState {
     refused: Vec<(String, String, bool)>,
     /// Sessions of frames and workers attached under the page.
     children: HashSet<String>,
+    /// Requests of the page under way, and since when none has been.
+    inflight: HashSet<String>,
+    quiet_since: Option<Instant>,
 }
 
 struct Shared {
@@ -210,6 +215,10 @@ impl Tab {
             ),
             ("Page.enable", json!({})),
             ("Page.setLifecycleEventsEnabled", json!({"enabled": true})),
+            (
+                "Network.enable",
+                json!({"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}),
+            ),
             ("Runtime.enable", json!({})),
             ("DOM.enable", json!({})),
             (
@@ -298,7 +307,7 @@ impl Tab {
             state = self
                 .shared
                 .changed
-                .wait_timeout(state, left.min(Duration::from_millis(200)))
+                .wait_timeout(state, left.min(Duration::from_millis(50)))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
@@ -319,6 +328,7 @@ impl Tab {
         });
         self.wait_until(NETWORK_IDLE_WAIT, |s| {
             Self::has_event(s, &loader, "networkIdle")
+                || (s.inflight.is_empty() && s.quiet_since.is_some_and(|t| t.elapsed() >= QUIET))
                 || s.loader_id != loader
                 || !s.pending_dialogs.is_empty()
         });
@@ -1017,6 +1027,22 @@ fn on_event(
                     state.lifecycle.remove(0);
                 }
                 state.lifecycle.push((loader, name));
+                shared.changed.notify_all();
+            }
+        }
+        "Network.requestWillBeSent" if session == page_session => {
+            let mut state = lock(&shared.state);
+            if let Some(id) = p["requestId"].as_str() {
+                state.inflight.insert(id.to_string());
+            }
+        }
+        "Network.loadingFinished" | "Network.loadingFailed" if session == page_session => {
+            let mut state = lock(&shared.state);
+            if let Some(id) = p["requestId"].as_str() {
+                state.inflight.remove(id);
+            }
+            if state.inflight.is_empty() {
+                state.quiet_since = Some(Instant::now());
                 shared.changed.notify_all();
             }
         }
