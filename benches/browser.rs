@@ -3,8 +3,8 @@
 //! accessibility tree. Ours adds what the tools need: every request paused and judged
 //! by the network policy, lifecycle bookkeeping, the bounded network-idle wait and the
 //! snapshot text with its refs. Then the memory of each open browser context (a task's
-//! context with its tab on the page): the resident memory of Chromium's processes
-//! before and after opening several.
+//! context with its tab on the page): the proportional set size of Chromium's
+//! processes before and after opening several.
 //!
 //! cargo bench --bench browser
 
@@ -131,9 +131,8 @@ impl Raw {
     }
 }
 
-/// Resident memory of the process group `group` (Chromium and its children), bytes.
+/// Memory of the process group `group` (Chromium and its children), bytes.
 fn group_rss(group: u32) -> u64 {
-    let page = 4096u64;
     let mut total = 0;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -147,11 +146,21 @@ fn group_rss(group: u32) -> u64 {
         if fields.get(2).and_then(|g| g.parse::<u32>().ok()) != Some(group) {
             continue;
         }
-        if let Some(rss) = std::fs::read_to_string(entry.path().join("statm"))
+        // Proportional set size: memory shared between the processes is divided
+        // among them, not counted once per process.
+        if let Some(kib) = std::fs::read_to_string(entry.path().join("smaps_rollup"))
             .ok()
-            .and_then(|m| m.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("Pss:"))?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
         {
-            total += rss * page;
+            total += kib * 1024;
         }
     }
     total
