@@ -1176,3 +1176,49 @@ fn restricted_evaluation_and_file_pages_follow_the_operator_settings() {
         assert!(!refused.to_string().contains("PRIVATE"));
     }
 }
+
+#[test]
+fn browser_vision_asks_the_auxiliary_vision_model_when_one_is_configured() {
+    chromium_installed();
+    use support::{final_answer, Reply as ModelReply, ScriptedModel};
+    let site = site();
+    let model = ScriptedModel::script(vec![ModelReply::Json(final_answer(
+        "A page titled Welcome with a search form.",
+    ))]);
+    let home = home_with(&format!(
+        "{OPEN_LOOPBACK}auxiliary:\n  vision:\n    base_url: {}\n    model: stand-in-vision\n",
+        model.base_url
+    ));
+    let answers = serve(
+        home.path(),
+        &[
+            ("nav", "browser_navigate", json!({"url": site.url("/")})),
+            (
+                "look",
+                "browser_vision",
+                json!({"question": "What is on the page?"}),
+            ),
+        ],
+    );
+    let look = answer(&answers, "look");
+    assert_eq!(
+        look["meta"]["analysis"], "A page titled Welcome with a search form.",
+        "{look}"
+    );
+    assert!(look["text_summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("A page titled Welcome"));
+    assert!(look["content"][1]["image_url"]["url"]
+        .as_str()
+        .unwrap()
+        .starts_with("data:image/png;base64,"));
+    // The model got the question and the screenshot itself.
+    let request = model.request(0);
+    let parts = request["messages"][0]["content"].to_string();
+    assert!(
+        parts.contains("What is on the page?") && parts.contains("data:image/png;base64,"),
+        "{parts}"
+    );
+    assert_eq!(request["model"], "stand-in-vision");
+}

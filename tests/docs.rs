@@ -194,6 +194,7 @@ fn rust_sources() -> Vec<PathBuf> {
         "mcp",
         "plugins",
         "net",
+        "vision",
         "command-guard",
         "browser",
     ];

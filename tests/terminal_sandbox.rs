@@ -489,6 +489,31 @@ fn shell_state_persists_inside_the_sandbox_in_read_only_mode() {
 }
 
 #[test]
+fn the_wall_comes_with_the_binary() {
+    // No bubblewrap is needed (CI has none installed): the sandbox's init is this
+    // binary, started as its wall, and the walls hold.
+    let f = fixture();
+    let r = f.terminal(
+        "tr '\\0' ' ' < /proc/1/cmdline; echo; touch /usr/hermes-probe 2>&1; \
+         touch \"$HOME/.bashrc\" 2>&1",
+    );
+    let text = output(&r);
+    let init = text.lines().next().unwrap_or_default();
+    assert!(
+        init.contains("__hermes-sandbox-wall") && !init.contains("bwrap"),
+        "{r}"
+    );
+    assert_eq!(text.matches("Read-only file system").count(), 2, "{r}");
+    // The wall refuses what it does not understand instead of building a weaker sandbox.
+    let out = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+        .args(["__hermes-sandbox-wall", "--share-net", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown option"));
+}
+
+#[test]
 fn root_inside_the_sandbox_has_no_capabilities() {
     let f = fixture();
     let r = f.terminal(
@@ -1326,10 +1351,15 @@ fn background_and_pty_processes_keep_the_hosts_loopback_out_of_reach_too() {
         "terminal:\n  sandbox:\n    network:\n      allow: [\"localhost:{port}\"]\n"
     ));
     let mut server = f.serve();
-    // A background process goes through the proxy like a foreground command: the
-    // listed service answers; a pseudo-terminal's process gets only loopback.
-    let probe = format!("curl -sS --max-time 10 http://localhost:{port}/; echo \" curl=$?\"");
-    for (pty, expected) in [(false, "host-secret-service curl=0"), (true, "curl=7")] {
+    // Background processes, on pipes or a pseudo-terminal, go through the proxy like a
+    // foreground command: the listed service answers, the rest of the host's loopback
+    // does not (the command names the address, bypassing the proxy).
+    let probe = format!(
+        "curl -sS --max-time 10 http://localhost:{port}/; echo \" curl=$?\"; \
+         curl -sS --max-time 5 --noproxy '*' http://127.0.0.1:{port}/; echo \" direct=$?\""
+    );
+    for pty in [false, true] {
+        let expected = "host-secret-service curl=0";
         let started = server.call(
             "terminal",
             json!({"command": probe, "background": true, "pty": pty}),
@@ -1342,14 +1372,15 @@ fn background_and_pty_processes_keep_the_hosts_loopback_out_of_reach_too() {
             "process",
             json!({"action": "wait", "session_id": id, "timeout": 30}),
         );
+        let out = r["output"].as_str().unwrap_or_default();
         assert!(
-            r["output"].as_str().unwrap_or_default().contains(expected),
+            out.contains(expected) && out.contains("direct=7"),
             "pty={pty}: {r}"
         );
     }
     assert_eq!(
         connections(&accepted),
-        1,
-        "only the proxied process reached it"
+        2,
+        "each process reached it through the proxy only"
     );
 }

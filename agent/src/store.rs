@@ -297,7 +297,7 @@ impl SessionStore {
             .clamp(1, MAX_SEARCH_LIMIT);
         let (hits, note) = match self.match_messages(query, roles, current, scope) {
             Ok(hits) => (hits, None),
-            Err(error) if is_query_error(&error) => {
+            Err(MatchError::Query(error)) => {
                 let quoted = quote_terms(query);
                 if quoted.is_empty() {
                     return Ok(
@@ -315,13 +315,13 @@ impl SessionStore {
                     Err(second) => {
                         return Ok(json!({
                             "success": false,
-                            "error": format!("the query {query:?} is not valid FTS5 syntax: {}", clean_fts_error(&second)),
+                            "error": format!("the query {query:?} is not valid FTS5 syntax: {}", clean_fts_error(&second.to_string())),
                             "hint": FTS_HINT,
                         }))
                     }
                 }
             }
-            Err(error) => return Err(error),
+            Err(MatchError::Store(error)) => return Err(error),
         };
         // Hits come best first; a session is ranked by its best hit.
         let mut sessions: Vec<(String, Vec<Hit>)> = Vec::new();
@@ -394,7 +394,7 @@ impl SessionStore {
         roles: &[String],
         current: &str,
         scope: Option<&str>,
-    ) -> Result<Vec<Hit>, String> {
+    ) -> Result<Vec<Hit>, MatchError> {
         let conn = self.conn();
         let role_marks = placeholders(3, roles.len());
         let hidden_marks = placeholders(3 + roles.len(), HIDDEN_SOURCES.len());
@@ -411,7 +411,9 @@ impl SessionStore {
                 String::new()
             },
         );
-        let mut statement = conn.prepare(&sql).map_err(|e| e.to_string())?;
+        let mut statement = conn
+            .prepare(&sql)
+            .map_err(|e| MatchError::Store(e.to_string()))?;
         let mut values: Vec<String> = vec![query.to_string(), current.to_string()];
         values.extend(roles.iter().cloned());
         values.extend(HIDDEN_SOURCES.iter().map(|s| s.to_string()));
@@ -425,9 +427,9 @@ impl SessionStore {
                     snippet: r.get(3)?,
                 })
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(MatchError::from_running)?;
         rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())
+            .map_err(MatchError::from_running)
     }
 
     fn session_meta(&self, id: &str) -> Result<SessionMeta, String> {
@@ -646,13 +648,34 @@ fn parse_roles(filter: Option<&str>) -> Vec<String> {
     }
 }
 
-fn is_query_error(error: &str) -> bool {
-    let e = error.to_ascii_lowercase();
-    e.contains("fts5")
-        || e.contains("syntax error")
-        || e.contains("no such column")
-        || e.contains("unterminated")
-        || e.contains("unknown special query")
+/// Why a search of the messages failed.
+enum MatchError {
+    /// The model's MATCH expression is not valid FTS5: the statement itself is ours and
+    /// prepared fine, so an SQL error while it runs can only come from the expression.
+    Query(String),
+    /// The store failed (busy, I/O, a damaged database).
+    Store(String),
+}
+
+impl MatchError {
+    fn from_running(e: rusqlite::Error) -> MatchError {
+        match &e {
+            rusqlite::Error::SqliteFailure(failure, _)
+                if failure.code == rusqlite::ErrorCode::Unknown =>
+            {
+                MatchError::Query(e.to_string())
+            }
+            _ => MatchError::Store(e.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for MatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MatchError::Query(e) | MatchError::Store(e) => f.write_str(e),
+        }
+    }
 }
 
 fn clean_fts_error(error: &str) -> String {

@@ -648,7 +648,9 @@ impl PtyRun {
     pub fn spawn(
         command_for: impl FnOnce(Option<std::path::PathBuf>) -> Result<local::LocalCommand, String>,
     ) -> Result<PtyRun, String> {
-        use portable_pty::{CommandBuilder, PtySize};
+        use portable_pty::PtySize;
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::process::CommandExt;
         let system = portable_pty::native_pty_system();
         let pair = system
             .openpty(PtySize {
@@ -658,21 +660,53 @@ impl PtyRun {
                 pixel_height: 0,
             })
             .map_err(|e| e.to_string())?;
-        let command = command_for(pair.master.tty_name())?;
-        let mut cmd = CommandBuilder::from_argv(command.argv.clone());
-        cmd.cwd(&command.cwd);
-        cmd.env_clear();
-        for (name, value) in &command.env {
-            cmd.env(name, value);
+        let tty = pair
+            .master
+            .tty_name()
+            .ok_or("the pseudo-terminal has no device name")?;
+        let command = command_for(Some(tty.clone()))?;
+        let mut cmd = command.to_command();
+        // The terminal's device, opened afresh for the child's standard streams (the
+        // slave end portable_pty holds would do the same): spawned here rather than by
+        // portable_pty, which closes every inherited descriptor before the exec, the
+        // sandbox's program among them.
+        let terminal = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(&tty)
+            .map_err(|e| format!("cannot open {}: {e}", tty.display()))?;
+        let copy = |t: &std::fs::File| t.try_clone().map_err(|e| e.to_string());
+        cmd.stdin(copy(&terminal)?)
+            .stdout(copy(&terminal)?)
+            .stderr(terminal);
+        // SAFETY: async-signal-safe calls only, on the child's own process.
+        unsafe {
+            cmd.pre_exec(|| {
+                for signal in [
+                    libc::SIGCHLD,
+                    libc::SIGHUP,
+                    libc::SIGINT,
+                    libc::SIGQUIT,
+                    libc::SIGTERM,
+                    libc::SIGALRM,
+                    libc::SIGPIPE,
+                ] {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+                if libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
-        let slave = pair.slave;
         let child = command
-            .launch(move || {
-                slave
-                    .spawn_command(cmd)
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            })
+            .launch(move || cmd.spawn())
             .map_err(|e| e.to_string())?;
+        let child: Box<dyn portable_pty::Child + Send + Sync> = Box::new(child);
         let mut reader = pair.master.try_clone_reader().map_err(|e| e.to_string())?;
         let writer = pair.master.take_writer().map_err(|e| e.to_string())?;
         let (tx, rx) = std::sync::mpsc::channel();

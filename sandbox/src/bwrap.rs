@@ -1,5 +1,5 @@
-//! Finding bubblewrap, checking once that it works on this kernel, and its arguments
-//! for a [`Policy`].
+//! How a sandbox is entered (the program's own wall, or bubblewrap), checked once
+//! per process, and the bubblewrap-style arguments for a [`Policy`], which both read.
 
 use crate::policy::{Mode, Policy, WrapOptions};
 use crate::real_paths::RealPaths;
@@ -8,12 +8,46 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-/// `$TERMINAL_SANDBOX_BWRAP` when set (exactly that file, or none), else `bwrap` on
-/// PATH, else in the usual system directories.
-pub fn find_bwrap() -> Option<PathBuf> {
+/// The command line that enters a sandbox, up to its options: this program's own wall
+/// ([`crate::wall`]) when a program is set ([`crate::launcher::set_program`]) and the
+/// kernel lets it build one, else a system bubblewrap. `$TERMINAL_SANDBOX_BWRAP` names
+/// a bubblewrap to use instead (exactly that file). Each is tried once per process; the
+/// error says why none can start here.
+pub(crate) fn entry() -> Result<Vec<OsString>, String> {
     if let Some(chosen) = std::env::var_os("TERMINAL_SANDBOX_BWRAP").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(chosen)).filter(|p| p.is_file());
+        let chosen = PathBuf::from(chosen);
+        if !chosen.is_file() {
+            return Err("bubblewrap (bwrap) was not found".into());
+        }
+        let entry = vec![chosen.into_os_string()];
+        return probe(&entry).map(|()| entry);
     }
+    let mut why = Vec::new();
+    if let Some(program) = crate::launcher::program_path() {
+        let entry = vec![program.into_os_string(), crate::wall::WALL_ARG.into()];
+        match probe(&entry) {
+            Ok(()) => {
+                crate::wall::mark_chosen();
+                return Ok(entry);
+            }
+            Err(e) => why.push(e),
+        }
+    }
+    match find_bwrap() {
+        Some(bwrap) => {
+            let entry = vec![bwrap.into_os_string()];
+            match probe(&entry) {
+                Ok(()) => return Ok(entry),
+                Err(e) => why.push(e),
+            }
+        }
+        None => why.push("bubblewrap (bwrap) was not found".into()),
+    }
+    Err(why.join("; "))
+}
+
+/// A system bubblewrap: `bwrap` on PATH, else in the usual system directories.
+pub fn find_bwrap() -> Option<PathBuf> {
     which::which("bwrap").ok().or_else(|| {
         ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
             .map(PathBuf::from)
@@ -23,20 +57,21 @@ pub fn find_bwrap() -> Option<PathBuf> {
 }
 
 /// Runs `true` once under every namespace the sandbox uses; the answer is kept for the
-/// life of the process. `Err` carries what bubblewrap said.
-pub fn probe(bwrap: &Path) -> Result<(), String> {
-    static RESULTS: OnceLock<Mutex<HashMap<PathBuf, Result<(), String>>>> = OnceLock::new();
+/// life of the process. `Err` carries what the entry said.
+fn probe(entry: &[OsString]) -> Result<(), String> {
+    type Answers = HashMap<Vec<OsString>, Result<(), String>>;
+    static RESULTS: OnceLock<Mutex<Answers>> = OnceLock::new();
     let mut results = RESULTS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     results
-        .entry(bwrap.to_path_buf())
-        .or_insert_with(|| run_probe(bwrap))
+        .entry(entry.to_vec())
+        .or_insert_with(|| run_probe(entry))
         .clone()
 }
 
-fn run_probe(bwrap: &Path) -> Result<(), String> {
+fn run_probe(entry: &[OsString]) -> Result<(), String> {
     let policy = Policy {
         mode: Mode::ReadOnly,
         writable_roots: Vec::new(),
@@ -48,7 +83,13 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         seccomp_programs: Vec::new(),
         limits: crate::Limits::NONE,
     };
-    let output = std::process::Command::new(bwrap)
+    let name = if entry.len() > 1 {
+        "the built-in sandbox".to_string()
+    } else {
+        Path::new(&entry[0]).display().to_string()
+    };
+    let output = std::process::Command::new(&entry[0])
+        .args(&entry[1..])
         .args(arguments(
             &policy,
             Path::new("/"),
@@ -61,14 +102,13 @@ fn run_probe(bwrap: &Path) -> Result<(), String> {
         .args(["--", "true"])
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("{} could not be started: {e}", bwrap.display()))?;
+        .map_err(|e| format!("{name} could not be started: {e}"))?;
     if output.status.success() {
         return Ok(());
     }
     let said = String::from_utf8_lossy(&output.stderr).trim().to_string();
     Err(format!(
-        "{} failed to set up its namespaces ({}){}",
-        bwrap.display(),
+        "{name} failed to set up its namespaces ({}){}",
         output.status,
         if said.is_empty() {
             String::new()

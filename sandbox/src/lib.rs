@@ -19,10 +19,13 @@
 //! - Landlock scopes ([`spawn_scoped`]): signals outside the sandbox are out of reach
 //!   (and abstract unix sockets, which the private network namespace already separates).
 //!
-//! The namespaces are set up by bubblewrap (`bwrap`), the tool Flatpak uses. It is
-//! chosen over Landlock alone because Landlock cannot take a subpath back out of a
-//! writable root (`$HERMES_HOME` under `/tmp`, `~/.ssh` under a home used as the
-//! workspace) and forbids mounting once applied; read-only bind mounts in a mount
+//! The namespaces and mounts are set up by the program itself ([`wall`]: the running
+//! binary started with a reserved argument, so a fresh machine needs no package), or by
+//! a system bubblewrap (`bwrap`, the tool Flatpak uses, whose command line the wall
+//! reads) where the wall cannot start or `TERMINAL_SANDBOX_BWRAP` names one. Mount
+//! namespaces are chosen over Landlock alone because Landlock cannot take a subpath back
+//! out of a writable root (`$HERMES_HOME` under `/tmp`, `~/.ssh` under a home used as
+//! the workspace) and forbids mounting once applied; read-only bind mounts in a mount
 //! namespace can. A missing feature fails closed: [`Policy::wrap`] returns an error that
 //! names `terminal.sandbox.mode: off`, never an unsandboxed argv.
 //!
@@ -48,8 +51,9 @@ mod real_paths;
 pub mod run_dir;
 mod scope;
 mod syscalls;
+pub mod wall;
 
-pub use bwrap::{find_bwrap, probe};
+pub use bwrap::find_bwrap;
 pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
 pub use limits::Limits;
 pub use network::Network;

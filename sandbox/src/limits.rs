@@ -57,6 +57,35 @@ impl Limits {
         max_cpu_seconds: None,
     };
 
+    /// The same limits as options of the built-in wall ([`crate::wall`]), which joins
+    /// the cgroups and sets the resource limits itself before it makes the namespaces.
+    pub(crate) fn wall_options(&self) -> Vec<std::ffi::OsString> {
+        let mut options: Vec<std::ffi::OsString> = Vec::new();
+        for procs in new_cgroup(self) {
+            options.push("--cgroup-procs".into());
+            options.push(procs.into_os_string());
+        }
+        let mut rlimit = |name: &str, soft: u64, hard: u64| {
+            options.push("--rlimit".into());
+            options.push(format!("{name}={soft}:{hard}").into());
+        };
+        const MIB: u64 = 1024 * 1024;
+        if let Some(mb) = self.max_memory_mb {
+            rlimit("data", mb.saturating_mul(MIB), mb.saturating_mul(MIB));
+        }
+        if let Some(seconds) = self.max_cpu_seconds {
+            rlimit("cpu", seconds, seconds.saturating_add(5));
+        }
+        if let Some(mb) = self.max_file_size_mb {
+            rlimit("fsize", mb.saturating_mul(MIB), mb.saturating_mul(MIB));
+        }
+        if let Some(n) = self.max_processes {
+            let budget = machine_tasks().saturating_add(n);
+            rlimit("nproc", budget, budget);
+        }
+        options
+    }
+
     /// Shell lines (for the `/bin/sh` bubblewrap is started from) that put the shell in
     /// a fresh cgroup of this server's and set the resource limits; on failure the
     /// shell exits 125 with a message, so a command never runs without them.

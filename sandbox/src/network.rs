@@ -275,6 +275,33 @@ pub fn attach(cmd: &mut Command, network: &Network) {
         });
 }
 
+/// Brings up the loopback interface of this process's (new) network namespace, as
+/// bubblewrap does. Async-signal-safe: raw syscalls only.
+pub(crate) fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: raw syscalls with a request structure that lives across them.
+    unsafe {
+        let control = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if control < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
+            *slot = *byte as libc::c_char;
+        }
+        let up = libc::ioctl(control, libc::SIOCGIFFLAGS, &mut request) == 0 && {
+            request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            libc::ioctl(control, libc::SIOCSIFFLAGS, &request) == 0
+        };
+        let error = std::io::Error::last_os_error();
+        libc::close(control);
+        if up {
+            Ok(())
+        } else {
+            Err(error)
+        }
+    }
+}
+
 /// What the child needs, formatted before the fork.
 struct ChildSetup {
     channel: OwnedFd,
@@ -317,21 +344,7 @@ impl ChildSetup {
                     return fail();
                 }
             }
-            // Loopback up.
-            let control = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-            if control < 0 {
-                return fail();
-            }
-            let mut request: libc::ifreq = std::mem::zeroed();
-            for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
-                *slot = *byte as libc::c_char;
-            }
-            let up = libc::ioctl(control, libc::SIOCGIFFLAGS, &mut request) == 0 && {
-                request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-                libc::ioctl(control, libc::SIOCSIFFLAGS, &request) == 0
-            };
-            libc::close(control);
-            if !up {
+            if loopback_up().is_err() {
                 return fail();
             }
             let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);

@@ -45,8 +45,10 @@ pub struct SandboxError(pub String);
 impl SandboxError {
     pub fn unavailable(why: impl std::fmt::Display) -> SandboxError {
         SandboxError(format!(
-            "the command sandbox cannot start: {why}. Commands are not run without it. Install bubblewrap \
-             (Debian/Ubuntu: apt-get install bubblewrap) on a kernel with user namespaces, or set \
+            "the command sandbox cannot start: {why}. Commands are not run without it. It needs a \
+             kernel that lets unprivileged users make user namespaces (Linux 5.12 or later; on \
+             Ubuntu, AppArmor may forbid them: sysctl kernel.apparmor_restrict_unprivileged_userns=0), \
+             or bubblewrap installed (apt-get install bubblewrap); or set \
              `terminal.sandbox.mode: off` in config.yaml to run commands with the server's own rights"
         ))
     }
@@ -121,10 +123,21 @@ impl Policy {
         if argv.is_empty() {
             return Err(SandboxError("no command to run".into()));
         }
-        let bwrap = crate::bwrap::find_bwrap()
-            .ok_or_else(|| SandboxError::unavailable("bubblewrap (bwrap) was not found"))?;
-        crate::bwrap::probe(&bwrap).map_err(SandboxError::unavailable)?;
-        // bubblewrap reads seccomp programs from file descriptors; a shell opens them, so
+        let entry = crate::bwrap::entry().map_err(SandboxError::unavailable)?;
+        if crate::wall::is_wall(&entry) {
+            // The wall reads its seccomp programs and sets the limits itself, so it is
+            // the program the caller executes (through a descriptor only that child holds).
+            let mut out = entry;
+            for program in &self.seccomp_programs {
+                out.extend(["--seccomp-file".into(), program.clone().into_os_string()]);
+            }
+            out.extend(self.limits.wall_options());
+            out.extend(crate::bwrap::arguments(self, cwd, options));
+            out.push("--".into());
+            out.extend(argv.iter().cloned());
+            return Ok(out);
+        }
+        // The wall reads seccomp programs from file descriptors; a shell opens them, so
         // launchers that close inherited descriptors (pseudo-terminals) work the same.
         // The same shell joins the sandbox's cgroup and sets its resource limits.
         let mut out: Vec<OsString> = Vec::new();
@@ -144,7 +157,7 @@ impl Policy {
                     .map(|p| p.clone().into_os_string()),
             );
         }
-        out.push(bwrap.into_os_string());
+        out.extend(entry);
         out.extend(crate::bwrap::arguments(self, cwd, options));
         for fd in 0..self.seccomp_programs.len() {
             out.extend(["--add-seccomp-fd".into(), (fd + 3).to_string().into()]);

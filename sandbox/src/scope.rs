@@ -2,10 +2,12 @@
 //! outside the sandbox are out of its reach, and abstract unix sockets outside it (its
 //! own network namespace already holds a separate set of those).
 //!
-//! Only scopes are restricted, no filesystem access, so bubblewrap may still mount
-//! (Landlock forbids mounting only to filesystem-restricted domains). The domain is
-//! put on a launcher thread that starts the children, so the server itself stays
-//! unrestricted and each child inherits the domain.
+//! Only scopes are restricted, no filesystem access, so the wall may still mount
+//! (Landlock forbids mounting only to filesystem-restricted domains). With bubblewrap
+//! the domain is put on a launcher thread that starts the children, so the server
+//! itself stays unrestricted and each child inherits the domain. The built-in wall
+//! ([`crate::wall`]) puts the domain on itself when it starts, so its own setup is
+//! the same whoever starts it.
 
 use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
 use std::sync::mpsc::Sender;
@@ -21,8 +23,13 @@ type Job = Box<dyn FnOnce(&Result<(), String>) + Send>;
 pub fn spawn_scoped<T: Send + 'static>(
     spawn: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {
-    static LAUNCHER: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
-    let launcher = LAUNCHER.get_or_init(|| Mutex::new(start_launcher()));
+    static SCOPED: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
+    static PLAIN: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
+    let launcher = if crate::wall::chosen() {
+        PLAIN.get_or_init(|| Mutex::new(start_launcher(false)))
+    } else {
+        SCOPED.get_or_init(|| Mutex::new(start_launcher(true)))
+    };
     let (done, result) = std::sync::mpsc::channel();
     let job: Job = Box::new(move |restricted| {
         let outcome = match restricted {
@@ -38,12 +45,16 @@ pub fn spawn_scoped<T: Send + 'static>(
         .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox launcher thread failed")))
 }
 
-fn start_launcher() -> Sender<Job> {
+fn start_launcher(scoped: bool) -> Sender<Job> {
     let (jobs, queue) = std::sync::mpsc::channel::<Job>();
     let spawned = std::thread::Builder::new()
         .name("sandbox-launcher".into())
         .spawn(move || {
-            let restricted = restrict_thread().map_err(|e| e.to_string());
+            let restricted = if scoped {
+                restrict_thread().map_err(|e| e.to_string())
+            } else {
+                Ok(())
+            };
             for job in queue {
                 job(&restricted);
             }
@@ -55,7 +66,8 @@ fn start_launcher() -> Sender<Job> {
     jobs
 }
 
-fn restrict_thread() -> std::io::Result<()> {
+/// Puts the calling thread (and what it starts from now on) in the scopes' domain.
+pub(crate) fn restrict_thread() -> std::io::Result<()> {
     Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .scope(Scope::AbstractUnixSocket | Scope::Signal)

@@ -508,6 +508,31 @@ pub fn browser_vision(
     }
     let mut meta = json!({"screenshot_path": path.display().to_string(), "url": url,
                           "size_bytes": bytes.len(), "mime_type": mime});
+    // The auxiliary vision model (auxiliary.vision.*), when one is configured, answers
+    // the question too, for callers and models that cannot look at images.
+    let data_url = format!("data:{mime};base64,{data}");
+    let mut summary = format!(
+        "Screenshot of the page attached ({:.1} KB). Screenshot path: {}",
+        bytes.len() as f64 / 1024.0,
+        path.display()
+    );
+    if let Ok(aux) = hermes_vision::AuxVision::resolve(&config_for(ctx.hermes_home())) {
+        let prompt = format!(
+            "This is a screenshot of a web page in a browser. Question: {}\n\nAnswer from what is visible. \
+             Where it matters, name the interactive elements, and describe any verification challenge or CAPTCHA and what it asks for.",
+            question.trim()
+        );
+        match aux.analyze(&prompt, &data_url) {
+            Ok(analysis) => {
+                text.push_str(&format!(
+                    "\n\nAnalysis by the auxiliary vision model:\n{analysis}"
+                ));
+                summary = format!("{analysis}\n\nScreenshot path: {}", path.display());
+                meta["analysis"] = json!(analysis);
+            }
+            Err(why) => meta["analysis_error"] = json!(why.to_string()),
+        }
+    }
     if annotate {
         meta["annotations"] = Value::Array(annotations);
     }
@@ -515,13 +540,9 @@ pub fn browser_vision(
         "_multimodal": true,
         "content": [
             {"type": "text", "text": hermes_runtime::redact::redact_secrets(&text)},
-            {"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}},
+            {"type": "image_url", "image_url": {"url": data_url}},
         ],
-        "text_summary": format!(
-            "Screenshot of the page attached ({:.1} KB). Screenshot path: {}",
-            bytes.len() as f64 / 1024.0,
-            path.display()
-        ),
+        "text_summary": hermes_runtime::redact::redact_secrets(&summary),
         "meta": redacted(meta),
     })))
 }

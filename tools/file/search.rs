@@ -247,11 +247,19 @@ pub(super) fn matcher(pattern: &str) -> Result<grep_regex::RegexMatcher, SearchE
         .dfa_size_limit(MAX_DFA_BYTES)
         .build(pattern)
         .map_err(|e| {
-            let why = e.to_string();
-            if why.contains("size limit") {
+            // grep-regex reports every refusal as text; the regex crate under it says
+            // by its error's kind whether the size was the reason.
+            let too_big = matches!(
+                regex::RegexBuilder::new(pattern)
+                    .size_limit(MAX_REGEX_BYTES)
+                    .dfa_size_limit(MAX_DFA_BYTES)
+                    .build(),
+                Err(regex::Error::CompiledTooBig(_))
+            );
+            if too_big {
                 SearchError::PatternTooLarge
             } else {
-                SearchError::BadPattern(why)
+                SearchError::BadPattern(e.to_string())
             }
         })
 }
@@ -313,5 +321,20 @@ impl Sink for Collector<'_> {
             SinkContextKind::Other => {}
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_too_large_is_told_apart_from_a_bad_one() {
+        assert!(matches!(
+            matcher(r"\w{1000}{1000}"),
+            Err(SearchError::PatternTooLarge)
+        ));
+        assert!(matches!(matcher("(unclosed"), Err(SearchError::BadPattern(_))));
+        assert!(matcher(r"fn \w+\(").is_ok());
     }
 }

@@ -156,12 +156,9 @@ impl LocalEnv {
         launch: Launch,
     ) -> Result<LocalCommand, EnvError> {
         let cwd = nearest_existing(cwd);
-        // A pseudo-terminal's spawn cannot be prepared for the proxy: it gets only
-        // loopback.
         let proxied = (!launch.escalate
             && self.policy.is_active()
-            && self.policy.network != hermes_sandbox::Network::Off
-            && !launch.pty)
+            && self.policy.network != hermes_sandbox::Network::Off)
             .then(|| self.policy.network.clone());
         let argv = if launch.escalate {
             argv

@@ -35,7 +35,7 @@ pub use inside::status_code;
 use crate::bwrap::Layout;
 use crate::policy::{Policy, WrapOptions};
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -73,8 +73,38 @@ pub fn set_program(path: impl AsRef<Path>) -> std::io::Result<()> {
         .open(path.as_ref());
     let mut slot = program_slot().lock().unwrap_or_else(|p| p.into_inner());
     *slot = None;
-    *slot = Some(Arc::new(OwnedFd::from(opened?)));
+    let opened = OwnedFd::from(opened?);
+    // Far above the descriptors spawns place (output, extra descriptors from 3, the
+    // launcher's 8 and 9), so the copy a child inherits is still there when it executes
+    // the wall through it.
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own; the copy is ours.
+    let high = unsafe {
+        libc::fcntl(
+            opened.as_raw_fd(),
+            libc::F_DUPFD_CLOEXEC,
+            PROGRAM_COPY_FLOOR,
+        )
+    };
+    let program = if high >= 0 {
+        // SAFETY: a fresh descriptor nobody else owns.
+        unsafe { OwnedFd::from_raw_fd(high) }
+    } else {
+        opened
+    };
+    *slot = Some(Arc::new(program));
     Ok(())
+}
+
+const PROGRAM_COPY_FLOOR: RawFd = 100;
+
+/// The program [`set_program`] opened, as a path a child of this process executes
+/// between its fork and its exec (while it still holds the close-on-exec descriptor):
+/// the file opened, whatever became of its name. Another process, even a child, may not
+/// open this process's descriptors once it is in a namespace or Landlock domain of its
+/// own, so the path is good only for the spawned program itself.
+pub(crate) fn program_path() -> Option<std::path::PathBuf> {
+    let program = program()?;
+    Some(format!("/proc/self/fd/{}", program.as_raw_fd()).into())
 }
 
 fn program() -> Option<Arc<OwnedFd>> {
@@ -84,9 +114,11 @@ fn program() -> Option<Arc<OwnedFd>> {
         .clone()
 }
 
-/// When this process was started as the launcher, serves and exits; otherwise returns
-/// at once. Call it before anything else in `main` (it must run single-threaded).
+/// When this process was started as the launcher or as the sandbox's wall
+/// ([`crate::wall`]), serves and exits; otherwise returns at once. Call it before
+/// anything else in `main` (it must run single-threaded).
 pub fn serve_if_requested() {
+    crate::wall::serve_if_requested();
     let mut args = std::env::args_os();
     if args.nth(1).as_deref() == Some(OsStr::new(LAUNCHER_ARG)) && args.next().is_none() {
         std::process::exit(inside::serve(CONTROL_FD));
