@@ -197,6 +197,7 @@ fn rust_sources() -> Vec<PathBuf> {
         "vision",
         "command-guard",
         "kubernetes",
+        "browser",
     ];
     let mut roots: Vec<PathBuf> = vec![Path::new(ROOT).join("src"), Path::new(ROOT).join("tools")];
     roots.extend(crates.iter().map(|c| Path::new(ROOT).join(c).join("src")));

@@ -347,6 +347,18 @@ impl Fetcher {
         Ok(url.to_string())
     }
 
+    /// For a request that another program makes on the model's behalf (a browser's
+    /// redirect hop or subresource): the checks of [`NetPolicy::screen_hop`] (a secret in
+    /// the URL is the page's choice, not refused here) plus one lookup with every answer
+    /// judged. The other program resolves again, which this cannot prevent.
+    pub fn check_hop(&self, raw: &str, timeout: Duration) -> Result<url::Url, Refusal> {
+        let url = self.guard.policy.screen_hop(raw)?;
+        let host = host_of(&url).ok_or(Refusal::NoHost)?;
+        let port = url.port_or_known_default().unwrap_or(80);
+        self.guard.resolve_checked(&host, port, Some(timeout))?;
+        Ok(url)
+    }
+
     fn agent(&self, limits: &Limits) -> ureq::Agent {
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(limits.timeout))
