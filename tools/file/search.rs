@@ -334,7 +334,10 @@ mod tests {
             matcher(r"\w{1000}{1000}"),
             Err(SearchError::PatternTooLarge)
         ));
-        assert!(matches!(matcher("(unclosed"), Err(SearchError::BadPattern(_))));
+        assert!(matches!(
+            matcher("(unclosed"),
+            Err(SearchError::BadPattern(_))
+        ));
         assert!(matcher(r"fn \w+\(").is_ok());
     }
 }
