@@ -18,7 +18,8 @@ fn stdout(output: &Output) -> String {
 fn schema_for_all_toolsets_lists_every_tool_sorted() {
     // As an interactive session would see it: cronjob is offered only in sessions,
     // web_search only with a search backend configured, vision_analyze with a vision
-    // model, image_generate with an image backend, the Home Assistant tools with a token.
+    // model, image_generate with an image backend, the Home Assistant tools with a token,
+    // browser_cdp and browser_dialog with a browser endpoint.
     let output = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
         .args(["schema", "--toolsets", "all"])
         .env("HERMES_INTERACTIVE", "1")
@@ -26,6 +27,7 @@ fn schema_for_all_toolsets_lists_every_tool_sorted() {
         .env("OPENROUTER_API_KEY", "sk-or-test")
         .env("FAL_KEY", "fal-test")
         .env("HASS_TOKEN", "ha-test")
+        .env("BROWSER_CDP_URL", "http://127.0.0.1:9")
         .output()
         .unwrap();
     assert!(output.status.success());

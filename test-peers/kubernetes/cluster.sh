@@ -79,7 +79,14 @@ stop() {
             sleep 0.5
         done
     fi
-    rm -rf /var/log/pods/*_hermes-* 2>/dev/null || true
+    # The kubelet of 1.20 writes container logs under /var/log/pods (no flag moves it):
+    # the folder goes again when this cluster made it, else this cluster's pods' folders.
+    if [ -f "$d/made-var-log-pods" ]; then
+        rm -rf /var/log/pods
+        rm -f "$d/made-var-log-pods"
+    else
+        rm -rf /var/log/pods/*_hermes-* 2>/dev/null || true
+    fi
 }
 
 if [ "$cmd" = stop ]; then
@@ -123,6 +130,7 @@ done
 for key in "${global_sysctls[@]}"; do
     printf '%s %s\n' "$key" "$(sysctl -n "$key")" >>"$dir/sysctl.saved"
 done
+[ -e /var/log/pods ] || touch "$dir/made-var-log-pods"
 
 ip netns add "$ns"
 ip link add "$host_if" type veth peer name eth0 netns "$ns"

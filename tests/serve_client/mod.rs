@@ -55,12 +55,13 @@ impl Client {
         stdin.flush().unwrap();
     }
 
-    /// The next line (a guard against hangs, not a timing assertion).
+    /// The next line (a guard against hangs, not a timing assertion: generous, since a
+    /// call may start a pod or a container on a machine busy with other builds).
     pub fn next(&self) -> Value {
         let line = self
             .lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a line from the server within 30 s");
+            .recv_timeout(Duration::from_secs(120))
+            .expect("a line from the server within 120 s");
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
     }
 

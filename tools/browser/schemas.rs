@@ -50,17 +50,11 @@ pub fn navigate_description(search: bool, extract: bool, terminal: bool) -> Stri
     text
 }
 
-/// `params` as an object with any keys, `timeout` with its default.
+/// `timeout` with its default.
 pub fn browser_cdp_schema(_: &SchemaContext) -> Option<Value> {
     let entry = crate::CATALOG.tool("browser_cdp")?;
     let mut generated: Value = serde_json::from_str(entry.schema).ok()?;
     let properties = &mut generated["parameters"]["properties"];
-    properties["params"] = json!({
-        "type": "object",
-        "description": "The method's parameters as a JSON object; omit or pass {} when it takes none.",
-        "properties": {},
-        "additionalProperties": true
-    });
     properties["timeout"]["default"] = json!(30);
     Some(json!({"parameters": generated["parameters"]}))
 }

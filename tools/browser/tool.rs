@@ -585,8 +585,9 @@ pub fn browser_dialog(
 pub fn browser_cdp(
     /// The CDP method, such as Target.getTargets or Runtime.evaluate.
     method: String,
-    /// The method's parameters as an object.
-    params: Option<Value>,
+    /// The method's parameters: a JSON object (or its JSON text); omit it or pass {} when
+    /// the method takes none.
+    params: Option<String>,
     /// The target (tab) id from Target.getTargets, for page-level methods.
     target_id: Option<String>,
     /// An out-of-process frame id; not supported by this backend.
@@ -615,10 +616,14 @@ pub fn browser_cdp(
     if domain == "Fetch" {
         return error("Fetch.* commands are reserved: the browser's requests are judged by the network policy".into());
     }
-    let params = match params {
-        None | Some(Value::Null) => json!({}),
-        Some(Value::Object(map)) => Value::Object(map),
-        Some(_) => return error("params must be a JSON object".into()),
+    // Declared as text so strict-mode schemas can carry it; an object the model sends is
+    // passed here as its JSON text by the runtime's argument repair.
+    let params = match params.as_deref().map(str::trim) {
+        None | Some("") | Some("null") => json!({}),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => Value::Object(map),
+            _ => return error("params must be a JSON object".into()),
+        },
     };
     if matches!(method.as_str(), "Page.navigate" | "Target.createTarget") {
         if let Some(url) = params.get("url").and_then(Value::as_str) {
