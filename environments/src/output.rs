@@ -322,6 +322,16 @@ pub fn clean_spill_file(path: &Path, command: &str) {
 }
 
 /// `n` random lowercase hex digits (from the OS, falling back to time and a counter).
+/// A fresh id for one command run on a backend (its marker and file names): random, so
+/// no other process guesses it, plus the backend's own count of runs.
+pub fn run_id(runs: &std::sync::atomic::AtomicU64) -> String {
+    format!(
+        "{}-{}",
+        random_hex(8),
+        runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
 pub fn random_hex(n: usize) -> String {
     hermes_sandbox::random_hex(n)
 }

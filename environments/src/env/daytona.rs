@@ -20,7 +20,7 @@
 use super::http::{url_encode, wrapped_script, Api};
 use super::{remote_kill_script, sh_quote, EnvError, Environment, Running, ThreadRun};
 use crate::config::TerminalConfig;
-use crate::output::random_hex;
+use crate::output::run_id;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -201,11 +201,7 @@ impl Environment for DaytonaEnv {
         login: bool,
         stdin: Option<Vec<u8>>,
     ) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!(
-            "{}-{}",
-            random_hex(8),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let rid = run_id(&self.counter);
         let command = execute_command(script, login, stdin.as_deref(), &rid);
         let body = json!({"command": command, "timeout": self.exec_timeout});
         let toolbox = self.toolbox.clone();

@@ -4,7 +4,7 @@
 
 use super::{remote_kill_script, remote_wrap, sh_quote, ChildRun, EnvError, Environment, Running};
 use crate::config::TerminalConfig;
-use crate::output::random_hex;
+use crate::output::{random_hex, run_id};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -268,11 +268,7 @@ impl Environment for DockerEnv {
             self.create_container()?;
             self.recreated.store(true, Ordering::SeqCst);
         }
-        let rid = format!(
-            "{}-{}",
-            random_hex(8),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let rid = run_id(&self.counter);
         let wrapped = remote_wrap(script, login, "/tmp", &rid);
         let container = self.container_id();
         let mut cmd = self.cli();

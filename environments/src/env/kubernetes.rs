@@ -7,7 +7,7 @@
 
 use super::{remote_kill_script, remote_wrap, sh_quote, EnvError, Environment, ReadEvent, Running};
 use crate::config::TerminalConfig;
-use crate::output::random_hex;
+use crate::output::{random_hex, run_id};
 use base64::Engine;
 use hermes_kubernetes::{Cluster, ExecError, ExecEvent, Failure, Settings};
 use std::collections::HashMap;
@@ -341,11 +341,7 @@ impl Environment for KubernetesEnv {
         login: bool,
         stdin: Option<Vec<u8>>,
     ) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!(
-            "{}-{}",
-            random_hex(8),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let rid = run_id(&self.counter);
         let prefix = match &stdin {
             Some(data) => self.stdin_prefix(&rid, data)?,
             None => String::new(),

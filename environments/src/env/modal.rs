@@ -16,7 +16,7 @@
 
 use super::{remote_kill_script, remote_wrap, EnvError, Environment, Running, ThreadRun};
 use crate::config::TerminalConfig;
-use crate::output::random_hex;
+use crate::output::run_id;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -389,11 +389,7 @@ impl Environment for ModalEnv {
         login: bool,
         stdin: Option<Vec<u8>>,
     ) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!(
-            "{}-{}",
-            random_hex(8),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let rid = run_id(&self.counter);
         let request = json!({
             "op": "exec",
             "argv": ["bash", "-c", remote_wrap(script, login, "/tmp", &rid)],

@@ -14,10 +14,10 @@
 
 use super::{remote_kill_script, remote_wrap, ChildRun, EnvError, Environment, Running};
 use crate::config::TerminalConfig;
-use crate::output::random_hex;
+use crate::output::{random_hex, run_id};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// The PATH inside the container (the host's would name host directories).
@@ -245,11 +245,7 @@ impl Environment for SingularityEnv {
         login: bool,
         stdin: Option<Vec<u8>>,
     ) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!(
-            "{}-{}",
-            random_hex(8),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let rid = run_id(&self.counter);
         let wrapped = remote_wrap(script, login, "/tmp", &rid);
         let run = ChildRun::spawn(self.exec(&wrapped), stdin, false)
             .map_err(|e| EnvError::new(format!("cannot run {}: {e}", self.binary)))?;

@@ -3,9 +3,9 @@
 
 use super::{remote_kill_script, remote_wrap, sh_quote, ChildRun, EnvError, Environment, Running};
 use crate::config::TerminalConfig;
-use crate::output::random_hex;
+use crate::output::{random_hex, run_id};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 pub struct SshEnv {
@@ -152,11 +152,7 @@ impl Environment for SshEnv {
         login: bool,
         stdin: Option<Vec<u8>>,
     ) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!(
-            "{}-{}",
-            random_hex(8),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let rid = run_id(&self.counter);
         let wrapped = remote_wrap(script, login, &self.remote_tmp, &rid);
         let cmd = self.remote(&format!("bash -c {}", sh_quote(&wrapped)));
         let run = ChildRun::spawn(cmd, stdin, false)

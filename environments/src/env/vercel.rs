@@ -19,7 +19,7 @@
 use super::http::{url_encode, wrapped_script, Api};
 use super::{remote_kill_script, EnvError, Environment, Running, ThreadRun};
 use crate::config::TerminalConfig;
-use crate::output::random_hex;
+use crate::output::run_id;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -278,11 +278,7 @@ impl Environment for VercelEnv {
         login: bool,
         stdin: Option<Vec<u8>>,
     ) -> Result<Box<dyn Running>, EnvError> {
-        let rid = format!(
-            "{}-{}",
-            random_hex(8),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let rid = run_id(&self.counter);
         let body = command_body(
             wrapped_script(script, login, stdin.as_deref(), &rid),
             self.exec_timeout_ms,
