@@ -172,13 +172,6 @@ fn main() {
     let config =
         hermes_runtime::config::Config::load(&std::env::temp_dir().join("hermes-bench-none"));
     let settings = Settings::from_config(&config);
-    let (connection, local) = match hermes_browser::launch::launch(&settings) {
-        Ok(started) => started,
-        Err(why) => {
-            eprintln!("no browser to measure: {why}");
-            return;
-        }
-    };
     let policy = || {
         RequestPolicy::new(
             NetPolicy {
@@ -187,6 +180,13 @@ fn main() {
             },
             None,
         )
+    };
+    let (connection, local) = match hermes_browser::launch::launch(&settings, &policy()) {
+        Ok(started) => started,
+        Err(why) => {
+            eprintln!("no browser to measure: {why}");
+            return;
+        }
     };
     let tab = Tab::open(Arc::clone(&connection), settings.clone(), policy()).unwrap();
     let raw = Raw::open(&connection);

@@ -581,6 +581,111 @@ fn private_metadata_and_blocked_addresses_are_refused_at_every_hop() {
         .starts_with("localhost")));
 }
 
+/// The processes under `root` (itself included) whose name starts with `name`.
+fn descendants_named(root: u32, name: &str) -> Vec<u32> {
+    let mut parents = std::collections::HashMap::new();
+    let mut names = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": the name may hold spaces and parentheses.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let ppid: u32 = stat[close + 2..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        parents.insert(pid, ppid);
+        names.insert(pid, stat[open + 1..close].to_string());
+    }
+    let under = |mut pid: u32| loop {
+        if pid == root {
+            return true;
+        }
+        match parents.get(&pid) {
+            Some(&parent) if parent != 0 => pid = parent,
+            _ => return false,
+        }
+    };
+    names
+        .iter()
+        .filter(|(pid, comm)| comm.starts_with(name) && under(**pid))
+        .map(|(pid, _)| *pid)
+        .collect()
+}
+
+fn namespace(pid: &str, kind: &str) -> std::path::PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).unwrap()
+}
+
+/// Chromium runs inside the sandbox the task's commands run in: its own network and
+/// mount namespaces, the deny-read list hidden from it, the disk read-only but for its
+/// profile. Seen from outside, through `/proc/PID/root` of its processes; with
+/// `terminal.sandbox.mode: off` the same probes find the host's view, so they can fail.
+#[test]
+fn the_browser_runs_inside_the_sandbox() {
+    chromium_installed();
+    let site = site();
+    for sandboxed in [true, false] {
+        let home = home_with(&format!(
+            "{OPEN_LOOPBACK}{}",
+            if sandboxed {
+                ""
+            } else {
+                "terminal:\n  sandbox:\n    mode: \"off\"\n"
+            }
+        ));
+        std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+        let key = home.path().join(".ssh/id_ed25519");
+        std::fs::write(&key, "PRIVATE").unwrap();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
+        command
+            .args(["serve", "--toolsets", "browser"])
+            .env("HERMES_HOME", home.path())
+            .env("HOME", home.path())
+            .current_dir(home.path());
+        let mut session = common::ServeSession::spawn(command, json!({"task_id": "t1"}));
+        let page = session.call("browser_navigate", json!({"url": site.url("/second")}));
+        assert_eq!(page["title"], "Second", "{page}");
+        let browsers = descendants_named(session.pid(), "chromium");
+        assert!(!browsers.is_empty(), "no chromium process under the server");
+        for pid in browsers.iter().map(u32::to_string) {
+            let Ok(net) = std::fs::read_link(format!("/proc/{pid}/ns/net")) else {
+                continue; // ended meanwhile
+            };
+            let root = std::path::PathBuf::from(format!("/proc/{pid}/root"));
+            let seen = std::fs::read_to_string(root.join(key.strip_prefix("/").unwrap()));
+            let planted = root
+                .join(home.path().strip_prefix("/").unwrap())
+                .join("planted");
+            let wrote = std::fs::write(&planted, "x").is_ok();
+            if sandboxed {
+                assert_ne!(
+                    net,
+                    namespace("self", "net"),
+                    "chromium {pid} shares our network"
+                );
+                assert_ne!(namespace(&pid, "mnt"), namespace("self", "mnt"));
+                assert!(
+                    !seen.as_deref().unwrap_or_default().contains("PRIVATE"),
+                    "chromium {pid} sees the key"
+                );
+                assert!(!wrote, "chromium {pid} may write the home");
+            } else {
+                assert_eq!(net, namespace("self", "net"));
+                assert_eq!(seen.unwrap(), "PRIVATE");
+                assert!(wrote);
+            }
+        }
+    }
+}
+
 /// Set in the copy of the test process that runs inside the private network namespace.
 const IN_NAMESPACE: &str = "HERMES_BROWSER_TEST_IN_NETNS";
 const PUBLIC_IP: &str = "1.1.1.1";
@@ -618,6 +723,8 @@ fn public_page_inside_the_namespace() {
     let private =
         Server::start(|_: &Request| -> Reply { respond(200, "text/plain", "private data\n") });
     let secret = private.url("/secret");
+    let socket = private.url("/socket").replacen("http:", "ws:", 1);
+    let popup = format!("{secret}?popup");
     let public = Server::start_at(PUBLIC_IP, move |request: &Request| -> Reply {
         match request.path() {
             "/page" => respond(
@@ -625,7 +732,9 @@ fn public_page_inside_the_namespace() {
                 "text/html",
                 format!(
                     "<html><head><title>Public</title></head><body><h1>Public page</h1><img src=\"{secret}.png\">\
-                     <script>window.result='pending';fetch('{secret}').then(()=>window.result='fetched',()=>window.result='failed');</script></body></html>"
+                     <script>window.result='pending';fetch('{secret}').then(()=>window.result='fetched',()=>window.result='failed');\
+                     window.socket='pending';const ws=new WebSocket('{socket}');\
+                     ws.onopen=()=>window.socket='open';ws.onerror=()=>window.socket='failed';</script></body></html>"
                 ),
             ),
             _ => redirect(&secret),
@@ -645,11 +754,33 @@ fn public_page_inside_the_namespace() {
                 "browser_console",
                 json!({"expression": "new Promise(r => { const t = () => window.result === 'pending' ? setTimeout(t, 50) : r(window.result); t(); })"}),
             ),
+            (
+                "socket",
+                "browser_console",
+                json!({"expression": "new Promise(r => { const t = () => window.socket === 'pending' ? setTimeout(t, 50) : r(window.socket); t(); })"}),
+            ),
+            (
+                "popup",
+                "browser_console",
+                json!({"expression": format!("new Promise(r => {{ const opened = window.open('{popup}'); setTimeout(() => r(String(!!opened)), 1500); }})")}),
+            ),
             ("go", "browser_navigate", json!({"url": public.url("/go")})),
         ],
     );
     assert_eq!(answer(&answers, "page")["title"], "Public", "{answers:?}");
     assert_eq!(answer(&answers, "wait")["result"], "failed");
+    // A WebSocket and a popup are not paused by the page's request interception: the
+    // browser's sandbox, whose one way out is the judged proxy, stops them.
+    assert_eq!(
+        answer(&answers, "socket")["result"],
+        "failed",
+        "{answers:?}"
+    );
+    assert_eq!(
+        answer(&answers, "popup")["result"],
+        true,
+        "the popup opened"
+    );
     let go = answer(&answers, "go")["error"]
         .as_str()
         .unwrap()

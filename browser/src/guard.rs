@@ -33,6 +33,13 @@ impl RequestPolicy {
         self.fetcher.policy()
     }
 
+    /// The judge of the connections a sandboxed browser makes through the runtime's
+    /// proxy: its only way out, so what `Fetch` never sees (popups, WebSockets,
+    /// service workers) is judged too, by the address actually dialled.
+    pub(crate) fn reach(&self) -> Arc<dyn hermes_sandbox::network::Reach> {
+        Arc::new(ProxyReach(self.net().clone()))
+    }
+
     /// A request's URL: `Ok` lets it go, `Err` says why not.
     pub fn judge(&self, raw: &str) -> Result<(), String> {
         let scheme = raw
@@ -77,5 +84,20 @@ impl RequestPolicy {
             None => Ok(()),
             Some(why) => Err(format!("Blocked: {why}")),
         }
+    }
+}
+
+struct ProxyReach(NetPolicy);
+
+impl hermes_sandbox::network::Reach for ProxyReach {
+    fn check(
+        &self,
+        host: &str,
+        port: u16,
+        address: Option<std::net::IpAddr>,
+    ) -> Result<(), String> {
+        self.0
+            .judge_connection(host, port, address)
+            .map_err(|refusal| format!("the browser may not connect to {host}:{port}: {refusal}"))
     }
 }

@@ -2,7 +2,9 @@
 //! already runs.
 
 use crate::cdp::{Connection, PipeIn, PipeOut};
+use crate::guard::RequestPolicy;
 use crate::settings::Settings;
+use std::ffi::OsString;
 use std::io::BufReader;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -108,7 +110,18 @@ fn high(fd: OwnedFd) -> Result<OwnedFd, String> {
 /// Starts Chromium headless with its DevTools pipe, in a fresh profile directory
 /// inside the server's private run directory. Chromium's stderr goes to a file there
 /// and is quoted when it does not answer.
-pub fn launch(settings: &Settings) -> Result<(Arc<Connection>, LocalBrowser), String> {
+///
+/// With `settings.sandbox` Chromium runs inside the OS sandbox the task's commands run
+/// in: the disk read-only but for its profile, the hidden secrets hidden, the same
+/// limits, and a network namespace whose one way out is the runtime's proxy, judged by
+/// `requests`' network policy. So every connection the browser makes — popups,
+/// WebSockets and service workers included, which `Fetch` does not pause — is judged,
+/// and by the address the proxy resolved and dials, so a second lookup by Chromium
+/// cannot be steered elsewhere (Chromium hands host names to the proxy unresolved).
+pub fn launch(
+    settings: &Settings,
+    requests: &RequestPolicy,
+) -> Result<(Arc<Connection>, LocalBrowser), String> {
     let executable = find_executable(settings.executable.as_deref()).ok_or_else(|| {
         match settings.executable.as_deref() {
             Some(chosen) => format!("browser.executable {chosen} was not found"),
@@ -130,9 +143,17 @@ pub fn launch(settings: &Settings) -> Result<(Arc<Connection>, LocalBrowser), St
         std::os::fd::AsRawFd::as_raw_fd(&child_in),
         std::os::fd::AsRawFd::as_raw_fd(&child_out),
     );
-    let mut command = Command::new(&executable);
+    let mut argv: Vec<OsString> = vec![executable.clone().into_os_string()];
+    argv.extend(flags(&data_dir).into_iter().map(OsString::from));
+    let mut command = match &settings.sandbox {
+        Some(policy) => sandboxed(policy, argv, &data_dir, requests)?,
+        None => {
+            let mut command = Command::new(&argv[0]);
+            command.args(&argv[1..]);
+            command
+        }
+    };
     command
-        .args(flags(&data_dir))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log));
@@ -147,12 +168,13 @@ pub fn launch(settings: &Settings) -> Result<(Arc<Connection>, LocalBrowser), St
             Ok(())
         });
     }
+    let sandboxed = settings.sandbox.is_some();
     // The child must outlive the call that started it: it is spawned by a thread that
     // lives as long as the browser (the death signal follows the spawning thread).
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("chromium".into())
-        .spawn(move || match command.spawn() {
+        .spawn(move || match spawn(command, sandboxed) {
             Ok(mut child) => {
                 let _ = tx.send(Ok(child.id()));
                 let _ = child.wait();
@@ -211,6 +233,60 @@ pub fn launch(settings: &Settings) -> Result<(Arc<Connection>, LocalBrowser), St
                 }
             ))
         }
+    }
+}
+
+/// Chromium's command inside `policy`: its profile and the sandbox's own `/dev/shm` the
+/// only writable places (the latter its temporary directory: the profile's path is too
+/// long for Chromium's socket names), its environment the allow-listed one with a home
+/// inside the profile, and every connection through the proxy `requests` judges (loopback too:
+/// the sandbox's own loopback serves nothing, the host's is reached only if allowed).
+fn sandboxed(
+    policy: &hermes_sandbox::Policy,
+    mut argv: Vec<OsString>,
+    data_dir: &Path,
+    requests: &RequestPolicy,
+) -> Result<Command, String> {
+    use hermes_sandbox::network::PROXY_PORT;
+    let mut policy = policy.clone();
+    policy.state_dirs.push(data_dir.to_path_buf());
+    argv.insert(
+        1,
+        format!("--proxy-server=http://127.0.0.1:{PROXY_PORT}").into(),
+    );
+    argv.insert(2, "--proxy-bypass-list=<-loopback>".into());
+    let wrapped = policy
+        .wrap(
+            &argv,
+            data_dir,
+            hermes_sandbox::WrapOptions {
+                new_session: false,
+                tty: None,
+                proxied: true,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let mut command = Command::new(&wrapped[0]);
+    command
+        .args(&wrapped[1..])
+        .env_clear()
+        .envs(hermes_sandbox::child_env(std::env::vars_os(), &[]))
+        .env("HOME", data_dir)
+        .env("TMPDIR", "/dev/shm")
+        .env("XDG_CONFIG_HOME", data_dir.join("config"))
+        .env("XDG_CACHE_HOME", data_dir.join("cache"))
+        .current_dir(data_dir);
+    hermes_sandbox::network::attach_judged(&mut command, requests.reach());
+    Ok(command)
+}
+
+/// A sandboxed browser is started where the task's commands are, so it gets the same
+/// Landlock scopes when a system bubblewrap sets up its sandbox.
+fn spawn(mut command: Command, sandboxed: bool) -> std::io::Result<std::process::Child> {
+    if sandboxed {
+        hermes_sandbox::spawn_scoped(move || command.spawn())
+    } else {
+        command.spawn()
     }
 }
 

@@ -66,6 +66,7 @@ impl Manager {
             }
             state.tabs.remove(task);
         }
+        let policy = policy();
         let origin = origin_of(settings);
         let usable = state
             .browser
@@ -86,7 +87,7 @@ impl Manager {
                     }
                 }
                 None => {
-                    let (connection, local) = launch::launch(settings)?;
+                    let (connection, local) = launch::launch(settings, &policy)?;
                     Browser {
                         connection,
                         origin: origin.clone(),
@@ -97,7 +98,7 @@ impl Manager {
             state.browser = Some(browser);
         }
         let connection = Arc::clone(&state.browser.as_ref().expect("set above").connection);
-        let tab = Tab::open(connection, settings.clone(), policy())?;
+        let tab = Tab::open(connection, settings.clone(), policy)?;
         state.tabs.insert(task.to_string(), Arc::clone(&tab));
         state.timeouts.insert(
             task.to_string(),

@@ -33,6 +33,10 @@ pub struct Settings {
     pub dialog_timeout: Duration,
     /// `browser.command_timeout` (seconds, default 30): a navigation's wait for load.
     pub command_timeout: Duration,
+    /// The OS sandbox a launched Chromium runs in (the policy the task's commands run
+    /// under, given by the caller; the browser's profile directory is added to its
+    /// state directories). `None`: `terminal.sandbox.mode: off`, or not given.
+    pub sandbox: Option<hermes_sandbox::Policy>,
 }
 
 fn truthy(value: Option<&Value>) -> bool {
@@ -97,6 +101,7 @@ impl Settings {
                 .unwrap_or(Duration::from_secs(300)),
             command_timeout: seconds(config.get("browser.command_timeout"))
                 .unwrap_or(Duration::from_secs(30)),
+            sandbox: None,
         }
     }
 

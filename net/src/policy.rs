@@ -98,6 +98,29 @@ impl NetPolicy {
         self.screen_hop(&normalize_url(raw))
     }
 
+    /// A connection a program opens on its own (a browser's popup, WebSocket or
+    /// prefetch), judged where it is made: the host name before any lookup (metadata
+    /// names, literal addresses, the blocklist), then each address it resolved to.
+    /// The caller connects to the address judged, never to a second lookup's answer.
+    pub fn judge_connection(
+        &self,
+        host: &str,
+        port: u16,
+        address: Option<std::net::IpAddr>,
+    ) -> Result<(), Refusal> {
+        match address {
+            Some(ip) => crate::screen::judge_address(host, ip, self.allow_private),
+            None => {
+                let authority = if host.contains(':') {
+                    format!("[{host}]:{port}")
+                } else {
+                    format!("{host}:{port}")
+                };
+                self.screen_hop(&format!("http://{authority}/")).map(drop)
+            }
+        }
+    }
+
     /// The checks every redirect hop passes too (a secret in a redirect target is
     /// the server's choice, not a leak by the model, so it is not refused).
     pub fn screen_hop(&self, url: &str) -> Result<Url, Refusal> {
@@ -132,5 +155,43 @@ mod tests {
             broken.screen("https://example.com/"),
             Err(Refusal::PolicyBroken(_))
         ));
+    }
+
+    #[test]
+    fn connections_are_judged_by_name_then_by_each_address() {
+        let closed = NetPolicy {
+            allow_private: false,
+            blocklist: Ok(Blocklist::of_rules(["blocked.example"])),
+        };
+        let ip = |s: &str| Some(s.parse::<std::net::IpAddr>().unwrap());
+        assert!(closed.judge_connection("example.com", 443, None).is_ok());
+        assert!(closed
+            .judge_connection("example.com", 443, ip("93.184.215.14"))
+            .is_ok());
+        for (host, address) in [
+            ("metadata.google.internal", None),
+            ("169.254.169.254", None),
+            ("127.0.0.1", None),
+            ("::1", None),
+            ("blocked.example", None),
+            ("rebinding.example", ip("127.0.0.1")),
+            ("rebinding.example", ip("10.0.0.5")),
+            ("rebinding.example", ip("169.254.169.254")),
+        ] {
+            assert!(
+                closed.judge_connection(host, 80, address).is_err(),
+                "{host} {address:?}"
+            );
+        }
+        let open = NetPolicy {
+            allow_private: true,
+            ..closed
+        };
+        assert!(open.judge_connection("127.0.0.1", 8080, None).is_ok());
+        assert!(open.judge_connection("localhost", 80, ip("::1")).is_ok());
+        // The metadata floor holds with private ranges open.
+        assert!(open
+            .judge_connection("x.example", 80, ip("169.254.169.254"))
+            .is_err());
     }
 }

@@ -137,6 +137,20 @@ impl Network {
     }
 }
 
+/// Who decides what a proxied sandbox may reach: asked once with the host name before
+/// any lookup (`address` `None`), then for each address the name resolved to. The
+/// terminal's sandboxes answer with [`Network`]; a program the runtime starts for a
+/// tool (the browser) answers with that tool's own network policy.
+pub trait Reach: Send + Sync {
+    fn check(&self, host: &str, port: u16, address: Option<IpAddr>) -> Result<(), String>;
+}
+
+impl Reach for Network {
+    fn check(&self, host: &str, port: u16, address: Option<IpAddr>) -> Result<(), String> {
+        Network::check(self, host, port, address)
+    }
+}
+
 /// What a client prints when the sandbox's network stopped it.
 const CONNECT_FAILURES: &[&str] = &[
     "Connection refused",
@@ -248,6 +262,11 @@ pub fn is_public(ip: IpAddr) -> bool {
 /// which serves it until the child ends. `cmd` must be spawned with `proxied` wrap
 /// options, or not at all.
 pub fn attach(cmd: &mut Command, network: &Network) {
+    attach_judged(cmd, std::sync::Arc::new(network.clone()));
+}
+
+/// [`attach`], with the proxy's decisions made by `reach`.
+pub fn attach_judged(cmd: &mut Command, reach: std::sync::Arc<dyn Reach>) {
     use std::os::unix::process::CommandExt;
     let (ours, theirs) = match crate::launcher::protocol::socket_pair() {
         Ok(pair) => pair,
@@ -263,14 +282,13 @@ pub fn attach(cmd: &mut Command, network: &Network) {
     unsafe {
         cmd.pre_exec(move || setup.run());
     }
-    let network = network.clone();
     // Without this thread the child's listener is never served: no network, as with off.
     let _ = std::thread::Builder::new()
         .name("sandbox-proxy".into())
         .spawn(move || {
             if let Some((listener, child)) = receive_listener(&ours) {
                 drop(ours);
-                crate::proxy::serve(listener, child, network);
+                crate::proxy::serve(listener, child, reach);
             }
         });
 }

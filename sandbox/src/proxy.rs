@@ -7,10 +7,11 @@
 //! address the policy accepts, by address. A refusal is an HTTP 403 whose reason and
 //! body name the config key that opens it.
 
-use crate::network::Network;
+use crate::network::Reach;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The most a request head may take.
@@ -20,7 +21,7 @@ const MAX_HEAD: usize = 64 * 1024;
 const MAX_CONNECTIONS: usize = 256;
 
 /// Accepts on `listener` until `child` (a pidfd) ends.
-pub(crate) fn serve(listener: OwnedFd, child: OwnedFd, network: Network) {
+pub(crate) fn serve(listener: OwnedFd, child: OwnedFd, reach: Arc<dyn Reach>) {
     let listener = std::net::TcpListener::from(listener);
     let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
@@ -63,12 +64,12 @@ pub(crate) fn serve(listener: OwnedFd, child: OwnedFd, network: Network) {
             );
             continue;
         }
-        let network = network.clone();
+        let reach = Arc::clone(&reach);
         let held = open.clone();
         let spawned = std::thread::Builder::new()
             .name("sandbox-proxy-conn".into())
             .spawn(move || {
-                handle(client, &network);
+                handle(client, reach.as_ref());
                 held.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
@@ -77,7 +78,7 @@ pub(crate) fn serve(listener: OwnedFd, child: OwnedFd, network: Network) {
     }
 }
 
-fn handle(mut client: TcpStream, network: &Network) {
+fn handle(mut client: TcpStream, reach: &dyn Reach) {
     let _ = client.set_read_timeout(Some(Duration::from_secs(30)));
     let Some((head, rest)) = read_head(&mut client) else {
         return;
@@ -86,7 +87,7 @@ fn handle(mut client: TcpStream, network: &Network) {
         Ok(request) => request,
         Err(why) => return refuse(&mut client, 400, &why),
     };
-    let upstream = match open(network, &request.host, request.port) {
+    let upstream = match open(reach, &request.host, request.port) {
         Ok(stream) => stream,
         Err((status, why)) => return refuse(&mut client, status, &why),
     };
@@ -219,8 +220,8 @@ fn split_authority(authority: &str, default_port: u16) -> Result<(String, u16), 
 }
 
 /// Checks the name, resolves it once, and connects to an address the policy accepts.
-fn open(network: &Network, host: &str, port: u16) -> Result<TcpStream, (u16, String)> {
-    network.check(host, port, None).map_err(|why| (403, why))?;
+fn open(reach: &dyn Reach, host: &str, port: u16) -> Result<TcpStream, (u16, String)> {
+    reach.check(host, port, None).map_err(|why| (403, why))?;
     let addresses: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
         Err(_) => (host, port)
@@ -231,7 +232,7 @@ fn open(network: &Network, host: &str, port: u16) -> Result<TcpStream, (u16, Str
     let mut refusal = None;
     let mut failure = None;
     for address in addresses {
-        if let Err(why) = network.check(host, port, Some(address.ip())) {
+        if let Err(why) = reach.check(host, port, Some(address.ip())) {
             refusal.get_or_insert(why);
             continue;
         }

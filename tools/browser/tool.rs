@@ -95,9 +95,21 @@ fn tab(ctx: &ToolContext, create: bool) -> Result<Arc<Tab>, String> {
         });
     }
     settings.availability()?;
+    let mut settings = settings;
+    if settings.cdp_url.is_none() {
+        settings.sandbox = browser_sandbox(ctx)?;
+    }
     let opened = manager().tab(&task, &settings, || request_policy(ctx, &settings))?;
     *state.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
     Ok(opened)
+}
+
+/// The OS sandbox a launched Chromium runs in: the policy of the task's commands
+/// (`terminal.sandbox.*`), so the browser reads what they may read and writes nothing
+/// but its own profile. A configuration that cannot be read starts no browser.
+fn browser_sandbox(ctx: &ToolContext) -> Result<Option<hermes_sandbox::Policy>, String> {
+    let config = hermes_environments::config::TerminalConfig::load(ctx.hermes_home())?;
+    hermes_environments::env::local::program_policy(&config).map_err(|e| e.to_string())
 }
 
 /// Every string in `value` with secrets masked.

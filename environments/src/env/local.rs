@@ -427,6 +427,32 @@ impl Running for Launched {
     }
 }
 
+/// The sandbox of a program the runtime starts for a tool (the browser), under the
+/// same policy as the task's commands: the same read-only places and hidden secrets,
+/// the same limits, nothing writable but the state directories the caller adds (the
+/// program's own private directory in the server's run directory), and a network namespace whose one way out
+/// is the runtime's proxy, judged by the tool's own network policy
+/// ([`hermes_sandbox::network::attach_judged`]; a web tool's reach is
+/// `security.*`, not `terminal.sandbox.network`). `None` when `terminal.sandbox.mode` is `off`: the operator
+/// chose to run what the model starts with the server's own rights.
+pub fn program_policy(config: &TerminalConfig) -> Result<Option<Policy>, EnvError> {
+    if config.sandbox.mode == Mode::Off {
+        return Ok(None);
+    }
+    let access = config.access_policy(&config.hermes_home);
+    Ok(Some(Policy {
+        mode: Mode::ReadOnly,
+        writable_roots: Vec::new(),
+        state_dirs: Vec::new(),
+        hidden: hermes_sandbox::run_dir::hidden_places(),
+        protected: read_only_places(&config.hermes_home, &access),
+        network: hermes_sandbox::Network::loopback_off(),
+        empty_file: Some(hermes_sandbox::run_dir::empty_file().map_err(EnvError::new)?),
+        seccomp_programs: hermes_sandbox::run_dir::seccomp_programs().map_err(EnvError::new)?,
+        limits: config.sandbox.limits,
+    }))
+}
+
 /// What stays read-only inside the sandbox: the whole `$HERMES_HOME` (configuration,
 /// plugins and state the server trusts) and the protected places of the access policy
 /// the file tools use (credentials, start-up files, system directories); and what is
