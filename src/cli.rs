@@ -364,7 +364,7 @@ fn list(registry: &Registry, selection: &SelectionArgs, as_json: bool) -> String
                 "description": tool.description(),
             });
             if !available {
-                if let Some(reason) = crate::tools::unavailable_reason(tool.name()) {
+                if let Some(reason) = tool.unavailable_reason() {
                     row["reason"] = json!(reason);
                 }
             }

@@ -872,8 +872,23 @@ fn offered_only_with_a_browser_and_cdp_tools_only_with_an_endpoint() {
         &[("PATH", path)],
         "",
     );
-    assert!(String::from_utf8_lossy(&text.stdout)
-        .contains("browser_cdp         browser-cdp      unavailable (needs BROWSER_CDP_URL)"));
+    let shown = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        shown.contains("browser_cdp         browser-cdp      unavailable (needs BROWSER_CDP_URL)"),
+        "{shown}"
+    );
+    // The main tools say what is missing, and how to get it.
+    let reason = none
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "browser_navigate")
+        .unwrap()["reason"]
+        .to_string();
+    assert!(
+        reason.contains("install Chromium") && reason.contains("browser.cdp_url"),
+        "{reason}"
+    );
     let endpoint = listed(&[("PATH", path), ("BROWSER_CDP_URL", "http://127.0.0.1:9")]);
     assert!(available(&endpoint, "browser_navigate"));
     assert!(available(&endpoint, "browser_cdp") && available(&endpoint, "browser_dialog"));

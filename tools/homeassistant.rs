@@ -137,7 +137,7 @@ fn text_of<'a>(value: &'a Value, pointer: &str) -> &'a str {
 }
 
 /// List Home Assistant entities. Optionally filter by domain (light, switch, climate, sensor, binary_sensor, cover, fan, etc.) or by area name (living room, kitchen, bedroom, etc.).
-#[tool(toolset = "homeassistant", emoji = "🏠", check = ha_available, concurrency = "read_only")]
+#[tool(toolset = "homeassistant", emoji = "🏠", check = ha_available, unavailable_reason = ha_unavailable_reason, concurrency = "read_only")]
 pub fn ha_list_entities(
     /// Entity domain to filter by (e.g. 'light', 'switch', 'climate', 'sensor', 'binary_sensor', 'cover', 'fan', 'media_player'). Omit to list all entities.
     domain: Option<String>,
@@ -180,7 +180,7 @@ pub fn ha_list_entities(
 }
 
 /// Get the detailed state of a single Home Assistant entity, including all attributes (brightness, color, temperature setpoint, sensor readings, etc.).
-#[tool(toolset = "homeassistant", emoji = "🏠", check = ha_available, concurrency = "read_only")]
+#[tool(toolset = "homeassistant", emoji = "🏠", check = ha_available, unavailable_reason = ha_unavailable_reason, concurrency = "read_only")]
 pub fn ha_get_state(
     /// The entity ID to query (e.g. 'light.living_room', 'climate.thermostat', 'sensor.temperature').
     entity_id: String,
@@ -209,7 +209,7 @@ pub fn ha_get_state(
 }
 
 /// List available Home Assistant services (actions) for device control. Shows what actions can be performed on each device type and what parameters they accept. Use this to discover how to control devices found via ha_list_entities.
-#[tool(toolset = "homeassistant", emoji = "🏠", check = ha_available, concurrency = "read_only")]
+#[tool(toolset = "homeassistant", emoji = "🏠", check = ha_available, unavailable_reason = ha_unavailable_reason, concurrency = "read_only")]
 pub fn ha_list_services(
     /// Filter by domain (e.g. 'light', 'climate', 'switch'). Omit to list services for all domains.
     domain: Option<String>,

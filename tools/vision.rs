@@ -188,6 +188,7 @@ fn native_result(source: &str, question: &str, image: &PreparedImage) -> ToolRes
     toolset = "vision",
     emoji = "👁️",
     check = vision_available,
+    unavailable_reason = vision_unavailable_reason,
     concurrency = "read_only"
 )]
 pub fn vision_analyze(

@@ -14,6 +14,7 @@ pub const KEYS: &[&str] = &[
     "aliases",
     "dynamic_schema",
     "concurrency",
+    "unavailable_reason",
 ];
 
 /// How a tool may overlap other calls of the same turn.
@@ -31,6 +32,7 @@ pub struct ToolAttr {
     pub aliases: Vec<LitStr>,
     pub dynamic_schema: Option<Path>,
     pub concurrency: Option<LitStr>,
+    pub unavailable_reason: Option<Path>,
 }
 
 #[derive(Default)]
@@ -45,6 +47,7 @@ struct Partial {
     aliases: Vec<LitStr>,
     dynamic_schema: Option<Path>,
     concurrency: Option<LitStr>,
+    unavailable_reason: Option<Path>,
 }
 
 /// Parses the tokens inside `#[tool(...)]`. `attr_span` is where a missing
@@ -76,6 +79,7 @@ pub fn parse_tool_attr(tokens: TokenStream, attr_span: Span) -> syn::Result<Tool
             "emoji" => partial.emoji = Some(expect_str(&key, &value)?),
             "check" => partial.check = Some(expect_path(&key, &value)?),
             "dynamic_schema" => partial.dynamic_schema = Some(expect_path(&key, &value)?),
+            "unavailable_reason" => partial.unavailable_reason = Some(expect_path(&key, &value)?),
             "requires_env" => partial.requires_env = expect_str_list(&key, &value)?,
             "aliases" => partial.aliases = expect_str_list(&key, &value)?,
             "max_result_chars" => partial.max_result_chars = Some(expect_int(&key, &value)?),
@@ -116,6 +120,7 @@ pub fn parse_tool_attr(tokens: TokenStream, attr_span: Span) -> syn::Result<Tool
         aliases: partial.aliases,
         dynamic_schema: partial.dynamic_schema,
         concurrency: partial.concurrency,
+        unavailable_reason: partial.unavailable_reason,
     })
 }
 

@@ -46,6 +46,13 @@ pub fn registry_rs(model: &Model) -> String {
             }
             None => quote!(None),
         };
+        let unavailable_reason = match &tool.unavailable_reason {
+            Some(path) => {
+                let path = path_tokens(path);
+                quote!(Some(#path))
+            }
+            None => quote!(None),
+        };
         let source = &tool.source;
         let concurrency = format_ident!(
             "{}",
@@ -68,6 +75,7 @@ pub fn registry_rs(model: &Model) -> String {
                 max_result_chars: #max_result_chars,
                 aliases: #aliases,
                 dynamic_schema: #dynamic_schema,
+                unavailable_reason: #unavailable_reason,
                 concurrency: ::hermes_runtime::Concurrency::#concurrency,
                 source: #source,
             }

@@ -38,6 +38,7 @@ pub struct ToolModel {
     pub max_result_chars: Option<usize>,
     pub aliases: Vec<String>,
     pub dynamic_schema: Option<String>,
+    pub unavailable_reason: Option<String>,
     pub concurrency: String,
     pub source: String,
 }
@@ -175,6 +176,7 @@ pub fn build(
             max_result_chars: tool.attr.max_result_chars.as_ref().map(|l| l.base10_parse().expect("checked when parsed")),
             aliases: tool.attr.aliases.iter().map(|l| l.value()).collect(),
             dynamic_schema: tool.attr.dynamic_schema.as_ref().map(|p| resolve_fn_path(p, &file.module)),
+            unavailable_reason: tool.attr.unavailable_reason.as_ref().map(|p| resolve_fn_path(p, &file.module)),
             concurrency: tool.attr.concurrency.as_ref().map_or_else(|| "exclusive".to_string(), |c| c.value()),
             source: file.rel_path.clone(),
         });

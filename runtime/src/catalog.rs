@@ -53,6 +53,9 @@ pub struct ToolEntry {
     /// of definitions, an object is shallow-merged over the schema.
     pub dynamic_schema:
         Option<fn(&crate::registry::SchemaContext<'_>) -> Option<serde_json::Value>>,
+    /// Why the tool's check fails, in words a person can act on (`list`); `None` from
+    /// it, or no function, shows only that the tool is unavailable.
+    pub unavailable_reason: Option<fn() -> Option<String>>,
     pub concurrency: Concurrency,
     /// The file that declares the tool, relative to the crate root.
     pub source: &'static str,

@@ -134,6 +134,14 @@ impl ToolRef {
         }
     }
 
+    /// Why the tool's check fails, when the tool can say (`unavailable_reason`).
+    pub fn unavailable_reason(&self) -> Option<String> {
+        match self {
+            ToolRef::Static(e) => e.unavailable_reason.and_then(|reason| reason()),
+            ToolRef::Dynamic(_) => None,
+        }
+    }
+
     pub fn max_result_chars(&self) -> Option<usize> {
         match self {
             ToolRef::Static(e) => e.max_result_chars,

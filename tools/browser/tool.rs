@@ -39,6 +39,11 @@ pub fn browser_available() -> bool {
     default_settings().availability().is_ok()
 }
 
+/// What is missing for a browser: the program or the endpoint (`list`).
+pub fn browser_unavailable_reason() -> Option<String> {
+    default_settings().availability().err()
+}
+
 /// browser_cdp and browser_dialog: only with a configured CDP endpoint, as the
 /// original offers them.
 pub fn browser_cdp_available() -> bool {
@@ -237,7 +242,7 @@ fn with_dialogs(mut out: Value, tab: &Tab, settings: &Settings) -> Value {
 }
 
 /// Open a URL in the browser and return a compact snapshot of the page.
-#[tool(toolset = "browser", emoji = "🌐", max_result_chars = 100_000, check = browser_available, dynamic_schema = browser_navigate_schema)]
+#[tool(toolset = "browser", emoji = "🌐", max_result_chars = 100_000, check = browser_available, unavailable_reason = browser_unavailable_reason, dynamic_schema = browser_navigate_schema)]
 pub fn browser_navigate(
     /// The URL to open, such as https://example.com.
     url: String,
@@ -269,7 +274,7 @@ pub fn browser_navigate(
 }
 
 /// Text snapshot of the current page's accessibility tree, with a ref (such as @e1) on every element you can act on.
-#[tool(toolset = "browser", emoji = "📸", max_result_chars = 100_000, check = browser_available)]
+#[tool(toolset = "browser", emoji = "📸", max_result_chars = 100_000, check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_snapshot(
     /// true: the whole page's content; false (default): a compact view of the interactive elements.
     full: Option<bool>,
@@ -292,7 +297,7 @@ pub fn browser_snapshot(
 }
 
 /// Click the element a ref from the latest snapshot names (such as @e5).
-#[tool(toolset = "browser", emoji = "👆", check = browser_available)]
+#[tool(toolset = "browser", emoji = "👆", check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_click(
     /// The element's ref from the snapshot, such as @e5.
     r#ref: String,
@@ -310,7 +315,7 @@ pub fn browser_click(
 }
 
 /// Type text into the field a ref names, replacing what it held.
-#[tool(toolset = "browser", emoji = "⌨️", check = browser_available)]
+#[tool(toolset = "browser", emoji = "⌨️", check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_type(
     /// The field's ref from the snapshot, such as @e3.
     r#ref: String,
@@ -338,7 +343,7 @@ pub enum Direction {
 }
 
 /// Scroll the page up or down by about half a screen.
-#[tool(toolset = "browser", emoji = "📜", check = browser_available)]
+#[tool(toolset = "browser", emoji = "📜", check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_scroll(
     /// up or down.
     direction: Direction,
@@ -357,7 +362,7 @@ pub fn browser_scroll(
 }
 
 /// Go back to the previous page of this tab's history.
-#[tool(toolset = "browser", emoji = "◀️", check = browser_available)]
+#[tool(toolset = "browser", emoji = "◀️", check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_back(ctx: &ToolContext) -> ToolResult {
     let tab = match tab(ctx, false) {
         Ok(tab) => tab,
@@ -371,7 +376,7 @@ pub fn browser_back(ctx: &ToolContext) -> ToolResult {
 }
 
 /// Press one key on the page (Enter submits a form, Tab moves focus).
-#[tool(toolset = "browser", emoji = "⌨️", check = browser_available)]
+#[tool(toolset = "browser", emoji = "⌨️", check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_press(
     /// The key, such as Enter, Tab, Escape, ArrowDown or one character.
     key: String,
@@ -393,7 +398,7 @@ const IMAGES_SCRIPT: &str =
     width:i.naturalWidth,height:i.naturalHeight})).filter(i=>i.src&&!i.src.startsWith('data:'))";
 
 /// List the images of the current page: address, alt text and size.
-#[tool(toolset = "browser", emoji = "🖼️", max_result_chars = 100_000, check = browser_available)]
+#[tool(toolset = "browser", emoji = "🖼️", max_result_chars = 100_000, check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_get_images(ctx: &ToolContext) -> ToolResult {
     let tab = match tab(ctx, false) {
         Ok(tab) => tab,
@@ -413,7 +418,7 @@ pub fn browser_get_images(ctx: &ToolContext) -> ToolResult {
 }
 
 /// Console output and JavaScript errors of the current page, or the value of a JavaScript expression evaluated in it.
-#[tool(toolset = "browser", emoji = "🖥️", max_result_chars = 100_000, check = browser_available)]
+#[tool(toolset = "browser", emoji = "🖥️", max_result_chars = 100_000, check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_console(
     /// Empty the message buffers after reading them. Default false.
     clear: Option<bool>,
@@ -467,7 +472,7 @@ pub fn browser_console(
 }
 
 /// Take a screenshot of the current page to look at it: layouts, images, CAPTCHAs, whatever the text snapshot misses.
-#[tool(toolset = "browser", emoji = "👁️", check = browser_available)]
+#[tool(toolset = "browser", emoji = "👁️", check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_vision(
     /// What you want to learn from the page's look; be specific.
     question: String,

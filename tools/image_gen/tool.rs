@@ -268,6 +268,7 @@ fn download(url: &str, ctx: &ToolContext, config: &Config) -> Result<Vec<u8>, St
     toolset = "image_gen",
     emoji = "🎨",
     check = image_generate_available,
+    unavailable_reason = image_generate_unavailable_reason,
     dynamic_schema = image_generate_schema
 )]
 pub fn image_generate(
