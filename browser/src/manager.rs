@@ -1,30 +1,76 @@
-//! The browsers of this process and the tab of each task: a browser is started (or
+//! The browsers of this process and the page of each task: a browser is started (or
 //! connected to) on the first call that needs one, each task gets its own context,
 //! and a context unused for `browser.inactivity_timeout` is closed. A local browser
-//! with no context left is stopped.
+//! with no context left is stopped. What drives the browser is a [`Backend`]; the
+//! bookkeeping here (which task has which page, when it was last used, whether a call
+//! is using it) is the same for every backend.
 
-use crate::cdp::Connection;
+use crate::backend::{Backend, Page};
+use crate::chromium::Chromium;
 use crate::guard::RequestPolicy;
-use crate::launch::{self, LocalBrowser};
 use crate::settings::Settings;
-use crate::tab::{self, Tab};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 struct Browser {
-    connection: Arc<Connection>,
+    backend: Box<dyn Backend>,
     /// What it was made from: the CDP URL, or the executable setting.
     origin: String,
-    _local: Option<LocalBrowser>,
+}
+
+/// A task's page and its use: the inactivity timeout closes only a page no call holds.
+pub struct Lease {
+    page: Arc<dyn Page>,
+    last_used: Mutex<Instant>,
+    /// Calls using the page now.
+    busy: AtomicUsize,
+    inactivity: Duration,
+    dialog_timeout: Duration,
+}
+
+/// A call's hold on a page ([`Lease::hold`]).
+pub struct Hold<'a>(&'a Lease);
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Lease {
+    /// Marks the page in use until the hold is dropped.
+    pub fn hold(&self) -> Hold<'_> {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        self.touch();
+        Hold(self)
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn is_idle(&self) -> bool {
+        let used = *self.last_used.lock().unwrap_or_else(|p| p.into_inner());
+        self.busy.load(Ordering::SeqCst) == 0 && used.elapsed() > self.inactivity
+    }
+}
+
+impl std::ops::Deref for Lease {
+    type Target = dyn Page;
+
+    fn deref(&self) -> &(dyn Page + 'static) {
+        self.page.as_ref()
+    }
 }
 
 #[derive(Default)]
 struct State {
     browser: Option<Browser>,
-    tabs: HashMap<String, Arc<Tab>>,
+    pages: HashMap<String, Arc<Lease>>,
     reaper: bool,
-    timeouts: HashMap<String, (Duration, Duration)>,
 }
 
 pub struct Manager {
@@ -51,59 +97,47 @@ fn origin_of(settings: &Settings) -> String {
 }
 
 impl Manager {
-    /// The task's tab, opened (and the browser started) when there is none.
+    /// The task's page, opened (and the browser started) when there is none.
     pub fn tab(
         &'static self,
         task: &str,
         settings: &Settings,
         policy: impl FnOnce() -> RequestPolicy,
-    ) -> Result<Arc<Tab>, String> {
+    ) -> Result<Arc<Lease>, String> {
         let mut state = lock(&self.state);
-        if let Some(tab) = state.tabs.get(task) {
-            if tab.is_alive() {
-                tab.touch();
-                return Ok(Arc::clone(tab));
+        if let Some(lease) = state.pages.get(task) {
+            if lease.is_alive() {
+                lease.touch();
+                return Ok(Arc::clone(lease));
             }
-            state.tabs.remove(task);
+            state.pages.remove(task);
         }
         let policy = policy();
         let origin = origin_of(settings);
         let usable = state
             .browser
             .as_ref()
-            .is_some_and(|b| b.origin == origin && !b.connection.is_closed());
+            .is_some_and(|b| b.origin == origin && !b.backend.is_closed());
         if !usable {
             state.browser = None;
-            let browser = match &settings.cdp_url {
-                Some(url) => {
-                    let address = launch::resolve_cdp_url(url, Duration::from_secs(10))?;
-                    Browser {
-                        connection: crate::cdp::connect_websocket(
-                            &address,
-                            Duration::from_secs(10),
-                        )?,
-                        origin: origin.clone(),
-                        _local: None,
-                    }
-                }
-                None => {
-                    let (connection, local) = launch::launch(settings, &policy)?;
-                    Browser {
-                        connection,
-                        origin: origin.clone(),
-                        _local: Some(local),
-                    }
-                }
+            let backend = match &settings.cdp_url {
+                Some(url) => Chromium::connect(url)?,
+                None => Chromium::launch(settings, &policy)?,
             };
-            state.browser = Some(browser);
+            state.browser = Some(Browser {
+                backend: Box::new(backend),
+                origin,
+            });
         }
-        let connection = Arc::clone(&state.browser.as_ref().expect("set above").connection);
-        let tab = Tab::open(connection, settings.clone(), policy)?;
-        state.tabs.insert(task.to_string(), Arc::clone(&tab));
-        state.timeouts.insert(
-            task.to_string(),
-            (settings.inactivity_timeout, settings.dialog_timeout),
-        );
+        let browser = state.browser.as_ref().expect("set above");
+        let lease = Arc::new(Lease {
+            page: browser.backend.open_page(settings, policy)?,
+            last_used: Mutex::new(Instant::now()),
+            busy: AtomicUsize::new(0),
+            inactivity: settings.inactivity_timeout,
+            dialog_timeout: settings.dialog_timeout,
+        });
+        state.pages.insert(task.to_string(), Arc::clone(&lease));
         if !state.reaper {
             state.reaper = true;
             std::thread::Builder::new()
@@ -114,69 +148,50 @@ impl Manager {
                 })
                 .map_err(|e| e.to_string())?;
         }
-        Ok(tab)
+        Ok(lease)
     }
 
-    /// The task's tab if it has one.
-    pub fn existing(&self, task: &str) -> Option<Arc<Tab>> {
+    /// The task's page if it has one.
+    pub fn existing(&self, task: &str) -> Option<Arc<Lease>> {
         let state = lock(&self.state);
-        let tab = state.tabs.get(task).filter(|t| t.is_alive())?;
-        tab.touch();
-        Some(Arc::clone(tab))
+        let lease = state.pages.get(task).filter(|l| l.is_alive())?;
+        lease.touch();
+        Some(Arc::clone(lease))
     }
 
     /// Closes the task's context (the task ended).
     pub fn close_task(&self, task: &str) {
-        let tab = {
-            let mut state = lock(&self.state);
-            state.timeouts.remove(task);
-            state.tabs.remove(task)
-        };
-        if let Some(tab) = tab {
-            tab.close();
+        let lease = lock(&self.state).pages.remove(task);
+        if let Some(lease) = lease {
+            lease.close();
         }
         self.stop_idle_browser();
     }
 
     /// How many contexts are open (tests, benchmarks).
     pub fn open_tabs(&self) -> usize {
-        lock(&self.state).tabs.len()
+        lock(&self.state).pages.len()
     }
 
     fn stop_idle_browser(&self) {
         let mut state = lock(&self.state);
-        if state.tabs.is_empty() && state.browser.as_ref().is_some_and(|b| b._local.is_some()) {
+        if state.pages.is_empty() && state.browser.as_ref().is_some_and(|b| b.backend.is_local()) {
             state.browser = None;
         }
     }
 
     fn reap(&self) {
-        let (idle, live): (Vec<_>, Vec<_>) = {
-            let state = lock(&self.state);
-            state
-                .tabs
-                .iter()
-                .map(|(task, tab)| {
-                    let (inactivity, dialog) = state
-                        .timeouts
-                        .get(task)
-                        .copied()
-                        .unwrap_or((Duration::from_secs(120), Duration::from_secs(300)));
-                    let used = *tab.last_used.lock().unwrap_or_else(|p| p.into_inner());
-                    (
-                        task.clone(),
-                        Arc::clone(tab),
-                        !tab.is_busy() && Instant::now() - used > inactivity,
-                        dialog,
-                    )
-                })
-                .partition(|(_, _, idle, _)| *idle)
-        };
-        for (_, tab, _, dialog) in live {
-            tab::expire_dialogs(&tab, dialog);
-        }
-        for (task, _, _, _) in idle {
-            self.close_task(&task);
+        let leases: Vec<(String, Arc<Lease>)> = lock(&self.state)
+            .pages
+            .iter()
+            .map(|(task, lease)| (task.clone(), Arc::clone(lease)))
+            .collect();
+        for (task, lease) in leases {
+            if lease.is_idle() {
+                self.close_task(&task);
+            } else {
+                lease.expire_dialogs(lease.dialog_timeout);
+            }
         }
     }
 }

@@ -82,21 +82,6 @@ pub struct Tab {
     refs: Mutex<Option<RefTable>>,
     listener: u64,
     settings: Settings,
-    pub last_used: Mutex<Instant>,
-    /// Calls using the tab now: an idle timeout never closes it under them.
-    busy: std::sync::atomic::AtomicUsize,
-}
-
-/// A call's hold on a tab ([`Tab::hold`]).
-pub struct Hold<'a>(&'a Tab);
-
-impl Drop for Hold<'_> {
-    fn drop(&mut self) {
-        self.0.touch();
-        self.0
-            .busy
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -204,8 +189,6 @@ impl Tab {
             refs: Mutex::new(None),
             listener,
             settings,
-            last_used: Mutex::new(Instant::now()),
-            busy: std::sync::atomic::AtomicUsize::new(0),
         });
         let session = Some(session_id.as_str());
         for (method, params) in [
@@ -254,21 +237,6 @@ impl Tab {
 
     pub fn is_alive(&self) -> bool {
         !self.connection.is_closed()
-    }
-
-    /// Marks the tab in use until the hold is dropped.
-    pub fn hold(&self) -> Hold<'_> {
-        self.busy.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.touch();
-        Hold(self)
-    }
-
-    pub fn is_busy(&self) -> bool {
-        self.busy.load(std::sync::atomic::Ordering::SeqCst) > 0
-    }
-
-    pub fn touch(&self) {
-        *lock(&self.last_used) = Instant::now();
     }
 
     /// Closes the context (and its tab) in the browser.

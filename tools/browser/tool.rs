@@ -4,7 +4,7 @@
 //! subresources, scripts' fetches) is judged by the same policy inside the browser.
 //! Results pass through secret redaction; the agent loop wraps them as untrusted.
 
-use hermes_browser::{manager, FileCheck, RequestPolicy, Settings, Tab};
+use hermes_browser::{manager, FileCheck, Lease, RequestPolicy, Settings};
 use hermes_net::NetPolicy;
 use hermes_runtime::config::Config;
 use hermes_runtime::prelude::*;
@@ -90,7 +90,7 @@ fn request_policy(ctx: &ToolContext, settings: &Settings) -> RequestPolicy {
 }
 
 /// The task's tab, opened when `create`; an error result otherwise.
-fn tab(ctx: &ToolContext, create: bool) -> Result<Arc<Tab>, String> {
+fn tab(ctx: &ToolContext, create: bool) -> Result<Arc<Lease>, String> {
     let settings = settings(ctx);
     let state = ctx.task_state::<TaskBrowser>();
     let task = ctx.task_id().to_string();
@@ -229,7 +229,7 @@ fn fit_snapshot(text: &str, url: &str, ctx: &ToolContext) -> String {
     }
 }
 
-fn with_dialogs(mut out: Value, tab: &Tab, settings: &Settings) -> Value {
+fn with_dialogs(mut out: Value, tab: &Lease, settings: &Settings) -> Value {
     let pending = tab.pending_dialogs();
     if settings.cdp_url.is_some() || !pending.is_empty() {
         out["pending_dialogs"] = Value::Array(pending);
