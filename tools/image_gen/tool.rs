@@ -142,7 +142,10 @@ pub fn image_generate_schema(_: &SchemaContext) -> Option<Value> {
             )
         }
     };
-    description.push_str(&format!("\nActive backend: {provider} · model: {model}\n"));
+    // The description, a blank line, then the backend and what it can do.
+    description.push_str(&format!(
+        "\n\nActive backend: {provider} · model: {model}\n"
+    ));
     if edit {
         let refs = if max_refs > 1 {
             format!("; up to {max_refs} reference image(s) via reference_image_urls")
@@ -379,13 +382,32 @@ pub fn image_generate(
                     )
                 }
             };
-            let Some(first) = generated
+            let Some(mut first) = generated
                 .images
                 .iter()
                 .find_map(|i| i.get("url").and_then(Value::as_str))
+                .map(str::to_string)
             else {
                 return call.fail("No valid image URLs returned from API", "empty_response");
             };
+            // The upscaler is a quality pass over generated images; edits are final.
+            // Its failure keeps the image as generated.
+            let mut upscaled = false;
+            if model.upscale && sources.is_empty() && !first.starts_with("data:") {
+                let body = fal::upscale_payload(&first, prompt);
+                let idempotency = hermes_environments::output::random_hex(32);
+                if let Ok(bigger) = fal::run(&key, fal::UPSCALER, &body, &idempotency, timeout) {
+                    if let Some(url) = bigger
+                        .images
+                        .iter()
+                        .find_map(|i| i.get("url").and_then(Value::as_str))
+                    {
+                        first = url.to_string();
+                        upscaled = true;
+                    }
+                }
+            }
+            let first = first.as_str();
             let saved = download(first, ctx, &config).and_then(|bytes| {
                 save(
                     ctx.hermes_home(),
@@ -396,7 +418,11 @@ pub fn image_generate(
             match saved {
                 Ok(path) => {
                     let source_url = (!first.starts_with("data:")).then(|| first.to_string());
-                    call.done(&path, modality, json!({"source_url": source_url, "images_generated": generated.images.len()}))
+                    call.done(
+                        &path,
+                        modality,
+                        json!({"source_url": source_url, "images_generated": generated.images.len(), "upscaled": upscaled}),
+                    )
                 }
                 Err(e) => call.fail(e, "io_error"),
             }
