@@ -3,6 +3,9 @@
 //! OpenAI's Images API (tests/fakes/image_apis.py), the official `fal-client` and
 //! `openai` Python SDKs run against the same fakes.
 
+mod common;
+#[path = "vision_support/podman.rs"]
+mod podman;
 #[path = "../agent/tests/support/mod.rs"]
 mod support;
 mod web_support;
@@ -732,4 +735,77 @@ fn reachable_through_serve_mcp_and_agent() {
             .count(),
         3
     );
+}
+
+#[test]
+fn on_a_container_backend_the_image_is_copied_into_the_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = Fake::start(&["openai", OPENAI_KEY], dir.path().join("openai.log"));
+    let base = format!("http://127.0.0.1:{}/v1", api.port);
+    let home = web_support::home_with(&format!(
+        "image_gen:\n  provider: openai\n{}",
+        podman::terminal_config()
+    ));
+    let conf = podman::containers_conf();
+    let envs = [
+        ("OPENAI_API_KEY", OPENAI_KEY),
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("FAL_KEY", ""),
+        ("CONTAINERS_CONF", conf.as_str()),
+    ];
+    let task = format!("image-docker-{}", std::process::id());
+    let line = |id: &str, tool: &str, args: Value| {
+        json!({"id": id, "type": "function", "task_id": task,
+               "function": {"name": tool, "arguments": args.to_string()}})
+        .to_string()
+            + "\n"
+    };
+    let input = [
+        line("made", "image_generate", json!({"prompt": "a red door"})),
+        line(
+            "look",
+            "terminal",
+            json!({"command": "cd /root/.hermes/cache/images && for f in *; do echo \"$PWD/$f\"; sha256sum < \"$f\"; done"}),
+        ),
+    ]
+    .concat();
+    let out = run(home.path(), &["serve"], &envs, &input);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let answer = |id: &str| -> Value {
+        let line = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["tool_call_id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {stdout}"));
+        serde_json::from_str(line["content"].as_str().unwrap()).unwrap()
+    };
+    let made = answer("made");
+    assert_eq!(made["success"], true, "{made}");
+    let host = made["image"].as_str().unwrap();
+    assert_eq!(made["host_image"], host);
+    assert!(host.starts_with(home.path().to_str().unwrap()), "{made}");
+    let inside = made["agent_visible_image"].as_str().unwrap();
+    let name = Path::new(host).file_name().unwrap().to_str().unwrap();
+    assert_eq!(inside, format!("/root/.hermes/cache/images/{name}"));
+    // The task's commands see the same bytes there.
+    let listed = answer("look");
+    let output = listed["output"].as_str().unwrap();
+    let hashed = Command::new("sha256sum").arg(host).output().unwrap();
+    let digest = String::from_utf8_lossy(&hashed.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        output.lines().collect::<Vec<_>>(),
+        [inside, &format!("{digest}  -")],
+        "{listed}"
+    );
+    assert_eq!(podman::containers_of(&task), "");
+
+    // On the local backend there is nothing to copy.
+    let local = web_support::home_with("image_gen:\n  provider: openai\n");
+    let (result, _) = call(local.path(), &json!({"prompt": "a door"}), &envs[..3]);
+    assert_eq!(result["success"], true, "{result}");
+    assert!(result.get("agent_visible_image").is_none(), "{result}");
 }

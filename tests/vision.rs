@@ -7,6 +7,8 @@
 //! backend (an sshd of the test's own on loopback).
 
 mod common;
+#[path = "vision_support/podman.rs"]
+mod podman;
 #[path = "common/sshd.rs"]
 mod sshd;
 #[path = "../agent/tests/support/mod.rs"]
@@ -784,61 +786,10 @@ fn an_image_refused_as_too_large_is_sent_again_smaller() {
     assert_eq!(refusing.requests.lock().unwrap().len(), 1);
 }
 
-const VISION_IMAGE: &str = "localhost/hermes-vision-test:latest";
-
-/// The containers.conf podman needs here, and an image made of the host's shell tools
-/// (no registry is reachable), built once.
-fn podman_setup() -> &'static (tempfile::TempDir, String) {
-    static SETUP: std::sync::OnceLock<(tempfile::TempDir, String)> = std::sync::OnceLock::new();
-    SETUP.get_or_init(|| {
-        let podman = common::which("podman").unwrap_or_else(|| {
-            panic!("podman was not found: run .ci/setup.d/20-terminal.sh (installs podman and runc) before this test")
-        });
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("containers.conf"),
-            "[containers]\ndefault_ulimits = []\n",
-        )
-        .unwrap();
-        let rootfs = dir.path().join("rootfs");
-        common::build_rootfs(
-            &rootfs,
-            &[
-                "bash", "cat", "rm", "head", "ls", "mkdir", "env", "realpath", "stat", "dirname",
-                "tr", "base64", "mkfifo", "sleep",
-            ],
-        );
-        let import = format!(
-            "tar -C {r} -cf {d}/rootfs.tar . && CONTAINERS_CONF={d}/containers.conf {podman} import {d}/rootfs.tar {VISION_IMAGE} >/dev/null",
-            r = rootfs.display(),
-            d = dir.path().display(),
-        );
-        let out = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(&import)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "building the test image failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (dir, podman)
-    })
-}
-
 #[test]
 fn files_are_read_inside_a_container_task() {
-    let (setup, podman) = podman_setup();
-    let conf = setup.path().join("containers.conf");
     let aux = vision_support::start();
-    let home = home_for(
-        &aux,
-        &format!(
-            "terminal:\n  backend: docker\n  docker_binary: {podman}\n  docker_global_args: [\"--runtime\", \"runc\"]\n  \
-             docker_run_args: [\"--ulimit\", \"host\"]\n  docker_image: {VISION_IMAGE}\n"
-        ),
-    );
+    let home = home_for(&aux, &podman::terminal_config());
     let png = encode(&noise(36, 20), image::ImageFormat::Png);
     // On the host only: the task's environment does not have it.
     std::fs::write(home.path().join("host-only.png"), &png).unwrap();
@@ -876,7 +827,7 @@ fn files_are_read_inside_a_container_task() {
     let out = run(
         home.path(),
         &["serve"],
-        &[("CONTAINERS_CONF", conf.to_str().unwrap())],
+        &[("CONTAINERS_CONF", &podman::containers_conf())],
         &input,
     );
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -925,19 +876,7 @@ fn files_are_read_inside_a_container_task() {
         "only the images found reached the model"
     );
     // The task's container is gone with the server.
-    let left = std::process::Command::new(podman)
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label=hermes-task={task}"),
-            "--format",
-            "{{.Names}}",
-        ])
-        .env("CONTAINERS_CONF", &conf)
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "");
+    assert_eq!(podman::containers_of(&task), "");
 }
 
 #[test]

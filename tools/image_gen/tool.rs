@@ -192,18 +192,47 @@ impl Call<'_> {
         .into())
     }
 
-    fn done(&self, image: &Path, modality: &str, extra: Value) -> ToolResult {
+    fn done(&self, ctx: &ToolContext, image: &Path, modality: &str, extra: Value) -> ToolResult {
         let mut out = json!({
             "success": true, "image": image.display().to_string(), "model": self.model,
             "prompt": self.prompt, "aspect_ratio": self.aspect, "modality": modality,
             "provider": self.provider.name(),
         });
+        if let Some(inside) = copy_into_environment(ctx, image) {
+            out["host_image"] = json!(image.display().to_string());
+            out["agent_visible_image"] = json!(inside);
+        }
         if let (Some(out), Value::Object(extra)) = (out.as_object_mut(), extra) {
             for (k, v) in extra {
                 out.entry(k).or_insert(v);
             }
         }
         Ok(out.into())
+    }
+}
+
+/// On a backend other than `local` the task's commands and file tools do not see the
+/// host's cache: a copy of the image goes to `~/.hermes/cache/images/` inside the
+/// task's environment. Its path there, or `None` (the local backend, or no copy made:
+/// `image` stays the result either way).
+fn copy_into_environment(ctx: &ToolContext, image: &Path) -> Option<String> {
+    use hermes_environments::files::{Change, Committed};
+    let remote = hermes_environments::files::for_task(ctx)?.ok()?;
+    let home = remote.probe("~", false).ok()?.home;
+    let name = image.file_name()?.to_str()?;
+    if home.is_empty() {
+        return None;
+    }
+    let target = format!("{}/.hermes/cache/images/{name}", home.trim_end_matches('/'));
+    let bytes = std::fs::read(image).ok()?;
+    let change = Change {
+        target: &target,
+        base: None,
+        data: Some(&bytes),
+    };
+    match remote.commit(&[change]) {
+        Ok(Committed::Done(written)) if written.iter().all(|w| w.verified) => Some(target),
+        _ => None,
     }
 }
 
@@ -419,6 +448,7 @@ pub fn image_generate(
                 Ok(path) => {
                     let source_url = (!first.starts_with("data:")).then(|| first.to_string());
                     call.done(
+                        ctx,
                         &path,
                         modality,
                         json!({"source_url": source_url, "images_generated": generated.images.len(), "upscaled": upscaled}),
@@ -483,7 +513,7 @@ pub fn image_generate(
                     if let Some(revised) = answer.revised_prompt {
                         extra["revised_prompt"] = json!(revised);
                     }
-                    call.done(&path, modality, extra)
+                    call.done(ctx, &path, modality, extra)
                 }
                 Err(e) => call.fail(format!("Could not save image to cache: {e}"), "io_error"),
             }
