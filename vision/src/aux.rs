@@ -632,8 +632,8 @@ impl AuxVision {
 /// size, or `None` when it is no data URL or cannot get smaller.
 fn smaller_image(image_url: &str) -> Option<crate::PreparedImage> {
     let (bytes, _) = crate::decode_data_url(image_url).ok()?;
-    let current = crate::prepare(&bytes, &crate::Caps::default()).ok()?;
-    let longest = current.width.max(current.height);
+    let (width, height) = crate::prepare::dimensions(&bytes, crate::ImageType::sniff(&bytes)?)?;
+    let longest = width.max(height);
     if longest <= 64 {
         return None;
     }
