@@ -522,26 +522,75 @@ fn the_four_tools_drive_home_assistant() {
         "{listed}"
     );
 
-    // The same tools through serve and mcp.
-    let line = json!({"id": "h1", "type": "function", "function": {"name": "ha_get_state",
-        "arguments": json!({"entity_id": "input_boolean.porch_light"}).to_string()}});
+    // Each of the four through serve, mcp and the agent. The porch light is on here.
+    let four = [
+        ("ha_list_entities", json!({"domain": "input_number"})),
+        (
+            "ha_get_state",
+            json!({"entity_id": "input_boolean.porch_light"}),
+        ),
+        ("ha_list_services", json!({"domain": "input_boolean"})),
+        (
+            "ha_call_service",
+            json!({"domain": "input_boolean", "service": "turn_on", "entity_id": "input_boolean.porch_light"}),
+        ),
+    ];
+    let check = |tool: &str, result: &Value| {
+        let text = result.to_string();
+        match tool {
+            "ha_list_entities" => {
+                assert!(text.contains("input_number.living_room_setpoint"), "{text}")
+            }
+            "ha_get_state" => assert_eq!(result["result"]["state"], "on", "{text}"),
+            "ha_list_services" => assert!(text.contains("turn_off"), "{text}"),
+            _ => assert!(result.get("error").is_none(), "{text}"),
+        }
+        assert!(!text.contains(&peer.token));
+    };
+    let lines: String = four
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, args))| {
+            format!(
+                "{}\n",
+                json!({"id": format!("h{i}"), "task_id": format!("t{i}"), "type": "function",
+                       "function": {"name": tool, "arguments": args.to_string()}})
+            )
+        })
+        .collect();
     let out = run(
         home,
         &["serve"],
         &[("HASS_URL", &peer.url), ("HASS_TOKEN", &peer.token)],
-        &format!("{line}\n"),
+        &lines,
     );
-    let answer: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
-    let content: Value = serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
-    assert_eq!(content["result"]["state"], "on");
-    let mcp_input = [
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (i, (tool, _)) in four.iter().enumerate() {
+        let answer = answers
+            .iter()
+            .find(|a| a["tool_call_id"] == format!("h{i}"))
+            .unwrap_or_else(|| panic!("no answer for {tool}: {answers:?}"));
+        check(
+            tool,
+            &serde_json::from_str(answer["content"].as_str().unwrap()).unwrap(),
+        );
+    }
+    let mut mcp_input = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ha_list_entities", "arguments": {"domain": "input_number"}}}),
     ]
     .iter()
     .map(|l| format!("{l}\n"))
     .collect::<String>();
+    for (i, (tool, args)) in four.iter().enumerate() {
+        mcp_input.push_str(&format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+        ));
+    }
     let out = run(
         home,
         &["mcp", "--toolsets", "homeassistant"],
@@ -550,20 +599,36 @@ fn the_four_tools_drive_home_assistant() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains(&peer.token));
-    let reply: Value = stdout
+    let replies: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["id"] == 2)
-        .unwrap_or_else(|| panic!("no tools/call answer: {stdout}"));
-    let text = reply["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("input_number.living_room_setpoint"), "{text}");
-    // And by an agent: the model turns the porch light off.
+        .collect();
+    for (i, (tool, _)) in four.iter().enumerate() {
+        let reply = replies
+            .iter()
+            .find(|v| v["id"] == 10 + i)
+            .unwrap_or_else(|| panic!("no tools/call answer for {tool}: {stdout}"));
+        let text = reply["result"]["content"][0]["text"].as_str().unwrap();
+        check(tool, &serde_json::from_str(text).unwrap());
+    }
+    // And by an agent: the model looks around, then turns the porch light off.
+    let mut turn: Vec<(String, &str, Value)> = four[..3]
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, args))| (format!("c{i}"), *tool, args.clone()))
+        .collect();
+    turn.push((
+        "c3".into(),
+        "ha_call_service",
+        json!({"domain": "input_boolean", "service": "turn_off", "entity_id": "input_boolean.porch_light"}),
+    ));
+    let calls: Vec<(&str, &str, Value)> = turn
+        .iter()
+        .map(|(id, tool, args)| (id.as_str(), *tool, args.clone()))
+        .collect();
     let model = support::ScriptedModel::script(vec![
-        support::Reply::Json(support::tool_calls(&[(
-            "c1",
-            "ha_call_service",
-            json!({"domain": "input_boolean", "service": "turn_off", "entity_id": "input_boolean.porch_light"}),
-        )])),
+        support::Reply::Json(support::tool_calls(&calls[..3])),
+        support::Reply::Json(support::tool_calls(&calls[3..])),
         support::Reply::Json(support::final_answer("done")),
     ]);
     let out = run(
@@ -586,7 +651,25 @@ fn the_four_tools_drive_home_assistant() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let seen = support::last_message(&model.request(1), "tool").unwrap();
+    let looked: Vec<Value> = model.request(1)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .cloned()
+        .collect();
+    assert_eq!(looked.len(), 3, "{looked:?}");
+    for (i, (tool, _)) in four[..3].iter().enumerate() {
+        let message = looked
+            .iter()
+            .find(|m| m["tool_call_id"] == format!("c{i}"))
+            .unwrap();
+        check(
+            tool,
+            &serde_json::from_str(message["content"].as_str().unwrap()).unwrap(),
+        );
+    }
+    let seen = support::last_message(&model.request(2), "tool").unwrap();
     assert!(seen.contains("\"affected_entities\""), "{seen}");
     assert!(
         !seen.contains(&peer.token) && !String::from_utf8_lossy(&out.stderr).contains(&peer.token)

@@ -2,8 +2,15 @@
 //! from data URLs, files and http URLs, brought within the caps, and described by an
 //! auxiliary model: a strict chat-completions stand-in (tests/vision_support), which
 //! the official `openai` Python SDK is run against too. Callers that take images
-//! (`mcp`, `serve --images`) get the image itself.
+//! (`mcp`, `serve --images`) get the image itself. Files are read inside the task's
+//! environment on the `docker` backend (podman, an image built here) and the `ssh`
+//! backend (an sshd of the test's own on loopback).
 
+mod common;
+#[path = "vision_support/podman.rs"]
+mod podman;
+#[path = "common/sshd.rs"]
+mod sshd;
 #[path = "../agent/tests/support/mod.rs"]
 mod support;
 mod vision_support;
@@ -566,4 +573,348 @@ fn openrouter_is_the_default_provider_with_its_key() {
     let body = aux.requests.lock().unwrap()[0].json().unwrap();
     assert_eq!(body["model"], "google/gemini-3-flash-preview");
     assert_eq!(body["temperature"], 0.1);
+}
+
+/// A chat-completions stand-in that has no credits left, as OpenRouter answers then.
+fn broke() -> Server {
+    Server::start(|_: &Request| {
+        web_support::json_reply(
+            402,
+            &json!({"error": {"message": "Insufficient credits. Add more using https://example.invalid/credits", "code": 402}}),
+        )
+    })
+}
+
+/// A DeepInfra-like provider: its model catalog (`GET /v1/models`, tagged by surface
+/// and capability) and the chat-completions stand-in.
+fn catalog_provider() -> Server {
+    Server::start(|req: &Request| {
+        if req.method == "GET" && req.path() == "/v1/models" {
+            if req.header("authorization") != Some(&format!("Bearer {}", vision_support::KEY)) {
+                return web_support::json_reply(401, &json!({"detail": "unauthorized"}));
+            }
+            return web_support::json_reply(
+                200,
+                &json!({"data": [
+                    {"id": "acme/text-only-chat", "metadata": {"tags": ["chat", "reasoning"]}},
+                    {"id": "acme/image-editor", "metadata": {"tags": ["image-gen", "vision"]}},
+                    {"id": "acme/stub-listed-not-served", "metadata": null},
+                    {"id": "acme/Vision-Chat-11B", "metadata": {"tags": ["chat", "vision"]}},
+                    {"id": "acme/later-vision-chat", "metadata": {"tags": ["chat", "vision"]}},
+                ]}),
+            );
+        }
+        vision_support::answer(req)
+    })
+}
+
+fn chat_requests(server: &Server) -> Vec<Value> {
+    server
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.path() == "/v1/chat/completions")
+        .map(|r| r.json().unwrap())
+        .collect()
+}
+
+#[test]
+fn auto_tries_the_main_model_then_openrouter_then_deepinfra() {
+    let (main, openrouter, deepinfra) = (
+        vision_support::start(),
+        vision_support::start(),
+        catalog_provider(),
+    );
+    let png = encode(&noise(10, 7), image::ImageFormat::Png);
+    let args = json!({"image_url": data_url("image/png", &png), "question": "q"});
+    let (or_base, di_base) = (openrouter.url("/v1"), deepinfra.url("/v1"));
+    let keys = |openrouter_key: &'static str| {
+        vec![
+            ("MAIN_MODEL_TEST_KEY", vision_support::KEY),
+            ("OPENROUTER_API_KEY", openrouter_key),
+            ("OPENROUTER_BASE_URL", or_base.as_str()),
+            ("DEEPINFRA_API_KEY", vision_support::KEY),
+            ("DEEPINFRA_BASE_URL", di_base.as_str()),
+        ]
+    };
+    // The image reaches whichever endpoint is chosen.
+    let look = |home: &Path, envs: &[(&str, &str)]| {
+        let result = call(home, "vision_analyze", &args, envs);
+        assert_eq!(seen(&result).0, "image/png", "{result}");
+    };
+    let main_model = |base: &str, vision: bool| {
+        web_support::home_with(&format!(
+            "model:\n  base_url: {base}\n  name: main-model-with-eyes\n  api_key_env: MAIN_MODEL_TEST_KEY\n  supports_vision: {vision}\n"
+        ))
+    };
+
+    // A main model that reads images is asked first, under its own name.
+    let home = main_model(&main.url("/v1"), true);
+    look(home.path(), &keys(vision_support::KEY));
+    let asked = chat_requests(&main);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["model"], "main-model-with-eyes");
+    assert!(chat_requests(&openrouter).is_empty() && chat_requests(&deepinfra).is_empty());
+
+    // One that is not known to read images is skipped: OpenRouter's vision model.
+    let home = main_model(&main.url("/v1"), false);
+    look(home.path(), &keys(vision_support::KEY));
+    assert_eq!(
+        chat_requests(&main).len(),
+        1,
+        "the main model was not asked"
+    );
+    let asked = chat_requests(&openrouter);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["model"], "google/gemini-3-flash-preview");
+
+    // Without an OpenRouter key: DeepInfra, with the first chat model of its catalog
+    // that has vision.
+    look(home.path(), &keys(""));
+    let asked = chat_requests(&deepinfra);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["model"], "acme/Vision-Chat-11B");
+    let catalog = deepinfra
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| r.path() == "/v1/models")
+        .map(|r| (r.query("filter"), r.query("sort_by")))
+        .expect("the catalog was read");
+    assert_eq!(
+        catalog,
+        (Some("true".to_string()), Some("hermes".to_string()))
+    );
+
+    // A main model out of credits hands over to the next in the chain.
+    let empty = broke();
+    let home = main_model(&empty.url("/v1"), true);
+    let before = chat_requests(&openrouter).len();
+    look(home.path(), &keys(vision_support::KEY));
+    assert_eq!(empty.requests.lock().unwrap().len(), 1);
+    assert_eq!(chat_requests(&openrouter).len(), before + 1);
+
+    // A provider named in config.yaml is used alone: its failure is the result.
+    let home = web_support::home_with("auxiliary:\n  vision:\n    provider: openrouter\n");
+    let empty_base = empty.url("/v1");
+    let mut envs = keys(vision_support::KEY);
+    envs[2] = ("OPENROUTER_BASE_URL", empty_base.as_str());
+    let before = chat_requests(&deepinfra).len();
+    let result = call(home.path(), "vision_analyze", &args, &envs);
+    assert_eq!(result["success"], false, "{result}");
+    assert!(
+        result["analysis"]
+            .as_str()
+            .unwrap()
+            .starts_with("Insufficient credits"),
+        "{result}"
+    );
+    assert_eq!(chat_requests(&deepinfra).len(), before);
+
+    // Nothing in the chain: not offered, and the reason names what would do.
+    let bare = tempfile::tempdir().unwrap();
+    let listed = run(
+        bare.path(),
+        &["list", "--toolsets", "vision"],
+        &[("OPENROUTER_API_KEY", ""), ("DEEPINFRA_API_KEY", "")],
+        "",
+    );
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("DEEPINFRA_API_KEY") && listed.contains("model.supports_vision"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn an_image_refused_as_too_large_is_sent_again_smaller() {
+    // 600x400 of noise: about 1 MB as a data URL, within the caps, over this
+    // provider's limit.
+    let png = encode(&noise(600, 400), image::ImageFormat::Png);
+    let limit = data_url("image/png", &png).len() * 2 / 3;
+    let picky = vision_support::start_with_image_limit(limit);
+    let home = home_for(&picky, "");
+    std::fs::write(home.path().join("big.png"), &png).unwrap();
+    let result = analyze(home.path(), "big.png");
+    let (mime, w, h, len) = seen(&result);
+    assert_eq!((mime.as_str(), w, h), ("image/png", 300, 200), "{result}");
+    assert!(len <= limit);
+    let sent: Vec<String> = picky
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(vision_support::image_urls)
+        .collect();
+    assert_eq!(sent.len(), 2, "the full image, then the smaller one");
+    assert!(vision_support::describe_image(&sent[0])
+        .unwrap()
+        .starts_with("image/png 600x400"));
+
+    // Still too large at half the size: one retry only, and the refusal is the result.
+    let strict = vision_support::start_with_image_limit(2000);
+    let home = home_for(&strict, "");
+    std::fs::write(home.path().join("big.png"), &png).unwrap();
+    let result = analyze(home.path(), "big.png");
+    assert_eq!(result["success"], false);
+    assert!(
+        result["error"].as_str().unwrap().contains("exceeds"),
+        "{result}"
+    );
+    assert!(
+        result["analysis"]
+            .as_str()
+            .unwrap()
+            .starts_with("The vision API rejected the image"),
+        "{result}"
+    );
+    assert_eq!(strict.requests.lock().unwrap().len(), 2);
+
+    // A refusal for another reason is not retried with a smaller image.
+    let refusing = Server::start(|_: &Request| {
+        web_support::json_reply(
+            400,
+            &json!({"error": {"message": "The model `test-vision-model` does not exist", "type": "invalid_request_error"}}),
+        )
+    });
+    let home = home_for(&refusing, "");
+    std::fs::write(home.path().join("big.png"), &png).unwrap();
+    let result = analyze(home.path(), "big.png");
+    assert_eq!(result["success"], false);
+    assert_eq!(refusing.requests.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn files_are_read_inside_a_container_task() {
+    let aux = vision_support::start();
+    let home = home_for(&aux, &podman::terminal_config());
+    let png = encode(&noise(36, 20), image::ImageFormat::Png);
+    // On the host only: the task's environment does not have it.
+    std::fs::write(home.path().join("host-only.png"), &png).unwrap();
+    let host_only = home.path().join("host-only.png");
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&png);
+    let task = format!("vision-docker-{}", std::process::id());
+    let line = |id: &str, tool: &str, args: Value| {
+        json!({"id": id, "type": "function", "task_id": task,
+               "function": {"name": tool, "arguments": args.to_string()}})
+        .to_string()
+            + "\n"
+    };
+    let look = |id: &str, path: &str| {
+        line(
+            id,
+            "vision_analyze",
+            json!({"image_url": path, "question": "what is it?"}),
+        )
+    };
+    let input = [
+        line(
+            "made",
+            "terminal",
+            json!({"command": format!("mkdir -p /root/shots && printf %s {b64} | base64 -d > /root/shots/pic.png && mkfifo /root/pipe.png && echo ok")}),
+        ),
+        look("relative", "shots/pic.png"),
+        look("absolute", "/root/shots/pic.png"),
+        look("tilde", "~/shots/pic.png"),
+        look("host", host_only.to_str().unwrap()),
+        look("fifo", "pipe.png"),
+        look("device", "/dev/zero"),
+        look("dir", "/root/shots"),
+    ]
+    .concat();
+    let out = run(
+        home.path(),
+        &["serve"],
+        &[("CONTAINERS_CONF", &podman::containers_conf())],
+        &input,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let answers: std::collections::HashMap<String, Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| {
+            let id = v["tool_call_id"].as_str()?.to_string();
+            let content: Value = serde_json::from_str(v["content"].as_str()?).ok()?;
+            Some((id, content))
+        })
+        .collect();
+    let answer = |id: &str| {
+        answers.get(id).cloned().unwrap_or_else(|| {
+            panic!(
+                "no answer {id}: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    assert_eq!(answer("made")["output"], "ok", "{}", answer("made"));
+    for id in ["relative", "absolute", "tilde"] {
+        let (mime, w, h, _) = seen(&answer(id));
+        assert_eq!((mime.as_str(), w, h), ("image/png", 36, 20), "{id}");
+    }
+    let error = |id: &str| answer(id)["error"].as_str().unwrap_or("").to_string();
+    assert!(error("host").contains("not found"), "{}", answer("host"));
+    assert!(
+        error("fifo").contains("not a regular file"),
+        "{}",
+        answer("fifo")
+    );
+    assert!(
+        error("device").contains("device or kernel file"),
+        "{}",
+        answer("device")
+    );
+    assert!(
+        error("dir").contains("not a regular file"),
+        "{}",
+        answer("dir")
+    );
+    assert_eq!(
+        chat_requests(&aux).len(),
+        3,
+        "only the images found reached the model"
+    );
+    // The task's container is gone with the server.
+    assert_eq!(podman::containers_of(&task), "");
+}
+
+#[test]
+fn files_are_read_over_ssh_on_the_ssh_backend() {
+    let sshd = sshd::start_sshd();
+    let aux = vision_support::start();
+    let d = sshd.dir.path().display();
+    let home = home_for(
+        &aux,
+        &format!(
+            "terminal:\n  backend: ssh\n  ssh_host: 127.0.0.1\n  ssh_user: {user}\n  ssh_port: {port}\n  \
+             ssh_key: {d}/user_key\n  ssh_known_hosts: {d}/known_hosts\n",
+            user = sshd::current_user(),
+            port = sshd.port
+        ),
+    );
+    let shots = tempfile::tempdir().unwrap();
+    let png = encode(&noise(22, 14), image::ImageFormat::Png);
+    std::fs::write(shots.path().join("over-ssh.png"), &png).unwrap();
+    let result = analyze(
+        home.path(),
+        shots.path().join("over-ssh.png").to_str().unwrap(),
+    );
+    assert_eq!((seen(&result).1, seen(&result).2), (22, 14), "{result}");
+    // A relative path is resolved where the remote shell starts (the account's home),
+    // not in the caller's directory, which holds a file of this name.
+    let name = format!("hermes-vision-{}-local.png", std::process::id());
+    std::fs::write(home.path().join(&name), &png).unwrap();
+    let missing = analyze(home.path(), &name);
+    assert_eq!(missing["success"], false, "{missing}");
+    assert!(
+        missing["error"].as_str().unwrap().contains("not found"),
+        "{missing}"
+    );
+    assert_eq!(chat_requests(&aux).len(), 1);
+    let log = std::fs::read_to_string(sshd.dir.path().join("sshd.log")).unwrap_or_default();
+    assert!(
+        log.contains("Accepted publickey"),
+        "the file was not read over ssh: {log}"
+    );
 }

@@ -154,6 +154,49 @@ fn read_file_bytes(path: &str, ctx: &ToolContext) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// The failed analysis, with what the model should make of it: no credits, a model
+/// that takes no images, an image the endpoint refused, or anything else.
+fn failure_result(text: &str, model: &str) -> ToolResult {
+    let lower = text.to_lowercase();
+    let has = |hints: &[&str]| hints.iter().any(|h| lower.contains(h));
+    let analysis = if has(&[
+        "402",
+        "insufficient",
+        "payment required",
+        "credits",
+        "billing",
+    ]) {
+        format!(
+            "Insufficient credits or payment required. Please top up your API provider \
+             account and try again. Error: {text}"
+        )
+    } else if has(&[
+        "does not support",
+        "not support image",
+        "content_policy",
+        "multimodal",
+        "unrecognized request argument",
+        "image input",
+    ]) {
+        format!(
+            "{model} does not support vision or our request was not accepted by the server. \
+             Error: {text}"
+        )
+    } else if has(&["invalid_request", "image_url"]) {
+        format!(
+            "The vision API rejected the image. This can happen when the image is in an \
+             unsupported format, corrupted, or still too large after it was made smaller. Try \
+             a smaller JPEG/PNG and retry. Error: {text}"
+        )
+    } else {
+        format!(
+            "There was a problem with the request and the image could not be analyzed. \
+             Error: {text}"
+        )
+    };
+    failure(format!("Error analyzing image: {text}"), analysis)
+}
+
 fn failure(error: String, analysis: String) -> ToolResult {
     Ok(json!({"success": false, "error": error, "analysis": analysis}).into())
 }
@@ -234,46 +277,11 @@ pub fn vision_analyze(
         "Fully describe and explain everything about this image, then answer the following \
          question:\n\n{question}"
     );
-    match aux.analyze(&prompt, &image.data_url()) {
-        Ok(analysis) => Ok(json!({"success": true, "analysis": analysis}).into()),
-        Err(e) => {
-            let text = e.to_string();
-            let lower = text.to_lowercase();
-            let analysis = if [
-                "402",
-                "insufficient",
-                "payment required",
-                "credits",
-                "billing",
-            ]
-            .iter()
-            .any(|h| lower.contains(h))
-            {
-                format!(
-                    "Insufficient credits or payment required. Please top up your API provider \
-                     account and try again. Error: {text}"
-                )
-            } else if [
-                "does not support",
-                "not support image",
-                "multimodal",
-                "image input",
-            ]
-            .iter()
-            .any(|h| lower.contains(h))
-            {
-                format!(
-                    "{} does not support vision or our request was not accepted by the server. \
-                     Error: {text}",
-                    aux.model
-                )
-            } else {
-                format!(
-                    "There was a problem with the request and the image could not be analyzed. \
-                     Error: {text}"
-                )
-            };
-            failure(format!("Error analyzing image: {text}"), analysis)
+    match aux.ask(&prompt, &image.data_url()) {
+        Ok(answer) => Ok(json!({"success": true, "analysis": answer.text}).into()),
+        Err(failure) => {
+            let text = failure.to_string();
+            failure_result(&text, &failure.model)
         }
     }
 }

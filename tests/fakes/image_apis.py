@@ -10,7 +10,9 @@ FAL queue API (https://queue.fal.run): POST /{owner}/{app}[/{path}] with
 status_url, cancel_url}; GET .../requests/{id}/status answers IN_QUEUE (202) once, then
 COMPLETED (200); GET .../requests/{id} answers the model's result
 {"images": [{"url", "width", "height", "content_type"}], ...}; the image URL serves a
-PNG. Status and result URLs use only owner/app, as the API defines.
+PNG. Status and result URLs use only owner/app, as the API defines. The upscaler
+`fal-ai/clarity-upscaler` requires `image_url` and answers {"image": {...}} with an image
+twice the size.
 
 OpenAI Images API: POST /v1/images/generations (JSON) and POST /v1/images/edits
 (multipart/form-data, `image` or `image[]` files) with `Authorization: Bearer <key>`
@@ -105,6 +107,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if len(parts) < 2:
             return self.reply(404, {"detail": "Not Found"})
         owner_app = "/".join(parts[:2])
+        if "/".join(parts) == "fal-ai/clarity-upscaler" and not isinstance(body.get("image_url"), str):
+            return self.reply(422, {"detail": [{"loc": ["body", "image_url"], "msg": "field required", "type": "value_error.missing"}]})
         request_id = str(uuid.uuid4())
         jobs[request_id] = {"polls": 0, "body": body, "model": "/".join(parts)}
         root = f"{self.base()}/{owner_app}/requests/{request_id}"
@@ -118,7 +122,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             request_id = path[len("/files/"):].removesuffix(".png")
             if request_id not in jobs:
                 return self.reply(404, {"detail": "Not Found"})
-            return self.reply(200, png(48, 27), "image/png")
+            upscaled = jobs[request_id]["model"] == "fal-ai/clarity-upscaler"
+            return self.reply(200, png(96, 54) if upscaled else png(48, 27), "image/png")
         if not self.fal_auth():
             return
         parts = path.strip("/").split("/")
@@ -136,6 +141,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if job["polls"] < 2:
                 return self.reply(400, {"detail": "Request is still in progress"})
             url = f"{self.base()}/files/{parts[3]}.png"
+            if job["model"] == "fal-ai/clarity-upscaler":
+                return self.reply(200, {"image": {"url": url, "width": 96, "height": 54, "content_type": "image/png"},
+                                        "seed": 42, "timings": {"inference": 0.1}})
             return self.reply(200, {"images": [{"url": url, "width": 48, "height": 27, "content_type": "image/png"}],
                                     "seed": 42, "has_nsfw_concepts": [False], "prompt": job["body"]["prompt"],
                                     "timings": {"inference": 0.1}})

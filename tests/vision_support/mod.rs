@@ -203,26 +203,64 @@ pub fn completion(model: &str, content: &str) -> Value {
     })
 }
 
-/// The stand-in: a valid request is answered "I see <images> | <last text>".
-pub fn start() -> Server {
-    Server::start(|req: &Request| -> Reply {
-        match check(req) {
-            Ok((texts, images, body)) => {
-                let answer = format!(
-                    "I see {} | {}",
-                    images.join(", "),
-                    texts.last().cloned().unwrap_or_default()
-                );
-                json_reply(
-                    200,
-                    &completion(body["model"].as_str().unwrap_or(""), &answer),
-                )
-            }
-            Err(why) if why.starts_with("Incorrect API key") => json_reply(
-                401,
-                &json!({"error": {"message": format!("Incorrect API key provided: {}", req.header("authorization").unwrap_or("")), "type": "invalid_request_error", "code": "invalid_api_key"}}),
-            ),
-            Err(why) => bad(why),
+/// The stand-in's answer to one request: a valid request is answered
+/// "I see <images> | <last text>".
+pub fn answer(req: &Request) -> Reply {
+    match check(req) {
+        Ok((texts, images, body)) => {
+            let answer = format!(
+                "I see {} | {}",
+                images.join(", "),
+                texts.last().cloned().unwrap_or_default()
+            );
+            json_reply(
+                200,
+                &completion(body["model"].as_str().unwrap_or(""), &answer),
+            )
         }
+        Err(why) if why.starts_with("Incorrect API key") => json_reply(
+            401,
+            &json!({"error": {"message": format!("Incorrect API key provided: {}", req.header("authorization").unwrap_or("")), "type": "invalid_request_error", "code": "invalid_api_key"}}),
+        ),
+        Err(why) => bad(why),
+    }
+}
+
+/// The stand-in.
+pub fn start() -> Server {
+    Server::start(answer)
+}
+
+/// The base64 data URLs of a request's image parts.
+pub fn image_urls(req: &Request) -> Vec<String> {
+    let Some(body) = req.json() else {
+        return Vec::new();
+    };
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter_map(|p| p.pointer("/image_url/url").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A provider with a per-image size limit: an image whose data URL is longer than
+/// `max_url_bytes` is refused with 400 and the kind of message providers give
+/// ("image exceeds 5 MB maximum: ..."); anything else as [`answer`].
+pub fn start_with_image_limit(max_url_bytes: usize) -> Server {
+    Server::start(move |req: &Request| -> Reply {
+        if let Some(url) = image_urls(req)
+            .into_iter()
+            .find(|u| u.len() > max_url_bytes)
+        {
+            return json_reply(
+                400,
+                &json!({"error": {"message": format!("messages.0.content.1.image_url: image exceeds {max_url_bytes} bytes maximum: {} bytes > {max_url_bytes} bytes", url.len()), "type": "invalid_request_error", "param": null, "code": null}}),
+            );
+        }
+        answer(req)
     })
 }

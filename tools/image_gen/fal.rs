@@ -6,15 +6,17 @@ use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 
 /// How a model takes its size.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum SizeStyle {
-    /// `image_size`: a preset name or a literal.
-    ImageSize,
+    /// `image_size`: a preset name ("landscape_16_9", "square_hd", ...).
+    Preset,
+    /// `image_size`: literal dimensions ("1536x1024").
+    Literal,
     /// `aspect_ratio`: "16:9", "1:1", "9:16".
     AspectRatio,
 }
 
-/// One model of the catalog.
+/// One model of the catalog: how its payload is built from the tool's arguments.
 pub struct FalModel {
     pub id: &'static str,
     pub display: &'static str,
@@ -22,10 +24,15 @@ pub struct FalModel {
     /// landscape, square, portrait.
     sizes: [&'static str; 3],
     defaults: &'static [(&'static str, DefaultValue)],
+    /// The keys its text-to-image endpoint takes; others are left out.
     supports: &'static [&'static str],
-    /// The image-to-image endpoint; it takes `image_urls` and the keys of `supports`
-    /// but `image_size` (the output takes the source's size).
+    /// Whether a text-to-image result goes through FAL's Clarity upscaler.
+    pub upscale: bool,
+    /// The image-to-image endpoint.
     pub edit_endpoint: Option<&'static str>,
+    /// The keys the edit endpoint takes (a size only where it lists one: the others
+    /// take the size of the source).
+    edit_supports: &'static [&'static str],
     pub max_reference_images: usize,
 }
 
@@ -48,16 +55,23 @@ impl DefaultValue {
     }
 }
 
+use DefaultValue::{Bool, Float, Int, Text};
+
+const WIDE_PRESETS: [&str; 3] = ["landscape_16_9", "square_hd", "portrait_16_9"];
+const RATIOS: [&str; 3] = ["16:9", "1:1", "9:16"];
+
+/// The models FAL serves here, the first the default. Defaults keep cost predictable
+/// (one image, medium quality, no paid prompt expansion, the cheapest resolution).
 pub const MODELS: &[FalModel] = &[
     FalModel {
         id: "fal-ai/flux-2/klein/9b",
         display: "FLUX 2 Klein 9B",
-        style: SizeStyle::ImageSize,
-        sizes: ["landscape_16_9", "square_hd", "portrait_16_9"],
+        style: SizeStyle::Preset,
+        sizes: WIDE_PRESETS,
         defaults: &[
-            ("num_inference_steps", DefaultValue::Int(4)),
-            ("output_format", DefaultValue::Text("png")),
-            ("enable_safety_checker", DefaultValue::Bool(false)),
+            ("num_inference_steps", Int(4)),
+            ("output_format", Text("png")),
+            ("enable_safety_checker", Bool(false)),
         ],
         supports: &[
             "prompt",
@@ -67,22 +81,31 @@ pub const MODELS: &[FalModel] = &[
             "output_format",
             "enable_safety_checker",
         ],
+        upscale: false,
         edit_endpoint: Some("fal-ai/flux-2/klein/9b/edit"),
+        edit_supports: &[
+            "prompt",
+            "image_urls",
+            "num_inference_steps",
+            "seed",
+            "output_format",
+            "enable_safety_checker",
+        ],
         max_reference_images: 9,
     },
     FalModel {
         id: "fal-ai/flux-2-pro",
         display: "FLUX 2 Pro",
-        style: SizeStyle::ImageSize,
-        sizes: ["landscape_16_9", "square_hd", "portrait_16_9"],
+        style: SizeStyle::Preset,
+        sizes: WIDE_PRESETS,
         defaults: &[
-            ("num_inference_steps", DefaultValue::Int(50)),
-            ("guidance_scale", DefaultValue::Float(4.5)),
-            ("num_images", DefaultValue::Int(1)),
-            ("output_format", DefaultValue::Text("png")),
-            ("enable_safety_checker", DefaultValue::Bool(false)),
-            ("safety_tolerance", DefaultValue::Text("5")),
-            ("sync_mode", DefaultValue::Bool(true)),
+            ("num_inference_steps", Int(50)),
+            ("guidance_scale", Float(4.5)),
+            ("num_images", Int(1)),
+            ("output_format", Text("png")),
+            ("enable_safety_checker", Bool(false)),
+            ("safety_tolerance", Text("5")),
+            ("sync_mode", Bool(true)),
         ],
         supports: &[
             "prompt",
@@ -96,20 +119,33 @@ pub const MODELS: &[FalModel] = &[
             "sync_mode",
             "seed",
         ],
+        upscale: true,
         edit_endpoint: Some("fal-ai/flux-2-pro/edit"),
+        edit_supports: &[
+            "prompt",
+            "image_urls",
+            "num_inference_steps",
+            "guidance_scale",
+            "num_images",
+            "output_format",
+            "enable_safety_checker",
+            "safety_tolerance",
+            "sync_mode",
+            "seed",
+        ],
         max_reference_images: 9,
     },
     FalModel {
         id: "fal-ai/z-image/turbo",
         display: "Z-Image Turbo",
-        style: SizeStyle::ImageSize,
-        sizes: ["landscape_16_9", "square_hd", "portrait_16_9"],
+        style: SizeStyle::Preset,
+        sizes: WIDE_PRESETS,
         defaults: &[
-            ("num_inference_steps", DefaultValue::Int(8)),
-            ("num_images", DefaultValue::Int(1)),
-            ("output_format", DefaultValue::Text("png")),
-            ("enable_safety_checker", DefaultValue::Bool(false)),
-            ("enable_prompt_expansion", DefaultValue::Bool(false)),
+            ("num_inference_steps", Int(8)),
+            ("num_images", Int(1)),
+            ("output_format", Text("png")),
+            ("enable_safety_checker", Bool(false)),
+            ("enable_prompt_expansion", Bool(false)),
         ],
         supports: &[
             "prompt",
@@ -121,19 +157,21 @@ pub const MODELS: &[FalModel] = &[
             "enable_safety_checker",
             "enable_prompt_expansion",
         ],
+        upscale: false,
         edit_endpoint: None,
+        edit_supports: &[],
         max_reference_images: 0,
     },
     FalModel {
         id: "fal-ai/nano-banana-pro",
         display: "Nano Banana Pro (Gemini 3 Pro Image)",
         style: SizeStyle::AspectRatio,
-        sizes: ["16:9", "1:1", "9:16"],
+        sizes: RATIOS,
         defaults: &[
-            ("num_images", DefaultValue::Int(1)),
-            ("output_format", DefaultValue::Text("png")),
-            ("safety_tolerance", DefaultValue::Text("5")),
-            ("resolution", DefaultValue::Text("1K")),
+            ("num_images", Int(1)),
+            ("output_format", Text("png")),
+            ("safety_tolerance", Text("5")),
+            ("resolution", Text("1K")),
         ],
         supports: &[
             "prompt",
@@ -147,14 +185,221 @@ pub const MODELS: &[FalModel] = &[
             "enable_web_search",
             "limit_generations",
         ],
+        upscale: false,
         edit_endpoint: Some("fal-ai/nano-banana-pro/edit"),
+        edit_supports: &[
+            "prompt",
+            "image_urls",
+            "aspect_ratio",
+            "num_images",
+            "output_format",
+            "safety_tolerance",
+            "seed",
+            "sync_mode",
+            "resolution",
+            "enable_web_search",
+            "limit_generations",
+        ],
         max_reference_images: 2,
+    },
+    FalModel {
+        id: "fal-ai/gpt-image-1.5",
+        display: "GPT Image 1.5",
+        style: SizeStyle::Literal,
+        sizes: ["1536x1024", "1024x1024", "1024x1536"],
+        defaults: &[
+            ("quality", Text("medium")),
+            ("num_images", Int(1)),
+            ("output_format", Text("png")),
+        ],
+        supports: &[
+            "prompt",
+            "image_size",
+            "quality",
+            "num_images",
+            "output_format",
+            "background",
+            "sync_mode",
+        ],
+        upscale: false,
+        edit_endpoint: Some("fal-ai/gpt-image-1.5/edit"),
+        edit_supports: &[
+            "prompt",
+            "image_urls",
+            "image_size",
+            "quality",
+            "num_images",
+            "output_format",
+            "sync_mode",
+        ],
+        max_reference_images: 16,
+    },
+    FalModel {
+        id: "fal-ai/gpt-image-2",
+        display: "GPT Image 2",
+        // The 4:3 presets: the 16:9 ones fall under this model's minimum pixel count.
+        style: SizeStyle::Preset,
+        sizes: ["landscape_4_3", "square_hd", "portrait_4_3"],
+        defaults: &[
+            ("quality", Text("medium")),
+            ("num_images", Int(1)),
+            ("output_format", Text("png")),
+        ],
+        supports: &[
+            "prompt",
+            "image_size",
+            "quality",
+            "num_images",
+            "output_format",
+            "sync_mode",
+        ],
+        upscale: false,
+        edit_endpoint: Some("openai/gpt-image-2/edit"),
+        edit_supports: &[
+            "prompt",
+            "image_urls",
+            "quality",
+            "num_images",
+            "output_format",
+            "sync_mode",
+            "mask_image_url",
+        ],
+        max_reference_images: 16,
+    },
+    FalModel {
+        id: "fal-ai/ideogram/v3",
+        display: "Ideogram V3",
+        style: SizeStyle::Preset,
+        sizes: WIDE_PRESETS,
+        defaults: &[
+            ("rendering_speed", Text("BALANCED")),
+            ("expand_prompt", Bool(true)),
+            ("style", Text("AUTO")),
+        ],
+        supports: &[
+            "prompt",
+            "image_size",
+            "rendering_speed",
+            "expand_prompt",
+            "style",
+            "seed",
+        ],
+        upscale: false,
+        edit_endpoint: Some("fal-ai/ideogram/v3/edit"),
+        edit_supports: &[
+            "prompt",
+            "image_urls",
+            "rendering_speed",
+            "expand_prompt",
+            "style",
+            "seed",
+        ],
+        max_reference_images: 1,
+    },
+    FalModel {
+        id: "fal-ai/recraft/v4/pro/text-to-image",
+        display: "Recraft V4 Pro",
+        style: SizeStyle::Preset,
+        sizes: WIDE_PRESETS,
+        defaults: &[("enable_safety_checker", Bool(false))],
+        supports: &[
+            "prompt",
+            "image_size",
+            "enable_safety_checker",
+            "colors",
+            "background_color",
+        ],
+        upscale: false,
+        edit_endpoint: None,
+        edit_supports: &[],
+        max_reference_images: 0,
+    },
+    FalModel {
+        id: "fal-ai/qwen-image",
+        display: "Qwen Image",
+        style: SizeStyle::Preset,
+        sizes: WIDE_PRESETS,
+        defaults: &[
+            ("num_inference_steps", Int(30)),
+            ("guidance_scale", Float(2.5)),
+            ("num_images", Int(1)),
+            ("output_format", Text("png")),
+            ("acceleration", Text("regular")),
+        ],
+        supports: &[
+            "prompt",
+            "image_size",
+            "num_inference_steps",
+            "guidance_scale",
+            "num_images",
+            "output_format",
+            "acceleration",
+            "seed",
+            "sync_mode",
+        ],
+        upscale: false,
+        edit_endpoint: Some("fal-ai/qwen-image-2/pro/edit"),
+        edit_supports: &[
+            "prompt",
+            "image_urls",
+            "num_inference_steps",
+            "guidance_scale",
+            "num_images",
+            "output_format",
+            "acceleration",
+            "seed",
+            "sync_mode",
+        ],
+        max_reference_images: 3,
+    },
+    FalModel {
+        id: "fal-ai/krea/v2/medium/text-to-image",
+        display: "Krea 2 Medium",
+        style: SizeStyle::AspectRatio,
+        sizes: RATIOS,
+        defaults: &[("creativity", Text("medium"))],
+        supports: &[
+            "prompt",
+            "aspect_ratio",
+            "creativity",
+            "seed",
+            "image_style_references",
+        ],
+        upscale: false,
+        edit_endpoint: None,
+        edit_supports: &[],
+        max_reference_images: 0,
+    },
+    FalModel {
+        id: "fal-ai/krea/v2/large/text-to-image",
+        display: "Krea 2 Large",
+        style: SizeStyle::AspectRatio,
+        sizes: RATIOS,
+        defaults: &[("creativity", Text("medium"))],
+        supports: &[
+            "prompt",
+            "aspect_ratio",
+            "creativity",
+            "seed",
+            "image_style_references",
+        ],
+        upscale: false,
+        edit_endpoint: None,
+        edit_supports: &[],
+        max_reference_images: 0,
     },
 ];
 
-/// The configured model (`image_gen.model`), or the default when unset or unknown.
+/// The configured model (`image_gen.model`, else `FAL_IMAGE_MODEL`), or the default
+/// when unset or unknown.
 pub fn model(configured: Option<&str>) -> &'static FalModel {
-    configured
+    let wanted = configured.map(str::to_string).or_else(|| {
+        std::env::var("FAL_IMAGE_MODEL")
+            .ok()
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty())
+    });
+    wanted
         .and_then(|id| MODELS.iter().find(|m| m.id == id))
         .unwrap_or(&MODELS[0])
 }
@@ -167,9 +412,16 @@ fn size_index(aspect: &str) -> usize {
     }
 }
 
-/// The request body for text-to-image (`sources` empty) or an edit.
+/// The request body for text-to-image (`sources` empty) or an edit: the model's
+/// defaults, the prompt, the size in the model's style (for an edit only where its
+/// edit endpoint takes one), the sources; then only the keys the endpoint takes.
 pub fn payload(model: &FalModel, prompt: &str, aspect: &str, sources: &[String]) -> Value {
     let edit = !sources.is_empty();
+    let allowed = if edit {
+        model.edit_supports
+    } else {
+        model.supports
+    };
     let mut body = Map::new();
     for (key, value) in model.defaults {
         body.insert((*key).into(), value.json());
@@ -179,16 +431,36 @@ pub fn payload(model: &FalModel, prompt: &str, aspect: &str, sources: &[String])
         body.insert("image_urls".into(), json!(sources));
     }
     let size = model.sizes[size_index(aspect)];
-    match model.style {
-        SizeStyle::ImageSize => body.insert("image_size".into(), json!(size)),
-        SizeStyle::AspectRatio => body.insert("aspect_ratio".into(), json!(size)),
+    let size_key = match model.style {
+        SizeStyle::Preset | SizeStyle::Literal => "image_size",
+        SizeStyle::AspectRatio => "aspect_ratio",
     };
+    if !edit || allowed.contains(&size_key) {
+        body.insert(size_key.into(), json!(size));
+    }
     body.retain(|k, _| {
-        k == "prompt"
-            || (edit && k == "image_urls")
-            || (model.supports.contains(&k.as_str()) && !(edit && k == "image_size"))
+        k == "prompt" || (edit && k == "image_urls") || allowed.contains(&k.as_str())
     });
     Value::Object(body)
+}
+
+/// FAL's upscaler, run over text-to-image results of models with `upscale`.
+pub const UPSCALER: &str = "fal-ai/clarity-upscaler";
+
+/// The upscaler's request for `image_url`, made from `prompt`: twice the size, close
+/// to the source.
+pub fn upscale_payload(image_url: &str, prompt: &str) -> Value {
+    json!({
+        "image_url": image_url,
+        "prompt": format!("masterpiece, best quality, highres, {}", prompt.trim()),
+        "upscale_factor": 2,
+        "negative_prompt": "(worst quality, low quality, normal quality:2)",
+        "creativity": 0.35,
+        "resemblance": 0.6,
+        "guidance_scale": 4,
+        "num_inference_steps": 18,
+        "enable_safety_checker": false,
+    })
 }
 
 /// The queue host's base URL.
@@ -202,6 +474,7 @@ pub fn base_url() -> String {
 }
 
 pub struct Generated {
+    /// `images` of the result, or its single `image` (the upscaler's shape).
     pub images: Vec<Value>,
 }
 
@@ -300,10 +573,10 @@ pub fn run(
         pause = (pause * 2).min(Duration::from_secs(2));
     }
     let result = get(&agent, &response_url, &auth, "result")?;
-    let images = result
-        .get("images")
-        .and_then(Value::as_array)
-        .cloned()
-        .ok_or("Invalid response from FAL.ai API — no images returned")?;
+    let images = match (result.get("images"), result.get("image")) {
+        (Some(Value::Array(images)), _) => images.clone(),
+        (_, Some(image @ Value::Object(_))) => vec![image.clone()],
+        _ => return Err("Invalid response from FAL.ai API — no images returned".into()),
+    };
     Ok(Generated { images })
 }

@@ -142,7 +142,10 @@ pub fn image_generate_schema(_: &SchemaContext) -> Option<Value> {
             )
         }
     };
-    description.push_str(&format!("\nActive backend: {provider} · model: {model}\n"));
+    // The description, a blank line, then the backend and what it can do.
+    description.push_str(&format!(
+        "\n\nActive backend: {provider} · model: {model}\n"
+    ));
     if edit {
         let refs = if max_refs > 1 {
             format!("; up to {max_refs} reference image(s) via reference_image_urls")
@@ -189,18 +192,47 @@ impl Call<'_> {
         .into())
     }
 
-    fn done(&self, image: &Path, modality: &str, extra: Value) -> ToolResult {
+    fn done(&self, ctx: &ToolContext, image: &Path, modality: &str, extra: Value) -> ToolResult {
         let mut out = json!({
             "success": true, "image": image.display().to_string(), "model": self.model,
             "prompt": self.prompt, "aspect_ratio": self.aspect, "modality": modality,
             "provider": self.provider.name(),
         });
+        if let Some(inside) = copy_into_environment(ctx, image) {
+            out["host_image"] = json!(image.display().to_string());
+            out["agent_visible_image"] = json!(inside);
+        }
         if let (Some(out), Value::Object(extra)) = (out.as_object_mut(), extra) {
             for (k, v) in extra {
                 out.entry(k).or_insert(v);
             }
         }
         Ok(out.into())
+    }
+}
+
+/// On a backend other than `local` the task's commands and file tools do not see the
+/// host's cache: a copy of the image goes to `~/.hermes/cache/images/` inside the
+/// task's environment. Its path there, or `None` (the local backend, or no copy made:
+/// `image` stays the result either way).
+fn copy_into_environment(ctx: &ToolContext, image: &Path) -> Option<String> {
+    use hermes_environments::files::{Change, Committed};
+    let remote = hermes_environments::files::for_task(ctx)?.ok()?;
+    let home = remote.probe("~", false).ok()?.home;
+    let name = image.file_name()?.to_str()?;
+    if home.is_empty() {
+        return None;
+    }
+    let target = format!("{}/.hermes/cache/images/{name}", home.trim_end_matches('/'));
+    let bytes = std::fs::read(image).ok()?;
+    let change = Change {
+        target: &target,
+        base: None,
+        data: Some(&bytes),
+    };
+    match remote.commit(&[change]) {
+        Ok(Committed::Done(written)) if written.iter().all(|w| w.verified) => Some(target),
+        _ => None,
     }
 }
 
@@ -380,13 +412,32 @@ pub fn image_generate(
                     )
                 }
             };
-            let Some(first) = generated
+            let Some(mut first) = generated
                 .images
                 .iter()
                 .find_map(|i| i.get("url").and_then(Value::as_str))
+                .map(str::to_string)
             else {
                 return call.fail("No valid image URLs returned from API", "empty_response");
             };
+            // The upscaler is a quality pass over generated images; edits are final.
+            // Its failure keeps the image as generated.
+            let mut upscaled = false;
+            if model.upscale && sources.is_empty() && !first.starts_with("data:") {
+                let body = fal::upscale_payload(&first, prompt);
+                let idempotency = hermes_environments::output::random_hex(32);
+                if let Ok(bigger) = fal::run(&key, fal::UPSCALER, &body, &idempotency, timeout) {
+                    if let Some(url) = bigger
+                        .images
+                        .iter()
+                        .find_map(|i| i.get("url").and_then(Value::as_str))
+                    {
+                        first = url.to_string();
+                        upscaled = true;
+                    }
+                }
+            }
+            let first = first.as_str();
             let saved = download(first, ctx, &config).and_then(|bytes| {
                 save(
                     ctx.hermes_home(),
@@ -397,7 +448,12 @@ pub fn image_generate(
             match saved {
                 Ok(path) => {
                     let source_url = (!first.starts_with("data:")).then(|| first.to_string());
-                    call.done(&path, modality, json!({"source_url": source_url, "images_generated": generated.images.len()}))
+                    call.done(
+                        ctx,
+                        &path,
+                        modality,
+                        json!({"source_url": source_url, "images_generated": generated.images.len(), "upscaled": upscaled}),
+                    )
                 }
                 Err(e) => call.fail(e, "io_error"),
             }
@@ -458,7 +514,7 @@ pub fn image_generate(
                     if let Some(revised) = answer.revised_prompt {
                         extra["revised_prompt"] = json!(revised);
                     }
-                    call.done(&path, modality, extra)
+                    call.done(ctx, &path, modality, extra)
                 }
                 Err(e) => call.fail(format!("Could not save image to cache: {e}"), "io_error"),
             }

@@ -20,12 +20,15 @@
 //! # The auxiliary vision model
 //! - [`AuxVision::resolve`]: the endpoint from config.yaml `auxiliary.vision.*`
 //!   (`provider`, `model`, `base_url`, `api_key`, `timeout`, `temperature`) and the
-//!   provider keys in the environment; `Err` is the reason it is unavailable, for
-//!   availability checks.
-//! - [`AuxVision::analyze`]: one OpenAI-compatible `POST {base_url}/chat/completions`
-//!   with a text part and an `image_url` part; the answer's text (or its reasoning when
-//!   the content is empty). The API key is sent only as a bearer header and never
-//!   appears in an error.
+//!   provider keys in the environment, or with `provider: auto` the chain of the main
+//!   model (when it reads images), OpenRouter and DeepInfra; `Err` is the reason none
+//!   is available, for availability checks.
+//! - [`AuxVision::analyze`] / [`AuxVision::ask`]: an OpenAI-compatible
+//!   `POST {base_url}/chat/completions` with a text part and an `image_url` part; the
+//!   answer's text (or its reasoning when the content is empty). An image refused as
+//!   too large is sent once more, smaller; in the `auto` chain an endpoint that cannot
+//!   serve (key, credits, rate limit, unreachable) hands over to the next. API keys are
+//!   sent only as bearer headers and never appear in an error.
 //!
 //! # Results that carry the image itself
 //! - [`multimodal_result`]: the tool-result envelope
@@ -40,7 +43,7 @@ mod prepare;
 mod sniff;
 mod source;
 
-pub use aux::{AuxError, AuxVision, DEFAULT_TIMEOUT_SECS};
+pub use aux::{Answer, AuxError, AuxVision, Failure, DEFAULT_TIMEOUT_SECS};
 pub use content::{multimodal_result, split_multimodal, ImagePart, MULTIMODAL_KEY};
 pub use prepare::{prepare, Caps, ImageError, PreparedImage};
 pub use sniff::ImageType;

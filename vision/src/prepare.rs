@@ -137,7 +137,7 @@ fn decode(bytes: &[u8], ty: ImageType) -> Result<DynamicImage, ImageError> {
     })
 }
 
-fn dimensions(bytes: &[u8], ty: ImageType) -> Option<(u32, u32)> {
+pub(crate) fn dimensions(bytes: &[u8], ty: ImageType) -> Option<(u32, u32)> {
     ImageReader::with_format(Cursor::new(bytes), raster_format(ty)?)
         .into_dimensions()
         .ok()
