@@ -4,7 +4,10 @@
 //! by the network policy, lifecycle bookkeeping, the bounded network-idle wait and the
 //! snapshot text with its refs. Then the memory of each open browser context (a task's
 //! context with its tab on the page): the proportional set size of Chromium's
-//! processes before and after opening several.
+//! processes before and after opening several. Last, the cost of the OS sandbox a
+//! launched Chromium runs in: start-up and navigate + snapshot of a browser inside the
+//! task sandbox's policy (its own namespaces, the judged proxy its only way out)
+//! against one outside it, in turn.
 //!
 //! cargo bench --bench browser
 
@@ -241,4 +244,56 @@ fn main() {
     }
     tab.close();
     drop(local);
+    sandbox_cost(&settings, &url, policy);
+}
+
+/// Start-up, and navigate + snapshot, of a Chromium inside the command sandbox against
+/// one outside it, alternating so load weighs on both alike.
+fn sandbox_cost(settings: &Settings, url: &str, policy: impl Fn() -> RequestPolicy) {
+    let _ = hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools"));
+    let home = tempfile::tempdir().unwrap();
+    let terminal = hermes_environments::config::TerminalConfig::load(home.path()).unwrap();
+    let mut boxed = settings.clone();
+    boxed.sandbox = match hermes_environments::env::local::program_policy(&terminal) {
+        Ok(Some(policy)) => Some(policy),
+        other => {
+            eprintln!("no sandbox to measure: {:?}", other.err());
+            return;
+        }
+    };
+    const STARTS: usize = 5;
+    let (mut plain_start, mut boxed_start) = (Vec::new(), Vec::new());
+    let (mut plain_visit, mut boxed_visit) = (Vec::new(), Vec::new());
+    for _ in 0..STARTS {
+        for (chosen, starts, visits) in [
+            (settings, &mut plain_start, &mut plain_visit),
+            (&boxed, &mut boxed_start, &mut boxed_visit),
+        ] {
+            let started = Instant::now();
+            let (connection, local) = hermes_browser::launch::launch(chosen, &policy()).unwrap();
+            starts.push(started.elapsed());
+            let tab = Tab::open(Arc::clone(&connection), chosen.clone(), policy()).unwrap();
+            tab.navigate(url).unwrap();
+            tab.snapshot(false).unwrap();
+            for _ in 0..RUNS / STARTS {
+                let started = Instant::now();
+                tab.navigate(url).unwrap();
+                tab.snapshot(false).unwrap();
+                visits.push(started.elapsed());
+            }
+            tab.close();
+            drop(local);
+        }
+    }
+    let (plain_start, boxed_start) = (median(plain_start), median(boxed_start));
+    let (plain_visit, boxed_visit) = (median(plain_visit), median(boxed_visit));
+    println!("Chromium inside the command sandbox against outside it:");
+    println!(
+        "  start until it answers (median of {STARTS}): {plain_start:>10.2?} outside, {boxed_start:>10.2?} inside ({:.2}x)",
+        boxed_start.as_secs_f64() / plain_start.as_secs_f64()
+    );
+    println!(
+        "  navigate + snapshot (median of {RUNS}):      {plain_visit:>10.2?} outside, {boxed_visit:>10.2?} inside ({:.2}x)",
+        boxed_visit.as_secs_f64() / plain_visit.as_secs_f64()
+    );
 }
