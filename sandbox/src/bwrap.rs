@@ -357,36 +357,17 @@ pub(crate) fn finish_layout(policy: &Policy, cwd: &Path, layout: &mut Layout) {
     layout.args.push(cwd.as_os_str().to_owned());
 }
 
-/// The socket files bound in this network namespace (from `/proc/net/unix`) that exist
-/// as sockets now, with what each is.
+/// The socket files bound in this network namespace ([`crate::host_sockets`]) that
+/// exist as sockets now, with what each is.
 fn listening_socket_files() -> Vec<(PathBuf, Identity)> {
-    use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
-    // The file reports no size: read into room for a few hundred sockets at once, not
-    // through std's small first reads, each of which the kernel answers afresh.
-    let mut table = String::with_capacity(64 * 1024);
-    if std::fs::File::open("/proc/net/unix")
-        .and_then(|mut f| f.read_to_string(&mut table))
-        .is_err()
-    {
-        table.clear();
-    }
-    let mut out: Vec<(PathBuf, Identity)> = Vec::new();
-    for line in table.lines().skip(1) {
-        let Some(path) = line
-            .split_whitespace()
-            .nth(7)
-            .filter(|p| p.starts_with('/'))
-        else {
-            continue;
-        };
-        let path = PathBuf::from(path);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.file_type().is_socket() && !out.iter().any(|(seen, _)| *seen == path) {
-            out.push((path, identity_of(&meta)));
-        }
-    }
-    out
+    crate::host_sockets::socket_paths()
+        .into_iter()
+        .filter_map(|path| {
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            meta.file_type()
+                .is_socket()
+                .then(|| (path, identity_of(&meta)))
+        })
+        .collect()
 }

@@ -40,6 +40,7 @@
 
 mod bwrap;
 mod environment;
+mod host_sockets;
 pub mod launcher;
 mod layout_watch;
 mod limits;

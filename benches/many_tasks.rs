@@ -1,0 +1,223 @@
+//! Many tasks through one `serve`, with the command sandbox on (the default), against
+//! the floor of the same commands run by `bash -c` from a thread pool as wide as serve's
+//! default `max_in_flight` (32), in the same run:
+//!
+//! - TASKS tasks × CALLS terminal calls (`echo`), every line sent at once; wall time, and
+//!   each call's time from the moment it was sent to its answer (p50, p99). Each task's
+//!   first call starts its sandbox; the rest run in it.
+//! - The cost of a sandbox start as sandboxes pile up: a fresh task's first call, with
+//!   10, 100 and 400 tasks' sandboxes alive in the same server (median of 7 each). A
+//!   start that reads a table of every socket of the server grows with that number.
+//!
+//! cargo bench --bench many_tasks [-- TASKS CALLS]
+//! (or `cargo bench --bench many_tasks --profile dev` to reuse the test build)
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const WIDTH: usize = 32;
+
+struct Serve {
+    child: Child,
+    stdin: ChildStdin,
+    answers: mpsc::Receiver<(String, Instant)>,
+    _home: tempfile::TempDir,
+}
+
+impl Serve {
+    fn start() -> Serve {
+        let home = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+            .args(["serve", "--toolsets", "terminal"])
+            .env("HERMES_HOME", home.path())
+            // Idle sandboxes must stay alive for the pile-up measure.
+            .env("TERMINAL_LIFETIME_SECONDS", "3600")
+            .current_dir(home.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hermes-tools serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, answers) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let at = Instant::now();
+                let Ok(answer) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if let Some(id) = answer["tool_call_id"].as_str() {
+                    let ok = answer["content"]
+                        .as_str()
+                        .and_then(|c| serde_json::from_str::<Value>(c).ok())
+                        .is_some_and(|c| c["exit_code"] == 0);
+                    assert!(ok, "a call failed: {line}");
+                    if sender.send((id.to_string(), at)).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        Serve {
+            child,
+            stdin,
+            answers,
+            _home: home,
+        }
+    }
+
+    fn send(&mut self, id: &str, task: &str, command: &str) -> Instant {
+        let line = json!({
+            "id": id, "type": "function", "task_id": task,
+            "function": {"name": "terminal", "arguments": json!({"command": command}).to_string()},
+        });
+        writeln!(self.stdin, "{line}").unwrap();
+        Instant::now()
+    }
+
+    fn flush(&mut self) {
+        self.stdin.flush().unwrap();
+    }
+
+    /// Waits for the answers to `sent`; each call's time from sending to answer.
+    fn collect(&self, sent: &HashMap<String, Instant>) -> Vec<Duration> {
+        let mut times = Vec::with_capacity(sent.len());
+        while times.len() < sent.len() {
+            let (id, at) = self
+                .answers
+                .recv_timeout(Duration::from_secs(600))
+                .expect("serve answers");
+            if let Some(start) = sent.get(&id) {
+                times.push(at - *start);
+            }
+        }
+        times
+    }
+
+    fn one(&mut self, id: &str, task: &str) -> Duration {
+        let start = self.send(id, task, "true");
+        self.flush();
+        let mut sent = HashMap::new();
+        sent.insert(id.to_string(), start);
+        self.collect(&sent)[0]
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(times: &mut [Duration], p: f64) -> Duration {
+    times.sort();
+    times[((times.len() - 1) as f64 * p).round() as usize]
+}
+
+/// The floor: the same commands by `bash -c`, from WIDTH threads taking jobs in order.
+fn floor(tasks: usize, calls: usize) -> (Duration, Vec<Duration>) {
+    let jobs: Vec<String> = (0..tasks * calls)
+        .map(|i| format!("echo call {i}"))
+        .collect();
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(jobs.into_iter()));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..WIDTH)
+        .map(|_| {
+            let queue = std::sync::Arc::clone(&queue);
+            std::thread::spawn(move || {
+                let mut times = Vec::new();
+                loop {
+                    let Some(job) = queue.lock().unwrap().next() else {
+                        break;
+                    };
+                    let status = Command::new("bash")
+                        .args(["-c", &job])
+                        .stdout(Stdio::null())
+                        .status()
+                        .unwrap();
+                    assert!(status.success());
+                    times.push(started.elapsed());
+                }
+                times
+            })
+        })
+        .collect();
+    let times: Vec<Duration> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    (started.elapsed(), times)
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let tasks = args.first().copied().unwrap_or(200);
+    let calls = args.get(1).copied().unwrap_or(20);
+
+    let (floor_wall, mut floor_times) = floor(tasks, calls);
+    let mut serve = Serve::start();
+    let mut sent = HashMap::new();
+    let started = Instant::now();
+    // Call by call across tasks, as agents working side by side send them.
+    for call in 0..calls {
+        for task in 0..tasks {
+            let id = format!("t{task}-c{call}");
+            let at = serve.send(&id, &format!("task{task}"), &format!("echo call {call}"));
+            sent.insert(id, at);
+        }
+    }
+    serve.flush();
+    let mut times = serve.collect(&sent);
+    let wall = started.elapsed();
+    let (p50, p99) = (percentile(&mut times, 0.5), percentile(&mut times, 0.99));
+    let (floor_p50, floor_p99) = (
+        percentile(&mut floor_times, 0.5),
+        percentile(&mut floor_times, 0.99),
+    );
+    println!("{tasks} tasks x {calls} terminal calls, all sent at once (sandbox on):");
+    println!(
+        "  floor, bash -c from {WIDTH} threads: wall {floor_wall:>9.2?}  p50 {floor_p50:>9.2?}  p99 {floor_p99:>9.2?}"
+    );
+    println!(
+        "  one serve:                       wall {wall:>9.2?}  p50 {p50:>9.2?}  p99 {p99:>9.2?}  ({:.2}x wall, {:.2}x p99)",
+        wall.as_secs_f64() / floor_wall.as_secs_f64(),
+        p99.as_secs_f64() / floor_p99.as_secs_f64()
+    );
+    drop(serve);
+
+    // A fresh task's first call (a sandbox start) as live sandboxes pile up.
+    let mut serve = Serve::start();
+    let mut live = 0;
+    let mut first_at_10 = None;
+    println!("a fresh task's first call (a new sandbox), median of 7, with N sandboxes alive:");
+    for target in [10usize, 100, 400] {
+        let mut sent = HashMap::new();
+        while live < target {
+            let id = format!("fill{live}");
+            sent.insert(id.clone(), serve.send(&id, &format!("fill{live}"), "true"));
+            live += 1;
+        }
+        serve.flush();
+        serve.collect(&sent);
+        let mut firsts: Vec<Duration> = (0..7)
+            .map(|i| serve.one(&format!("fresh{target}-{i}"), &format!("fresh{target}-{i}")))
+            .collect();
+        live += 7;
+        let median = percentile(&mut firsts, 0.5);
+        let base = *first_at_10.get_or_insert(median);
+        println!(
+            "  N = {target:>3}: {median:>9.2?}  ({:.2}x of N = 10)",
+            median.as_secs_f64() / base.as_secs_f64()
+        );
+    }
+}
