@@ -198,6 +198,61 @@ fn docker_backend_through_podman() {
     assert!(containers_named(podman, &task_label).is_empty());
 }
 
+/// A home shared into the container shows the files of the deny-read list empty or
+/// not at all (its `~/.ssh`, a `.netrc`), the rest as it is; a volume that is itself a
+/// denied place is refused. Through the binary, as an operator's config does it.
+#[test]
+fn shared_host_folders_keep_the_deny_read_list() {
+    let _ = podman_setup();
+    let shared_home = TempDir::new().unwrap();
+    std::fs::create_dir_all(shared_home.path().join(".ssh")).unwrap();
+    std::fs::write(shared_home.path().join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    std::fs::write(
+        shared_home.path().join(".netrc"),
+        "machine x password SECRET\n",
+    )
+    .unwrap();
+    std::fs::write(shared_home.path().join("notes.txt"), "plain notes\n").unwrap();
+    let run = |volumes: &str, command: &str| -> Value {
+        let home = docker_home(&format!("  docker_volumes: [{volumes}]\n"));
+        let out = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+            .args(["call", "terminal", &json!({"command": command}).to_string()])
+            .env("HERMES_HOME", home.path())
+            .env("HOME", shared_home.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let shared = format!("\"{}:/home/me\"", shared_home.path().display());
+    let r = run(
+        &shared,
+        "cat /home/me/notes.txt; echo \"[$(ls -A /home/me/.ssh)]\"; test -s /home/me/.netrc || echo empty; \
+         cat /home/me/.ssh/id_ed25519 /home/me/.netrc 2>&1; touch /home/me/.ssh/planted 2>/dev/null; \
+         test -e /home/me/.ssh/planted && echo planted || echo refused",
+    );
+    let output = r["output"].as_str().unwrap();
+    assert!(output.starts_with("plain notes\n[]\nempty\n"), "{r}");
+    assert!(
+        !output.contains("PRIVATE") && !output.contains("SECRET"),
+        "{r}"
+    );
+    assert!(output.ends_with("refused"), "{r}");
+    assert!(!shared_home.path().join(".ssh/planted").exists());
+    // Sharing the secret itself starts no container.
+    let r = run(
+        &format!("\"{}/.ssh:/keys\"", shared_home.path().display()),
+        "cat /keys/id_ed25519",
+    );
+    assert!(!r.to_string().contains("PRIVATE"), "{r}");
+    assert!(r.to_string().contains("deny-read list"), "{r}");
+}
+
 #[test]
 fn file_tools_work_inside_the_container() {
     let home = docker_home("");

@@ -63,6 +63,21 @@ pub fn empty_file() -> Result<PathBuf, String> {
     .clone()
 }
 
+/// A read-only empty directory, bound over directories a container must not show
+/// (a bind, so it stacks on the volume it is inside as every engine orders binds).
+pub fn empty_dir() -> Result<PathBuf, String> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = server_dir()?.join("empty-dir");
+        std::fs::create_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o555))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
+    })
+    .clone()
+}
+
 /// The seccomp programs ([`crate::write_seccomp_programs`]), written once per server.
 pub fn seccomp_programs() -> Result<Vec<PathBuf>, String> {
     static PROGRAMS: OnceLock<Result<Vec<PathBuf>, String>> = OnceLock::new();

@@ -30,6 +30,8 @@ struct RunSpec {
     cpu: f64,
     memory_mb: u64,
     volumes: Vec<String>,
+    /// Mounts over what the volumes would show of the deny-read list.
+    covers: Vec<String>,
     task_id: String,
 }
 
@@ -137,6 +139,63 @@ pub fn exec_args(
 }
 
 /// Whether a volume's host side reaches the host's files (`/`, `~`, `./`, `../`, a drive).
+/// Mounts that hide, inside the container, the places of the deny-read list a host
+/// volume would show (`~/.ssh` of a home shared as `/home/me`): an empty directory or
+/// file bound read-only over it (binds, which engines order by place, so each lands on
+/// the volume it is inside; a tmpfs may be mounted first and end up beneath it). A volume that is itself inside such a
+/// place is refused: it shares nothing but the secret.
+fn deny_read_covers(
+    volumes: &[String],
+    deny: &[hermes_runtime::protected_paths::ProtectedPlace],
+    (empty_file, empty_dir): &(std::path::PathBuf, std::path::PathBuf),
+) -> Result<Vec<String>, EnvError> {
+    use hermes_runtime::protected_paths::Extent;
+    let mut covers = Vec::new();
+    for volume in volumes.iter().filter(|v| is_host_volume(v)) {
+        let mut parts = volume.splitn(3, ':');
+        let (Some(source), Some(target)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let source = expand_home(source);
+        let source = std::fs::canonicalize(&source).unwrap_or(source);
+        let target = std::path::Path::new(target);
+        for place in deny {
+            let place_path = std::fs::canonicalize(&place.path).unwrap_or(place.path.clone());
+            if source.starts_with(&place_path) {
+                return Err(EnvError::new(format!(
+                    "terminal.docker_volumes shares {}, which is on the deny-read list ({}): no tool or command reads it",
+                    source.display(),
+                    place.path.display()
+                )));
+            }
+            let Ok(inside) = place_path.strip_prefix(&source) else {
+                continue;
+            };
+            let inside = target.join(inside);
+            let cover = match (place.extent, std::fs::metadata(&place_path)) {
+                (Extent::Tree, Ok(meta)) if meta.is_dir() => empty_dir,
+                (_, Ok(meta)) if meta.is_file() => empty_file,
+                _ => continue,
+            };
+            covers.push(format!(
+                "--mount=type=bind,source={},destination={},ro",
+                cover.display(),
+                inside.display()
+            ));
+        }
+    }
+    Ok(covers)
+}
+
+fn expand_home(path: &str) -> std::path::PathBuf {
+    match (path.strip_prefix('~'), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => {
+            std::path::PathBuf::from(home).join(rest.trim_start_matches('/'))
+        }
+        _ => std::path::PathBuf::from(path),
+    }
+}
+
 fn is_host_volume(volume: &str) -> bool {
     let host = volume.split(':').next().unwrap_or("");
     host.starts_with('/')
@@ -164,6 +223,13 @@ impl DockerEnv {
         if config.docker_mount_cwd {
             volumes.push(format!("{}:/workspace", local_cwd.display()));
         }
+        // What the host shares into the container is read under the host's rules.
+        let deny = config.access_policy(local_cwd);
+        let empty = (
+            hermes_sandbox::run_dir::empty_file().map_err(EnvError::new)?,
+            hermes_sandbox::run_dir::empty_dir().map_err(EnvError::new)?,
+        );
+        let covers = deny_read_covers(&volumes, deny.deny_read(), &empty)?;
         let host_access = volumes.iter().any(|v| is_host_volume(v));
         let env = DockerEnv {
             binary,
@@ -180,6 +246,7 @@ impl DockerEnv {
                 cpu: config.container_cpu,
                 memory_mb: config.container_memory_mb,
                 volumes,
+                covers,
                 task_id: task_id.to_string(),
             },
         };
@@ -201,7 +268,7 @@ impl DockerEnv {
             self.spec.memory_mb,
             &self.spec.volumes,
             &self.spec.task_id,
-            &self.run_args,
+            &[self.spec.covers.clone(), self.run_args.clone()].concat(),
         );
         let out = self
             .cli()
