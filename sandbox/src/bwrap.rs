@@ -43,6 +43,17 @@ pub(crate) fn entry() -> Result<Vec<OsString>, String> {
         }
         None => why.push("bubblewrap (bwrap) was not found".into()),
     }
+    // Where namespaces are refused, the weaker wall of Landlock and seccomp alone.
+    if let Some(program) = crate::launcher::program_path() {
+        let entry = crate::wall::confined_entry(program.into_os_string());
+        match probe(&entry) {
+            Ok(()) => {
+                crate::wall::mark_confined_only();
+                return Ok(entry);
+            }
+            Err(e) => why.push(e),
+        }
+    }
     Err(why.join("; "))
 }
 

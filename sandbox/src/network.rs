@@ -175,7 +175,13 @@ impl Network {
         if !CONNECT_FAILURES.iter().any(|f| output.contains(f)) {
             return None;
         }
-        let reach = match self {
+        // Without namespaces there is no proxy either: nothing gets out.
+        let network = if crate::wall::confined_only() {
+            &Network::Off
+        } else {
+            self
+        };
+        let reach = match network {
             Network::Off => "nothing outside the sandbox is reachable".to_string(),
             Network::Proxied { allow } => format!(
                 "only HTTP and HTTPS through the runtime's proxy (HTTP_PROXY, 127.0.0.1:{PROXY_PORT} inside) get out, \
@@ -193,7 +199,7 @@ impl Network {
                  does not lift it; the user can widen {KEY} in config.yaml: loopback-off (the outside world), or \
                  {{allow: [\"*\", \"127.0.0.1:PORT\"]}} to add a host service, or {{allow: [pypi.org, \"*.github.com\"]}} \
                  for listed hosts only.",
-            self.describe()
+            network.describe()
         ))
     }
 }
@@ -268,6 +274,9 @@ pub fn attach(cmd: &mut Command, network: &Network) {
 /// [`attach`], with the proxy's decisions made by `reach`.
 pub fn attach_judged(cmd: &mut Command, reach: std::sync::Arc<dyn Reach>) {
     use std::os::unix::process::CommandExt;
+    if crate::wall::confined_only() {
+        return; // no namespaces: the command has no network at all
+    }
     let (ours, theirs) = match crate::launcher::protocol::socket_pair() {
         Ok(pair) => pair,
         Err(e) => {

@@ -48,6 +48,7 @@ impl SandboxError {
             "the command sandbox cannot start: {why}. Commands are not run without it. It needs a \
              kernel that lets unprivileged users make user namespaces (Linux 5.12 or later; on \
              Ubuntu, AppArmor may forbid them: sysctl kernel.apparmor_restrict_unprivileged_userns=0), \
+             or Linux 6.12 or later for the weaker wall of Landlock and seccomp alone, \
              or bubblewrap installed (apt-get install bubblewrap); or set \
              `terminal.sandbox.mode: off` in config.yaml to run commands with the server's own rights"
         ))

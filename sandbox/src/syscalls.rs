@@ -104,6 +104,31 @@ fn programs() -> Result<[BpfProgram; 2], String> {
     ])
 }
 
+/// For the Landlock-only wall ([`crate::wall`]): no IPv4 or IPv6 socket of any kind
+/// (Landlock governs TCP only; this covers UDP and raw sockets too), as raw
+/// instructions.
+pub(crate) fn no_network_program() -> Result<Vec<u8>, String> {
+    let rules = [libc::AF_INET, libc::AF_INET6, libc::AF_PACKET]
+        .iter()
+        .map(|family| condition(0, SeccompCmpOp::Eq, *family as u64))
+        .collect();
+    Ok(encode(&compile(
+        BTreeMap::from([(libc::SYS_socket, rules)]),
+        libc::EACCES,
+    )?))
+}
+
+fn encode(program: &BpfProgram) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(program.len() * 8);
+    for op in program {
+        bytes.extend_from_slice(&op.code.to_ne_bytes());
+        bytes.push(op.jt);
+        bytes.push(op.jf);
+        bytes.extend_from_slice(&op.k.to_ne_bytes());
+    }
+    bytes
+}
+
 /// Writes the programs into `dir` (as the raw instructions bubblewrap reads) and
 /// returns their paths, in the order they are to be installed.
 pub fn write_seccomp_programs(dir: &Path) -> Result<Vec<PathBuf>, String> {
@@ -123,20 +148,6 @@ pub fn write_seccomp_programs(dir: &Path) -> Result<Vec<PathBuf>, String> {
 /// The programs as raw instructions, compiled once per process (every task writes them).
 fn encoded_programs() -> Result<&'static [Vec<u8>], String> {
     static ENCODED: std::sync::OnceLock<Result<Vec<Vec<u8>>, String>> = std::sync::OnceLock::new();
-    let encoded = ENCODED.get_or_init(|| {
-        Ok(programs()?
-            .iter()
-            .map(|program| {
-                let mut bytes = Vec::with_capacity(program.len() * 8);
-                for op in program {
-                    bytes.extend_from_slice(&op.code.to_ne_bytes());
-                    bytes.push(op.jt);
-                    bytes.push(op.jf);
-                    bytes.extend_from_slice(&op.k.to_ne_bytes());
-                }
-                bytes
-            })
-            .collect())
-    });
+    let encoded = ENCODED.get_or_init(|| Ok(programs()?.iter().map(encode).collect()));
     encoded.as_deref().map_err(Clone::clone)
 }

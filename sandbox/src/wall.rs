@@ -30,6 +30,8 @@ use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+mod confined;
+
 /// The argument that turns a program into the wall.
 pub const WALL_ARG: &str = "__hermes-sandbox-wall";
 
@@ -66,6 +68,8 @@ enum Step {
 /// What the command line asked for.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Plan {
+    /// Landlock and seccomp only ([`confined`]): the kernel refuses user namespaces.
+    landlock_only: bool,
     die_with_parent: bool,
     unshare_net: bool,
     unshare_cgroup: bool,
@@ -108,6 +112,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Plan, String> {
                 return Ok(plan);
             }
             "--die-with-parent" => plan.die_with_parent = true,
+            confined::ARG => plan.landlock_only = true,
             "--unshare-user" | "--unshare-pid" | "--unshare-ipc" | "--unshare-uts" => {}
             "--unshare-net" => plan.unshare_net = true,
             "--unshare-cgroup-try" => plan.unshare_cgroup = true,
@@ -206,6 +211,32 @@ pub(crate) fn mark_chosen() {
     CHOSEN.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+static CONFINED_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the sandboxes of this process are Landlock and seccomp only ([`confined`]):
+/// no namespaces, so no network namespace for the proxy either.
+pub fn confined_only() -> bool {
+    CONFINED_ONLY.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The weaker wall was chosen: said once, on stderr, with what it does not do.
+pub(crate) fn mark_confined_only() {
+    if !CONFINED_ONLY.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        mark_chosen();
+        eprintln!(
+            "hermes-tools: this kernel refuses user namespaces, so commands run confined by Landlock and seccomp \
+             only: no network, the host's /proc and /dev visible, host socket files outside the hidden places \
+             reachable, background processes outliving their command until the task ends. Allowing unprivileged \
+             user namespaces (see docs/security.md) gives the full sandbox."
+        );
+    }
+}
+
+/// The wall's entry in its Landlock-only form.
+pub(crate) fn confined_entry(program: std::ffi::OsString) -> Vec<OsString> {
+    vec![program, WALL_ARG.into(), confined::ARG.into()]
+}
+
 /// Runs the wall when this process was started as one; returns otherwise. Must run
 /// before any thread starts: a process with threads cannot enter a new user namespace.
 pub(crate) fn serve_if_requested() {
@@ -300,6 +331,12 @@ fn run_outside(plan: &Plan) -> Result<i32, Failure> {
         .iter()
         .map(|file| std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display())))
         .collect::<Result<Vec<_>, _>>()?;
+    if plan.landlock_only {
+        return confined::run(plan, &seccomp).map_err(|(code, why)| Failure {
+            code,
+            message: format!("hermes-tools sandbox: {why}"),
+        });
+    }
     // The signal and abstract-socket scopes, before anything of the sandbox exists.
     crate::scope::restrict_thread().map_err(|e| e.to_string())?;
     enter_namespaces(plan)?;
