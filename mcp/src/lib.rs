@@ -11,10 +11,12 @@
 //! [`attach`] is the one call a front end makes at start: it connects the configured
 //! servers and loads the plugins, and says what it loaded and what it skipped.
 
+pub mod caller;
 pub mod client;
 pub mod convert;
 pub mod elicitation;
 pub mod http_guard;
+pub mod library;
 pub mod names;
 pub use hermes_plugins as plugins;
 pub mod server;
