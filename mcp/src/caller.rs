@@ -29,6 +29,28 @@ pub struct Caller {
     pub(crate) level: SessionLevel,
 }
 
+thread_local! {
+    /// The client of the call this thread runs, for code that is not handed the
+    /// call's context (the smart approval reviewer).
+    static SERVING: std::cell::RefCell<Option<Caller>> = const { std::cell::RefCell::new(None) };
+}
+
+/// While alive, [`Caller::serving`] on this thread is the caller it was made with.
+pub(crate) struct Serving(Option<Caller>);
+
+impl Serving {
+    pub(crate) fn enter(caller: Option<Caller>) -> Serving {
+        Serving(SERVING.with(|serving| serving.replace(caller)))
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        SERVING.with(|serving| *serving.borrow_mut() = previous);
+    }
+}
+
 fn callers() -> &'static Mutex<HashMap<String, Caller>> {
     static CALLERS: OnceLock<Mutex<HashMap<String, Caller>>> = OnceLock::new();
     CALLERS.get_or_init(Default::default)
@@ -75,6 +97,11 @@ impl Caller {
             .unwrap_or_else(|p| p.into_inner())
             .get(ctx.session_id())
             .cloned()
+    }
+
+    /// The client of the call running on this thread, if an MCP call runs here.
+    pub fn serving() -> Option<Caller> {
+        SERVING.with(|serving| serving.borrow().clone())
     }
 
     /// Whether a message of `level` passes the level the client set.

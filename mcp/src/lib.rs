@@ -18,6 +18,7 @@ pub mod elicitation;
 pub mod http_guard;
 pub mod library;
 pub mod names;
+pub mod review;
 pub use hermes_plugins as plugins;
 pub mod server;
 pub mod stdio;

@@ -90,6 +90,14 @@ pub trait Library: Send + Sync {
     }
 }
 
+/// The access policy of the task `ctx` belongs to, built from the operator's
+/// configuration as for the file tools and the sandbox.
+fn access_policy(ctx: &ToolContext) -> Result<hermes_runtime::access::AccessPolicy, String> {
+    let config = hermes_environments::config::TerminalConfig::load(ctx.hermes_home())
+        .map_err(|e| format!("the configuration cannot be read, so no file is read: {e}"))?;
+    Ok(config.access_policy(ctx.cwd()))
+}
+
 /// Reads `path` for a client: refused when the task's access policy denies reading
 /// the file the kernel opened (every symlink followed), when it is no regular file,
 /// or larger than `limit`. `Err` is a sentence.
@@ -104,9 +112,7 @@ pub fn read_for_client(ctx: &ToolContext, path: &Path, limit: u64) -> Result<Vec
         .map_err(|e| format!("{shown}: {e}"))?;
     let real = hermes_runtime::access::fd_path(&file)
         .ok_or_else(|| format!("{shown}: where it leads cannot be told"))?;
-    let config = hermes_environments::config::TerminalConfig::load(ctx.hermes_home())
-        .map_err(|e| format!("the configuration cannot be read, so no file is read: {e}"))?;
-    if let Some(refusal) = config.access_policy(ctx.cwd()).read_refusal(&real) {
+    if let Some(refusal) = access_policy(ctx)?.read_refusal(&real) {
         return Err(refusal.message("Read", &shown));
     }
     let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
@@ -422,9 +428,15 @@ impl StoredOutputs {
         real.starts_with(&root).then_some(path)
     }
 
-    /// Every regular file under the cache folder, newest first (hidden entries, the
-    /// engines' scratch folders, skipped).
+    /// Every regular file under the cache folder that may be read, newest first
+    /// (hidden entries, the engines' scratch folders, skipped).
     fn files(serving: &Serving) -> Vec<(PathBuf, std::time::SystemTime, u64)> {
+        let Ok(policy) = access_policy(serving.ctx) else {
+            return Vec::new();
+        };
+        let readable = |path: &Path| {
+            std::fs::canonicalize(path).is_ok_and(|real| policy.read_refusal(&real).is_none())
+        };
         let mut found = Vec::new();
         let mut stack = vec![StoredOutputs::root(serving)];
         while let Some(dir) = stack.pop() {
@@ -440,7 +452,7 @@ impl StoredOutputs {
                 };
                 if kind.is_dir() {
                     stack.push(entry.path());
-                } else if kind.is_file() {
+                } else if kind.is_file() && readable(&entry.path()) {
                     if let Ok(meta) = entry.metadata() {
                         let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
                         found.push((entry.path(), modified, meta.len()));

@@ -324,6 +324,7 @@ impl HermesServer {
             );
         }
         let started = Instant::now();
+        let _serving = crate::caller::Serving::enter(crate::caller::Caller::of(&ctx));
         let call = ToolCall {
             name: name.clone(),
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
@@ -1073,6 +1074,7 @@ pub fn run_with(
     extras: Extras,
 ) -> std::io::Result<()> {
     let extras = Arc::new(extras);
+    crate::review::install(registry.hermes_home());
     std::thread::spawn(hermes_command_guard::warm_up);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
