@@ -123,3 +123,63 @@ fn a_long_call_reports_progress_over_http() {
     let at = |m: &Value| messages.iter().position(|x| x == m).unwrap();
     assert!(at(notes[0]) < at(result));
 }
+
+#[test]
+fn terminal_output_arrives_as_progress_while_the_command_runs() {
+    let home = home();
+    let gate = home.path().join("go");
+    let mut session = StdioSession::start(home.path(), &["--toolsets", "terminal"]);
+    session.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // The command prints, then waits until the test has seen that output as progress.
+    let command = format!(
+        "echo first-line; echo key sk-live0123456789abcdef; while [ ! -e {} ]; do sleep 0.1; done; echo last-line",
+        gate.display()
+    );
+    session.send(&long_call(2, &command, "out-2"));
+    session.wait_for(|seen| {
+        progress_of(seen, "out-2").iter().any(|n| {
+            n["params"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("first-line")
+        })
+    });
+    assert!(
+        answer(&session.seen, 2).is_none(),
+        "the output came only with the answer: {:?}",
+        session.seen
+    );
+    std::fs::write(&gate, "").unwrap();
+    let answered = session.request(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    assert!(answered.get("result").is_some());
+    session.wait_for(|seen| answer(seen, 2).is_some());
+    let notes = progress_of(&session.seen, "out-2");
+    let streamed: String = notes
+        .iter()
+        .filter_map(|n| n["params"]["message"].as_str())
+        .filter(|m| !m.contains("is running ("))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(streamed.contains("first-line"), "{streamed}");
+    assert!(streamed.contains("last-line"), "{streamed}");
+    // Redacted as the result is, and without the shell's own bookkeeping.
+    assert!(!streamed.contains("sk-live0123456789abcdef"), "{streamed}");
+    assert!(streamed.contains("sk-***"), "{streamed}");
+    assert_eq!(streamed.lines().count(), 3, "{streamed}");
+    let steps: Vec<f64> = notes
+        .iter()
+        .map(|n| n["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert!(
+        steps.windows(2).all(|w| w[0] < w[1]),
+        "progress must increase: {steps:?}"
+    );
+    let result = answer(&session.seen, 2).unwrap();
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("first-line") && text.contains("last-line"),
+        "{text}"
+    );
+}

@@ -3,7 +3,8 @@
 //! reviewed by the model of the MCP client that made the call, through
 //! `sampling/createMessage`, when the client declared `sampling`. Its answer counts as
 //! the configured reviewer's would: APPROVE runs the command, DENY refuses it (or
-//! asks the user, who may still allow it once), anything else asks the user.
+//! asks the user, who may still allow it once), anything else asks the user. The
+//! runtime reviews only where someone could be asked (a client with elicitation).
 //! A client without sampling, or a call that is not an MCP call, escalates to the user
 //! as before. An endpoint configured later reviews instead, as it would have.
 

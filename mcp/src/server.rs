@@ -305,10 +305,14 @@ impl HermesServer {
             }
             builder = user.attach(builder);
         }
+        let sent = ProgressCount::default();
+        if let Some((token, peer)) = progress.clone().zip(client) {
+            builder = builder.progress(output_progress(peer.clone(), token, Arc::clone(&sent)));
+        }
         let ctx = builder.build();
         let _reporting = progress
             .zip(client)
-            .map(|(token, peer)| report_progress(peer.clone(), token, name.clone()));
+            .map(|(token, peer)| report_progress(peer.clone(), token, name.clone(), sent));
         // Only for a client that chose a level: the others never asked for call logs.
         let logging = crate::caller::Caller::of(&ctx).filter(|_| {
             self.level
@@ -518,27 +522,57 @@ fn report_progress(
     peer: rmcp::service::Peer<RoleServer>,
     token: ProgressToken,
     tool: String,
+    sent: ProgressCount,
 ) -> tokio_util::sync::DropGuard {
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = stop.clone();
     tokio::runtime::Handle::current().spawn(async move {
         let started = Instant::now();
-        let mut ticks = 0u32;
         loop {
             tokio::select! {
                 _ = stopped.cancelled() => return,
                 _ = tokio::time::sleep(PROGRESS_EVERY) => {}
             }
-            ticks += 1;
             let message = format!("{tool} is running ({} s)", started.elapsed().as_secs());
-            let param = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
-                .with_message(message);
-            if peer.notify_progress(param).await.is_err() {
+            if send_progress(&peer, &token, &sent, message).await.is_err() {
                 return;
             }
         }
     });
     stop.drop_guard()
+}
+
+/// Where a call's output goes while it runs (a terminal command's lines): each batch a
+/// `notifications/progress` for `token` with the text as its message, sent before the
+/// call goes on, numbered with the ticks of [`report_progress`] (`sent`).
+fn output_progress(
+    peer: rmcp::service::Peer<RoleServer>,
+    token: ProgressToken,
+    sent: ProgressCount,
+) -> hermes_runtime::context::ProgressSink {
+    let runtime = tokio::runtime::Handle::current();
+    Arc::new(move |text: &str| {
+        let (peer, token, sent, text) =
+            (peer.clone(), token.clone(), sent.clone(), text.to_string());
+        let sending = runtime.spawn(async move { send_progress(&peer, &token, &sent, text).await });
+        let _ = runtime.block_on(sending);
+    })
+}
+
+/// The progress notifications of one call so far. Each is numbered and sent under its
+/// lock, so the client sees the numbers rise whichever path sent them.
+type ProgressCount = Arc<tokio::sync::Mutex<u64>>;
+
+async fn send_progress(
+    peer: &rmcp::service::Peer<RoleServer>,
+    token: &ProgressToken,
+    sent: &ProgressCount,
+    message: String,
+) -> Result<(), rmcp::ServiceError> {
+    let mut count = sent.lock().await;
+    *count += 1;
+    let param = ProgressNotificationParam::new(token.clone(), *count as f64).with_message(message);
+    peer.notify_progress(param).await
 }
 
 /// One `tools/call` as the server runs it.
