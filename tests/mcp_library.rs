@@ -30,13 +30,7 @@ fn walk(home: &Path, args: &[&str], steps: Value, envs: &[(&str, &str)]) -> Valu
         command.env(key, value);
     }
     let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "client failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    mcp_support::client_report(&output)
 }
 
 /// A home with one skill (and a file of it), the OS sandbox off.

@@ -20,14 +20,32 @@ fn progress_of<'a>(seen: &'a [Value], token: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Progress must increase.
+fn assert_rising(notes: &[&Value]) {
+    let steps: Vec<f64> = notes
+        .iter()
+        .map(|n| n["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert!(
+        steps.windows(2).all(|w| w[0] < w[1]),
+        "progress must increase: {steps:?}"
+    );
+}
+
+/// `hermes-tools mcp --toolsets terminal` on stdio, past the handshake.
+fn initialized(home: &std::path::Path) -> StdioSession {
+    let mut session = StdioSession::start(home, &["--toolsets", "terminal"]);
+    session.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    session
+}
+
 #[test]
 fn a_long_call_reports_progress_on_stdio_and_can_be_cancelled() {
     let home = home();
     let marker = home.path().join("finished");
-    let mut session = StdioSession::start(home.path(), &["--toolsets", "terminal"]);
-    session.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
-    session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut session = initialized(home.path());
 
     // A call that ends by itself: progress while it runs, increasing, then its answer.
     let answered = session.request(&long_call(2, "sleep 2.5; echo all-done", "p-2"));
@@ -44,14 +62,7 @@ fn a_long_call_reports_progress_on_stdio_and_can_be_cancelled() {
         "no progress for a 2.5 s call: {:?}",
         session.seen
     );
-    let steps: Vec<f64> = notes
-        .iter()
-        .map(|n| n["params"]["progress"].as_f64().unwrap())
-        .collect();
-    assert!(
-        steps.windows(2).all(|w| w[0] < w[1]),
-        "progress must increase: {steps:?}"
-    );
+    assert_rising(&notes);
     assert!(
         notes[0]["params"]["message"]
             .as_str()
@@ -128,10 +139,7 @@ fn a_long_call_reports_progress_over_http() {
 fn terminal_output_arrives_as_progress_while_the_command_runs() {
     let home = home();
     let gate = home.path().join("go");
-    let mut session = StdioSession::start(home.path(), &["--toolsets", "terminal"]);
-    session.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
-    session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut session = initialized(home.path());
     // The command prints, then waits until the test has seen that output as progress.
     let command = format!(
         "echo first-line; echo key sk-live0123456789abcdef; while [ ! -e {} ]; do sleep 0.1; done; echo last-line",
@@ -168,14 +176,7 @@ fn terminal_output_arrives_as_progress_while_the_command_runs() {
     assert!(!streamed.contains("sk-live0123456789abcdef"), "{streamed}");
     assert!(streamed.contains("sk-***"), "{streamed}");
     assert_eq!(streamed.lines().count(), 3, "{streamed}");
-    let steps: Vec<f64> = notes
-        .iter()
-        .map(|n| n["params"]["progress"].as_f64().unwrap())
-        .collect();
-    assert!(
-        steps.windows(2).all(|w| w[0] < w[1]),
-        "progress must increase: {steps:?}"
-    );
+    assert_rising(&notes);
     let result = answer(&session.seen, 2).unwrap();
     let text = result["result"]["content"][0]["text"].as_str().unwrap();
     assert!(

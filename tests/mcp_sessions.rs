@@ -30,21 +30,6 @@ fn call(server: &HttpServer, session: &str, id: i64, name: &str, arguments: Valu
         .unwrap_or_else(|| panic!("no answer to {id}: {}", answer.body))
 }
 
-/// Open descriptors and resident memory (kB) of process `pid`.
-fn usage(pid: u32) -> (usize, u64) {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    (fds, rss)
-}
-
 fn state_db_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()

@@ -8,26 +8,11 @@
 
 mod mcp_support;
 
-use mcp_support::{fixture, HttpServer, TOKEN};
+use mcp_support::{fixture, usage, HttpServer, TOKEN};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Open descriptors and resident memory (kB) of process `pid`.
-fn usage(pid: u32) -> (usize, u64) {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    (fds, rss)
-}
 
 /// Runs `count` sessions through the Python client; every tenth also runs a terminal
 /// command (a shell for the session's task, ended with the session).
@@ -47,9 +32,7 @@ fn sessions(server: &HttpServer, count: usize, work: &Path) {
         ])
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr)));
+    let report = mcp_support::client_report(&output);
     assert_eq!(report["failed"], 0, "{report}");
     assert_eq!(report["sessions"], count);
 }

@@ -401,6 +401,25 @@ impl HermesServer {
         tokio::task::spawn_blocking(run).await.map_err(internal)
     }
 
+    /// What every library lists with `items`, as the list result whose field is `key`.
+    async fn listed<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        items: fn(&dyn Library, &Serving) -> Vec<Value>,
+    ) -> Result<T, ErrorData> {
+        let listed = self
+            .with_libraries(move |libraries, serving| {
+                libraries
+                    .iter()
+                    .flat_map(|library| items(library.as_ref(), serving))
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+        let mut result = serde_json::Map::new();
+        result.insert(key.to_string(), Value::Array(listed));
+        complete_result(Value::Object(result))
+    }
+
     /// Checks the subscribed resources now and then, and tells the client which ones
     /// changed, until the session ends or has no subscription left.
     fn watch_subscriptions(&self, peer: rmcp::service::Peer<RoleServer>) {
@@ -720,15 +739,8 @@ impl ServerHandler for HermesServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        let prompts = self
-            .with_libraries(|libraries, serving| {
-                libraries
-                    .iter()
-                    .flat_map(|l| l.prompts(serving))
-                    .collect::<Vec<_>>()
-            })
-            .await?;
-        complete_result(json!({"prompts": prompts}))
+        self.listed("prompts", |library, serving| library.prompts(serving))
+            .await
     }
 
     async fn get_prompt(
@@ -762,15 +774,8 @@ impl ServerHandler for HermesServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        let resources = self
-            .with_libraries(|libraries, serving| {
-                libraries
-                    .iter()
-                    .flat_map(|l| l.resources(serving))
-                    .collect::<Vec<_>>()
-            })
-            .await?;
-        complete_result(json!({"resources": resources}))
+        self.listed("resources", |library, serving| library.resources(serving))
+            .await
     }
 
     async fn list_resource_templates(
@@ -778,15 +783,10 @@ impl ServerHandler for HermesServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
-        let templates = self
-            .with_libraries(|libraries, serving| {
-                libraries
-                    .iter()
-                    .flat_map(|l| l.templates(serving))
-                    .collect::<Vec<_>>()
-            })
-            .await?;
-        complete_result(json!({"resourceTemplates": templates}))
+        self.listed("resourceTemplates", |library, serving| {
+            library.templates(serving)
+        })
+        .await
     }
 
     async fn read_resource(
