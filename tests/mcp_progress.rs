@@ -184,3 +184,84 @@ fn terminal_output_arrives_as_progress_while_the_command_runs() {
         "{text}"
     );
 }
+
+/// `GET /mcp` with `Last-Event-ID`, read until the answer to `id` has come (or 30 s).
+fn resume(port: u16, session: &str, last_event_id: &str, id: i64) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nAccept: text/event-stream\r\n\
+         Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\nLast-Event-ID: {last_event_id}\r\n\r\n"
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 8192];
+    while std::time::Instant::now() < deadline {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => seen.extend_from_slice(&buffer[..n]),
+            Err(_) => {}
+        }
+        if String::from_utf8_lossy(&seen).contains(&format!("\"id\":{id},\"result\"")) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[test]
+fn a_long_calls_stream_is_closed_for_polling_and_resumed_with_last_event_id() {
+    let home = home();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  sandbox:\n    mode: \"off\"\nmcp_server:\n  sse_poll_seconds: 0.5\n",
+    )
+    .unwrap();
+    let server = HttpServer::start(home.path(), home.path(), &["--toolsets", "terminal"]);
+    let opened = server.request("POST", None, &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}).to_string());
+    let session = opened.header("mcp-session-id").expect("a session");
+    server.request(
+        "POST",
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    // The POST's stream ends after its priming event, long before the command does.
+    let posted = server.request(
+        "POST",
+        Some(&session),
+        &long_call(2, "sleep 2; echo polled-answer", "r-2").to_string(),
+    );
+    assert!(
+        answer(&posted.messages(), 2).is_none(),
+        "answered on the first stream: {}",
+        posted.body
+    );
+    let primed = posted
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("id:"))
+        .map(str::trim)
+        .expect("a priming event with an id")
+        .to_string();
+    assert!(posted.body.contains("retry:"), "{}", posted.body);
+    // The rest comes on a GET that names the last event seen.
+    let resumed = resume(server.port, &session, &primed, 2);
+    let messages: Vec<Value> = resumed
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect();
+    let result =
+        answer(&messages, 2).unwrap_or_else(|| panic!("no answer after resuming: {resumed}"));
+    assert!(result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("polled-answer"));
+    assert!(!progress_of(&messages, "r-2").is_empty(), "{resumed}");
+}
