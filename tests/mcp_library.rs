@@ -6,12 +6,10 @@
 
 mod mcp_support;
 
-use mcp_support::{fixture, BIN};
+use mcp_support::{fixture, home_with_skill, BIN};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
-
-const SKILL: &str = "---\nname: deploy-check\ndescription: Checks a deployment before it goes out.\n---\n# Deploy check\n\n1. Run the smoke tests.\n2. Read references/steps.md.\n";
 
 /// Runs the Python client against `hermes-tools mcp ARGS` in `home`, with `steps`.
 fn walk(home: &Path, args: &[&str], steps: Value, envs: &[(&str, &str)]) -> Value {
@@ -31,20 +29,6 @@ fn walk(home: &Path, args: &[&str], steps: Value, envs: &[(&str, &str)]) -> Valu
     }
     let output = command.output().unwrap();
     mcp_support::client_report(&output)
-}
-
-/// A home with one skill (and a file of it), the OS sandbox off.
-fn home_with_skill() -> tempfile::TempDir {
-    let home = mcp_support::home();
-    let skill = home.path().join("skills/devops/deploy-check");
-    std::fs::create_dir_all(skill.join("references")).unwrap();
-    std::fs::write(skill.join("SKILL.md"), SKILL).unwrap();
-    std::fs::write(
-        skill.join("references/steps.md"),
-        "Roll back with `deploy --undo`.\n",
-    )
-    .unwrap();
-    home
 }
 
 #[test]

@@ -75,6 +75,22 @@ pub fn home() -> tempfile::TempDir {
     home
 }
 
+const SKILL: &str = "---\nname: deploy-check\ndescription: Checks a deployment before it goes out.\n---\n# Deploy check\n\n1. Run the smoke tests.\n2. Read references/steps.md.\n";
+
+/// A home with one skill (and a file of it), the OS sandbox off.
+pub fn home_with_skill() -> tempfile::TempDir {
+    let home = home();
+    let skill = home.path().join("skills/devops/deploy-check");
+    std::fs::create_dir_all(skill.join("references")).unwrap();
+    std::fs::write(skill.join("SKILL.md"), SKILL).unwrap();
+    std::fs::write(
+        skill.join("references/steps.md"),
+        "Roll back with `deploy --undo`.\n",
+    )
+    .unwrap();
+    home
+}
+
 /// `hermes-tools mcp --http` on a free loopback port, until dropped.
 pub struct HttpServer {
     pub child: Child,
