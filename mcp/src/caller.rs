@@ -5,6 +5,9 @@
 //! A call's [`ToolContext`] names its MCP session (`session_id`); [`Caller::of`] finds
 //! the client of that session while the session lives. Outside an MCP session there
 //! is no caller, and code that wanted one answers as it would without a client.
+//!
+//! The methods wait for the client: call them from the thread the call runs on (a
+//! handler), never from async code on the server's runtime.
 
 #![allow(deprecated)] // rmcp marks logging and sampling deprecated (SEP-2577); clients still offer both.
 
@@ -36,15 +39,15 @@ thread_local! {
 }
 
 /// While alive, [`Caller::serving`] on this thread is the caller it was made with.
-pub(crate) struct Serving(Option<Caller>);
+pub(crate) struct CallScope(Option<Caller>);
 
-impl Serving {
-    pub(crate) fn enter(caller: Option<Caller>) -> Serving {
-        Serving(SERVING.with(|serving| serving.replace(caller)))
+impl CallScope {
+    pub(crate) fn enter(caller: Option<Caller>) -> CallScope {
+        CallScope(SERVING.with(|serving| serving.replace(caller)))
     }
 }
 
-impl Drop for Serving {
+impl Drop for CallScope {
     fn drop(&mut self) {
         let previous = self.0.take();
         SERVING.with(|serving| *serving.borrow_mut() = previous);

@@ -328,7 +328,7 @@ impl HermesServer {
             );
         }
         let started = Instant::now();
-        let _serving = crate::caller::Serving::enter(crate::caller::Caller::of(&ctx));
+        let _serving = crate::caller::CallScope::enter(crate::caller::Caller::of(&ctx));
         let call = ToolCall {
             name: name.clone(),
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
