@@ -6,20 +6,26 @@
 
 mod mcp_support;
 
-use mcp_support::{fixture, home_with_skill, BIN};
+use mcp_support::{fixture, home_with_skill, HttpServer, BIN, TOKEN};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 
-/// Runs the Python client against `hermes-tools mcp ARGS` in `home`, with `steps`.
+/// Runs the Python client against `hermes-tools mcp ARGS` on stdio in `home`, with
+/// `steps`.
 fn walk(home: &Path, args: &[&str], steps: Value, envs: &[(&str, &str)]) -> Value {
+    let mut target = vec![BIN, "mcp"];
+    target.extend(args);
+    walk_to(home, &target, steps, envs)
+}
+
+/// Runs the Python client against `target` (a command line, or a URL), with `steps`.
+fn walk_to(home: &Path, target: &[&str], steps: Value, envs: &[(&str, &str)]) -> Value {
     let python = hermes_test_peers::python_with(&["mcp.client.stdio"]);
     let mut command = Command::new(python);
     command
         .arg(fixture("py_library_client.py"))
-        .arg(BIN)
-        .arg("mcp")
-        .args(args)
+        .args(target)
         .arg("--")
         .arg(steps.to_string())
         .env("HERMES_HOME", home)
@@ -357,4 +363,62 @@ fn the_clients_model_reviews_flagged_commands_through_sampling() {
     assert_eq!(unasked["sampled"], json!([]));
     let form = unasked["elicited"][0]["message"].as_str().unwrap();
     assert!(!form.contains("smart reviewer"), "{form}");
+}
+
+#[test]
+fn resource_updates_and_call_logs_reach_an_http_client() {
+    let home = mcp_support::home();
+    let stored = home.path().join("cache/spillover/long.txt");
+    std::fs::create_dir_all(stored.parent().unwrap()).unwrap();
+    std::fs::write(&stored, "first\n").unwrap();
+    let server = HttpServer::start(home.path(), home.path(), &["--toolsets", "file"]);
+    let uri = hermes_mcp::library::file_uri(&stored);
+    let out = walk_to(
+        home.path(),
+        &[&server.url()],
+        json!([
+            {"op": "read_resource", "uri": uri},
+            {"op": "subscribe", "uri": uri},
+            {"op": "write_file", "path": stored, "text": "second\n"},
+            {"op": "wait_updated", "seconds": 10},
+            {"op": "set_level", "level": "debug"},
+            {"op": "call_tool", "name": "read_file", "arguments": {"path": stored}},
+            {"op": "sleep", "seconds": 0.5},
+        ]),
+        &[("HERMES_MCP_SERVER_TOKEN", TOKEN)],
+    );
+    let steps = out["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["contents"][0]["text"], "first\n", "{out}");
+    assert_eq!(steps[3], json!({"updated": true}), "{out}");
+    let events: Vec<&str> = out["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["params"]["logger"] == "hermes-tools/call")
+        .filter_map(|n| n["params"]["data"]["event"].as_str())
+        .collect();
+    assert_eq!(events, ["started", "finished"], "{out}");
+}
+
+#[test]
+fn clients_of_2024_11_05_get_no_audio_block() {
+    let home = mcp_support::home();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  sandbox:\n    mode: \"off\"\ntts:\n  provider: espeak\n",
+    )
+    .unwrap();
+    let mut session = mcp_support::StdioSession::start(home.path(), &["--toolsets", "tts"]);
+    let opened = session.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}}));
+    assert_eq!(opened["result"]["protocolVersion"], "2024-11-05");
+    session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let answered = session.request(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "text_to_speech", "arguments": {"text": "An older client."}}}),
+    );
+    let content = answered["result"]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 1, "{answered}");
+    assert_eq!(content[0]["type"], "text");
+    assert!(content[0]["text"].as_str().unwrap().contains("MEDIA:"));
 }
