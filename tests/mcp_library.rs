@@ -422,3 +422,42 @@ fn clients_of_2024_11_05_get_no_audio_block() {
     assert_eq!(content[0]["type"], "text");
     assert!(content[0]["text"].as_str().unwrap().contains("MEDIA:"));
 }
+
+#[test]
+fn a_result_links_the_file_it_stored_and_the_link_reads_it() {
+    let home = mcp_support::home();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "terminal:\n  sandbox:\n    mode: \"off\"\ntool_output:\n  max_bytes: 2000\n",
+    )
+    .unwrap();
+    let out = walk(
+        home.path(),
+        &["--toolsets", "terminal"],
+        json!([
+            {"op": "call_tool", "name": "terminal", "arguments": {"command": "seq 1 3000"}},
+        ]),
+        &[],
+    );
+    let content = out["steps"][0]["content"].as_array().unwrap();
+    let result: Value = serde_json::from_str(content[0]["text"].as_str().unwrap()).unwrap();
+    let stored = result["full_output_path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no stored output: {result}"));
+    let link = content
+        .iter()
+        .find(|c| c["type"] == "resource_link")
+        .unwrap_or_else(|| panic!("no link: {out}"));
+    assert_eq!(
+        link["uri"],
+        hermes_mcp::library::file_uri(Path::new(stored))
+    );
+    let read = walk(
+        home.path(),
+        &["--toolsets", "terminal"],
+        json!([{"op": "read_resource", "uri": link["uri"]}]),
+        &[],
+    );
+    let text = read["steps"][0]["contents"][0]["text"].as_str().unwrap();
+    assert!(text.contains("\n1500\n") && text.contains("3000"), "{read}");
+}

@@ -10,7 +10,8 @@
 //! Server side, a result string becomes one text block, an envelope becomes text and
 //! image blocks (MCP blocks in it, audio and resources, pass as they are), and a
 //! result whose JSON has a non-empty `error` is `isError: true`. The files a result
-//! names with `MEDIA:` tags are found by [`media_paths`] (the server attaches them).
+//! names with `MEDIA:` tags are found by [`media_paths`] (the server attaches them),
+//! and files under the cache folder it names by [`stored_paths`] (the server links them).
 
 use serde_json::{json, Map, Value};
 
@@ -128,6 +129,27 @@ pub fn media_paths(result: &str) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// The files under `root` a result object names in its top-level string fields (a
+/// spilled result's `path`, a terminal's `full_output_path`, a generated file's
+/// `file_path`), that exist.
+pub fn stored_paths(result: &str, root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Some(root) = root.to_str().filter(|r| result.contains(*r)) else {
+        return Vec::new();
+    };
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(result) else {
+        return Vec::new();
+    };
+    let mut found: Vec<std::path::PathBuf> = fields
+        .values()
+        .filter_map(Value::as_str)
+        .filter(|text| text.starts_with(root) && text[root.len()..].starts_with('/'))
+        .map(std::path::PathBuf::from)
+        .filter(|path| path.is_file())
+        .collect();
+    found.dedup();
+    found
+}
+
 /// Whether a result string reports an error (`{"error": <non-empty>}`).
 pub fn is_error_result(result: &str) -> bool {
     matches!(
@@ -236,6 +258,25 @@ mod tests {
         );
         assert!(media_paths(r#"{"output": "MEDIA:/etc/passwd"}"#).is_empty());
         assert!(media_paths(r#"{"media_tag": "MEDIA:relative.wav"}"#).is_empty());
+    }
+
+    #[test]
+    fn stored_paths_are_existing_files_under_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = root.path().join("cache");
+        std::fs::create_dir_all(cache.join("spillover")).unwrap();
+        let kept = cache.join("spillover/a.txt");
+        std::fs::write(&kept, "x").unwrap();
+        let result = json!({
+            "path": kept,
+            "missing": cache.join("spillover/b.txt"),
+            "outside": root.path().join("c.txt"),
+            "sibling": format!("{}-other/d.txt", cache.display()),
+            "nested": {"path": kept},
+        })
+        .to_string();
+        assert_eq!(stored_paths(&result, &cache), vec![kept]);
+        assert!(stored_paths("not json", &cache).is_empty());
     }
 
     #[test]

@@ -76,6 +76,12 @@ fn takes_audio(peer: &rmcp::service::Peer<RoleServer>) -> bool {
         .is_none_or(|info| info.protocol_version.as_str() >= ProtocolVersion::V_2025_03_26.as_str())
 }
 
+/// Whether the client's protocol has resource links in results (2025-06-18 on).
+fn takes_links(peer: &rmcp::service::Peer<RoleServer>) -> bool {
+    peer.peer_info()
+        .is_none_or(|info| info.protocol_version.as_str() >= ProtocolVersion::V_2025_06_18.as_str())
+}
+
 /// One MCP session's view of the registry.
 #[derive(Clone)]
 pub struct HermesServer {
@@ -355,6 +361,20 @@ impl HermesServer {
                 let data = base64::engine::general_purpose::STANDARD.encode(bytes);
                 if let Some(content) = answer["content"].as_array_mut() {
                     content.push(json!({"type": kind, "mimeType": mime, "data": data}));
+                }
+            }
+        }
+        if client.is_none_or(takes_links) {
+            let cache = ctx.hermes_home().join("cache");
+            for path in crate::convert::stored_paths(&result, &cache) {
+                if let Some(content) = answer["content"].as_array_mut() {
+                    content.push(json!({
+                        "type": "resource_link",
+                        "uri": crate::library::file_uri(&path),
+                        "name": path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+                        "mimeType": crate::library::mime_type(&path),
+                        "description": "Stored by the call; read it with resources/read.",
+                    }));
                 }
             }
         }
