@@ -145,12 +145,20 @@ impl Drop for SessionEnd {
             .spawn(move || {
                 hermes_environments::env::cleanup_task(&task);
                 hermes_runtime::context::forget_task(&task);
+                hermes_runtime::context::forget_task(&library_task(&task));
                 done();
             });
         if spawned.is_err() {
             done();
         }
     }
+}
+
+/// The task the libraries' own tool calls (skills_list, skill_view) run in: not the
+/// session's, so listing prompts or watching a subscription leaves the model's task
+/// (its loop guards, its activity) as it was.
+fn library_task(task: &str) -> String {
+    format!("{task}-library")
 }
 
 /// The served tools as MCP sees them, kept while the registry's generation and
@@ -407,7 +415,7 @@ impl HermesServer {
         let server = self.clone();
         let run = move || {
             let ctx = ToolContext::builder()
-                .task_id(server.task_id.clone())
+                .task_id(library_task(&server.task_id))
                 .session_id(server.task_id.clone())
                 .build();
             let serves = |tool: &str| server.selected(tool);
@@ -476,7 +484,7 @@ impl HermesServer {
                 );
                 let checked = tokio::task::spawn_blocking(move || {
                     let ctx = ToolContext::builder()
-                        .task_id(task.clone())
+                        .task_id(library_task(&task))
                         .session_id(task)
                         .build();
                     let served = tools.get(&registry, &selection);
