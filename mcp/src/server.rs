@@ -65,6 +65,17 @@ impl Extras {
     }
 }
 
+/// The resources a session subscribed to, with the version last seen of each.
+#[derive(Default)]
+struct Subscriptions {
+    uris: HashMap<String, Option<String>>,
+    /// A watcher runs (it ends, under this lock, when no URI is left).
+    watching: bool,
+}
+
+/// Most resources one session may subscribe to.
+pub const MAX_SUBSCRIPTIONS: usize = 256;
+
 /// Logger of the messages a call sends about itself.
 pub const CALL_LOGGER: &str = "hermes-tools/call";
 /// How often subscribed resources are looked at.
@@ -94,8 +105,8 @@ pub struct HermesServer {
     user: Arc<std::sync::OnceLock<crate::elicitation::User>>,
     /// Prompts and resources served beside the tools.
     extras: Arc<Extras>,
-    /// URIs the client subscribed to, with the version last seen.
-    subscribed: Arc<Mutex<HashMap<String, Option<String>>>>,
+    /// URIs the client subscribed to, and whether they are being watched.
+    subscribed: Arc<Mutex<Subscriptions>>,
     /// Dropped with the session's last clone, when the session has ended.
     _end: Arc<SessionEnd>,
 }
@@ -351,40 +362,8 @@ impl HermesServer {
         };
         let result = self.registry.handle_function_call(&call, &ctx);
         let mut answer = crate::convert::result_string_to_mcp(&result);
-        let audio = client.is_none_or(takes_audio);
-        for path in crate::convert::media_paths(&result) {
-            let mime = crate::library::mime_type(&path);
-            let kind = if mime.starts_with("audio/") && audio {
-                "audio"
-            } else if mime.starts_with("image/") {
-                "image"
-            } else {
-                continue;
-            };
-            // The file the tool named is read as read_file would be allowed to.
-            if let Ok(bytes) =
-                crate::library::read_for_client(&ctx, &path, crate::library::MAX_READ_BYTES)
-            {
-                use base64::Engine;
-                let data = base64::engine::general_purpose::STANDARD.encode(bytes);
-                if let Some(content) = answer["content"].as_array_mut() {
-                    content.push(json!({"type": kind, "mimeType": mime, "data": data}));
-                }
-            }
-        }
-        if client.is_none_or(takes_links) {
-            let cache = ctx.hermes_home().join("cache");
-            for path in crate::convert::stored_paths(&result, &cache) {
-                if let Some(content) = answer["content"].as_array_mut() {
-                    content.push(json!({
-                        "type": "resource_link",
-                        "uri": crate::library::file_uri(&path),
-                        "name": path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
-                        "mimeType": crate::library::mime_type(&path),
-                        "description": "Stored by the call; read it with resources/read.",
-                    }));
-                }
-            }
+        if let Some(content) = answer["content"].as_array_mut() {
+            content.extend(attached_files(&result, &ctx, client));
         }
         if let Some(caller) = &logging {
             let failed = answer["isError"] == true;
@@ -465,16 +444,18 @@ impl HermesServer {
                 let Some(map) = subscribed.upgrade() else {
                     return;
                 };
-                let uris: Vec<(String, Option<String>)> = map
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    .map(|(u, v)| (u.clone(), v.clone()))
-                    .collect();
+                let uris: Vec<(String, Option<String>)> = {
+                    let mut held = map.lock().unwrap_or_else(|p| p.into_inner());
+                    if held.uris.is_empty() {
+                        held.watching = false;
+                        return;
+                    }
+                    held.uris
+                        .iter()
+                        .map(|(u, v)| (u.clone(), v.clone()))
+                        .collect()
+                };
                 drop(map);
-                if uris.is_empty() {
-                    return;
-                }
                 let (registry, extras, selection, tools, task) = (
                     Arc::clone(&registry),
                     Arc::clone(&extras),
@@ -517,7 +498,11 @@ impl HermesServer {
                     let Some(map) = subscribed.upgrade() else {
                         return;
                     };
-                    if let Some(kept) = map.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&uri)
+                    if let Some(kept) = map
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .uris
+                        .get_mut(&uri)
                     {
                         *kept = now;
                     } else {
@@ -556,6 +541,49 @@ impl HermesServer {
                 )))
             })
     }
+}
+
+/// The content blocks a result's files add: each file named with a `MEDIA:` tag as
+/// an audio or image block (audio only for protocols that have it), read as
+/// `read_file` would be allowed to read it; and a link to each file under the cache
+/// folder the result names (for protocols with resource links).
+fn attached_files(
+    result: &str,
+    ctx: &ToolContext,
+    client: Option<&rmcp::service::Peer<RoleServer>>,
+) -> Vec<Value> {
+    use base64::Engine;
+    let mut blocks = Vec::new();
+    let audio = client.is_none_or(takes_audio);
+    for path in crate::convert::media_paths(result) {
+        let mime = crate::library::mime_type(&path);
+        let kind = if mime.starts_with("audio/") && audio {
+            "audio"
+        } else if mime.starts_with("image/") {
+            "image"
+        } else {
+            continue;
+        };
+        if let Ok(bytes) =
+            crate::library::read_for_client(ctx, &path, crate::library::MAX_READ_BYTES)
+        {
+            let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+            blocks.push(json!({"type": kind, "mimeType": mime, "data": data}));
+        }
+    }
+    if client.is_none_or(takes_links) {
+        let cache = ctx.hermes_home().join("cache");
+        for path in crate::convert::stored_paths(result, &cache) {
+            blocks.push(json!({
+                "type": "resource_link",
+                "uri": crate::library::file_uri(&path),
+                "name": path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+                "mimeType": crate::library::mime_type(&path),
+                "description": "Stored by the call; read it with resources/read.",
+            }));
+        }
+    }
+    blocks
 }
 
 /// How often a call whose client asked for progress says that it still runs.
@@ -860,13 +888,20 @@ impl ServerHandler for HermesServer {
                 Some(json!({"uri": request.uri})),
             ));
         };
-        let first = {
+        let start = {
             let mut subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
-            let first = subscribed.is_empty();
-            subscribed.insert(request.uri, Some(version));
-            first
+            if subscribed.uris.len() >= MAX_SUBSCRIPTIONS
+                && !subscribed.uris.contains_key(&request.uri)
+            {
+                return Err(ErrorData::invalid_params(
+                    format!("at most {MAX_SUBSCRIPTIONS} subscriptions per session; unsubscribe from one first"),
+                    None,
+                ));
+            }
+            subscribed.uris.insert(request.uri, Some(version));
+            !std::mem::replace(&mut subscribed.watching, true)
         };
-        if first {
+        if start {
             self.watch_subscriptions(context.peer);
         }
         Ok(())
@@ -880,6 +915,7 @@ impl ServerHandler for HermesServer {
         self.subscribed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .uris
             .remove(&request.uri);
         Ok(())
     }

@@ -35,8 +35,8 @@ tools:
     command: [sh, -c, "echo 'This tool intentionally returns an error for testing' >&2; exit 1"]
   - name: test_tool_with_progress
     toolset: conformance
-    description: Runs long enough for the server to report its progress three times.
-    command: [sh, -c, "sleep 3.5; echo done"]
+    description: Runs long enough for the server to report its progress at least three times, with a margin for a loaded machine.
+    command: [sh, -c, "sleep 4.5; echo done"]
 "##;
 
 fn conformance(args: &[&str]) -> (bool, String) {
