@@ -5,7 +5,13 @@
 //! goes through [`Registry::handle_function_call`] like any other caller, so
 //! argument repair, hooks, approvals and budgets apply; a result whose JSON has an
 //! `error` is answered with `isError: true`. A tool outside the selection is an
-//! error result too. `logging/setLevel` is accepted.
+//! error result too. `logging/setLevel` is accepted and decides which call logs and
+//! process events the client gets. Files a result names are attached (`MEDIA:` audio
+//! and images) or linked (stored outputs); a call with a progress token gets ticks and
+//! its terminal output as progress.
+//!
+//! Prompts, resources, subscriptions and completions come from the server's
+//! [`Extras`] (see [`crate::library`]).
 //!
 //! Over HTTP the server binds loopback by default and refuses requests whose `Host`
 //! or `Origin` is not loopback (DNS-rebinding protection) unless the host is allowed
