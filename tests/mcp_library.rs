@@ -266,12 +266,7 @@ fn calls_log_at_the_level_the_client_set() {
 
 #[test]
 fn text_to_speech_answers_with_audio_content() {
-    let home = mcp_support::home();
-    std::fs::write(
-        home.path().join("config.yaml"),
-        "terminal:\n  sandbox:\n    mode: \"off\"\ntts:\n  provider: espeak\n",
-    )
-    .unwrap();
+    let home = mcp_support::home_with("tts:\n  provider: espeak\n");
     let out = walk(
         home.path(),
         &["--toolsets", "tts"],
@@ -309,12 +304,7 @@ fn text_to_speech_answers_with_audio_content() {
 /// whose user declines every form. Returns the client's report and whether the
 /// command's target is still there.
 fn smart_review(verdict: Option<&str>) -> (Value, bool) {
-    let home = mcp_support::home();
-    std::fs::write(
-        home.path().join("config.yaml"),
-        "terminal:\n  sandbox:\n    mode: \"off\"\napprovals:\n  mode: smart\n",
-    )
-    .unwrap();
+    let home = mcp_support::home_with("approvals:\n  mode: smart\n");
     let victim = home.path().join("victim");
     std::fs::create_dir_all(victim.join("inner")).unwrap();
     let command = format!("rm -rf {}", victim.display());
@@ -402,12 +392,7 @@ fn resource_updates_and_call_logs_reach_an_http_client() {
 
 #[test]
 fn clients_of_2024_11_05_get_no_audio_block() {
-    let home = mcp_support::home();
-    std::fs::write(
-        home.path().join("config.yaml"),
-        "terminal:\n  sandbox:\n    mode: \"off\"\ntts:\n  provider: espeak\n",
-    )
-    .unwrap();
+    let home = mcp_support::home_with("tts:\n  provider: espeak\n");
     let mut session = mcp_support::StdioSession::start(home.path(), &["--toolsets", "tts"]);
     let opened = session.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}}));
@@ -425,12 +410,7 @@ fn clients_of_2024_11_05_get_no_audio_block() {
 
 #[test]
 fn a_result_links_the_file_it_stored_and_the_link_reads_it() {
-    let home = mcp_support::home();
-    std::fs::write(
-        home.path().join("config.yaml"),
-        "terminal:\n  sandbox:\n    mode: \"off\"\ntool_output:\n  max_bytes: 2000\n",
-    )
-    .unwrap();
+    let home = mcp_support::home_with("tool_output:\n  max_bytes: 2000\n");
     let out = walk(
         home.path(),
         &["--toolsets", "terminal"],

@@ -102,14 +102,7 @@ fn a_long_call_reports_progress_on_stdio_and_can_be_cancelled() {
 fn a_long_call_reports_progress_over_http() {
     let home = home();
     let server = HttpServer::start(home.path(), home.path(), &["--toolsets", "terminal"]);
-    let opened = server.request("POST", None, &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}).to_string());
-    let session = opened.header("mcp-session-id").expect("a session");
-    server.request(
-        "POST",
-        Some(&session),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
+    let session = server.open_session();
     let answered = server.request(
         "POST",
         Some(&session),
@@ -216,21 +209,9 @@ fn resume(port: u16, session: &str, last_event_id: &str, id: i64) -> String {
 
 #[test]
 fn a_long_calls_stream_is_closed_for_polling_and_resumed_with_last_event_id() {
-    let home = home();
-    std::fs::write(
-        home.path().join("config.yaml"),
-        "terminal:\n  sandbox:\n    mode: \"off\"\nmcp_server:\n  sse_poll_seconds: 0.5\n",
-    )
-    .unwrap();
+    let home = home_with("mcp_server:\n  sse_poll_seconds: 0.5\n");
     let server = HttpServer::start(home.path(), home.path(), &["--toolsets", "terminal"]);
-    let opened = server.request("POST", None, &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}).to_string());
-    let session = opened.header("mcp-session-id").expect("a session");
-    server.request(
-        "POST",
-        Some(&session),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
+    let session = server.open_session();
     // The POST's stream ends after its priming event, long before the command does.
     let posted = server.request(
         "POST",

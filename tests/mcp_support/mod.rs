@@ -64,6 +64,16 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// [`home`] with `more` (YAML of other top-level keys) in its config.
+pub fn home_with(more: &str) -> tempfile::TempDir {
+    let home = home();
+    let path = home.path().join("config.yaml");
+    let mut config = std::fs::read_to_string(&path).unwrap();
+    config.push_str(more);
+    std::fs::write(path, config).unwrap();
+    home
+}
+
 /// A home whose config keeps the OS sandbox off, so what is tested is the protocol.
 pub fn home() -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
@@ -90,6 +100,9 @@ pub fn home_with_skill() -> tempfile::TempDir {
     .unwrap();
     home
 }
+
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"soak","version":"1"}}}"#;
+pub const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 /// `hermes-tools mcp --http` on a free loopback port, until dropped.
 pub struct HttpServer {
@@ -166,6 +179,17 @@ impl HttpServer {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// A new session, past `initialize` (with the elicitation capability) and
+    /// `notifications/initialized`; its id.
+    pub fn open_session(&self) -> String {
+        let answer = self.request("POST", None, INITIALIZE);
+        assert_eq!(answer.status, 200, "{} {}", answer.head, answer.body);
+        let id = answer.header("mcp-session-id").expect("a session id");
+        let notified = self.request("POST", Some(&id), INITIALIZED);
+        assert_eq!(notified.status, 202, "{}", notified.head);
+        id
     }
 
     /// One HTTP request on a fresh connection: the status code, the headers and the body.
