@@ -2,6 +2,8 @@
 //! `mcp` package's client (installed by .ci/setup.d/30-mcp.sh), plus plugins replacing
 //! a built-in under the operator's grant, and the HTTP transport's Host check.
 
+mod mcp_support;
+
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,13 +28,7 @@ fn run_client(home: &Path, cwd: &Path, server_args: &[&str], calls: Value) -> Va
         .current_dir(cwd)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "client failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    mcp_support::client_report(&output)
 }
 
 fn names(out: &Value) -> Vec<String> {

@@ -108,6 +108,20 @@ fn check_every_client(
             calls[2]["isError"], true,
             "{kind}: a missing file is an error result: {out}"
         );
+        if matches!(*kind, "client" | "legacy") {
+            // The skill as a prompt and a resource, in both protocols.
+            assert_eq!(out["prompts"], json!(["deploy-check"]), "{kind}: {out}");
+            let prompt = out["prompt"].as_str().unwrap_or_default();
+            assert!(
+                prompt.contains("Run the smoke tests") && prompt.contains("a check"),
+                "{kind}: {out}"
+            );
+            assert_eq!(out["resources"][0], "skill://deploy-check", "{kind}: {out}");
+            assert!(out["read"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Run the smoke tests"));
+        }
         match *kind {
             "client" => assert_eq!(out["protocol"], "2026-07-28", "{out}"),
             "legacy" | "classic" => assert_eq!(out["protocol"], "2025-11-25", "{out}"),
@@ -122,10 +136,10 @@ fn check_every_client(
 
 #[test]
 fn todays_clients_list_and_call_tools_over_stdio() {
-    let home = home();
+    let home = home_with_skill();
     let work = tempfile::tempdir().unwrap();
     let server = || {
-        [BIN, "mcp", "--toolsets", "file"]
+        [BIN, "mcp", "--toolsets", "file,skills"]
             .iter()
             .map(|s| s.to_string())
             .fold(vec!["--server".to_string()], |mut v, s| {
@@ -138,9 +152,9 @@ fn todays_clients_list_and_call_tools_over_stdio() {
 
 #[test]
 fn todays_clients_list_and_call_tools_over_http() {
-    let home = home();
+    let home = home_with_skill();
     let work = tempfile::tempdir().unwrap();
-    let server = HttpServer::start(home.path(), work.path(), &["--toolsets", "file"]);
+    let server = HttpServer::start(home.path(), work.path(), &["--toolsets", "file,skills"]);
     let url = server.url();
     check_every_client(|| vec![url.clone()], work.path(), home.path());
 }

@@ -3,6 +3,8 @@
 //! a client without elicitation, and sends background-process notifications as
 //! `notifications/message`. The client is the Python `mcp` package's (test venv).
 
+mod mcp_support;
+
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,13 +41,7 @@ fn run_toolsets(
         .current_dir(cwd)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "client failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    mcp_support::client_report(&output)
 }
 
 fn rm_victim() -> Value {

@@ -7,18 +7,6 @@ mod mcp_support;
 use mcp_support::*;
 use serde_json::{json, Value};
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"soak","version":"1"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-
-fn open_session(server: &HttpServer) -> String {
-    let answer = server.request("POST", None, INITIALIZE);
-    assert_eq!(answer.status, 200, "{} {}", answer.head, answer.body);
-    let id = answer.header("mcp-session-id").expect("a session id");
-    let notified = server.request("POST", Some(&id), INITIALIZED);
-    assert_eq!(notified.status, 202, "{}", notified.head);
-    id
-}
-
 fn call(server: &HttpServer, session: &str, id: i64, name: &str, arguments: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
     let answer = server.request("POST", Some(session), &body.to_string());
@@ -28,21 +16,6 @@ fn call(server: &HttpServer, session: &str, id: i64, name: &str, arguments: Valu
         .into_iter()
         .find(|m| m["id"] == id)
         .unwrap_or_else(|| panic!("no answer to {id}: {}", answer.body))
-}
-
-/// Open descriptors and resident memory (kB) of process `pid`.
-fn usage(pid: u32) -> (usize, u64) {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    (fds, rss)
 }
 
 fn state_db_descriptors(pid: u32) -> usize {
@@ -59,7 +32,7 @@ fn delete_ends_a_session_and_answers_as_the_spec_says() {
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
     let server = HttpServer::start(home.path(), work.path(), &["--toolsets", "file"]);
-    let session = open_session(&server);
+    let session = server.open_session();
     let before = state_db_descriptors(server.pid());
     let answer = call(
         &server,
@@ -113,7 +86,7 @@ fn idle_sessions_expire_and_let_go() {
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
     let server = HttpServer::start(home.path(), work.path(), &["--toolsets", "file"]);
     let baseline = state_db_descriptors(server.pid());
-    let session = open_session(&server);
+    let session = server.open_session();
     call(
         &server,
         &session,
@@ -175,7 +148,7 @@ fn many_sessions_opened_used_and_closed_leave_descriptors_and_memory_flat() {
         if n == warm_up {
             measured = Some(usage(server.pid()));
         }
-        let session = open_session(&server);
+        let session = server.open_session();
         let answer = call(&server, &session, 2, "read_file", json!({"path": path}));
         assert_eq!(answer["result"]["isError"], false, "{answer}");
         let deleted = server.request("DELETE", Some(&session), "");
@@ -240,7 +213,7 @@ fn stop_with(signal: libc::c_int) {
         &["--toolsets", "terminal"],
         &[("TMPDIR", temp.path()), ("XDG_RUNTIME_DIR", temp.path())],
     );
-    let session = open_session(&server);
+    let session = server.open_session();
     let answer = call(
         &server,
         &session,
@@ -320,7 +293,7 @@ fn terminal_sessions_closed_one_after_another_leave_no_shell_or_sandbox_behind()
         if n == 10 {
             baseline = Some(usage(server.pid()).0);
         }
-        let session = open_session(&server);
+        let session = server.open_session();
         let answer = call(
             &server,
             &session,

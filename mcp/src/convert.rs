@@ -8,7 +8,10 @@
 //!   `{"_multimodal": true, "content": [{"type": "text", ...}, {"type": "image_url", "image_url": {"url": "data:<mime>;base64,..."}}], "text_summary": ...}`.
 //!
 //! Server side, a result string becomes one text block, an envelope becomes text and
-//! image blocks, and a result whose JSON has a non-empty `error` is `isError: true`.
+//! image blocks (MCP blocks in it, audio and resources, pass as they are), and a
+//! result whose JSON has a non-empty `error` is `isError: true`. The files a result
+//! names with `MEDIA:` tags are found by [`media_paths`] (the server attaches them),
+//! and files under the cache folder it names by [`stored_paths`] (the server links them).
 
 use serde_json::{json, Map, Value};
 
@@ -102,6 +105,51 @@ pub fn mcp_result_to_value(result: &Value) -> Value {
     Value::String(Value::Object(out).to_string())
 }
 
+/// The files a result hands over with `MEDIA:<path>` lines in its `media_tag` (the
+/// tag chat platforms deliver as attachments: text_to_speech's audio).
+pub fn media_paths(result: &str) -> Vec<std::path::PathBuf> {
+    if !result.contains("MEDIA:") {
+        return Vec::new();
+    }
+    #[derive(serde::Deserialize)]
+    struct Tagged {
+        media_tag: Option<String>,
+    }
+    let Ok(Tagged {
+        media_tag: Some(tag),
+    }) = serde_json::from_str::<Tagged>(result)
+    else {
+        return Vec::new();
+    };
+    tag.lines()
+        .filter_map(|line| line.trim().strip_prefix("MEDIA:"))
+        .map(str::trim)
+        .filter(|path| path.starts_with('/'))
+        .map(std::path::PathBuf::from)
+        .collect()
+}
+
+/// The files under `root` a result object names in its top-level string fields (a
+/// spilled result's `path`, a terminal's `full_output_path`, a generated file's
+/// `file_path`), that exist.
+pub fn stored_paths(result: &str, root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Some(root) = root.to_str().filter(|r| result.contains(*r)) else {
+        return Vec::new();
+    };
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(result) else {
+        return Vec::new();
+    };
+    let mut found: Vec<std::path::PathBuf> = fields
+        .values()
+        .filter_map(Value::as_str)
+        .filter(|text| text.starts_with(root) && text[root.len()..].starts_with('/'))
+        .map(std::path::PathBuf::from)
+        .filter(|path| path.is_file())
+        .collect();
+    found.dedup();
+    found
+}
+
 /// Whether a result string reports an error (`{"error": <non-empty>}`).
 pub fn is_error_result(result: &str) -> bool {
     matches!(
@@ -154,6 +202,10 @@ pub fn result_string_to_mcp(result: &str) -> Value {
                             content.push(json!({"type": "text", "text": format!("[image {url}]")}));
                         }
                     }
+                    // MCP's own blocks, as a plugin or an MCP server gave them.
+                    Some("image" | "audio" | "resource" | "resource_link") => {
+                        content.push(part.clone())
+                    }
                     _ => content.push(json!({"type": "text", "text": part.to_string()})),
                 }
             }
@@ -193,6 +245,50 @@ mod tests {
             back["content"][1],
             json!({"type": "image", "mimeType": "image/png", "data": "AAAA"})
         );
+    }
+
+    #[test]
+    fn media_tags_name_files() {
+        let tts = json!({"success": true, "file_path": "/h/cache/audio/a.ogg",
+            "media_tag": "[[audio_as_voice]]\nMEDIA:/h/cache/audio/a.ogg"})
+        .to_string();
+        assert_eq!(
+            media_paths(&tts),
+            vec![std::path::PathBuf::from("/h/cache/audio/a.ogg")]
+        );
+        assert!(media_paths(r#"{"output": "MEDIA:/etc/passwd"}"#).is_empty());
+        assert!(media_paths(r#"{"media_tag": "MEDIA:relative.wav"}"#).is_empty());
+    }
+
+    #[test]
+    fn stored_paths_are_existing_files_under_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = root.path().join("cache");
+        std::fs::create_dir_all(cache.join("spillover")).unwrap();
+        let kept = cache.join("spillover/a.txt");
+        std::fs::write(&kept, "x").unwrap();
+        let result = json!({
+            "path": kept,
+            "missing": cache.join("spillover/b.txt"),
+            "outside": root.path().join("c.txt"),
+            "sibling": format!("{}-other/d.txt", cache.display()),
+            "nested": {"path": kept},
+        })
+        .to_string();
+        assert_eq!(stored_paths(&result, &cache), vec![kept]);
+        assert!(stored_paths("not json", &cache).is_empty());
+    }
+
+    #[test]
+    fn envelopes_keep_mcp_blocks() {
+        let envelope = json!({"_multimodal": true, "content": [
+            {"type": "text", "text": "t"},
+            {"type": "audio", "mimeType": "audio/wav", "data": "UklG"},
+            {"type": "resource", "resource": {"uri": "x://y", "mimeType": "text/plain", "text": "r"}},
+        ]});
+        let served = result_string_to_mcp(&envelope.to_string());
+        assert_eq!(served["content"][1], envelope["content"][1]);
+        assert_eq!(served["content"][2], envelope["content"][2]);
     }
 
     #[test]

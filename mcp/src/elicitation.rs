@@ -130,21 +130,13 @@ impl ApprovalPrompter for ElicitingApprover {
     }
 }
 
-/// Where the notifications of one task go: the client of the session that last ran
+use crate::caller::Caller;
+pub use crate::caller::SessionLevel;
+
+/// Where the notifications of each task go: the client of the session that last ran
 /// a call of it, at the level that client asked for.
-#[derive(Clone)]
-struct Listener {
-    session: String,
-    peer: Peer<RoleServer>,
-    runtime: tokio::runtime::Handle,
-    level: SessionLevel,
-}
-
-/// A session's `logging/setLevel`: messages below it are not sent (none set: all are).
-pub type SessionLevel = Arc<Mutex<Option<LoggingLevel>>>;
-
-fn listeners() -> &'static Mutex<HashMap<String, Listener>> {
-    static LISTENERS: OnceLock<Mutex<HashMap<String, Listener>>> = OnceLock::new();
+fn listeners() -> &'static Mutex<HashMap<String, Caller>> {
+    static LISTENERS: OnceLock<Mutex<HashMap<String, Caller>>> = OnceLock::new();
     LISTENERS.get_or_init(Default::default)
 }
 
@@ -159,8 +151,7 @@ pub fn deliver_notification(task_id: &str, event: &Value) -> bool {
     let Some(listener) = target else {
         return false;
     };
-    let wanted = *listener.level.lock().unwrap_or_else(|p| p.into_inner());
-    if wanted.is_some_and(|wanted| (LoggingLevel::Info as u8) < (wanted as u8)) {
+    if !listener.wants(LoggingLevel::Info) {
         return false;
     }
     let mut data = event.clone();
@@ -186,6 +177,7 @@ pub fn deliver_notification(task_id: &str, event: &Value) -> bool {
 /// Forgets everything kept for `session` (its own task id) once it has ended: where
 /// its tasks' notifications went and its agent session.
 pub fn forget_session(session: &str) {
+    Caller::forget(session);
     listeners()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -212,7 +204,7 @@ pub fn kept_sessions() -> usize {
 pub struct User {
     approver: Arc<ElicitingApprover>,
     session: Arc<AgentSession>,
-    listener: Listener,
+    listener: Caller,
 }
 
 impl User {
@@ -226,12 +218,7 @@ impl User {
         let user = User {
             approver: Arc::new(ElicitingApprover::new(peer.clone())),
             session: agent_session(registry, task_id, peer),
-            listener: Listener {
-                session: task_id.to_string(),
-                peer: peer.clone(),
-                runtime: tokio::runtime::Handle::current(),
-                level,
-            },
+            listener: Caller::register(task_id, peer, level),
         };
         user.listen_for(task_id);
         user

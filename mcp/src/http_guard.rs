@@ -12,6 +12,13 @@
 //! request for `mcp_server.session_idle_seconds` (default 300) is closed, and so is one
 //! the client ends with `DELETE` (answered 200; a request naming a session that is not
 //! live is answered 404). A closed session lets go of everything it held.
+//!
+//! Long calls (SEP-1699 polling): with `mcp_server.sse_poll_seconds` set, the SSE
+//! stream of a `tools/call` still running after that long is closed once its priming
+//! event (an id and a `retry` hint) went out. The session keeps what the call sends
+//! next; the client reconnects with `GET` and `Last-Event-ID` and receives the rest
+//! there, so no connection stays open for the length of a call (proxies with idle
+//! timeouts, clients that hold few connections).
 
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
@@ -22,6 +29,7 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -147,6 +155,8 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 pub struct SessionLimits {
     pub max_sessions: usize,
     pub idle: Duration,
+    /// `mcp_server.sse_poll_seconds`: when a call's stream is closed for polling.
+    pub poll_after: Option<Duration>,
 }
 
 impl SessionLimits {
@@ -158,6 +168,11 @@ impl SessionLimits {
             idle: config
                 .positive_usize("mcp_server.session_idle_seconds")
                 .map_or(DEFAULT_SESSION_IDLE, |s| Duration::from_secs(s as u64)),
+            poll_after: config
+                .get("mcp_server.sse_poll_seconds")
+                .and_then(Value::as_f64)
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64),
         }
     }
 }
@@ -368,10 +383,64 @@ fn check_message(message: &Value) -> Result<(), (i64, Value, String)> {
     Ok(())
 }
 
+/// An SSE answer that ends at `deadline` once it has sent something (the priming
+/// event), unless it ended before.
+struct PollingBody {
+    inner: Body,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    sent: bool,
+}
+
+impl hyper::body::Body for PollingBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if this.sent && this.deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        let frame = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(_)) = &frame {
+            this.sent = true;
+            // The deadline may have passed while nothing was sent: look again.
+            if this.deadline.as_mut().poll(cx).is_ready() {
+                cx.waker().wake_by_ref();
+            }
+        }
+        frame
+    }
+}
+
+/// Closes a call's SSE stream after `after` (see the module's polling note).
+fn poll_after(response: Response<Body>, after: Duration) -> Response<Body> {
+    let streams = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    if !streams {
+        return response;
+    }
+    response.map(|inner| {
+        PollingBody {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(after)),
+            sent: false,
+        }
+        .boxed()
+    })
+}
+
 /// Guards one request, then hands it to `inner` (the MCP service).
 pub async fn guard<F, Fut>(
     token: &Token,
     sessions: &SessionCap,
+    limits: &SessionLimits,
     request: Request<Incoming>,
     inner: F,
 ) -> Response<Body>
@@ -415,6 +484,7 @@ where
         }
     };
     let mut opens_session = false;
+    let mut calls = false;
     if parts.method == http::Method::POST {
         let message: Value = match serde_json::from_slice(&bytes) {
             Ok(message) => message,
@@ -453,6 +523,9 @@ where
             && messages
                 .iter()
                 .any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
+        calls = messages
+            .iter()
+            .any(|m| m.get("method").and_then(Value::as_str) == Some("tools/call"));
     }
     if opens_session {
         sessions.make_room().await;
@@ -465,7 +538,11 @@ where
     {
         sessions.seen(id);
     }
-    response
+    match limits.poll_after {
+        // Only a session's call can be resumed: its events are kept by the session.
+        Some(after) if calls && session.is_some() => poll_after(response, after),
+        _ => response,
+    }
 }
 
 #[cfg(test)]

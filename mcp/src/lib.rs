@@ -7,15 +7,21 @@
 //!   `plugin.yaml` declaring tools and hooks that run as commands.
 //! - [`server`]: `hermes-tools mcp`, the registry served over MCP (stdio or streamable HTTP).
 //! - [`stdio`]: the stdio transport of that server, which answers `tools/call` itself.
+//! - [`library`]: the prompts and resources it serves (skills, stored outputs).
+//! - [`caller`]: the client behind a running call (logs, sampling, forms).
+//! - [`review`]: the client's model as the smart approval reviewer.
 //!
 //! [`attach`] is the one call a front end makes at start: it connects the configured
 //! servers and loads the plugins, and says what it loaded and what it skipped.
 
+pub mod caller;
 pub mod client;
 pub mod convert;
 pub mod elicitation;
 pub mod http_guard;
+pub mod library;
 pub mod names;
+pub mod review;
 pub use hermes_plugins as plugins;
 pub mod server;
 pub mod stdio;

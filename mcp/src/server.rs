@@ -5,7 +5,13 @@
 //! goes through [`Registry::handle_function_call`] like any other caller, so
 //! argument repair, hooks, approvals and budgets apply; a result whose JSON has an
 //! `error` is answered with `isError: true`. A tool outside the selection is an
-//! error result too. `logging/setLevel` is accepted.
+//! error result too. `logging/setLevel` is accepted and decides which call logs and
+//! process events the client gets. Files a result names are attached (`MEDIA:` audio
+//! and images) or linked (stored outputs); a call with a progress token gets ticks and
+//! its terminal output as progress.
+//!
+//! Prompts, resources, subscriptions and completions come from the server's
+//! [`Extras`] (see [`crate::library`]).
 //!
 //! Over HTTP the server binds loopback by default and refuses requests whose `Host`
 //! or `Origin` is not loopback (DNS-rebinding protection) unless the host is allowed
@@ -14,6 +20,7 @@
 #![allow(deprecated)] // rmcp marks MCP logging deprecated (SEP-2577); clients still call logging/setLevel.
 
 use crate::http_guard::{self, SessionCap, SessionLimits, Token};
+use crate::library::{Library, Serving};
 use hermes_runtime::availability::CHECK_TTL;
 use hermes_runtime::context::Cancellation;
 use hermes_runtime::{Registry, ToolCall, ToolContext};
@@ -27,7 +34,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +47,58 @@ pub struct Selection {
     pub disabled: Option<Vec<String>>,
 }
 
+/// What a server offers beside its tools: the libraries of prompts and resources,
+/// asked in order.
+pub struct Extras {
+    pub libraries: Vec<Arc<dyn Library>>,
+}
+
+impl Extras {
+    /// Skills as prompts and resources, and the outputs tools stored on disk.
+    pub fn standard() -> Extras {
+        Extras {
+            libraries: vec![
+                Arc::new(crate::library::Skills),
+                Arc::new(crate::library::StoredOutputs),
+            ],
+        }
+    }
+
+    /// These, and `library` after them.
+    pub fn with(mut self, library: Arc<dyn Library>) -> Extras {
+        self.libraries.push(library);
+        self
+    }
+}
+
+/// The resources a session subscribed to, with the version last seen of each.
+#[derive(Default)]
+struct Subscriptions {
+    uris: HashMap<String, Option<String>>,
+    /// A watcher runs (it ends, under this lock, when no URI is left).
+    watching: bool,
+}
+
+/// Most resources one session may subscribe to.
+pub const MAX_SUBSCRIPTIONS: usize = 256;
+
+/// Logger of the messages a call sends about itself.
+pub const CALL_LOGGER: &str = "hermes-tools/call";
+/// How often subscribed resources are looked at.
+pub const SUBSCRIPTION_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether the client's protocol has audio content (2025-03-26 on).
+fn takes_audio(peer: &rmcp::service::Peer<RoleServer>) -> bool {
+    peer.peer_info()
+        .is_none_or(|info| info.protocol_version.as_str() >= ProtocolVersion::V_2025_03_26.as_str())
+}
+
+/// Whether the client's protocol has resource links in results (2025-06-18 on).
+fn takes_links(peer: &rmcp::service::Peer<RoleServer>) -> bool {
+    peer.peer_info()
+        .is_none_or(|info| info.protocol_version.as_str() >= ProtocolVersion::V_2025_06_18.as_str())
+}
+
 /// One MCP session's view of the registry.
 #[derive(Clone)]
 pub struct HermesServer {
@@ -50,6 +109,10 @@ pub struct HermesServer {
     level: crate::elicitation::SessionLevel,
     /// The client's user, once a call needed them.
     user: Arc<std::sync::OnceLock<crate::elicitation::User>>,
+    /// Prompts and resources served beside the tools.
+    extras: Arc<Extras>,
+    /// URIs the client subscribed to, and whether they are being watched.
+    subscribed: Arc<Mutex<Subscriptions>>,
     /// Dropped with the session's last clone, when the session has ended.
     _end: Arc<SessionEnd>,
 }
@@ -99,12 +162,20 @@ impl Drop for SessionEnd {
             .spawn(move || {
                 hermes_environments::env::cleanup_task(&task);
                 hermes_runtime::context::forget_task(&task);
+                hermes_runtime::context::forget_task(&library_task(&task));
                 done();
             });
         if spawned.is_err() {
             done();
         }
     }
+}
+
+/// The task the libraries' own tool calls (skills_list, skill_view) run in: not the
+/// session's, so listing prompts or watching a subscription leaves the model's task
+/// (its loop guards, its activity) as it was.
+fn library_task(task: &str) -> String {
+    format!("{task}-library")
 }
 
 /// The served tools as MCP sees them, kept while the registry's generation and
@@ -196,7 +267,15 @@ impl HermesServer {
             task_id,
             level: Arc::default(),
             user: Arc::default(),
+            extras: Arc::new(Extras::standard()),
+            subscribed: Arc::default(),
         }
+    }
+
+    /// This session with `extras` as its prompts and resources.
+    pub fn with_extras(mut self, extras: Arc<Extras>) -> HermesServer {
+        self.extras = extras;
+        self
     }
 
     /// The `tools/list` entries: definitions of the selection as MCP tools.
@@ -257,17 +336,191 @@ impl HermesServer {
             }
             builder = user.attach(builder);
         }
+        let sent = ProgressCount::default();
+        if let Some((token, peer)) = progress.clone().zip(client) {
+            builder = builder.progress(output_progress(peer.clone(), token, Arc::clone(&sent)));
+        }
         let ctx = builder.build();
         let _reporting = progress
             .zip(client)
-            .map(|(token, peer)| report_progress(peer.clone(), token, name.clone()));
+            .map(|(token, peer)| report_progress(peer.clone(), token, name.clone(), sent));
+        // Only for a client that chose a level: the others never asked for call logs.
+        let logging = crate::caller::Caller::of(&ctx).filter(|_| {
+            self.level
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+        });
+        if let Some(caller) = &logging {
+            caller.log(
+                LoggingLevel::Debug,
+                CALL_LOGGER,
+                json!({"event": "started", "tool": name, "task_id": task}),
+            );
+        }
+        let started = Instant::now();
+        let _serving = crate::caller::CallScope::enter(crate::caller::Caller::of(&ctx));
         let call = ToolCall {
-            name,
+            name: name.clone(),
             arguments: Some(Value::Object(arguments.unwrap_or_default())),
             tool_call_id: Some(call_id),
             ..Default::default()
         };
-        crate::convert::result_string_to_mcp(&self.registry.handle_function_call(&call, &ctx))
+        let result = self.registry.handle_function_call(&call, &ctx);
+        let mut answer = crate::convert::result_string_to_mcp(&result);
+        if let Some(content) = answer["content"].as_array_mut() {
+            content.extend(attached_files(&result, &ctx, client));
+        }
+        if let Some(caller) = &logging {
+            let failed = answer["isError"] == true;
+            caller.log(
+                if failed {
+                    LoggingLevel::Warning
+                } else {
+                    LoggingLevel::Info
+                },
+                CALL_LOGGER,
+                json!({
+                    "event": if failed { "failed" } else { "finished" },
+                    "tool": name,
+                    "task_id": task,
+                    "duration_ms": started.elapsed().as_millis() as u64,
+                }),
+            );
+        }
+        answer
+    }
+
+    /// Runs `work` with this session's libraries on a thread that may block (they
+    /// read files and call tools).
+    async fn with_libraries<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&[Arc<dyn Library>], &Serving) -> T + Send + 'static,
+    ) -> Result<T, ErrorData> {
+        let server = self.clone();
+        let run = move || {
+            let ctx = ToolContext::builder()
+                .task_id(library_task(&server.task_id))
+                .session_id(server.task_id.clone())
+                .build();
+            let serves = |tool: &str| server.selected(tool);
+            let serving = Serving {
+                registry: &server.registry,
+                ctx: &ctx,
+                serves: &serves,
+            };
+            work(&server.extras.libraries, &serving)
+        };
+        tokio::task::spawn_blocking(run).await.map_err(internal)
+    }
+
+    /// What every library lists with `items`, as the list result whose field is `key`.
+    async fn listed<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        items: fn(&dyn Library, &Serving) -> Vec<Value>,
+    ) -> Result<T, ErrorData> {
+        let listed = self
+            .with_libraries(move |libraries, serving| {
+                libraries
+                    .iter()
+                    .flat_map(|library| items(library.as_ref(), serving))
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+        let mut result = serde_json::Map::new();
+        result.insert(key.to_string(), Value::Array(listed));
+        complete_result(Value::Object(result))
+    }
+
+    /// Checks the subscribed resources now and then, and tells the client which ones
+    /// changed, until the session ends or has no subscription left.
+    fn watch_subscriptions(&self, peer: rmcp::service::Peer<RoleServer>) {
+        let subscribed = Arc::downgrade(&self.subscribed);
+        let (registry, extras, selection, tools, task) = (
+            Arc::clone(&self.registry),
+            Arc::clone(&self.extras),
+            Arc::clone(&self.selection),
+            Arc::clone(&self.tools),
+            self.task_id.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SUBSCRIPTION_POLL).await;
+                let Some(map) = subscribed.upgrade() else {
+                    return;
+                };
+                let uris: Vec<(String, Option<String>)> = {
+                    let mut held = map.lock().unwrap_or_else(|p| p.into_inner());
+                    if held.uris.is_empty() {
+                        held.watching = false;
+                        return;
+                    }
+                    held.uris
+                        .iter()
+                        .map(|(u, v)| (u.clone(), v.clone()))
+                        .collect()
+                };
+                drop(map);
+                let (registry, extras, selection, tools, task) = (
+                    Arc::clone(&registry),
+                    Arc::clone(&extras),
+                    Arc::clone(&selection),
+                    Arc::clone(&tools),
+                    task.clone(),
+                );
+                let checked = tokio::task::spawn_blocking(move || {
+                    let ctx = ToolContext::builder()
+                        .task_id(library_task(&task))
+                        .session_id(task)
+                        .build();
+                    let served = tools.get(&registry, &selection);
+                    let serves = |tool: &str| {
+                        served
+                            .names
+                            .contains(registry.canonical_name(tool).as_ref())
+                    };
+                    let serving = Serving {
+                        registry: &registry,
+                        ctx: &ctx,
+                        serves: &serves,
+                    };
+                    uris.into_iter()
+                        .map(|(uri, seen)| {
+                            let now = extras
+                                .libraries
+                                .iter()
+                                .find_map(|l| l.version(&uri, &serving));
+                            (uri, seen, now)
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .await
+                .unwrap_or_default();
+                for (uri, seen, now) in checked {
+                    if seen == now {
+                        continue;
+                    }
+                    let Some(map) = subscribed.upgrade() else {
+                        return;
+                    };
+                    if let Some(kept) = map
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .uris
+                        .get_mut(&uri)
+                    {
+                        *kept = now;
+                    } else {
+                        continue;
+                    }
+                    let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
+                    if peer.notify_resource_updated(param).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
     }
 
     /// [`HermesServer::call_blocking`] from async code: the call may block, so it runs
@@ -296,6 +549,49 @@ impl HermesServer {
     }
 }
 
+/// The content blocks a result's files add: each file named with a `MEDIA:` tag as
+/// an audio or image block (audio only for protocols that have it), read as
+/// `read_file` would be allowed to read it; and a link to each file under the cache
+/// folder the result names (for protocols with resource links).
+fn attached_files(
+    result: &str,
+    ctx: &ToolContext,
+    client: Option<&rmcp::service::Peer<RoleServer>>,
+) -> Vec<Value> {
+    use base64::Engine;
+    let mut blocks = Vec::new();
+    let audio = client.is_none_or(takes_audio);
+    for path in crate::convert::media_paths(result) {
+        let mime = crate::library::mime_type(&path);
+        let kind = if mime.starts_with("audio/") && audio {
+            "audio"
+        } else if mime.starts_with("image/") {
+            "image"
+        } else {
+            continue;
+        };
+        if let Ok(bytes) =
+            crate::library::read_for_client(ctx, &path, crate::library::MAX_READ_BYTES)
+        {
+            let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+            blocks.push(json!({"type": kind, "mimeType": mime, "data": data}));
+        }
+    }
+    if client.is_none_or(takes_links) {
+        let cache = ctx.hermes_home().join("cache");
+        for path in crate::convert::stored_paths(result, &cache) {
+            blocks.push(json!({
+                "type": "resource_link",
+                "uri": crate::library::file_uri(&path),
+                "name": path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+                "mimeType": crate::library::mime_type(&path),
+                "description": "Stored by the call; read it with resources/read.",
+            }));
+        }
+    }
+    blocks
+}
+
 /// How often a call whose client asked for progress says that it still runs.
 pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -307,27 +603,57 @@ fn report_progress(
     peer: rmcp::service::Peer<RoleServer>,
     token: ProgressToken,
     tool: String,
+    sent: ProgressCount,
 ) -> tokio_util::sync::DropGuard {
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = stop.clone();
     tokio::runtime::Handle::current().spawn(async move {
         let started = Instant::now();
-        let mut ticks = 0u32;
         loop {
             tokio::select! {
                 _ = stopped.cancelled() => return,
                 _ = tokio::time::sleep(PROGRESS_EVERY) => {}
             }
-            ticks += 1;
             let message = format!("{tool} is running ({} s)", started.elapsed().as_secs());
-            let param = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
-                .with_message(message);
-            if peer.notify_progress(param).await.is_err() {
+            if send_progress(&peer, &token, &sent, message).await.is_err() {
                 return;
             }
         }
     });
     stop.drop_guard()
+}
+
+/// Where a call's output goes while it runs (a terminal command's lines): each batch a
+/// `notifications/progress` for `token` with the text as its message, sent before the
+/// call goes on, numbered with the ticks of [`report_progress`] (`sent`).
+fn output_progress(
+    peer: rmcp::service::Peer<RoleServer>,
+    token: ProgressToken,
+    sent: ProgressCount,
+) -> hermes_runtime::context::ProgressSink {
+    let runtime = tokio::runtime::Handle::current();
+    Arc::new(move |text: &str| {
+        let (peer, token, sent, text) =
+            (peer.clone(), token.clone(), sent.clone(), text.to_string());
+        let sending = runtime.spawn(async move { send_progress(&peer, &token, &sent, text).await });
+        let _ = runtime.block_on(sending);
+    })
+}
+
+/// The progress notifications of one call so far. Each is numbered and sent under its
+/// lock, so the client sees the numbers rise whichever path sent them.
+type ProgressCount = Arc<tokio::sync::Mutex<u64>>;
+
+async fn send_progress(
+    peer: &rmcp::service::Peer<RoleServer>,
+    token: &ProgressToken,
+    sent: &ProgressCount,
+    message: String,
+) -> Result<(), rmcp::ServiceError> {
+    let mut count = sent.lock().await;
+    *count += 1;
+    let param = ProgressNotificationParam::new(token.clone(), *count as f64).with_message(message);
+    peer.notify_progress(param).await
 }
 
 /// One `tools/call` as the server runs it.
@@ -395,11 +721,31 @@ fn internal(why: impl std::fmt::Display) -> ErrorData {
     ErrorData::internal_error(why.to_string(), None)
 }
 
+/// A result of MCP's shape from its JSON, marked complete (`resultType`, which rmcp
+/// strips for peers of versions before 2026-07-28).
+fn complete_result<T: serde::de::DeserializeOwned>(mut result: Value) -> Result<T, ErrorData> {
+    result["resultType"] = json!("complete");
+    serde_json::from_value(result).map_err(internal)
+}
+
 impl ServerHandler for HermesServer {
     fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_logging().build())
+        let capabilities: ServerCapabilities = serde_json::from_value(json!({
+            "tools": {},
+            "logging": {},
+            "prompts": {},
+            "resources": {"subscribe": true},
+            "completions": {},
+        }))
+        .unwrap_or_else(|_| {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build()
+        });
+        InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("hermes-tools", env!("CARGO_PKG_VERSION")))
-            .with_instructions("Tools of the hermes-tools runtime. Every result is a JSON string; failures carry an `error` key and are flagged isError.")
+            .with_instructions("Tools of the hermes-tools runtime. Every result is a JSON string; failures carry an `error` key and are flagged isError. Skills are offered as prompts and as skill:// resources; files tools stored are file:// resources.")
     }
 
     async fn list_tools(
@@ -450,6 +796,171 @@ impl ServerHandler for HermesServer {
         Ok(CallToolResponse::Complete(result))
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        self.listed("prompts", |library, serving| library.prompts(serving))
+            .await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        let name = request.name.clone();
+        let arguments = request.arguments.unwrap_or_default();
+        let found = self
+            .with_libraries(move |libraries, serving| {
+                libraries
+                    .iter()
+                    .find_map(|l| l.prompt(&name, &arguments, serving))
+            })
+            .await?;
+        match found {
+            Some(Ok(prompt)) => Ok(rmcp::model::GetPromptResponse::Complete(complete_result(
+                prompt,
+            )?)),
+            Some(Err(why)) => Err(ErrorData::internal_error(why, None)),
+            None => Err(ErrorData::invalid_params(
+                format!("Unknown prompt: {} (see prompts/list)", request.name),
+                None,
+            )),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        self.listed("resources", |library, serving| library.resources(serving))
+            .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        self.listed("resourceTemplates", |library, serving| {
+            library.templates(serving)
+        })
+        .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        let uri = request.uri.clone();
+        let found = self
+            .with_libraries(move |libraries, serving| {
+                libraries.iter().find_map(|l| l.read(&uri, serving))
+            })
+            .await?;
+        match found {
+            Some(Ok(contents)) => Ok(rmcp::model::ReadResourceResponse::Complete(
+                complete_result(json!({"contents": contents}))?,
+            )),
+            Some(Err(why)) => Err(ErrorData::invalid_params(
+                why,
+                Some(json!({"uri": request.uri})),
+            )),
+            None => Err(ErrorData::resource_not_found(
+                format!("Resource not found: {}", request.uri),
+                Some(json!({"uri": request.uri})),
+            )),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri.clone();
+        let version = self
+            .with_libraries(move |libraries, serving| {
+                libraries.iter().find_map(|l| l.version(&uri, serving))
+            })
+            .await?;
+        let Some(version) = version else {
+            return Err(ErrorData::resource_not_found(
+                format!("Resource not found: {}", request.uri),
+                Some(json!({"uri": request.uri})),
+            ));
+        };
+        let start = {
+            let mut subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+            if subscribed.uris.len() >= MAX_SUBSCRIPTIONS
+                && !subscribed.uris.contains_key(&request.uri)
+            {
+                return Err(ErrorData::invalid_params(
+                    format!("at most {MAX_SUBSCRIPTIONS} subscriptions per session; unsubscribe from one first"),
+                    None,
+                ));
+            }
+            subscribed.uris.insert(request.uri, Some(version));
+            !std::mem::replace(&mut subscribed.watching, true)
+        };
+        if start {
+            self.watch_subscriptions(context.peer);
+        }
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .uris
+            .remove(&request.uri);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        let request = serde_json::to_value(&request).map_err(internal)?;
+        let values = self
+            .with_libraries(move |libraries, serving| {
+                let context = request["context"]["arguments"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default();
+                libraries.iter().find_map(|l| {
+                    l.complete(
+                        &request["ref"],
+                        request["argument"]["name"].as_str().unwrap_or_default(),
+                        request["argument"]["value"].as_str().unwrap_or_default(),
+                        &context,
+                        serving,
+                    )
+                })
+            })
+            .await?
+            .unwrap_or_default();
+        let total = values.len();
+        let shown: Vec<String> = values
+            .into_iter()
+            .take(rmcp::model::CompletionInfo::MAX_VALUES)
+            .collect();
+        let has_more = total > shown.len();
+        complete_result(
+            json!({"completion": {"values": shown, "total": total, "hasMore": has_more}}),
+        )
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
@@ -467,8 +978,12 @@ impl ServerHandler for HermesServer {
 }
 
 /// Serves one session on stdin/stdout until the client closes it (see [`crate::stdio`]).
-pub async fn serve_stdio(registry: Arc<Registry>, selection: Selection) -> std::io::Result<()> {
-    crate::stdio::serve(HermesServer::new(registry, Arc::new(selection))).await
+pub async fn serve_stdio(
+    registry: Arc<Registry>,
+    selection: Selection,
+    extras: Arc<Extras>,
+) -> std::io::Result<()> {
+    crate::stdio::serve(HermesServer::new(registry, Arc::new(selection)).with_extras(extras)).await
 }
 
 /// Options of the HTTP transport.
@@ -508,6 +1023,7 @@ fn http_config(options: &HttpOptions) -> StreamableHttpServerConfig {
 pub async fn serve_http(
     registry: Arc<Registry>,
     selection: Selection,
+    extras: Arc<Extras>,
     addr: SocketAddr,
     options: HttpOptions,
     on_ready: impl FnOnce(SocketAddr),
@@ -542,12 +1058,13 @@ pub async fn serve_http(
                 Arc::clone(&registry),
                 Arc::clone(&selection),
                 Arc::clone(&tools),
-            ))
+            )
+            .with_extras(Arc::clone(&extras)))
         },
         Arc::clone(&manager),
         http_config(&options),
     );
-    let guard = Arc::new((token, SessionCap::new(manager, limits.max_sessions)));
+    let guard = Arc::new((token, SessionCap::new(manager, limits.max_sessions), limits));
     let expiry = Arc::clone(&guard);
     tokio::spawn(async move { expiry.1.expire_idle(limits.idle).await });
     on_ready(local);
@@ -567,11 +1084,12 @@ pub async fn serve_http(
         let guarded = hyper::service::service_fn(move |request| {
             let (service, guard) = (service.clone(), Arc::clone(&guard));
             async move {
-                let (token, sessions) = &*guard;
-                let response = http_guard::guard(token, sessions, request, |request| async move {
-                    service.handle(request).await
-                })
-                .await;
+                let (token, sessions, limits) = &*guard;
+                let response =
+                    http_guard::guard(token, sessions, limits, request, |request| async move {
+                        service.handle(request).await
+                    })
+                    .await;
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
@@ -648,6 +1166,19 @@ pub fn run(
     http: Option<SocketAddr>,
     options: HttpOptions,
 ) -> std::io::Result<()> {
+    run_with(registry, selection, http, options, Extras::standard())
+}
+
+/// [`run`] with `extras` as the prompts and resources served.
+pub fn run_with(
+    registry: Arc<Registry>,
+    selection: Selection,
+    http: Option<SocketAddr>,
+    options: HttpOptions,
+    extras: Extras,
+) -> std::io::Result<()> {
+    let extras = Arc::new(extras);
+    crate::review::install(registry.hermes_home());
     std::thread::spawn(hermes_command_guard::warm_up);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -660,9 +1191,9 @@ pub fn run(
         }
         let serving = async {
             match http {
-                None => serve_stdio(Arc::clone(&registry), selection).await,
+                None => serve_stdio(Arc::clone(&registry), selection, extras).await,
                 Some(addr) => {
-                    serve_http(Arc::clone(&registry), selection, addr, options, |local| {
+                    serve_http(Arc::clone(&registry), selection, extras, addr, options, |local| {
                         eprintln!("hermes-tools mcp: streamable HTTP on http://{local}/mcp");
                     })
                     .await

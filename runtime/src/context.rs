@@ -23,7 +23,13 @@ struct ContextInner {
     agent_session: Option<Arc<dyn AgentSession>>,
     approver: Option<Arc<dyn crate::approval::ApprovalPrompter>>,
     accepts_images: bool,
+    progress: Option<ProgressSink>,
 }
+
+/// Where a call reports what it produces while it runs (a terminal command's output,
+/// in batches of whole lines, redacted as its result would be), for a caller that
+/// shows it: the MCP server sends it as progress notifications.
+pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The seam between the runtime and an agent loop. The tools that need an agent's own
 /// state (its todo list, memory, session store, child agents, a way to ask the user)
@@ -86,6 +92,18 @@ impl ToolContext {
     /// with a description of it ask this.
     pub fn accepts_images(&self) -> bool {
         self.inner.accepts_images
+    }
+
+    /// Whether the caller shows what the call produces while it runs.
+    pub fn reports_progress(&self) -> bool {
+        self.inner.progress.is_some()
+    }
+
+    /// Hands `text` (output produced so far) to the caller, if it shows progress.
+    pub fn report_progress(&self, text: &str) {
+        if let Some(sink) = &self.inner.progress {
+            sink(text);
+        }
     }
 
     /// The attached session as its concrete type, if it is one.
@@ -190,6 +208,7 @@ pub struct ToolContextBuilder {
     agent_session: Option<Arc<dyn AgentSession>>,
     approver: Option<Arc<dyn crate::approval::ApprovalPrompter>>,
     accepts_images: bool,
+    progress: Option<ProgressSink>,
 }
 
 impl ToolContextBuilder {
@@ -232,6 +251,12 @@ impl ToolContextBuilder {
         self
     }
 
+    /// The caller shows what the call produces while it runs (see [`ProgressSink`]).
+    pub fn progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
     /// Unset fields fall back to the process: task `default`, the current directory,
     /// `$HERMES_HOME` or `~/.hermes`.
     pub fn build(self) -> ToolContext {
@@ -252,6 +277,7 @@ impl ToolContextBuilder {
                 agent_session: self.agent_session,
                 approver: self.approver,
                 accepts_images: self.accepts_images || process_accepts_images(),
+                progress: self.progress,
             }),
         }
     }

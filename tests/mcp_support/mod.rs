@@ -32,10 +32,46 @@ pub fn newest_python() -> PathBuf {
     python
 }
 
+/// The JSON object a test client printed, after checking that it succeeded.
+pub fn client_report(output: &std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Open descriptors and resident memory (kB) of process `pid`.
+pub fn usage(pid: u32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    (fds, rss)
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("mcp/tests/fixtures")
         .join(name)
+}
+
+/// [`home`] with `more` (YAML of other top-level keys) in its config.
+pub fn home_with(more: &str) -> tempfile::TempDir {
+    let home = home();
+    let path = home.path().join("config.yaml");
+    let mut config = std::fs::read_to_string(&path).unwrap();
+    config.push_str(more);
+    std::fs::write(path, config).unwrap();
+    home
 }
 
 /// A home whose config keeps the OS sandbox off, so what is tested is the protocol.
@@ -48,6 +84,25 @@ pub fn home() -> tempfile::TempDir {
     .unwrap();
     home
 }
+
+const SKILL: &str = "---\nname: deploy-check\ndescription: Checks a deployment before it goes out.\n---\n# Deploy check\n\n1. Run the smoke tests.\n2. Read references/steps.md.\n";
+
+/// A home with one skill (and a file of it), the OS sandbox off.
+pub fn home_with_skill() -> tempfile::TempDir {
+    let home = home();
+    let skill = home.path().join("skills/devops/deploy-check");
+    std::fs::create_dir_all(skill.join("references")).unwrap();
+    std::fs::write(skill.join("SKILL.md"), SKILL).unwrap();
+    std::fs::write(
+        skill.join("references/steps.md"),
+        "Roll back with `deploy --undo`.\n",
+    )
+    .unwrap();
+    home
+}
+
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"soak","version":"1"}}}"#;
+pub const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 /// `hermes-tools mcp --http` on a free loopback port, until dropped.
 pub struct HttpServer {
@@ -124,6 +179,17 @@ impl HttpServer {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// A new session, past `initialize` (with the elicitation capability) and
+    /// `notifications/initialized`; its id.
+    pub fn open_session(&self) -> String {
+        let answer = self.request("POST", None, INITIALIZE);
+        assert_eq!(answer.status, 200, "{} {}", answer.head, answer.body);
+        let id = answer.header("mcp-session-id").expect("a session id");
+        let notified = self.request("POST", Some(&id), INITIALIZED);
+        assert_eq!(notified.status, 202, "{}", notified.head);
+        id
     }
 
     /// One HTTP request on a fresh connection: the status code, the headers and the body.
