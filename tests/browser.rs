@@ -581,6 +581,27 @@ fn private_metadata_and_blocked_addresses_are_refused_at_every_hop() {
         .starts_with("localhost")));
 }
 
+/// Over MCP with a `progressToken`, a navigation reports its steps (starting the
+/// browser, opening the page, loaded) before its answer.
+#[test]
+fn navigation_steps_arrive_as_mcp_progress() {
+    chromium_installed();
+    let site = site();
+    let home = home_with(OPEN_LOOPBACK);
+    let url = site.url("/second");
+    let (steps, answer) = web_support::mcp_call_with_progress(
+        home.path(),
+        "browser",
+        "browser_navigate",
+        &json!({"url": url}),
+    );
+    assert!(answer.contains("Second page"), "{answer}");
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    assert_eq!(steps[0], "Starting the browser");
+    assert_eq!(steps[1], format!("Opening {url}"));
+    assert!(steps[2].starts_with("Loaded \"Second\""), "{steps:?}");
+}
+
 /// The processes under `root` (itself included) whose name starts with `name`.
 fn descendants_named(root: u32, name: &str) -> Vec<u32> {
     let mut parents = std::collections::HashMap::new();

@@ -770,3 +770,35 @@ fn an_https_page_comes_through_the_pinned_connection_checked_against_ssl_cert_fi
         "{untrusted}"
     );
 }
+
+/// Over MCP with a `progressToken`, each page is reported as it is read.
+#[test]
+fn each_page_read_arrives_as_mcp_progress() {
+    let site = Server::start(|request: &Request| -> Reply {
+        respond(
+            200,
+            "text/html",
+            format!(
+                "<html><head><title>P</title></head><body><p>page {}</p></body></html>",
+                request.path()
+            ),
+        )
+    });
+    let home = home_with(OPEN_LOOPBACK);
+    let urls = [site.url("/one"), site.url("/two")];
+    let (steps, answer) = web_support::mcp_call_with_progress(
+        home.path(),
+        "web",
+        "web_extract",
+        &json!({"urls": urls}),
+    );
+    assert!(
+        answer.contains("page /one") && answer.contains("page /two"),
+        "{answer}"
+    );
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert!(steps[0].starts_with("Read 1 of 2: ") && steps[1].starts_with("Read 2 of 2: "));
+    for url in &urls {
+        assert!(steps.iter().any(|s| s.ends_with(url.as_str())), "{steps:?}");
+    }
+}

@@ -325,3 +325,56 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// `hermes-tools mcp --toolsets TOOLSETS` on stdio: one `tools/call` of `tool` with a
+/// `progressToken`; the progress messages that came before its answer (the server's
+/// periodic "is running" notes left out) and the answer's text.
+pub fn mcp_call_with_progress(
+    home: &Path,
+    toolsets: &str,
+    tool: &str,
+    args: &serde_json::Value,
+) -> (Vec<String>, String) {
+    use std::io::{BufRead, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+        .args(["mcp", "--toolsets", toolsets])
+        .env("HERMES_HOME", home)
+        .env("HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": tool, "arguments": args, "_meta": {"progressToken": "steps"}}}),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut steps = Vec::new();
+    let mut answer = String::new();
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let message: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if message["method"] == "notifications/progress" {
+            let text = message["params"]["message"].as_str().unwrap_or("");
+            if !text.contains("is running (") {
+                steps.push(text.to_string());
+            }
+        }
+        if message["id"] == 2 {
+            answer = message["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    (steps, answer)
+}

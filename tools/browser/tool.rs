@@ -253,15 +253,27 @@ pub fn browser_navigate(
         Ok(target) => target,
         Err(refused) => return Ok(refused.into()),
     };
+    // Each step as progress, for callers that show a long call while it runs (a first
+    // call starts Chromium; a slow page waits for its load and network quiet).
+    if manager().existing(ctx.task_id()).is_none() {
+        ctx.report_progress("Starting the browser");
+    }
     let tab = match tab(ctx, true) {
         Ok(tab) => tab,
         Err(why) => return failure(why),
     };
     let _hold = tab.hold();
+    ctx.report_progress(&hermes_runtime::redact::redact_secrets(&format!(
+        "Opening {target}"
+    )));
     let visit = match tab.navigate(&target) {
         Ok(visit) => visit,
         Err(why) => return failure(why),
     };
+    ctx.report_progress(&hermes_runtime::redact::redact_secrets(&format!(
+        "Loaded \"{}\"; reading the page",
+        visit.title
+    )));
     let mut out = json!({"success": true, "url": visit.url, "title": visit.title});
     match tab.snapshot(false) {
         Ok((text, count)) => {

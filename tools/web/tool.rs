@@ -226,12 +226,24 @@ pub fn web_extract(
         ..Limits::default()
     };
 
+    // Each page as it is read, for callers that show a long call while it runs.
+    // Counted and sent under one lock, so the counts arrive in order.
+    let read = std::sync::Mutex::new(0usize);
+    let report = |url: &str| {
+        let mut done = read.lock().unwrap_or_else(|p| p.into_inner());
+        *done += 1;
+        ctx.report_progress(&hermes_runtime::redact::redact_secrets(&format!(
+            "Read {} of {}: {url}",
+            *done,
+            pending.len()
+        )));
+    };
     let items: Vec<(usize, ExtractItem)> = if backend == Backend::Local {
         std::thread::scope(|scope| {
             let workers: Vec<_> = pending
                 .iter()
                 .map(|(index, url)| {
-                    let (fetcher, limits) = (&fetcher, &limits);
+                    let (fetcher, limits, report) = (&fetcher, &limits, &report);
                     scope.spawn(move || {
                         let item = match local::extract(fetcher, url, limits) {
                             Ok(page) => ExtractItem {
@@ -245,6 +257,7 @@ pub fn web_extract(
                                 refused(&hermes_net::normalize_url(url), &refusal)
                             }
                         };
+                        report(url);
                         (*index, item)
                     })
                 })
