@@ -910,10 +910,25 @@ fn offered_only_with_a_browser_and_cdp_tools_only_with_an_endpoint() {
         reason.contains("install Chromium") && reason.contains("browser.cdp_url"),
         "{reason}"
     );
-    let endpoint = listed(&[("PATH", path), ("BROWSER_CDP_URL", "http://127.0.0.1:9")]);
+    // An endpoint must answer: a dead one offers nothing and says so.
+    let dead = listed(&[("PATH", path), ("BROWSER_CDP_URL", "http://127.0.0.1:9")]);
+    assert!(!available(&dead, "browser_navigate") && !available(&dead, "browser_cdp"));
+    let why = dead
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "browser_navigate")
+        .unwrap()["reason"]
+        .to_string();
+    assert!(why.contains("does not answer"), "{why}");
+    chromium_installed();
+    let profile = tempfile::tempdir().unwrap();
+    let (endpoint_url, mut operator) = operator_browser(profile.path());
+    let endpoint = listed(&[("PATH", path), ("BROWSER_CDP_URL", endpoint_url.as_str())]);
+    let _ = operator.kill();
+    let _ = operator.wait();
     assert!(available(&endpoint, "browser_navigate"));
     assert!(available(&endpoint, "browser_cdp") && available(&endpoint, "browser_dialog"));
-    chromium_installed();
     let local = listed(&[]);
     assert!(available(&local, "browser_navigate") && available(&local, "browser_vision"));
     assert!(

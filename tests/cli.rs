@@ -19,7 +19,24 @@ fn schema_for_all_toolsets_lists_every_tool_sorted() {
     // As an interactive session would see it: cronjob is offered only in sessions,
     // web_search only with a search backend configured, vision_analyze with a vision
     // model, image_generate with an image backend, the Home Assistant tools with a token,
-    // browser_cdp and browser_dialog with a browser endpoint.
+    // browser_cdp and browser_dialog with a browser endpoint that answers (here its
+    // `/json/version`, all the listing asks of it).
+    let endpoint = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint_url = format!("http://{}", endpoint.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in endpoint.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let body = r#"{"Browser":"Chrome/1","webSocketDebuggerUrl":"ws://127.0.0.1:9/devtools/browser/x"}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
     let output = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
         .args(["schema", "--toolsets", "all"])
         .env("HERMES_INTERACTIVE", "1")
@@ -27,7 +44,7 @@ fn schema_for_all_toolsets_lists_every_tool_sorted() {
         .env("OPENROUTER_API_KEY", "sk-or-test")
         .env("FAL_KEY", "fal-test")
         .env("HASS_TOKEN", "ha-test")
-        .env("BROWSER_CDP_URL", "http://127.0.0.1:9")
+        .env("BROWSER_CDP_URL", &endpoint_url)
         .output()
         .unwrap();
     assert!(output.status.success());

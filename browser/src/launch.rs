@@ -294,6 +294,25 @@ fn hermes_sandbox_private_dir() -> Result<PathBuf, String> {
     hermes_sandbox::run_dir::private_dir("browser")
 }
 
+/// Whether a configured endpoint answers: `/json/version` for `http(s)://`, a TCP
+/// connection for `ws(s)://`.
+pub fn endpoint_answers(configured: &str, timeout: Duration) -> Result<(), String> {
+    let configured = configured.trim();
+    if configured.starts_with("ws://") || configured.starts_with("wss://") {
+        let parsed = url::Url::parse(configured).map_err(|e| e.to_string())?;
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let host = parsed.host_str().unwrap_or_default();
+        let address = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+            .map_err(|e| e.to_string())?
+            .next()
+            .ok_or_else(|| format!("{host} has no address"))?;
+        return std::net::TcpStream::connect_timeout(&address, timeout)
+            .map(drop)
+            .map_err(|e| e.to_string());
+    }
+    resolve_cdp_url(configured, timeout).map(drop)
+}
+
 /// The WebSocket address of a configured endpoint: `ws://...` as given,
 /// `http(s)://host:port` through its `/json/version`.
 pub fn resolve_cdp_url(configured: &str, timeout: Duration) -> Result<String, String> {

@@ -105,11 +105,15 @@ impl Settings {
         }
     }
 
-    /// Whether a browser could be had: an endpoint configured or a program found.
-    /// `Err` says what is missing.
+    /// Whether a browser could be had: a configured endpoint that answers, or a
+    /// program found. `Err` says what is missing.
     pub fn availability(&self) -> Result<(), String> {
-        if self.cdp_url.is_some() {
-            return Ok(());
+        if let Some(url) = &self.cdp_url {
+            return crate::launch::endpoint_answers(url, Duration::from_secs(2)).map_err(|why| {
+                format!(
+                    "the browser at {url} (BROWSER_CDP_URL or browser.cdp_url) does not answer: {why}"
+                )
+            });
         }
         match crate::launch::find_executable(self.executable.as_deref()) {
             Some(_) => Ok(()),

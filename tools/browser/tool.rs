@@ -44,10 +44,11 @@ pub fn browser_unavailable_reason() -> Option<String> {
     default_settings().availability().err()
 }
 
-/// browser_cdp and browser_dialog: only with a configured CDP endpoint, as the
-/// original offers them.
+/// browser_cdp and browser_dialog: only with a configured CDP endpoint that answers,
+/// as the original offers them.
 pub fn browser_cdp_available() -> bool {
-    default_settings().cdp_url.is_some()
+    let settings = default_settings();
+    settings.cdp_url.is_some() && settings.availability().is_ok()
 }
 
 /// Closes the task's browser context when the task's state is dropped (the task
