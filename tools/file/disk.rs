@@ -115,7 +115,7 @@ impl Disk for HostDisk {
         Stamp::current(target)
     }
     fn state_key(&self, target: &Path) -> PathBuf {
-        super::state_key(target)
+        super::guard::state_key(target)
     }
     fn similar_files(&self, ctx: &ToolContext, _target: &Path, shown: &str) -> Vec<String> {
         paths::similar_files(&paths::locate(ctx, shown), shown)
