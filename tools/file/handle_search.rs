@@ -171,7 +171,9 @@ fn run(
                 .map_err(in_env)
         }
         (SearchTarget::Content, None) => {
-            search::search_content(scope, pattern, glob, request.context)
+            // The list of matching files needs one match a file.
+            let first_only = request.output_mode == OutputMode::FilesOnly;
+            search::search_content(scope, pattern, glob, request.context, first_only)
                 .map(Found::Content)
                 .map_err(|e| search_error(e, pattern))
         }
