@@ -183,22 +183,10 @@ fn run(
 /// The page of `found` the request asks for, with the total, the hints and, when more
 /// results follow, the line that says how to get them.
 fn page(found: Found, request: &Request, streak: u32) -> ToolOutput {
-    let (offset, limit) = (request.offset, request.limit);
+    let offset = request.offset;
     let mut result = Map::new();
     let (total, shown) = match found {
-        Found::Files(found) => {
-            let total = found.len();
-            let page: Vec<String> = found
-                .into_iter()
-                .skip(offset)
-                .take(limit)
-                .map(|(p, _)| p)
-                .collect();
-            let shown = page.len();
-            result.insert("total_count".into(), json!(total));
-            result.insert("files".into(), json!(page));
-            (total, shown)
-        }
+        Found::Files(found) => paths_page(found, request, &mut result),
         Found::Content(found) => content_page(found, request, &mut result),
     };
     let truncated = offset + shown < total;
@@ -284,20 +272,7 @@ fn content_page(
             result.insert("matches".into(), Value::Array(page));
             (total, shown)
         }
-        OutputMode::FilesOnly => {
-            let total = found.files.len();
-            let page: Vec<String> = found
-                .files
-                .into_iter()
-                .skip(offset)
-                .take(limit)
-                .map(|(p, _)| p)
-                .collect();
-            let shown = page.len();
-            result.insert("total_count".into(), json!(total));
-            result.insert("files".into(), json!(page));
-            (total, shown)
-        }
+        OutputMode::FilesOnly => paths_page(found.files, request, result),
         OutputMode::Count => {
             let matches: u64 = found.files.iter().map(|(_, n)| n).sum();
             let total = found.files.len();
@@ -312,6 +287,26 @@ fn content_page(
             (total, shown)
         }
     }
+}
+
+/// A page of paths (each with what was found for it) into `result` as `files`: the
+/// total it pages over and how many it shows.
+fn paths_page<T>(
+    found: Vec<(String, T)>,
+    request: &Request,
+    result: &mut Map<String, Value>,
+) -> (usize, usize) {
+    let total = found.len();
+    let page: Vec<String> = found
+        .into_iter()
+        .skip(request.offset)
+        .take(request.limit)
+        .map(|(p, _)| p)
+        .collect();
+    let shown = page.len();
+    result.insert("total_count".into(), json!(total));
+    result.insert("files".into(), json!(page));
+    (total, shown)
 }
 
 fn context_lines(lines: Vec<(u64, String)>) -> Value {
