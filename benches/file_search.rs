@@ -49,8 +49,12 @@ fn make_tree(root: &Path) -> usize {
                 ));
             }
             // Binary files are skipped by both: a match in one does not count.
-            let name = if n % 997 == 0 { "blob.bin" } else { "mod.rs" };
-            if n % NEEDLE_EVERY == 0 {
+            let name = if n.is_multiple_of(997) {
+                "blob.bin"
+            } else {
+                "mod.rs"
+            };
+            if n.is_multiple_of(NEEDLE_EVERY) {
                 text.push_str(&format!("    // needle_{n} is here\n"));
                 with_needle += usize::from(name == "mod.rs");
             }
