@@ -7,6 +7,9 @@
 //! socket); a script with CALLS read_file calls gives that plus the calls; the
 //! difference divided by CALLS is the cost of one call over the socket, reported next
 //! to one direct `handle_function_call` of the same read.
+//!
+//! And a whole short script, SHORT_CALLS read_file calls, against its floor: a Python
+//! process that reads the same files itself.
 
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use hermes_tools::CATALOG;
@@ -16,6 +19,8 @@ use std::time::{Duration, Instant};
 
 const CALLS: usize = 1000;
 const RUNS: usize = 5;
+const SHORT_CALLS: usize = 20;
+const SHORT_RUNS: usize = 21;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -23,6 +28,9 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    // The sandbox launcher is the binary's job; an embedder names it.
+    hermes_sandbox::launcher::set_program(env!("CARGO_BIN_EXE_hermes-tools"))
+        .expect("the launcher program opens");
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.yaml"),
@@ -103,4 +111,37 @@ fn main() {
         per_direct * 1e6
     );
     println!("script call / direct call: {:.1}x", per_rpc / per_direct);
+
+    // The short script and its floor, alternating, each run on a task of its own.
+    let short_code = format!("from hermes_tools import read_file\nfor n in range({SHORT_CALLS}):\n    assert 'line' in read_file(f'f{{n}}.txt')['content']\n");
+    let floor_code = format!(
+        "for n in range({SHORT_CALLS}):\n    assert 'line' in open(f'f{{n}}.txt').read()\n"
+    );
+    let (mut shorts, mut floors) = (Vec::new(), Vec::new());
+    for r in 0..SHORT_RUNS {
+        let task = format!("short-{r}");
+        run_script("pass", &task);
+        shorts.push(run_script(&short_code, &task));
+        let started = Instant::now();
+        let status = std::process::Command::new("python3")
+            .args(["-c", &floor_code])
+            .current_dir(home.path())
+            .status()
+            .expect("python3 runs");
+        floors.push(started.elapsed());
+        assert!(status.success());
+    }
+    let (short, floor) = (median(shorts), median(floors));
+    println!(
+        "execute_code, {SHORT_CALLS} read_file calls:          {:>9.2} ms",
+        short.as_secs_f64() * 1e3
+    );
+    println!(
+        "python3 reading the same {SHORT_CALLS} files (floor):   {:>9.2} ms",
+        floor.as_secs_f64() * 1e3
+    );
+    println!(
+        "execute_code / floor: {:.2}x",
+        short.as_secs_f64() / floor.as_secs_f64()
+    );
 }

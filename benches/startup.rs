@@ -1,5 +1,7 @@
 //! Whole-process time of the commands an agent host runs most, against the time of
-//! starting a process that does nothing (`true`), measured in the same run.
+//! starting a process that does nothing (`true`), measured in the same run; and the
+//! one-shot commands (`list`, `schema`, `call`) with an existing `$HERMES_HOME`
+//! against the same binary's `--version`, which reads no home at all.
 //!
 //! cargo bench --bench startup
 
@@ -45,6 +47,35 @@ fn main() {
         );
     };
     report("true (baseline: start a process)", &baseline);
+
+    // An existing home, with a config.yaml, as an installed agent host has one.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "approvals:\n  mode: manual\n",
+    )
+    .unwrap();
+    std::env::set_var("HERMES_HOME", home.path());
+    let version = time_runs(binary, &["--version"]);
+    let version_median = version[RUNS / 2].as_secs_f64();
+    report("hermes-tools --version", &version);
+    for (label, args) in [
+        ("hermes-tools list (existing home)", &["list"][..]),
+        ("hermes-tools schema (existing home)", &["schema"][..]),
+        (
+            "hermes-tools call todo (existing home)",
+            &["call", "todo", "{}"][..],
+        ),
+    ] {
+        let samples = time_runs(binary, args);
+        report(label, &samples);
+        println!(
+            "{:<42} {:>33.2}x --version",
+            "",
+            samples[RUNS / 2].as_secs_f64() / version_median
+        );
+    }
+    std::env::remove_var("HERMES_HOME");
     report("hermes-tools list", &time_runs(binary, &["list"]));
     report(
         "hermes-tools schema --toolsets all",

@@ -1,13 +1,19 @@
-//! Command-line front end. Exit status 0 whenever a result was produced (a tool error
-//! is a result); 2 for usage errors.
+//! Command-line front end: the commands and their options (clap), and which runs.
+//! Each command's work is in its module below. Exit status 0 whenever a result was
+//! produced (a tool error is a result); 2 for usage errors.
+
+mod agent;
+mod call;
+mod catalog;
+mod check;
+mod cron;
+mod interrupt;
 
 use crate::restrict::ToolSelection;
 use clap::{Args, Parser, Subcommand};
-use hermes_runtime::availability::CheckPass;
-use hermes_runtime::strict::strict_parameters;
-use hermes_runtime::{Catalog, Registry, ToolCall, ToolContext};
-use serde_json::{json, Value};
-use std::io::{Read, Write};
+use hermes_runtime::{Catalog, Registry};
+use serde_json::Value;
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -250,7 +256,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
             quiet,
             json,
         } => {
-            let request = AgentRequest {
+            let request = agent::AgentRequest {
                 task,
                 toolsets,
                 disabled,
@@ -264,19 +270,19 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
                 quiet,
                 json,
             };
-            return run_agent(registry, request);
+            return agent::run_agent(registry, request);
         }
-        Command::Cron { watch, interval } => return run_cron(&registry, watch, interval),
-        Command::List { selection, json } => list(&registry, &selection, json),
-        Command::Schema { selection, strict } => schema(&registry, &selection, strict),
-        Command::Toolsets { json } => toolsets(&registry, json),
+        Command::Cron { watch, interval } => return cron::run_cron(&registry, watch, interval),
+        Command::List { selection, json } => catalog::list(&registry, &selection, json),
+        Command::Schema { selection, strict } => catalog::schema(&registry, &selection, strict),
+        Command::Toolsets { json } => catalog::toolsets(&registry, json),
         Command::Call {
             name,
             args,
             task_id,
             cwd,
             selection,
-        } => match call(&registry, name, args, task_id, cwd, &selection) {
+        } => match call::call(&registry, name, args, task_id, cwd, &selection) {
             Ok(text) => text,
             Err(usage) => {
                 eprintln!("error: {usage}");
@@ -284,7 +290,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
             }
         },
         Command::Classify { json, command } => {
-            check_command(&registry, &command_line(&command), json)
+            check::check_command(&registry, &check::command_line(&command), json)
         }
         Command::Mcp {
             selection,
@@ -339,341 +345,6 @@ fn warn_unknown(unknown: &[String]) {
     }
 }
 
-fn list(registry: &Registry, selection: &SelectionArgs, as_json: bool) -> String {
-    let selected =
-        registry.select_tools(selection.toolsets.as_deref(), selection.disabled.as_deref());
-    warn_unknown(&selected.unknown);
-    let mut pass = CheckPass::new(registry.checks());
-    let rows: Vec<Value> = selected
-        .tools
-        .iter()
-        .filter_map(|name| registry.get(name))
-        .map(|tool| {
-            let aliases: Vec<&str> = match &tool {
-                hermes_runtime::ToolRef::Static(entry) => entry.aliases.to_vec(),
-                hermes_runtime::ToolRef::Dynamic(_) => Vec::new(),
-            };
-            let available = registry.is_available(&tool, &mut pass);
-            let mut row = json!({
-                "name": tool.name(),
-                "toolset": tool.toolset(),
-                "emoji": tool.emoji(),
-                "available": available,
-                "requires_env": tool.requires_env(),
-                "aliases": aliases,
-                "description": tool.description(),
-            });
-            if !available {
-                if let Some(reason) = tool.unavailable_reason() {
-                    row["reason"] = json!(reason);
-                }
-            }
-            row
-        })
-        .collect();
-    if as_json {
-        return format!(
-            "{}\n",
-            serde_json::to_string_pretty(&rows).expect("JSON serialises")
-        );
-    }
-    let mut out = String::new();
-    let width = selected
-        .tools
-        .iter()
-        .map(|n| n.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    for row in &rows {
-        let available = row["available"].as_bool().unwrap_or(false);
-        let status = if available {
-            "available".to_string()
-        } else {
-            let env: Vec<&str> = row["requires_env"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            if let Some(reason) = row["reason"].as_str() {
-                format!("unavailable ({reason})")
-            } else if env.is_empty() {
-                "unavailable".to_string()
-            } else {
-                format!("unavailable (needs {})", env.join(", "))
-            }
-        };
-        out.push_str(&format!(
-            "{} {:width$}  {:16} {}\n",
-            row["emoji"].as_str().unwrap_or_default(),
-            row["name"].as_str().unwrap_or_default(),
-            row["toolset"].as_str().unwrap_or_default(),
-            status,
-        ));
-    }
-    out
-}
-
-fn schema(registry: &Registry, selection: &SelectionArgs, strict: bool) -> String {
-    let definitions =
-        registry.definitions(selection.toolsets.as_deref(), selection.disabled.as_deref());
-    warn_unknown(&definitions.unknown_toolsets);
-    let mut tools = definitions.tools;
-    if strict {
-        for tool in &mut tools {
-            let function = &mut tool["function"];
-            function["parameters"] = strict_parameters(&function["parameters"]);
-            function["strict"] = Value::Bool(true);
-        }
-    }
-    format!(
-        "{}\n",
-        serde_json::to_string_pretty(&tools).expect("JSON serialises")
-    )
-}
-
-fn toolsets(registry: &Registry, as_json: bool) -> String {
-    let catalog = registry.catalog();
-    if as_json {
-        let toolsets: serde_json::Map<String, Value> = catalog
-            .toolsets
-            .iter()
-            .map(|t| {
-                (
-                    t.name.to_string(),
-                    json!({
-                        "description": t.description,
-                        "tools": t.tools,
-                        "includes": t.includes,
-                        "resolved": registry.resolve_toolset(t.name),
-                        "planned": t.planned,
-                    }),
-                )
-            })
-            .collect();
-        let legacy: serde_json::Map<String, Value> = catalog
-            .legacy_toolsets
-            .iter()
-            .map(|l| (l.name.to_string(), json!(l.tools)))
-            .collect();
-        let aliases: serde_json::Map<String, Value> = catalog
-            .tools
-            .iter()
-            .flat_map(|t| {
-                t.aliases
-                    .iter()
-                    .map(move |a| (a.to_string(), Value::from(t.name)))
-            })
-            .collect();
-        let out = json!({"toolsets": toolsets, "legacy_toolsets": legacy, "tool_aliases": aliases});
-        return format!(
-            "{}\n",
-            serde_json::to_string_pretty(&out).expect("JSON serialises")
-        );
-    }
-    let mut out = String::new();
-    for t in catalog.toolsets {
-        let resolved = registry.resolve_toolset(t.name);
-        out.push_str(&format!(
-            "{} ({} tools): {}\n",
-            t.name,
-            resolved.len(),
-            t.description
-        ));
-        if !resolved.is_empty() {
-            out.push_str(&format!("    tools: {}\n", resolved.join(", ")));
-        }
-        if !t.includes.is_empty() {
-            out.push_str(&format!("    includes: {}\n", t.includes.join(", ")));
-        }
-    }
-    let legacy: Vec<String> = catalog
-        .legacy_toolsets
-        .iter()
-        .filter(|l| !l.tools.is_empty())
-        .map(|l| format!("{} -> {}", l.name, l.tools.join(", ")))
-        .collect();
-    if !legacy.is_empty() {
-        out.push_str(&format!("\nlegacy names:\n    {}\n", legacy.join("\n    ")));
-    }
-    let aliases: Vec<String> = catalog
-        .tools
-        .iter()
-        .flat_map(|t| t.aliases.iter().map(move |a| format!("{a} -> {}", t.name)))
-        .collect();
-    if !aliases.is_empty() {
-        out.push_str(&format!(
-            "\ntool aliases:\n    {}\n",
-            aliases.join("\n    ")
-        ));
-    }
-    out
-}
-
-fn call(
-    registry: &Arc<Registry>,
-    name: String,
-    args: Option<String>,
-    task_id: Option<String>,
-    cwd: Option<std::path::PathBuf>,
-    selection: &SelectionArgs,
-) -> Result<String, String> {
-    selection.restriction().enforce_on(registry);
-    let text = match args.as_deref() {
-        Some("-") => {
-            let mut buffer = String::new();
-            std::io::stdin()
-                .read_to_string(&mut buffer)
-                .map_err(|e| format!("cannot read arguments from stdin: {e}"))?;
-            buffer
-        }
-        Some(text) => text.to_string(),
-        None => String::new(),
-    };
-    let mut builder = ToolContext::builder();
-    if let Some(task_id) = task_id {
-        builder = builder.task_id(task_id);
-    }
-    if let Some(cwd) = cwd {
-        builder = builder.cwd(cwd);
-    }
-    if let Some(prompter) = terminal_prompter() {
-        builder = builder.approver(prompter);
-    }
-    let call = ToolCall::new(name, Value::String(text));
-    let result = registry.handle_function_call(&call, &builder.build());
-    Ok(format!("{result}\n"))
-}
-
-struct AgentRequest {
-    task: String,
-    toolsets: Option<Vec<String>>,
-    disabled: Option<Vec<String>>,
-    base_url: Option<String>,
-    model: Option<String>,
-    api_key_env: Option<String>,
-    max_iterations: Option<u32>,
-    timeout: Option<f64>,
-    cwd: Option<std::path::PathBuf>,
-    session_id: Option<String>,
-    quiet: bool,
-    json: bool,
-}
-
-/// `hermes-tools agent`: exit 0 with the final answer on stdout; 1 when the loop ended
-/// without one (endpoint failure, iteration budget, interrupt); 2 for usage errors.
-fn run_agent(registry: Arc<Registry>, request: AgentRequest) -> ExitCode {
-    use hermes_agent::{
-        AgentConfig, AgentSession, ClarifyChannel, LoopStatus, NoClarify, SessionOptions,
-        TerminalClarify,
-    };
-    use std::io::IsTerminal;
-
-    if request.task.trim().is_empty() {
-        eprintln!("error: the task is empty");
-        return ExitCode::from(2);
-    }
-    let mut config = AgentConfig::from_config(&registry.config());
-    if let Some(url) = request.base_url {
-        config.model.base_url = url;
-    }
-    if let Some(model) = request.model {
-        config.model.model = model;
-    }
-    if let Some(env) = request.api_key_env {
-        config.model.api_key_env = env;
-    }
-    if let Some(n) = request.max_iterations {
-        config.max_iterations = n.max(1);
-    }
-    if let Some(seconds) = request.timeout.filter(|s| s.is_finite() && *s > 0.0) {
-        config.model.timeout = std::time::Duration::from_secs_f64(seconds);
-    }
-    // A model with vision is shown images tools return (vision_analyze needs no
-    // auxiliary model then).
-    hermes_runtime::context::set_process_accepts_images(config.model.supports_vision);
-    if config.model.api_key().is_none() && !request.quiet {
-        eprintln!(
-            "note: ${} is not set; calling {} without an API key",
-            config.model.api_key_env, config.model.base_url
-        );
-    }
-    let toolsets = request
-        .toolsets
-        .unwrap_or_else(|| vec!["hermes-cli".to_string()]);
-    let unknown = registry
-        .select_tools(Some(&toolsets), request.disabled.as_deref())
-        .unknown;
-    warn_unknown(&unknown);
-    let clarify: Arc<dyn ClarifyChannel> =
-        match TerminalClarify::open().filter(|_| std::io::stdin().is_terminal()) {
-            Some(terminal) => Arc::new(terminal),
-            None => Arc::new(NoClarify::new(
-                "there is no terminal to ask on; decide yourself and say what you assumed",
-            )),
-        };
-    let quiet = request.quiet;
-    let progress: hermes_agent::ProgressFn = Arc::new(move |line: &str| {
-        if !quiet {
-            eprintln!("{line}");
-        }
-    });
-    let cancel = hermes_runtime::context::Cancellation::default();
-    interrupt_on_ctrl_c(cancel.clone());
-    let session = AgentSession::new(
-        registry,
-        SessionOptions {
-            id: request.session_id,
-            source: Some("cli".into()),
-            toolsets: Some(toolsets),
-            disabled_toolsets: request.disabled.unwrap_or_default(),
-            clarify: Some(clarify),
-            config: Some(config),
-            cwd: request.cwd,
-            cancel: Some(cancel),
-            progress: Some(progress),
-            approver: terminal_prompter(),
-            notifications: Some(Arc::new(crate::tools::terminal::drain_events)),
-            ..Default::default()
-        },
-    );
-    let outcome = session.run(&request.task);
-    let mut stdout = std::io::stdout().lock();
-    if request.json {
-        let out = json!({
-            "status": outcome.status.as_str(),
-            "final_answer": outcome.final_answer,
-            "error": outcome.error,
-            "iterations": outcome.iterations,
-            "tool_calls": outcome.tool_calls,
-            "session_id": session.id(),
-        });
-        let _ = writeln!(stdout, "{out}");
-    } else if let Some(answer) = outcome
-        .final_answer
-        .as_deref()
-        .filter(|_| outcome.status == LoopStatus::Completed)
-    {
-        let _ = writeln!(stdout, "{answer}");
-    }
-    let _ = stdout.flush();
-    if outcome.status == LoopStatus::Completed {
-        return ExitCode::SUCCESS;
-    }
-    if !request.json {
-        eprintln!(
-            "error: the agent stopped ({}): {}",
-            outcome.status.as_str(),
-            outcome.error.as_deref().unwrap_or("no final answer")
-        );
-        if let Some(partial) = &outcome.final_answer {
-            eprintln!("last text from the model:\n{partial}");
-        }
-    }
-    ExitCode::from(1)
-}
-
 /// The person at the terminal, when stdin is one: approval requests are asked on
 /// `/dev/tty` (once / session / always / deny; timeout and Ctrl-C deny). Without a
 /// terminal nobody is asked and the unattended policy applies.
@@ -688,94 +359,6 @@ fn terminal_prompter() -> Option<Arc<dyn hermes_runtime::approval::ApprovalPromp
         .open("/dev/tty")
         .ok()?;
     Some(Arc::new(hermes_runtime::approval::TerminalPrompter::tty()))
-}
-
-/// `hermes-tools cron`: one pass over the due jobs (a JSON line of what ran), or with
-/// `watch` a pass every `interval` seconds. Exit 1 when the job store cannot be read.
-fn run_cron(registry: &Arc<Registry>, watch: bool, interval: u64) -> ExitCode {
-    loop {
-        match crate::tools::cronjob::runner::run_due(registry) {
-            Ok(ran) => {
-                let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{}", json!({"ran": ran.len(), "jobs": ran}))
-                    .and_then(|_| stdout.flush());
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                if !watch {
-                    return ExitCode::from(1);
-                }
-            }
-        }
-        if !watch {
-            return ExitCode::SUCCESS;
-        }
-        std::thread::sleep(std::time::Duration::from_secs(interval.max(1)));
-    }
-}
-
-/// The first Ctrl-C interrupts the agent (it stops after the current step); a second
-/// one exits at once.
-fn interrupt_on_ctrl_c(cancel: hermes_runtime::context::Cancellation) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-    extern "C" fn on_sigint(_: libc::c_int) {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            // SAFETY: _exit is async-signal-safe.
-            unsafe { libc::_exit(130) };
-        }
-    }
-    // SAFETY: the handler only touches an atomic and calls _exit.
-    unsafe {
-        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
-    }
-    std::thread::spawn(move || loop {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            eprintln!("interrupted: stopping after the current step (Ctrl-C again to quit now)");
-            cancel.cancel();
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    });
-}
-
-fn check_command(registry: &Registry, command: &str, as_json: bool) -> String {
-    // The approval flow's view of this installation: homes, temp dir, deny globs.
-    let guard =
-        hermes_runtime::approval::Approvals::for_home(registry.hermes_home()).guard_context();
-    let verdict = hermes_command_guard::classify(command, &guard);
-    if as_json {
-        let out = json!({
-            "verdict": verdict.verdict.as_str(),
-            "description": verdict.description,
-            "key": verdict.key,
-        });
-        return format!("{out}\n");
-    }
-    match verdict.description {
-        Some(description) => format!("{}: {description}\n", verdict.verdict.as_str()),
-        None => format!("{}\n", verdict.verdict.as_str()),
-    }
-}
-
-/// One argument is the command as typed; several are re-quoted so `-- bash -c "a | b"`
-/// is judged as the shell would have received it.
-fn command_line(words: &[String]) -> String {
-    if let [single] = words {
-        return single.clone();
-    }
-    let quote = |word: &String| {
-        let plain = !word.is_empty()
-            && word
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
-        if plain {
-            word.clone()
-        } else {
-            format!("'{}'", word.replace('\'', "'\\''"))
-        }
-    };
-    words.iter().map(quote).collect::<Vec<_>>().join(" ")
 }
 
 /// Handler and probe panics are caught and reported as results; the default hook's

@@ -10,7 +10,7 @@
 //! refused always. Device and kernel files are recognised by place here
 //! ([`is_device_path`]) for every tool that opens files.
 
-use hermes_runtime::access::{AccessPolicy, ParentDir};
+use hermes_runtime::access::{AccessPolicy, ParentDir, WriteError};
 use hermes_runtime::protected_paths::{resolve, Refusal};
 use hermes_runtime::ToolContext;
 use std::collections::HashMap;
@@ -115,7 +115,7 @@ pub fn grant_outside_roots(
 /// Replaces `target` with `data` through `policy`: its folder opened beneath its
 /// writable root (made first with `create_parents`), a temp file written and synced
 /// there, the original's permissions kept, and renamed over the name (a symlink put
-/// there is replaced, never followed). Returns the folders made. `Err` is a sentence.
+/// there is replaced, never followed). Returns the folders made.
 pub fn write_file_bytes(
     policy: &AccessPolicy,
     target: &Path,
@@ -123,23 +123,30 @@ pub fn write_file_bytes(
     create_parents: bool,
     verb: &str,
     shown: &str,
-) -> Result<usize, String> {
+) -> Result<usize, WriteError> {
     let parent = policy.open_parent(target, create_parents, verb, shown)?;
-    write_in(&parent, data).map_err(|e| format!("{verb} failed for '{shown}': {e}"))?;
+    write_in(&parent, data).map_err(|source| WriteError::Failed {
+        doing: format!("{verb} failed for '{shown}'"),
+        source,
+    })?;
     Ok(parent.created)
 }
 
 /// Removes the file `target` through `policy` (the name itself, never what a symlink
-/// there points to). `Err` is a sentence.
+/// there points to).
 pub fn remove_file(
     policy: &AccessPolicy,
     target: &Path,
     verb: &str,
     shown: &str,
-) -> Result<(), String> {
+) -> Result<(), WriteError> {
     let parent = policy.open_parent(target, false, verb, shown)?;
-    rustix::fs::unlinkat(&parent.dir, &parent.name, rustix::fs::AtFlags::empty())
-        .map_err(|e| format!("{verb} failed for '{shown}': {}", std::io::Error::from(e)))
+    rustix::fs::unlinkat(&parent.dir, &parent.name, rustix::fs::AtFlags::empty()).map_err(|e| {
+        WriteError::Failed {
+            doing: format!("{verb} failed for '{shown}'"),
+            source: e.into(),
+        }
+    })
 }
 
 /// Makes the missing folders of `target` through `policy`; returns how many.
@@ -148,7 +155,7 @@ pub fn create_parents(
     target: &Path,
     verb: &str,
     shown: &str,
-) -> Result<usize, String> {
+) -> Result<usize, WriteError> {
     policy
         .open_parent(target, true, verb, shown)
         .map(|parent| parent.created)

@@ -922,6 +922,88 @@ fn search_pages_with_offset_limit_and_trailing_hint() {
 }
 
 #[test]
+fn search_results_come_in_walk_order_whichever_thread_found_them() {
+    let e = env();
+    // Each folder's entries by name, a folder's files before the next name: `a/`
+    // comes before `a-c.txt` although `a-c.txt` sorts first as a plain string.
+    for rel in [
+        "a-c.txt",
+        "a/b.txt",
+        "a/z/y.txt",
+        "b.txt",
+        "aa.txt",
+        "A.txt",
+    ] {
+        e.put(rel, "needle\nneedle\n");
+    }
+    for n in 0..300 {
+        e.put(&format!("many/{n:03}.txt"), "needle\n");
+    }
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "needle", "output_mode": "count", "limit": 1000}),
+    );
+    let order: Vec<&String> = v["counts"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        order[..6],
+        [
+            "A.txt",
+            "a/b.txt",
+            "a/z/y.txt",
+            "a-c.txt",
+            "aa.txt",
+            "b.txt"
+        ],
+        "{v}"
+    );
+    assert_eq!(order[6], "many/000.txt");
+    assert_eq!(order[305], "many/299.txt");
+    assert_eq!(v["total_count"], 312);
+    // The list of matching files counts each file once.
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "needle", "output_mode": "files_only", "limit": 1000}),
+    );
+    assert_eq!(v["total_count"], 306, "{v}");
+    assert_eq!(v["files"][2], "a/z/y.txt");
+}
+
+#[test]
+fn search_stops_at_the_match_cap_where_a_walk_in_order_would() {
+    let e = env();
+    // 10 000 matches are collected at most: 6 000 in a.txt, then 4 000 of b/c.txt's
+    // 6 000 (the last without the lines after it); z.txt, after the cap, never counts,
+    // whichever thread reached it first.
+    let text: String = (0..6000).map(|i| format!("hit {i}\nplain\n")).collect();
+    e.put("a.txt", &text);
+    e.put("b/c.txt", &text);
+    for n in 0..50 {
+        e.put(&format!("z{n:02}.txt"), "hit\n");
+    }
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "hit", "output_mode": "count", "context": 1}),
+    );
+    assert_eq!(v["total_count"], 10_000, "{v}");
+    assert_eq!(v["total_count_is_lower_bound"], true);
+    assert_eq!(v["counts"], json!({"a.txt": 6000, "b/c.txt": 4000}));
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "hit", "context": 1, "offset": 9998, "limit": 2}),
+    );
+    let (previous, last) = (&v["matches"][0], &v["matches"][1]);
+    assert_eq!(
+        previous["after"],
+        json!([{"line": 7998, "content": "plain"}])
+    );
+    assert_eq!(
+        (&last["path"], &last["line"]),
+        (&json!("b/c.txt"), &json!(7999))
+    );
+    assert!(last.get("after").is_none(), "{last}");
+}
+
+#[test]
 fn search_a_single_file() {
     let e = env();
     e.put("one/file.txt", "needle here\nnothing\nneedle again\n");

@@ -332,9 +332,7 @@ pub fn run_id(runs: &std::sync::atomic::AtomicU64) -> String {
     )
 }
 
-pub fn random_hex(n: usize) -> String {
-    hermes_sandbox::random_hex(n)
-}
+pub use hermes_runtime::random::random_hex;
 
 // ------------------------------------------------------------------ redaction
 

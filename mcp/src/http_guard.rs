@@ -79,7 +79,7 @@ impl Token {
                  set {TOKEN_ENV} or mcp_server.token in config.yaml (or listen on 127.0.0.1)"
             )));
         }
-        let secret = random_hex(32)?;
+        let secret = hermes_runtime::random::try_random_hex(64)?;
         let path = hermes_home.join(TOKEN_FILE);
         write_private(&path, &secret)?;
         Ok(Token {
@@ -112,25 +112,6 @@ fn same_secret(presented: &[u8], secret: &[u8]) -> bool {
             .zip(secret)
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0
-}
-
-fn random_hex(bytes: usize) -> std::io::Result<String> {
-    let mut buffer = vec![0u8; bytes];
-    let mut filled = 0;
-    while filled < bytes {
-        // SAFETY: the pointer and length describe the unfilled tail of `buffer`.
-        let got =
-            unsafe { libc::getrandom(buffer[filled..].as_mut_ptr().cast(), bytes - filled, 0) };
-        if got < 0 {
-            let error = std::io::Error::last_os_error();
-            if error.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(error);
-        }
-        filled += got as usize;
-    }
-    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {

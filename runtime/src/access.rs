@@ -174,28 +174,31 @@ impl AccessPolicy {
     /// policy: the target is resolved, refused when the policy says so, and its
     /// directory is then opened from a descriptor of its writable root without
     /// following any symlink (made, with `create_parents`, where missing). What was
-    /// opened is checked again by the path the kernel gives for it. `Err` is a
-    /// sentence for the model.
+    /// opened is checked again by the path the kernel gives for it.
     pub fn open_parent(
         &self,
         target: &Path,
         create_parents: bool,
         verb: &str,
         shown: &str,
-    ) -> Result<ParentDir, String> {
+    ) -> Result<ParentDir, WriteError> {
         let resolved = resolve(target);
         if let Some(refusal) = self.write_refusal(&resolved) {
-            return Err(refusal.message(verb, shown));
+            return Err(WriteError::Refused(refusal.message(verb, shown)));
         }
         let root = self
             .root_of(&resolved)
             .expect("a path the policy allows lies in a root");
         let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
-            return Err(format!("{verb} denied: '{shown}' names no file."));
+            return Err(WriteError::Refused(format!(
+                "{verb} denied: '{shown}' names no file."
+            )));
         };
         let relative = parent.strip_prefix(&root).unwrap_or(Path::new(""));
-        let failed =
-            |e: std::io::Error| format!("{verb} failed: cannot open the folder of '{shown}': {e}");
+        let failed = |source: std::io::Error| WriteError::Failed {
+            doing: format!("{verb} failed: cannot open the folder of '{shown}'"),
+            source,
+        };
         let root_dir = rustix::fs::open(
             &root,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -204,14 +207,14 @@ impl AccessPolicy {
         .map_err(|e| failed(e.into()))?;
         let (dir, created) =
             open_beneath(root_dir, relative, create_parents).map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) | Some(libc::EXDEV) => format!(
+                Some(libc::ELOOP) | Some(libc::EXDEV) => WriteError::Refused(format!(
                     "{verb} denied: a folder on the way to '{shown}' was replaced by a symlink while it was opened; nothing was written."
-                ),
+                )),
                 _ => failed(e),
             })?;
         let real = fd_path(&dir).unwrap_or_else(|| parent.to_path_buf());
         if let Some(refusal) = self.write_refusal(&real.join(name)) {
-            return Err(refusal.message(verb, shown));
+            return Err(WriteError::Refused(refusal.message(verb, shown)));
         }
         Ok(ParentDir {
             dir,
@@ -219,6 +222,33 @@ impl AccessPolicy {
             real,
             created,
         })
+    }
+}
+
+/// Why a write through the policy did not happen: the policy refused it, or the system
+/// failed it. Either displays as the sentence the model is shown.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The place is not writable under the policy (protected, outside the writable
+    /// roots, names no file, or a folder on the way was swapped for a symlink).
+    #[error("{0}")]
+    Refused(String),
+    /// The write was allowed and the system failed it (`doing` says what it was at).
+    #[error("{doing}: {source}")]
+    Failed {
+        doing: String,
+        source: std::io::Error,
+    },
+}
+
+impl From<WriteError> for std::io::Error {
+    /// A refusal is `PermissionDenied`; a failure keeps the kind of its cause.
+    fn from(error: WriteError) -> std::io::Error {
+        let kind = match &error {
+            WriteError::Refused(_) => std::io::ErrorKind::PermissionDenied,
+            WriteError::Failed { source, .. } => source.kind(),
+        };
+        std::io::Error::new(kind, error.to_string())
     }
 }
 
@@ -392,6 +422,20 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_and_a_failure_keep_their_kinds_as_io_errors() {
+        let refused: std::io::Error = WriteError::Refused("Write denied: 'x'.".into()).into();
+        assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+        assert_eq!(refused.to_string(), "Write denied: 'x'.");
+        let failed: std::io::Error = WriteError::Failed {
+            doing: "Write failed for 'x'".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        }
+        .into();
+        assert_eq!(failed.kind(), std::io::ErrorKind::StorageFull);
+        assert!(failed.to_string().starts_with("Write failed for 'x': "));
+    }
+
+    #[test]
     fn a_symlink_never_leads_a_write_out() {
         let (_dir, _home, hermes, work, policy) = setup();
         std::fs::write(hermes.join("config.yaml"), "x: 1\n").unwrap();
@@ -399,11 +443,15 @@ mod tests {
         let refused = policy
             .open_parent(&work.join("cfg.wav"), false, "Write", "cfg.wav")
             .unwrap_err();
-        assert!(refused.contains("runtime"), "{refused}");
+        assert!(
+            matches!(&refused, WriteError::Refused(why) if why.contains("runtime")),
+            "{refused}"
+        );
         symlink(&hermes, work.join("link")).unwrap();
-        assert!(policy
-            .open_parent(&work.join("link/new.txt"), true, "Write", "link/new.txt")
-            .is_err());
+        assert!(matches!(
+            policy.open_parent(&work.join("link/new.txt"), true, "Write", "link/new.txt"),
+            Err(WriteError::Refused(_))
+        ));
         let made = policy
             .open_parent(&work.join("a/b/c.txt"), true, "Write", "a/b/c.txt")
             .unwrap();

@@ -22,6 +22,7 @@ pub mod dispatch;
 pub mod hooks;
 pub mod output;
 pub mod protected_paths;
+pub mod random;
 pub mod redact;
 pub mod registry;
 pub mod strict;

@@ -257,9 +257,7 @@ fn write_read_only(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
 /// `digits` random hex digits (from the kernel's random source).
 pub fn random_hex(digits: usize) -> String {
     let mut bytes = vec![0u8; digits.div_ceil(2)];
-    // SAFETY: getrandom fills the buffer it is given.
-    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if got != bytes.len() as isize {
+    if getrandom::fill(&mut bytes).is_err() {
         // Unique within the process, unlikely to repeat across processes: a counter,
         // the pid and the clock, through std's randomly keyed hasher.
         use std::hash::{BuildHasher, Hasher};

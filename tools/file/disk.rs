@@ -61,10 +61,6 @@ impl HostDisk {
             access: RefCell::new(crate::file_access::policy(ctx)?),
         })
     }
-
-    fn refused(e: String) -> std::io::Error {
-        std::io::Error::new(std::io::ErrorKind::PermissionDenied, e)
-    }
 }
 
 impl Disk for HostDisk {
@@ -77,7 +73,7 @@ impl Disk for HostDisk {
     fn create_parents(&self, target: &Path) -> std::io::Result<usize> {
         let shown = target.display().to_string();
         crate::file_access::create_parents(&self.access.borrow(), target, "Write", &shown)
-            .map_err(Self::refused)
+            .map_err(std::io::Error::from)
     }
     fn lock(&self, target: &Path) -> Result<Box<dyn Held>, String> {
         write::lock_for_edit(target).map(|lock| Box::new(lock) as Box<dyn Held>)
@@ -104,7 +100,7 @@ impl Disk for HostDisk {
             &shown,
         )
         .map(|_| ())
-        .map_err(|e| write::ReplaceError::Io(Self::refused(e)))
+        .map_err(|e| write::ReplaceError::Io(e.into()))
     }
     fn holds(&self, target: &Path, data: &[u8]) -> bool {
         std::fs::read(target)
@@ -115,7 +111,7 @@ impl Disk for HostDisk {
         Stamp::current(target)
     }
     fn state_key(&self, target: &Path) -> PathBuf {
-        super::state_key(target)
+        super::guard::state_key(target)
     }
     fn similar_files(&self, ctx: &ToolContext, _target: &Path, shown: &str) -> Vec<String> {
         paths::similar_files(&paths::locate(ctx, shown), shown)

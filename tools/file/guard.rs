@@ -158,3 +158,7 @@ impl FileState {
         self.lock().patch_failures.remove(path);
     }
 }
+/// The path task state is keyed by: the real path when the file exists.
+pub fn state_key(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| crate::file_access::normalize(path))
+}

@@ -16,17 +16,6 @@ pub enum Failure {
     Env(String),
 }
 
-/// The path relative to the root as the glob rules see it (the file name when the root
-/// is the file itself).
-fn relative_for_glob<'p>(scope: &Scope<'_>, path: &'p Path) -> &'p Path {
-    let relative = scope.relative(path);
-    if relative.as_os_str().is_empty() {
-        path.file_name().map(Path::new).unwrap_or(path)
-    } else {
-        relative
-    }
-}
-
 /// [`search::find_files`] in the environment.
 pub fn find_files(
     remote: &Remote,
@@ -44,7 +33,7 @@ pub fn find_files(
         .map_err(Failure::Env)?;
     let mut found: Vec<(String, SystemTime)> = parse_listing(&rows)
         .into_iter()
-        .filter(|(path, _)| glob.matches(relative_for_glob(scope, Path::new(path))))
+        .filter(|(path, _)| glob.matches(scope.relative_for_glob(Path::new(path))))
         .take(MAX_COLLECTED)
         .map(|(path, mtime)| (scope.shown(Path::new(&path)), mtime))
         .collect();
@@ -101,7 +90,7 @@ pub fn search_content(
             continue;
         };
         if let Some(glob) = &glob {
-            if !glob.matches(relative_for_glob(scope, Path::new(&path))) {
+            if !glob.matches(scope.relative_for_glob(Path::new(&path))) {
                 continue;
             }
         }

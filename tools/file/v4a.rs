@@ -829,7 +829,7 @@ pub fn apply(plan: &Plan, access: &AccessPolicy) -> Result<(), String> {
     let write = |path: &Path, data: &[u8]| {
         let shown = display_path(path);
         crate::file_access::write_file_bytes(access, path, data, true, "Patch", &shown)
-            .map_err(std::io::Error::other)
+            .map_err(std::io::Error::from)
     };
     enum Undo {
         Restore(PathBuf, Vec<u8>),

@@ -176,23 +176,16 @@ fn lock_one(holder: &Path, deadline: Instant) -> Result<Option<std::fs::File>, S
 }
 
 /// Why a checked replace did not happen.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReplaceError {
     /// The file no longer holds what the edit was computed from.
+    #[error(
+        "the file changed on disk while the edit was being made (another process wrote it); nothing was \
+         written. Read it again and redo the edit"
+    )]
     BaseChanged,
-    Io(std::io::Error),
-}
-
-impl std::fmt::Display for ReplaceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReplaceError::BaseChanged => f.write_str(
-                "the file changed on disk while the edit was being made (another process wrote it); nothing was \
-                 written. Read it again and redo the edit",
-            ),
-            ReplaceError::Io(e) => write!(f, "{e}"),
-        }
-    }
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
 
 /// `path` opened for reading: `None` when it does not exist. Never blocks on a FIFO.

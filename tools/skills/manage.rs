@@ -36,7 +36,7 @@ fn write_text(access: &AccessPolicy, path: &Path, text: &str) -> Result<(), Valu
     let shown = path.display().to_string();
     crate::file_access::write_file_bytes(access, path, text.as_bytes(), true, "Write", &shown)
         .map(|_| ())
-        .map_err(fail)
+        .map_err(|e| fail(e.to_string()))
 }
 
 fn not_found(name: &str, roots: &[Root], suffix: &str) -> Value {
@@ -371,7 +371,8 @@ pub fn remove_file(access: &AccessPolicy, roots: &[Root], name: &str, file_path:
             "available_files": if available.is_empty() { Value::Null } else { Value::from(available) },
         }));
     }
-    crate::file_access::remove_file(access, &target, "Remove", file_path).map_err(fail)?;
+    crate::file_access::remove_file(access, &target, "Remove", file_path)
+        .map_err(|e| fail(e.to_string()))?;
     if let Some(parent) = target.parent() {
         if parent != skill.dir
             && std::fs::read_dir(parent)

@@ -135,7 +135,8 @@ pub fn text_to_speech(
         };
         let audio = std::fs::read(&made).map_err(|e| format!("cannot read the audio: {e}"))?;
         let shown = file.display().to_string();
-        crate::file_access::write_file_bytes(&access, &file, &audio, true, "Write", &shown)?;
+        crate::file_access::write_file_bytes(&access, &file, &audio, true, "Write", &shown)
+            .map_err(|e| e.to_string())?;
         Ok(file)
     });
     let _ = std::fs::remove_dir_all(&scratch);

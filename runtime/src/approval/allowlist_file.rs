@@ -215,7 +215,7 @@ pub fn atomic_write(target: &Path, bytes: &[u8]) -> Result<(), String> {
     let (tmp_path, mut file) = {
         let mut attempt = 0;
         loop {
-            let candidate = dir.join(format!(".{stem}_{}.tmp", super::random_hex(8)));
+            let candidate = dir.join(format!(".{stem}_{}.tmp", crate::random::random_hex(16)));
             match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)

@@ -6,7 +6,8 @@
 
 use super::result::Choice;
 use super::shown::shown_command;
-use super::{random_hex, Approvals, State};
+use super::{Approvals, State};
+use crate::random::random_hex;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -251,7 +252,7 @@ impl Approvals {
                     let Some(notify) = state.notify.get(ask.session).cloned() else {
                         return GatewayAnswer::NoNotify;
                     };
-                    let id = random_hex(16);
+                    let id = random_hex(32);
                     let request = GatewayApprovalRequest {
                         approval_id: id.clone(),
                         request_id: id.clone(),

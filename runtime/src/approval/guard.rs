@@ -553,7 +553,10 @@ pub(crate) fn save_blocked_script(hermes_home: &Path, command: &str) -> Result<P
     let epoch = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let path = dir.join(format!("blocked-{epoch}-{}.sh", super::random_hex(4)));
+    let path = dir.join(format!(
+        "blocked-{epoch}-{}.sh",
+        crate::random::random_hex(8)
+    ));
     std::fs::write(&path, command).map_err(|e| e.to_string())?;
     Ok(path)
 }

@@ -51,9 +51,8 @@ pub use smart::{
 use hermes_command_guard::legacy_key_aliases;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -419,24 +418,4 @@ fn configured_guardian(policy: &ApprovalPolicy) -> Option<Arc<dyn Guardian>> {
         .smart
         .clone()
         .map(|endpoint| Arc::new(HttpGuardian::new(endpoint)) as Arc<dyn Guardian>)
-}
-
-static RANDOM_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// `2 * bytes` lowercase hex digits from the standard library's randomly keyed hasher.
-pub(crate) fn random_hex(bytes: usize) -> String {
-    let mut out = String::with_capacity(bytes * 2);
-    while out.len() < bytes * 2 {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u64(RANDOM_COUNTER.fetch_add(1, Ordering::Relaxed));
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        hasher.write_u32(std::process::id());
-        out.push_str(&format!("{:016x}", hasher.finish()));
-    }
-    out.truncate(bytes * 2);
-    out
 }
