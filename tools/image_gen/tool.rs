@@ -385,12 +385,11 @@ pub fn image_generate(
                     }
                     continue;
                 }
-                let image = crate::tools::vision::load_image_source(source, ctx, &config).and_then(
-                    |bytes| {
+                let image = crate::shared::image_source::load_image_source(source, ctx, &config)
+                    .and_then(|bytes| {
                         hermes_vision::prepare(&bytes, &hermes_vision::Caps::default())
                             .map_err(|e| e.to_string())
-                    },
-                );
+                    });
                 match image {
                     Ok(image) => urls.push(image.data_url()),
                     Err(e) => {
@@ -468,11 +467,12 @@ pub fn image_generate(
             } else {
                 let mut files = Vec::new();
                 for (i, source) in sources.iter().take(openai::MAX_SOURCES).enumerate() {
-                    let image = crate::tools::vision::load_image_source(source, ctx, &config)
-                        .and_then(|bytes| {
-                            hermes_vision::prepare(&bytes, &hermes_vision::Caps::default())
-                                .map_err(|e| e.to_string())
-                        });
+                    let image =
+                        crate::shared::image_source::load_image_source(source, ctx, &config)
+                            .and_then(|bytes| {
+                                hermes_vision::prepare(&bytes, &hermes_vision::Caps::default())
+                                    .map_err(|e| e.to_string())
+                            });
                     match image {
                         Ok(image) => files.push(openai::Source {
                             name: format!("image_{i}.{}", image.image_type.extension()),
