@@ -118,6 +118,17 @@ fn browser_sandbox(ctx: &ToolContext) -> Result<Option<hermes_sandbox::Policy>, 
     hermes_environments::env::local::program_policy(&config).map_err(|e| e.to_string())
 }
 
+/// Runs `act` on the task's open page, held for the call (the inactivity timeout
+/// never closes a page in use); the failure result when the task has no page.
+fn on_open_page(ctx: &ToolContext, act: impl FnOnce(&Lease) -> ToolResult) -> ToolResult {
+    let tab = match tab(ctx, false) {
+        Ok(tab) => tab,
+        Err(why) => return failure(why),
+    };
+    let _hold = tab.hold();
+    act(&tab)
+}
+
 /// Every string in `value` with secrets masked.
 fn redacted(value: Value) -> Value {
     match value {
@@ -294,19 +305,16 @@ pub fn browser_snapshot(
     ctx: &ToolContext,
 ) -> ToolResult {
     let settings = settings(ctx);
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    let url = tab.visit().map(|v| v.url).unwrap_or_default();
-    match tab.snapshot(full.unwrap_or(false)) {
-        Ok((text, count)) => {
-            let out = json!({"success": true, "snapshot": fit_snapshot(&text, &url, ctx), "element_count": count});
-            success(with_dialogs(out, &tab, &settings))
+    on_open_page(ctx, |tab| {
+        let url = tab.visit().map(|v| v.url).unwrap_or_default();
+        match tab.snapshot(full.unwrap_or(false)) {
+            Ok((text, count)) => {
+                let out = json!({"success": true, "snapshot": fit_snapshot(&text, &url, ctx), "element_count": count});
+                success(with_dialogs(out, tab, &settings))
+            }
+            Err(why) => failure(format!("Failed to get snapshot: {why}")),
         }
-        Err(why) => failure(format!("Failed to get snapshot: {why}")),
-    }
+    })
 }
 
 /// Click the element a ref from the latest snapshot names (such as @e5).
@@ -316,15 +324,10 @@ pub fn browser_click(
     r#ref: String,
     ctx: &ToolContext,
 ) -> ToolResult {
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    match tab.click(&r#ref) {
+    on_open_page(ctx, |tab| match tab.click(&r#ref) {
         Ok(clicked) => success(json!({"success": true, "clicked": clicked})),
         Err(why) => failure(why),
-    }
+    })
 }
 
 /// Type text into the field a ref names, replacing what it held.
@@ -336,15 +339,10 @@ pub fn browser_type(
     text: String,
     ctx: &ToolContext,
 ) -> ToolResult {
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    match tab.type_text(&r#ref, &text) {
+    on_open_page(ctx, |tab| match tab.type_text(&r#ref, &text) {
         Ok(element) => success(json!({"success": true, "typed": text, "element": element})),
         Err(why) => failure(why),
-    }
+    })
 }
 
 /// Which way to scroll.
@@ -362,30 +360,24 @@ pub fn browser_scroll(
     direction: Direction,
     ctx: &ToolContext,
 ) -> ToolResult {
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    let down = matches!(direction, Direction::Down);
-    match tab.scroll(down) {
-        Ok(()) => success(json!({"success": true, "scrolled": if down { "down" } else { "up" }})),
-        Err(why) => failure(why),
-    }
+    on_open_page(ctx, |tab| {
+        let down = matches!(direction, Direction::Down);
+        match tab.scroll(down) {
+            Ok(()) => {
+                success(json!({"success": true, "scrolled": if down { "down" } else { "up" }}))
+            }
+            Err(why) => failure(why),
+        }
+    })
 }
 
 /// Go back to the previous page of this tab's history.
 #[tool(toolset = "browser", emoji = "◀️", check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_back(ctx: &ToolContext) -> ToolResult {
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    match tab.back() {
+    on_open_page(ctx, |tab| match tab.back() {
         Ok(visit) => success(json!({"success": true, "url": visit.url})),
         Err(why) => failure(why),
-    }
+    })
 }
 
 /// Press one key on the page (Enter submits a form, Tab moves focus).
@@ -395,15 +387,10 @@ pub fn browser_press(
     key: String,
     ctx: &ToolContext,
 ) -> ToolResult {
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    match tab.press(&key) {
+    on_open_page(ctx, |tab| match tab.press(&key) {
         Ok(()) => success(json!({"success": true, "pressed": key})),
         Err(why) => failure(why),
-    }
+    })
 }
 
 const IMAGES_SCRIPT: &str =
@@ -413,12 +400,7 @@ const IMAGES_SCRIPT: &str =
 /// List the images of the current page: address, alt text and size.
 #[tool(toolset = "browser", emoji = "🖼️", max_result_chars = 100_000, check = browser_available, unavailable_reason = browser_unavailable_reason)]
 pub fn browser_get_images(ctx: &ToolContext) -> ToolResult {
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    match tab.evaluate(IMAGES_SCRIPT) {
+    on_open_page(ctx, |tab| match tab.evaluate(IMAGES_SCRIPT) {
         Ok(Value::Array(images)) => {
             let count = images.len();
             success(json!({"success": true, "images": images, "count": count}))
@@ -427,7 +409,7 @@ pub fn browser_get_images(ctx: &ToolContext) -> ToolResult {
             json!({"success": true, "images": [], "count": 0, "warning": "Could not read the page's images"}),
         ),
         Err(why) => failure(format!("Failed to get images: {why}")),
-    }
+    })
 }
 
 /// Console output and JavaScript errors of the current page, or the value of a JavaScript expression evaluated in it.
@@ -469,19 +451,16 @@ pub fn browser_console(
             Err(why) => failure(why),
         };
     }
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    let (messages, errors) = tab.console(clear.unwrap_or(false));
-    success(json!({
-        "success": true,
-        "total_messages": messages.len(),
-        "total_errors": errors.len(),
-        "console_messages": messages,
-        "js_errors": errors,
-    }))
+    on_open_page(ctx, |tab| {
+        let (messages, errors) = tab.console(clear.unwrap_or(false));
+        success(json!({
+            "success": true,
+            "total_messages": messages.len(),
+            "total_errors": errors.len(),
+            "console_messages": messages,
+            "js_errors": errors,
+        }))
+    })
 }
 
 /// Take a screenshot of the current page to look at it: layouts, images, CAPTCHAs, whatever the text snapshot misses.
@@ -494,87 +473,84 @@ pub fn browser_vision(
     ctx: &ToolContext,
 ) -> ToolResult {
     use base64::Engine;
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    let annotate = annotate.unwrap_or(false);
-    let mut annotations = Vec::new();
-    if annotate {
-        if let Err(why) = tab.snapshot(false) {
-            return failure(format!("Failed to take a snapshot for the labels: {why}"));
+    on_open_page(ctx, |tab| {
+        let annotate = annotate.unwrap_or(false);
+        let mut annotations = Vec::new();
+        if annotate {
+            if let Err(why) = tab.snapshot(false) {
+                return failure(format!("Failed to take a snapshot for the labels: {why}"));
+            }
+            match tab.draw_labels() {
+                Ok(labels) => annotations = labels,
+                Err(why) => return failure(format!("Failed to draw labels: {why}")),
+            }
         }
-        match tab.draw_labels() {
-            Ok(labels) => annotations = labels,
-            Err(why) => return failure(format!("Failed to draw labels: {why}")),
+        let shot = tab.screenshot(MAX_SIDE, MAX_IMAGE_BYTES);
+        if annotate {
+            tab.clear_labels();
         }
-    }
-    let shot = tab.screenshot(MAX_SIDE, MAX_IMAGE_BYTES);
-    if annotate {
-        tab.clear_labels();
-    }
-    let (mime, bytes) = match shot {
-        Ok(shot) => shot,
-        Err(why) => return failure(format!("Failed to take screenshot: {why}")),
-    };
-    let extension = if mime == "image/png" { "png" } else { "jpg" };
-    let dir = ctx.hermes_home().join("cache").join("screenshots");
-    let path = dir.join(format!(
-        "browser_screenshot_{}.{extension}",
-        hermes_sandbox::random_hex(12)
-    ));
-    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &bytes)) {
-        return failure(format!("Failed to save the screenshot: {e}"));
-    }
-    let url = tab.visit().map(|v| v.url).unwrap_or_default();
-    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-    let mut text = format!(
-        "Screenshot of {url} attached; look at it to answer.\n\nQuestion: {}",
-        question.trim()
-    );
-    if annotate {
-        text.push_str("\n\nLabels [N] drawn on the page are refs @eN.");
-    }
-    let mut meta = json!({"screenshot_path": path.display().to_string(), "url": url,
-                          "size_bytes": bytes.len(), "mime_type": mime});
-    // The auxiliary vision model (auxiliary.vision.*), when one is configured, answers
-    // the question too, for callers and models that cannot look at images.
-    let data_url = format!("data:{mime};base64,{data}");
-    let mut summary = format!(
-        "Screenshot of the page attached ({:.1} KB). Screenshot path: {}",
-        bytes.len() as f64 / 1024.0,
-        path.display()
-    );
-    if let Ok(aux) = hermes_vision::AuxVision::resolve(&config_for(ctx.hermes_home())) {
-        let prompt = format!(
-            "This is a screenshot of a web page in a browser. Question: {}\n\nAnswer from what is visible. \
-             Where it matters, name the interactive elements, and describe any verification challenge or CAPTCHA and what it asks for.",
+        let (mime, bytes) = match shot {
+            Ok(shot) => shot,
+            Err(why) => return failure(format!("Failed to take screenshot: {why}")),
+        };
+        let extension = if mime == "image/png" { "png" } else { "jpg" };
+        let dir = ctx.hermes_home().join("cache").join("screenshots");
+        let path = dir.join(format!(
+            "browser_screenshot_{}.{extension}",
+            hermes_sandbox::random_hex(12)
+        ));
+        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &bytes)) {
+            return failure(format!("Failed to save the screenshot: {e}"));
+        }
+        let url = tab.visit().map(|v| v.url).unwrap_or_default();
+        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let mut text = format!(
+            "Screenshot of {url} attached; look at it to answer.\n\nQuestion: {}",
             question.trim()
         );
-        match aux.analyze(&prompt, &data_url) {
-            Ok(analysis) => {
-                text.push_str(&format!(
-                    "\n\nAnalysis by the auxiliary vision model:\n{analysis}"
-                ));
-                summary = format!("{analysis}\n\nScreenshot path: {}", path.display());
-                meta["analysis"] = json!(analysis);
-            }
-            Err(why) => meta["analysis_error"] = json!(why.to_string()),
+        if annotate {
+            text.push_str("\n\nLabels [N] drawn on the page are refs @eN.");
         }
-    }
-    if annotate {
-        meta["annotations"] = Value::Array(annotations);
-    }
-    Ok(ToolOutput::Multimodal(json!({
-        "_multimodal": true,
-        "content": [
-            {"type": "text", "text": hermes_runtime::redact::redact_secrets(&text)},
-            {"type": "image_url", "image_url": {"url": data_url}},
-        ],
-        "text_summary": hermes_runtime::redact::redact_secrets(&summary),
-        "meta": redacted(meta),
-    })))
+        let mut meta = json!({"screenshot_path": path.display().to_string(), "url": url,
+                              "size_bytes": bytes.len(), "mime_type": mime});
+        // The auxiliary vision model (auxiliary.vision.*), when one is configured, answers
+        // the question too, for callers and models that cannot look at images.
+        let data_url = format!("data:{mime};base64,{data}");
+        let mut summary = format!(
+            "Screenshot of the page attached ({:.1} KB). Screenshot path: {}",
+            bytes.len() as f64 / 1024.0,
+            path.display()
+        );
+        if let Ok(aux) = hermes_vision::AuxVision::resolve(&config_for(ctx.hermes_home())) {
+            let prompt = format!(
+                "This is a screenshot of a web page in a browser. Question: {}\n\nAnswer from what is visible. \
+                 Where it matters, name the interactive elements, and describe any verification challenge or CAPTCHA and what it asks for.",
+                question.trim()
+            );
+            match aux.analyze(&prompt, &data_url) {
+                Ok(analysis) => {
+                    text.push_str(&format!(
+                        "\n\nAnalysis by the auxiliary vision model:\n{analysis}"
+                    ));
+                    summary = format!("{analysis}\n\nScreenshot path: {}", path.display());
+                    meta["analysis"] = json!(analysis);
+                }
+                Err(why) => meta["analysis_error"] = json!(why.to_string()),
+            }
+        }
+        if annotate {
+            meta["annotations"] = Value::Array(annotations);
+        }
+        Ok(ToolOutput::Multimodal(json!({
+            "_multimodal": true,
+            "content": [
+                {"type": "text", "text": hermes_runtime::redact::redact_secrets(&text)},
+                {"type": "image_url", "image_url": {"url": data_url}},
+            ],
+            "text_summary": hermes_runtime::redact::redact_secrets(&summary),
+            "meta": redacted(meta),
+        })))
+    })
 }
 
 /// How to answer a dialog.
@@ -596,18 +572,15 @@ pub fn browser_dialog(
     dialog_id: Option<String>,
     ctx: &ToolContext,
 ) -> ToolResult {
-    let tab = match tab(ctx, false) {
-        Ok(tab) => tab,
-        Err(why) => return failure(why),
-    };
-    let _hold = tab.hold();
-    let accept = matches!(action, DialogAction::Accept);
-    match tab.answer_dialog(accept, prompt_text.as_deref(), dialog_id.as_deref()) {
-        Ok(dialog) => success(
-            json!({"success": true, "action": if accept { "accept" } else { "dismiss" }, "dialog": dialog}),
-        ),
-        Err(why) => failure(why),
-    }
+    on_open_page(ctx, |tab| {
+        let accept = matches!(action, DialogAction::Accept);
+        match tab.answer_dialog(accept, prompt_text.as_deref(), dialog_id.as_deref()) {
+            Ok(dialog) => success(
+                json!({"success": true, "action": if accept { "accept" } else { "dismiss" }, "dialog": dialog}),
+            ),
+            Err(why) => failure(why),
+        }
+    })
 }
 
 /// Send one raw Chrome DevTools Protocol command to the connected browser.
