@@ -68,6 +68,33 @@ fn text(value: Option<&Value>) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Whether `url` answers, the answer kept for [`ANSWER_KEPT`]: the availability checks
+/// of the browser tools, of `browser_cdp` and `list`'s reasons all ask at once, and a
+/// dead remote endpoint costs the whole timeout each time; a browser the operator
+/// starts later is seen within that time.
+fn endpoint_answers_once(url: &str) -> Result<(), String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    use std::time::Instant;
+    type Answers = HashMap<String, (Instant, Result<(), String>)>;
+    static ASKED: OnceLock<Mutex<Answers>> = OnceLock::new();
+    let asked = ASKED.get_or_init(Default::default);
+    if let Some((at, known)) = asked.lock().unwrap_or_else(|p| p.into_inner()).get(url) {
+        if at.elapsed() < ANSWER_KEPT {
+            return known.clone();
+        }
+    }
+    let answer = crate::launch::endpoint_answers(url, Duration::from_secs(2));
+    asked
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(url.to_string(), (Instant::now(), answer.clone()));
+    answer
+}
+
+/// How long an endpoint's answer is taken as still true.
+const ANSWER_KEPT: Duration = Duration::from_secs(10);
+
 impl Settings {
     pub fn from_config(config: &Config) -> Settings {
         let cdp_url = std::env::var("BROWSER_CDP_URL")
@@ -109,7 +136,7 @@ impl Settings {
     /// program found. `Err` says what is missing.
     pub fn availability(&self) -> Result<(), String> {
         if let Some(url) = &self.cdp_url {
-            return crate::launch::endpoint_answers(url, Duration::from_secs(2)).map_err(|why| {
+            return endpoint_answers_once(url).map_err(|why| {
                 format!(
                     "the browser at {url} (BROWSER_CDP_URL or browser.cdp_url) does not answer: {why}"
                 )
