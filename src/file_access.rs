@@ -115,7 +115,8 @@ pub fn grant_outside_roots(
 /// Replaces `target` with `data` through `policy`: its folder opened beneath its
 /// writable root (made first with `create_parents`), a temp file written and synced
 /// there, the original's permissions kept, and renamed over the name (a symlink put
-/// there is replaced, never followed). Returns the folders made.
+/// there is replaced, never followed), on a thread the kernel confines to the
+/// writable roots ([`crate::kernel_bound`]). Returns the folders made.
 pub fn write_file_bytes(
     policy: &AccessPolicy,
     target: &Path,
@@ -124,12 +125,14 @@ pub fn write_file_bytes(
     verb: &str,
     shown: &str,
 ) -> Result<usize, WriteError> {
-    let parent = policy.open_parent(target, create_parents, verb, shown)?;
-    write_in(&parent, data).map_err(|source| WriteError::Failed {
-        doing: format!("{verb} failed for '{shown}'"),
-        source,
-    })?;
-    Ok(parent.created)
+    crate::kernel_bound::within_roots(policy.writable_roots(), || {
+        let parent = policy.open_parent(target, create_parents, verb, shown)?;
+        write_in(&parent, data).map_err(|source| WriteError::Failed {
+            doing: format!("{verb} failed for '{shown}'"),
+            source,
+        })?;
+        Ok(parent.created)
+    })
 }
 
 /// Removes the file `target` through `policy` (the name itself, never what a symlink
@@ -140,12 +143,14 @@ pub fn remove_file(
     verb: &str,
     shown: &str,
 ) -> Result<(), WriteError> {
-    let parent = policy.open_parent(target, false, verb, shown)?;
-    rustix::fs::unlinkat(&parent.dir, &parent.name, rustix::fs::AtFlags::empty()).map_err(|e| {
-        WriteError::Failed {
-            doing: format!("{verb} failed for '{shown}'"),
-            source: e.into(),
-        }
+    crate::kernel_bound::within_roots(policy.writable_roots(), || {
+        let parent = policy.open_parent(target, false, verb, shown)?;
+        rustix::fs::unlinkat(&parent.dir, &parent.name, rustix::fs::AtFlags::empty()).map_err(|e| {
+            WriteError::Failed {
+                doing: format!("{verb} failed for '{shown}'"),
+                source: e.into(),
+            }
+        })
     })
 }
 
@@ -156,9 +161,11 @@ pub fn create_parents(
     verb: &str,
     shown: &str,
 ) -> Result<usize, WriteError> {
-    policy
-        .open_parent(target, true, verb, shown)
-        .map(|parent| parent.created)
+    crate::kernel_bound::within_roots(policy.writable_roots(), || {
+        policy
+            .open_parent(target, true, verb, shown)
+            .map(|parent| parent.created)
+    })
 }
 
 /// Replaces a file the runtime names itself (the cron store), not one the model named:

@@ -8,6 +8,7 @@ pub use hermes_runtime as runtime;
 pub mod cli;
 pub mod current;
 pub mod file_access;
+mod kernel_bound;
 pub mod restrict;
 pub mod serve;
 pub mod serve_approvals;
