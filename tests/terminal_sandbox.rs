@@ -1151,6 +1151,68 @@ fn a_service_socket_made_under_run_while_a_command_waits_stays_out_of_reach() {
     drop(listener);
 }
 
+/// The kernel's Landlock ABI version (0: none).
+fn landlock_abi() -> i64 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: a null attribute, size 0 and the VERSION flag: no memory is touched.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    abi.max(0)
+}
+
+#[test]
+fn a_host_socket_made_in_a_shared_root_while_a_command_waits_is_refused_where_the_kernel_can() {
+    // The workspace is shared with the host, as /tmp is: a socket file a host service
+    // makes there after the command started is not covered by any mount. Landlock ABI 9
+    // (RESOLVE_UNIX) refuses it; the sandbox's own sockets keep working either way.
+    let f = fixture();
+    let mut server = f.serve();
+    let own = "python3 -c 'import socket, os\n\
+s = socket.socket(socket.AF_UNIX); s.bind(\"own.sock\"); s.listen(1)\n\
+if os.fork() == 0:\n    c = socket.socket(socket.AF_UNIX); c.connect(\"own.sock\"); c.send(b\"hi\"); os._exit(0)\n\
+a, _ = s.accept(); print(\"own socket:\", a.recv(2).decode())'";
+    let r = server.call("terminal", json!({"command": own}));
+    assert!(output(&r).contains("own socket: hi"), "{r}");
+
+    let socket = f.workspace.path().join("late-host.sock");
+    let wait_and_connect = format!(
+        "touch waiting; for i in $(seq 100); do [ -S {s} ] && break; sleep 0.1; done; \
+         python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{s}\"); print(\"connected\")'",
+        s = socket.display()
+    );
+    let waiting = f.workspace.path().join("waiting");
+    let id = server.send(
+        &json!({"task_id": "t1"}),
+        "terminal",
+        json!({"command": wait_and_connect, "timeout": 60}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !waiting.exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let (answered, r) = server.next_answer();
+    assert_eq!(answered, id);
+    let abi = landlock_abi();
+    if abi >= 9 {
+        assert!(!output(&r).contains("connected"), "{r}");
+        assert!(output(&r).contains("Permission denied"), "{r}");
+    } else {
+        eprintln!(
+            "this kernel's Landlock ABI is {abi}: a socket made in a shared root while a \
+             command runs is refused from ABI 9 on; not checked here"
+        );
+    }
+    drop(listener);
+}
+
 #[test]
 fn a_limit_that_cannot_be_read_is_a_clear_error_and_runs_nothing() {
     let f = fixture();

@@ -9,7 +9,7 @@
 //! ([`crate::wall`]) puts the domain on itself when it starts, so its own setup is
 //! the same whoever starts it.
 
-use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
+use landlock::{AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
 use std::sync::mpsc::Sender;
 use std::sync::{Mutex, OnceLock};
 
@@ -75,6 +75,28 @@ pub(crate) fn restrict_thread() -> std::io::Result<()> {
         .and_then(|r| r.restrict_self())
         .map_err(|e| {
             std::io::Error::other(format!("cannot apply the sandbox's Landlock scopes: {e}"))
+        })?;
+    Ok(())
+}
+
+/// Puts the calling process in a domain where a pathname unix socket can be connected
+/// to only if a process of the same domain made it (Landlock ABI 9, Linux 7.0: the
+/// `RESOLVE_UNIX` right, handled with no path granting it). A host service whose socket
+/// file appears in a shared writable root (`/tmp`) after the sandbox started is then
+/// refused like the ones hidden at its start; the sandbox's own sockets, and those of
+/// programs it starts, still connect. On older kernels this is a no-op and only the
+/// socket files present at the start are hidden. Called after the mounts (a domain that
+/// handles a file-system right may not mount) and before the command runs.
+pub(crate) fn refuse_outside_sockets() -> std::io::Result<()> {
+    Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::ResolveUnix)
+        .and_then(|r| r.create())
+        .and_then(|r| r.restrict_self())
+        .map_err(|e| {
+            std::io::Error::other(format!(
+                "cannot refuse the host's unix sockets with Landlock: {e}"
+            ))
         })?;
     Ok(())
 }

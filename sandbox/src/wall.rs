@@ -786,6 +786,9 @@ fn exec_command(plan: &Plan, seccomp: &[Vec<u8>]) -> (i32, String) {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return (1, failed("no_new_privs"));
         }
+        if let Err(e) = crate::scope::refuse_outside_sockets() {
+            return (1, e.to_string());
+        }
         for program in seccomp {
             if let Err(e) = load_seccomp(program) {
                 return (1, e);

@@ -154,7 +154,14 @@ pub(super) fn run(plan: &Plan, seccomp: &[Vec<u8>]) -> Result<i32, (i32, String)
         .handle_access(AccessFs::from_all(abi))
         .and_then(|r| r.handle_access(AccessNet::from_all(abi)))
         .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
+        // RESOLVE_UNIX (ABI 9; left out where the kernel lacks it) granted nowhere: only
+        // socket files made inside the sandbox can be connected to.
+        .and_then(|r| {
+            r.set_compatibility(CompatLevel::BestEffort)
+                .handle_access(AccessFs::ResolveUnix)
+        })
         .and_then(|r| r.create())
+        .map(|r| r.set_compatibility(CompatLevel::HardRequirement))
         .and_then(|r| r.add_rules(path_beneath_rules(&listed, AccessFs::ReadDir)))
         .and_then(|r| r.add_rules(path_beneath_rules(&readable, AccessFs::from_read(abi))))
         .and_then(|r| r.add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi))));
