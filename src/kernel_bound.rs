@@ -113,26 +113,11 @@ fn rules_for(roots: &[PathBuf]) -> std::io::Result<RulesetCreated> {
 mod tests {
     use super::*;
 
-    /// The kernel's Landlock ABI version, asked directly (0: none), so a confinement
-    /// that silently did nothing cannot pass for a kernel without Landlock.
-    fn landlock_abi() -> i64 {
-        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call
-        // reads and writes no memory; it returns the ABI version or -1.
-        let abi = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<libc::c_void>(),
-                0usize,
-                LANDLOCK_CREATE_RULESET_VERSION,
-            )
-        };
-        abi.max(0)
-    }
-
     #[test]
     fn writes_outside_the_roots_fail_in_the_kernel_and_only_on_that_thread() {
-        if landlock_abi() == 0 {
+        // Asked of the kernel, so a confinement that silently did nothing cannot pass
+        // for a kernel without Landlock.
+        if hermes_sandbox::landlock_abi() == 0 {
             eprintln!("skipped: this kernel has no Landlock");
             return;
         }

@@ -1118,14 +1118,14 @@ fn another_task_cannot_reach_an_execute_code_script_while_it_runs() {
     );
 }
 
-#[test]
-fn a_service_socket_made_under_run_while_a_command_waits_stays_out_of_reach() {
-    let f = fixture();
-    // The service's directory is a temp dir of this test under /run, where host
-    // services make their sockets.
-    let service = tempfile::tempdir_in("/run").unwrap();
-    let socket = service.path().join("late.sock");
-    let mut server = f.serve();
+/// Runs a command that waits for `socket` and then connects to it, makes the socket
+/// (a host service starting to listen) once the command is running, and returns the
+/// command's result and the listener.
+fn connect_to_a_socket_made_while_the_command_waits(
+    f: &Fixture,
+    server: &mut common::ServeSession,
+    socket: &std::path::Path,
+) -> (Value, std::os::unix::net::UnixListener) {
     let wait_and_connect = format!(
         "touch waiting; for i in $(seq 100); do [ -S {s} ] && break; sleep 0.1; done; \
          python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{s}\"); print(\"connected\")'",
@@ -1142,28 +1142,24 @@ fn a_service_socket_made_under_run_while_a_command_waits_stays_out_of_reach() {
         assert!(Instant::now() < deadline, "the command never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The service starts listening while the command runs.
-    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
     let (answered, r) = server.next_answer();
     assert_eq!(answered, id);
+    (r, listener)
+}
+
+#[test]
+fn a_service_socket_made_under_run_while_a_command_waits_stays_out_of_reach() {
+    let f = fixture();
+    // The service's directory is a temp dir of this test under /run, where host
+    // services make their sockets.
+    let service = tempfile::tempdir_in("/run").unwrap();
+    let socket = service.path().join("late.sock");
+    let mut server = f.serve();
+    let (r, listener) = connect_to_a_socket_made_while_the_command_waits(&f, &mut server, &socket);
     assert!(!output(&r).contains("connected"), "{r}");
     assert!(output(&r).contains("No such file"), "{r}");
     drop(listener);
-}
-
-/// The kernel's Landlock ABI version (0: none).
-fn landlock_abi() -> i64 {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: a null attribute, size 0 and the VERSION flag: no memory is touched.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    abi.max(0)
 }
 
 #[test]
@@ -1181,26 +1177,8 @@ a, _ = s.accept(); print(\"own socket:\", a.recv(2).decode())'";
     assert!(output(&r).contains("own socket: hi"), "{r}");
 
     let socket = f.workspace.path().join("late-host.sock");
-    let wait_and_connect = format!(
-        "touch waiting; for i in $(seq 100); do [ -S {s} ] && break; sleep 0.1; done; \
-         python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{s}\"); print(\"connected\")'",
-        s = socket.display()
-    );
-    let waiting = f.workspace.path().join("waiting");
-    let id = server.send(
-        &json!({"task_id": "t1"}),
-        "terminal",
-        json!({"command": wait_and_connect, "timeout": 60}),
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !waiting.exists() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-    let (answered, r) = server.next_answer();
-    assert_eq!(answered, id);
-    let abi = landlock_abi();
+    let (r, listener) = connect_to_a_socket_made_while_the_command_waits(&f, &mut server, &socket);
+    let abi = hermes_sandbox::landlock_abi();
     if abi >= 9 {
         assert!(!output(&r).contains("connected"), "{r}");
         assert!(output(&r).contains("Permission denied"), "{r}");

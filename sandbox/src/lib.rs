@@ -61,5 +61,5 @@ pub use network::Network;
 pub use policy::{Mode, Policy, SandboxError, WrapOptions};
 pub use protected::ReadOnlyPlace;
 pub use run_dir::random_hex;
-pub use scope::spawn_scoped;
+pub use scope::{landlock_abi, spawn_scoped};
 pub use syscalls::write_seccomp_programs;

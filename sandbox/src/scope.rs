@@ -100,3 +100,19 @@ pub(crate) fn refuse_outside_sockets() -> std::io::Result<()> {
         })?;
     Ok(())
 }
+
+/// The Landlock ABI version this kernel offers (0: none), asked of the kernel itself.
+pub fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call reads
+    // and writes no memory; it returns the ABI version or -1.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(abi).unwrap_or(0)
+}
