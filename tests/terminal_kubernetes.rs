@@ -411,7 +411,13 @@ print(json.dumps({{
 "#,
         config = c.kubeconfig.display().to_string(),
     );
-    let out = Command::new(python).arg("-c").arg(&check).output().unwrap();
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(&check)
+        // Not the checkout, whose kubernetes/ folder would pass for the package.
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",

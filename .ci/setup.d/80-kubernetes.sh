@@ -30,9 +30,10 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 # The official Python client, in the test venv (.ci/setup.d/10-python.sh makes it): the
-# tests cross-check what the backend made and its exit codes with it.
+# tests cross-check what the backend made and its exit codes with it. Submodules are
+# asked for: run from the checkout, a bare `import kubernetes` finds the crate's folder.
 venv=${HERMES_TEST_VENV:-$HOME/.cache/hermes-tools/test-venv}
-if [ -x "$venv/bin/python3" ] && ! "$venv/bin/python3" -c 'import kubernetes' >/dev/null 2>&1; then
+if [ -x "$venv/bin/python3" ] && ! "$venv/bin/python3" -c 'import kubernetes.client, kubernetes.stream' >/dev/null 2>&1; then
     echo "installing the Python kubernetes client into $venv"
     "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check 'kubernetes>=30,<40' </dev/null
 fi
