@@ -8,7 +8,7 @@
 //! error result too. `logging/setLevel` is accepted and decides which call logs and
 //! process events the client gets. Files a result names are attached (`MEDIA:` audio
 //! and images) or linked (stored outputs); a call with a progress token gets ticks and
-//! its terminal output as progress.
+//! what it reports while it runs (terminal output, execute_code steps and stdout) as progress.
 //!
 //! Prompts, resources, subscriptions and completions come from the server's
 //! [`Extras`] (see [`crate::library`]).

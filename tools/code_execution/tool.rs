@@ -360,9 +360,14 @@ fn run_local(
         }
     };
     let cancel = ctx.cancellation().clone();
-    let finished = child::wait(process, Duration::from_secs(limits.timeout), move || {
-        cancel.is_cancelled()
-    });
+    let mut live = crate::shared::live_output::LiveOutput::new(ctx, "", None);
+    let finished = child::wait(
+        process,
+        Duration::from_secs(limits.timeout),
+        move || cancel.is_cancelled(),
+        &mut |text| live.push(text),
+    );
+    live.flush();
     let duration = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     let calls = server.stop();
     let mut result = shape_result(finished, calls, duration, limits.timeout);
