@@ -138,14 +138,14 @@ pub struct Finished {
 }
 
 /// Waits for the child until it exits, `timeout` passes or `cancelled()` turns true;
-/// then its whole process tree is stopped (TERM, a grace period, KILL). What it prints
-/// on stdout also goes to `on_stdout` as it arrives (decoded; `""` when nothing came
-/// for a while), on this thread.
+/// then its whole process tree is stopped (TERM, a grace period, KILL). With
+/// `on_stdout`, what it prints on stdout also goes there as it arrives (decoded; `""`
+/// when nothing came for a while), on this thread.
 pub fn wait(
     mut child: Child,
     timeout: Duration,
     cancelled: impl Fn() -> bool,
-    on_stdout: &mut dyn FnMut(&str),
+    mut on_stdout: Option<&mut dyn FnMut(&str)>,
 ) -> Finished {
     // Each reader says when its pipe closed, so the wait for the last output ends then.
     let (closed, pipe_closed) = std::sync::mpsc::channel::<()>();
@@ -158,10 +158,13 @@ pub fn wait(
             captured
         })
     };
-    let stdout = child
-        .stdout
-        .take()
-        .map(|p| read_capped(Box::new(p), MAX_STDOUT_BYTES, Some(tee.clone())));
+    let stdout = child.stdout.take().map(|p| {
+        read_capped(
+            Box::new(p),
+            MAX_STDOUT_BYTES,
+            on_stdout.as_ref().map(|_| tee.clone()),
+        )
+    });
     let stderr = child
         .stderr
         .take()
@@ -169,6 +172,9 @@ pub fn wait(
     drop((closed, tee));
     let mut decoder = hermes_environments::output::Utf8Decoder::new();
     let mut pass_on = |decoder: &mut hermes_environments::output::Utf8Decoder| {
+        let Some(on_stdout) = on_stdout.as_mut() else {
+            return;
+        };
         let mut text = String::new();
         while let Ok(chunk) = printed.try_recv() {
             text.push_str(&decoder.push(&chunk));
