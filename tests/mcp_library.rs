@@ -6,36 +6,9 @@
 
 mod mcp_support;
 
-use mcp_support::{fixture, home_with_skill, HttpServer, BIN, TOKEN};
+use mcp_support::{home_with_skill, walk, walk_to, HttpServer, TOKEN};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
-
-/// Runs the Python client against `hermes-tools mcp ARGS` on stdio in `home`, with
-/// `steps`.
-fn walk(home: &Path, args: &[&str], steps: Value, envs: &[(&str, &str)]) -> Value {
-    let mut target = vec![BIN, "mcp"];
-    target.extend(args);
-    walk_to(home, &target, steps, envs)
-}
-
-/// Runs the Python client against `target` (a command line, or a URL), with `steps`.
-fn walk_to(home: &Path, target: &[&str], steps: Value, envs: &[(&str, &str)]) -> Value {
-    let python = hermes_test_peers::python_with(&["mcp.client.stdio"]);
-    let mut command = Command::new(python);
-    command
-        .arg(fixture("py_library_client.py"))
-        .args(target)
-        .arg("--")
-        .arg(steps.to_string())
-        .env("HERMES_HOME", home)
-        .current_dir(home);
-    for (key, value) in envs {
-        command.env(key, value);
-    }
-    let output = command.output().unwrap();
-    mcp_support::client_report(&output)
-}
 
 #[test]
 fn skills_are_prompts_and_resources() {

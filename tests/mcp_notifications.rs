@@ -166,3 +166,74 @@ fn on_2026_07_28_only_calls_that_ask_for_a_log_level_get_messages() {
         "a message for a call that asked for none: {seen:?}"
     );
 }
+
+fn updates_of<'a>(seen: &'a [Value], uri: &str) -> Vec<&'a Value> {
+    seen.iter()
+        .filter(|m| m["method"] == "notifications/resources/updated" && m["params"]["uri"] == uri)
+        .collect()
+}
+
+#[test]
+fn on_2026_07_28_subscriptions_listen_streams_updates_of_the_resources_it_accepted() {
+    let home = home();
+    let stored = home.path().join("cache/spillover/listened.txt");
+    std::fs::create_dir_all(stored.parent().unwrap()).unwrap();
+    std::fs::write(&stored, "first\n").unwrap();
+    let uri = hermes_mcp::library::file_uri(&stored);
+    let missing = hermes_mcp::library::file_uri(&home.path().join("cache/spillover/none.txt"));
+    let mut session = StdioSession::start(home.path(), &["--toolsets", "file"]);
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+        "_meta": modern_meta(None),
+        "notifications": {"resourceSubscriptions": [uri, missing], "toolsListChanged": true}}}),
+    );
+    session.wait_for(|seen| {
+        seen.iter()
+            .any(|m| m["method"] == "notifications/subscriptions/acknowledged")
+    });
+    let ack = session
+        .seen
+        .iter()
+        .find(|m| m["method"] == "notifications/subscriptions/acknowledged")
+        .unwrap_or_else(|| panic!("no acknowledgment: {:?}", session.seen))
+        .clone();
+    // What exists, and nothing the server does not watch.
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": [uri]}),
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+        "{ack}"
+    );
+
+    std::fs::write(&stored, "second, longer\n").unwrap();
+    session.wait_for(|seen| !updates_of(seen, &uri).is_empty());
+    let update = updates_of(&session.seen, &uri)
+        .first()
+        .map(|u| (*u).clone())
+        .unwrap_or_else(|| panic!("no update: {:?}", session.seen));
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+        "on the listen stream: {update}"
+    );
+
+    // Cancelling the listen request ends the stream.
+    session.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7}}),
+    );
+    session.listen(std::time::Duration::from_millis(300));
+    let before = updates_of(&session.seen, &uri).len();
+    std::fs::write(&stored, "third, longer still\n").unwrap();
+    session.listen(std::time::Duration::from_millis(2500));
+    assert_eq!(
+        updates_of(&session.seen, &uri).len(),
+        before,
+        "updates after the cancel: {:?}",
+        session.seen
+    );
+    // The stream's answer was not sent for the cancelled request.
+    assert!(answer(&session.seen, 7).is_none(), "{:?}", session.seen);
+}

@@ -56,6 +56,12 @@ impl ModelConfig {
             .ok()
             .filter(|k| !k.trim().is_empty())
     }
+
+    /// Whether a model endpoint is set up: a key for it, or an endpoint of the
+    /// operator's own (which may need none). The default endpoint without its key is not.
+    pub fn set_up(&self) -> bool {
+        self.api_key().is_some() || self.base_url.trim_end_matches('/') != DEFAULT_BASE_URL
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -24,8 +24,8 @@ pub use clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest, NoClarify, Termi
 pub use config::{AgentConfig, ModelConfig};
 pub use memory::{MemoryAction, MemoryOp, MemoryStore, MemoryTarget};
 pub use session::{
-    AgentSession, DelegateSpec, LoopOutcome, LoopStatus, NotificationSource, ProgressFn,
-    SessionOptions,
+    AgentSession, BorrowedModel, DelegateSpec, LoopOutcome, LoopStatus, NotificationSource,
+    ProgressFn, SessionOptions,
 };
 pub use store::{NewMessage, SearchRequest, SessionStore};
 pub use todo::{TodoInput, TodoStore};

@@ -57,7 +57,27 @@ pub struct SessionOptions {
     /// Background-process notifications of a task, taken before each model turn and
     /// shown to the model as messages.
     pub notifications: Option<NotificationSource>,
+    /// The model its sub-agents ask when no model endpoint is set up (see
+    /// [`BorrowedModel`]).
+    pub borrowed_model: Option<Arc<dyn BorrowedModel>>,
 }
+
+/// A model borrowed from whoever drives the session, for when no model endpoint is set
+/// up ([`crate::ModelConfig::set_up`]): over MCP, the client's model, asked through
+/// `sampling/createMessage`. It answers one message, without tools, so a sub-agent on
+/// it runs a single turn.
+pub trait BorrowedModel: Send + Sync {
+    /// Whose model it is, as the result names it.
+    fn name(&self) -> String;
+    /// The text answer to the user message `prompt` under the system prompt `system`,
+    /// or why there is none. Gives up when `cancel` is cancelled.
+    fn answer(&self, system: &str, prompt: &str, cancel: &Cancellation) -> Result<String, String>;
+}
+
+/// The system prompt of a sub-agent that runs one turn on a borrowed model.
+const SINGLE_TURN_SUB_AGENT: &str = "You are a sub-agent working on one delegated goal. You have no tools and this is your \
+     only turn: work from the goal and the context you are given, say plainly what you could not check, and reply with a \
+     concise summary of what you found: that summary is all the parent agent will see.";
 
 /// Takes the pending notifications of a task id (oldest first).
 pub type NotificationSource = Arc<dyn Fn(&str) -> Vec<Value> + Send + Sync>;
@@ -84,6 +104,7 @@ pub struct AgentSession {
     progress: Option<ProgressFn>,
     approver: Option<Arc<dyn ApprovalPrompter>>,
     notifications: Option<NotificationSource>,
+    borrowed_model: Option<Arc<dyn BorrowedModel>>,
     store_warned: AtomicBool,
     title: Mutex<Option<String>>,
 }
@@ -200,6 +221,7 @@ impl AgentSession {
             progress: options.progress,
             approver: options.approver,
             notifications: options.notifications,
+            borrowed_model: options.borrowed_model,
             store_warned: AtomicBool::new(false),
             title: Mutex::new(options.title.clone()),
         }
@@ -662,6 +684,13 @@ impl AgentSession {
 
     fn run_child(&self, index: usize, spec: &DelegateSpec, cancel: &Cancellation) -> Value {
         let started = Instant::now();
+        if let Some(model) = self
+            .borrowed_model
+            .as_ref()
+            .filter(|_| !self.config.model.set_up())
+        {
+            return self.run_child_on(model.as_ref(), index, spec, cancel);
+        }
         let mut disabled = self.disabled_toolsets.clone();
         disabled.extend(["clarify".to_string(), "memory".to_string()]);
         if self.depth + 1 >= self.config.max_spawn_depth {
@@ -689,15 +718,10 @@ impl AgentSession {
                 // A sub-agent's commands are not put to the user: it fails closed.
                 approver: None,
                 notifications: self.notifications.clone(),
+                borrowed_model: self.borrowed_model.clone(),
             },
         );
-        let mut task = format!("Goal: {}", spec.goal.trim());
-        if let Some(context) = spec.context.as_deref().filter(|c| !c.trim().is_empty()) {
-            task.push_str(&format!(
-                "\n\nContext from the parent agent:\n{}",
-                context.trim()
-            ));
-        }
+        let task = child_task(spec);
         self.progress(&format!(
             "⇢ sub-agent {index}: {}",
             clip_line(&spec.goal, 120)
@@ -718,6 +742,62 @@ impl AgentSession {
         }
         result
     }
+}
+
+impl AgentSession {
+    /// A sub-agent of one turn on `model`: the goal and its context in one message, no
+    /// tools; its answer is the summary.
+    fn run_child_on(
+        &self,
+        model: &dyn BorrowedModel,
+        index: usize,
+        spec: &DelegateSpec,
+        cancel: &Cancellation,
+    ) -> Value {
+        let started = Instant::now();
+        self.progress(&format!(
+            "⇢ sub-agent {index} (one turn, {}): {}",
+            model.name(),
+            clip_line(&spec.goal, 120)
+        ));
+        let answered = if cancel.is_cancelled() {
+            Err("interrupted".to_string())
+        } else {
+            model.answer(SINGLE_TURN_SUB_AGENT, &child_task(spec), cancel)
+        };
+        let status = match &answered {
+            Ok(_) => LoopStatus::Completed,
+            Err(_) if cancel.is_cancelled() => LoopStatus::Interrupted,
+            Err(_) => LoopStatus::Failed,
+        };
+        let mut result = json!({
+            "task_index": index,
+            "status": status.as_str(),
+            "summary": answered.as_ref().ok(),
+            "duration_seconds": round2(started.elapsed().as_secs_f64()),
+            "goal": spec.goal,
+            "iterations": 1,
+            "tool_calls": 0,
+            "model": model.name(),
+            "note": "no model endpoint is set up (model.*), so this sub-agent was one answer of the borrowed model, without tools",
+        });
+        if let Err(error) = answered {
+            result["error"] = json!(error);
+        }
+        result
+    }
+}
+
+/// What a sub-agent is told: its goal, and the parent's context for it.
+fn child_task(spec: &DelegateSpec) -> String {
+    let mut task = format!("Goal: {}", spec.goal.trim());
+    if let Some(context) = spec.context.as_deref().filter(|c| !c.trim().is_empty()) {
+        task.push_str(&format!(
+            "\n\nContext from the parent agent:\n{}",
+            context.trim()
+        ));
+    }
+    task
 }
 
 fn round2(x: f64) -> f64 {

@@ -11,6 +11,7 @@
 
 #![allow(deprecated)] // rmcp marks logging and sampling deprecated (SEP-2577); clients still offer both.
 
+use hermes_runtime::context::Cancellation;
 use hermes_runtime::ToolContext;
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::Peer;
@@ -137,13 +138,15 @@ impl Caller {
 
     /// Asks the client's model (`sampling/createMessage`): one user message `prompt`,
     /// with `system` as the system prompt. Returns the text of its answer. `Err` is a
-    /// sentence: the client cannot sample, refused, or gave no text.
+    /// sentence: the client cannot sample, refused, gave no text, or `cancel` was
+    /// cancelled first (the call that asked is over).
     pub fn sample(
         &self,
         system: Option<&str>,
         prompt: &str,
         max_tokens: u32,
         timeout: Duration,
+        cancel: Option<&Cancellation>,
     ) -> Result<String, String> {
         if !self.samples() {
             return Err("the MCP client did not declare the `sampling` capability, so its model cannot be asked".into());
@@ -158,18 +161,25 @@ impl Caller {
         let params: rmcp::model::CreateMessageRequestParams =
             serde_json::from_value(params).map_err(|e| e.to_string())?;
         let peer = self.peer.clone();
-        let asked = self
-            .runtime
-            .spawn(async move { tokio::time::timeout(timeout, peer.create_message(params)).await });
+        let cancel = cancel.cloned().unwrap_or_default();
+        let asked = self.runtime.spawn(async move {
+            tokio::select! {
+                answer = tokio::time::timeout(timeout, peer.create_message(params)) => Some(answer),
+                _ = cancel.cancelled() => None,
+            }
+        });
         let answer = match futures_block_on(&self.runtime, asked) {
-            Some(Ok(Ok(answer))) => answer,
-            Some(Ok(Err(e))) => return Err(format!("the MCP client's model was not reached: {e}")),
-            Some(Err(_)) => {
+            Some(Some(Ok(Ok(answer)))) => answer,
+            Some(Some(Ok(Err(e)))) => {
+                return Err(format!("the MCP client's model was not reached: {e}"))
+            }
+            Some(Some(Err(_))) => {
                 return Err(format!(
                     "the MCP client's model did not answer within {} s",
                     timeout.as_secs()
                 ))
             }
+            Some(None) => return Err("interrupted while the MCP client's model was asked".into()),
             None => return Err("the MCP session ended while its model was asked".into()),
         };
         let answer = serde_json::to_value(&answer).unwrap_or_default();
@@ -223,6 +233,32 @@ impl Caller {
             Some(Err(e)) => Err(format!("the MCP client's user was not reached: {e}")),
             None => Err("the MCP session ended while its user was asked".into()),
         }
+    }
+}
+
+/// How long the client's model may take for a sub-agent's answer.
+const SUB_AGENT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Room for a sub-agent's summary.
+const SUB_AGENT_MAX_TOKENS: u32 = 4096;
+
+/// The client's model as the model of `delegate_task`'s sub-agents when no model
+/// endpoint is set up: each sub-agent is one `sampling/createMessage`, without tools.
+impl hermes_agent::BorrowedModel for Caller {
+    fn name(&self) -> String {
+        "the MCP client's model (sampling)".into()
+    }
+
+    fn answer(&self, system: &str, prompt: &str, cancel: &Cancellation) -> Result<String, String> {
+        if !self.samples() {
+            return Err("no model endpoint is set up (model.* in config.yaml, and its key) and the MCP client did not declare the `sampling` capability, so no model can run the sub-agent".into());
+        }
+        self.sample(
+            Some(system),
+            prompt,
+            SUB_AGENT_MAX_TOKENS,
+            SUB_AGENT_TIMEOUT,
+            Some(cancel),
+        )
     }
 }
 

@@ -215,10 +215,11 @@ impl User {
         peer: &Peer<RoleServer>,
         level: SessionLevel,
     ) -> User {
+        let listener = Caller::register(task_id, peer, level);
         let user = User {
             approver: Arc::new(ElicitingApprover::new(peer.clone())),
-            session: agent_session(registry, task_id, peer),
-            listener: Caller::register(task_id, peer, level),
+            session: agent_session(registry, task_id, peer, &listener),
+            listener,
         };
         user.listen_for(task_id);
         user
@@ -241,10 +242,13 @@ impl User {
     }
 }
 
+/// The agent session of MCP session `task_id`: its questions go to the client's user,
+/// and its sub-agents run on the client's model when no model endpoint is set up.
 fn agent_session(
     registry: &Arc<Registry>,
     task_id: &str,
     peer: &Peer<RoleServer>,
+    client: &Caller,
 ) -> Arc<AgentSession> {
     let mut sessions = agent_sessions().lock().unwrap_or_else(|p| p.into_inner());
     let session = sessions.entry(task_id.to_string()).or_insert_with(|| {
@@ -258,6 +262,7 @@ fn agent_session(
                 id: Some(task_id.to_string()),
                 source: Some("mcp".into()),
                 clarify: Some(Arc::new(clarify)),
+                borrowed_model: Some(Arc::new(client.clone())),
                 ..Default::default()
             },
         )

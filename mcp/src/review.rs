@@ -44,7 +44,7 @@ impl Guardian for ClientReviewer {
         ) else {
             return SmartVerdict::Escalate;
         };
-        match caller.sample(Some(system), user, REVIEW_MAX_TOKENS, REVIEW_TIMEOUT) {
+        match caller.sample(Some(system), user, REVIEW_MAX_TOKENS, REVIEW_TIMEOUT, None) {
             Ok(answer) => parse_verdict(&answer),
             Err(_) => SmartVerdict::Escalate,
         }

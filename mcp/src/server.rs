@@ -8,7 +8,7 @@
 //! error result too. `logging/setLevel` is accepted and decides which call logs and
 //! process events the client gets. Files a result names are attached (`MEDIA:` audio
 //! and images) or linked (stored outputs); a call with a progress token gets ticks and
-//! its terminal output as progress.
+//! what it reports while it runs (terminal output, execute_code steps and stdout) as progress.
 //!
 //! Prompts, resources, subscriptions and completions come from the server's
 //! [`Extras`] (see [`crate::library`]).
@@ -113,6 +113,9 @@ pub struct HermesServer {
     extras: Arc<Extras>,
     /// URIs the client subscribed to, and whether they are being watched.
     subscribed: Arc<Mutex<Subscriptions>>,
+    /// The version of each resource a `subscriptions/listen` stream accepted, kept
+    /// from its acceptance until the stream starts watching.
+    listened: Arc<Mutex<HashMap<String, String>>>,
     /// Dropped with the session's last clone, when the session has ended.
     _end: Arc<SessionEnd>,
 }
@@ -269,6 +272,7 @@ impl HermesServer {
             user: Arc::default(),
             extras: Arc::new(Extras::standard()),
             subscribed: Arc::default(),
+            listened: Arc::default(),
         }
     }
 
@@ -398,20 +402,41 @@ impl HermesServer {
         work: impl FnOnce(&[Arc<dyn Library>], &Serving) -> T + Send + 'static,
     ) -> Result<T, ErrorData> {
         let server = self.clone();
-        let run = move || {
-            let ctx = ToolContext::builder()
-                .task_id(library_task(&server.task_id))
-                .session_id(server.task_id.clone())
-                .build();
-            let serves = |tool: &str| server.selected(tool);
-            let serving = Serving {
-                registry: &server.registry,
-                ctx: &ctx,
-                serves: &serves,
-            };
-            work(&server.extras.libraries, &serving)
+        tokio::task::spawn_blocking(move || server.libraries_here(work))
+            .await
+            .map_err(internal)
+    }
+
+    /// Runs `work` with this session's libraries on this thread (which may block).
+    fn libraries_here<T>(&self, work: impl FnOnce(&[Arc<dyn Library>], &Serving) -> T) -> T {
+        let ctx = ToolContext::builder()
+            .task_id(library_task(&self.task_id))
+            .session_id(self.task_id.clone())
+            .build();
+        let serves = |tool: &str| self.selected(tool);
+        let serving = Serving {
+            registry: &self.registry,
+            ctx: &ctx,
+            serves: &serves,
         };
-        tokio::task::spawn_blocking(run).await.map_err(internal)
+        work(&self.extras.libraries, &serving)
+    }
+
+    /// The version of each of `uris` now (`None`: no such resource).
+    fn versions_here(&self, uris: &[String]) -> Vec<Option<String>> {
+        self.libraries_here(|libraries, serving| {
+            uris.iter()
+                .map(|uri| libraries.iter().find_map(|l| l.version(uri, serving)))
+                .collect()
+        })
+    }
+
+    /// [`HermesServer::versions_here`] from async code.
+    async fn versions_now(&self, uris: &[String]) -> Result<Vec<Option<String>>, ErrorData> {
+        let (server, uris) = (self.clone(), uris.to_vec());
+        tokio::task::spawn_blocking(move || server.versions_here(&uris))
+            .await
+            .map_err(internal)
     }
 
     /// What every library lists with `items`, as the list result whose field is `key`.
@@ -911,6 +936,88 @@ impl ServerHandler for HermesServer {
             self.watch_subscriptions(context.peer);
         }
         Ok(())
+    }
+
+    /// 2026-07-28 `subscriptions/listen`: of what was asked, the resources that exist
+    /// (at most [`MAX_SUBSCRIPTIONS`]); the lists are not watched, so no list-changed
+    /// category is accepted.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let uris = requested.resource_subscriptions.clone().unwrap_or_default();
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        // Looking a resource up reads files: off the runtime's worker where it can.
+        let versions = if multi_thread {
+            tokio::task::block_in_place(|| self.versions_here(&uris))
+        } else {
+            self.versions_here(&uris)
+        };
+        let found: Vec<(String, String)> = uris
+            .into_iter()
+            .zip(versions)
+            .filter_map(|(uri, version)| version.map(|v| (uri, v)))
+            .take(MAX_SUBSCRIPTIONS)
+            .collect();
+        // The versions the stream starts from: those before the acknowledgment, so a
+        // change the client makes once acknowledged is reported.
+        let mut baselines = self.listened.lock().unwrap_or_else(|p| p.into_inner());
+        let found: Vec<String> = found
+            .into_iter()
+            .map(|(uri, version)| {
+                baselines.insert(uri.clone(), version);
+                uri
+            })
+            .collect();
+        let mut accepted = rmcp::model::SubscriptionFilter::new();
+        accepted.resource_subscriptions = (!found.is_empty()).then_some(found);
+        Some(accepted)
+    }
+
+    /// One `subscriptions/listen` stream: the accepted resources are looked at every
+    /// [`SUBSCRIPTION_POLL`], and each change (or removal) is sent on the stream as
+    /// `notifications/resources/updated`, until the client cancels the request or the
+    /// session ends.
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        if uris.is_empty() {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let kept: Vec<Option<String>> = {
+            let mut baselines = self.listened.lock().unwrap_or_else(|p| p.into_inner());
+            uris.iter().map(|uri| baselines.remove(uri)).collect()
+        };
+        // A version another stream of the same resource took is looked up again.
+        let mut seen = if kept.iter().all(Option::is_some) {
+            kept
+        } else {
+            self.versions_now(&uris).await?
+        };
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(SUBSCRIPTION_POLL) => {}
+            }
+            let now = self.versions_now(&uris).await?;
+            for ((uri, before), after) in uris.iter().zip(&seen).zip(&now) {
+                if before != after
+                    && context
+                        .sink()
+                        .notify_resource_updated(uri.clone())
+                        .await
+                        .is_err()
+                {
+                    return Ok(());
+                }
+            }
+            seen = now;
+        }
     }
 
     async fn unsubscribe(

@@ -58,6 +58,32 @@ pub fn usage(pid: u32) -> (usize, u64) {
     (fds, rss)
 }
 
+/// Runs the Python client (mcp/tests/fixtures/py_library_client.py) against
+/// `hermes-tools mcp ARGS` on stdio in `home`, with `steps`; its report.
+pub fn walk(home: &Path, args: &[&str], steps: Value, envs: &[(&str, &str)]) -> Value {
+    let mut target = vec![BIN, "mcp"];
+    target.extend(args);
+    walk_to(home, &target, steps, envs)
+}
+
+/// Runs the Python client against `target` (a command line, or a URL), with `steps`.
+pub fn walk_to(home: &Path, target: &[&str], steps: Value, envs: &[(&str, &str)]) -> Value {
+    let python = hermes_test_peers::python_with(&["mcp.client.stdio"]);
+    let mut command = Command::new(python);
+    command
+        .arg(fixture("py_library_client.py"))
+        .args(target)
+        .arg("--")
+        .arg(steps.to_string())
+        .env("HERMES_HOME", home)
+        .current_dir(home);
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    let output = command.output().unwrap();
+    client_report(&output)
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("mcp/tests/fixtures")

@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 pub const MAX_STDOUT_BYTES: usize = 50_000;
@@ -94,7 +95,8 @@ pub struct Captured {
     pub total: usize,
 }
 
-fn capture(mut pipe: impl Read, cap: usize) -> Captured {
+/// `tee`: where each chunk also goes as it is read (the live view of stdout).
+fn capture(mut pipe: impl Read, cap: usize, tee: Option<Sender<Vec<u8>>>) -> Captured {
     let head_cap = cap * 2 / 5;
     let tail_cap = cap - head_cap;
     let mut out = Captured::default();
@@ -105,6 +107,9 @@ fn capture(mut pipe: impl Read, cap: usize) -> Captured {
             Ok(n) => n,
         };
         out.total += n;
+        if let Some(tee) = &tee {
+            let _ = tee.send(buffer[..n].to_vec());
+        }
         let mut chunk = &buffer[..n];
         if out.head.len() < head_cap {
             let take = (head_cap - out.head.len()).min(chunk.len());
@@ -133,27 +138,49 @@ pub struct Finished {
 }
 
 /// Waits for the child until it exits, `timeout` passes or `cancelled()` turns true;
-/// then its whole process tree is stopped (TERM, a grace period, KILL).
-pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -> Finished {
+/// then its whole process tree is stopped (TERM, a grace period, KILL). With
+/// `on_stdout`, what it prints on stdout also goes there as it arrives (decoded; `""`
+/// when nothing came for a while), on this thread.
+pub fn wait(
+    mut child: Child,
+    timeout: Duration,
+    cancelled: impl Fn() -> bool,
+    mut on_stdout: Option<&mut dyn FnMut(&str)>,
+) -> Finished {
     // Each reader says when its pipe closed, so the wait for the last output ends then.
     let (closed, pipe_closed) = std::sync::mpsc::channel::<()>();
-    let read_capped = |pipe: Box<dyn Read + Send>, cap: usize| {
+    let (tee, printed) = std::sync::mpsc::channel::<Vec<u8>>();
+    let read_capped = |pipe: Box<dyn Read + Send>, cap: usize, tee: Option<Sender<Vec<u8>>>| {
         let closed = closed.clone();
         std::thread::spawn(move || {
-            let captured = capture(pipe, cap);
+            let captured = capture(pipe, cap, tee);
             let _ = closed.send(());
             captured
         })
     };
-    let stdout = child
-        .stdout
-        .take()
-        .map(|p| read_capped(Box::new(p), MAX_STDOUT_BYTES));
+    let stdout = child.stdout.take().map(|p| {
+        read_capped(
+            Box::new(p),
+            MAX_STDOUT_BYTES,
+            on_stdout.as_ref().map(|_| tee.clone()),
+        )
+    });
     let stderr = child
         .stderr
         .take()
-        .map(|p| read_capped(Box::new(p), MAX_STDERR_BYTES));
-    drop(closed);
+        .map(|p| read_capped(Box::new(p), MAX_STDERR_BYTES, None));
+    drop((closed, tee));
+    let mut decoder = hermes_environments::output::Utf8Decoder::new();
+    let mut pass_on = |decoder: &mut hermes_environments::output::Utf8Decoder| {
+        let Some(on_stdout) = on_stdout.as_mut() else {
+            return;
+        };
+        let mut text = String::new();
+        while let Ok(chunk) = printed.try_recv() {
+            text.push_str(&decoder.push(&chunk));
+        }
+        on_stdout(&text);
+    };
     let deadline = Instant::now() + timeout;
     // Readable once the child has exited: a wait on it ends at the exit, not at the
     // next tick. Without one (a kernel before 5.3), the wait is a sleep.
@@ -163,6 +190,7 @@ pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -
     )
     .ok();
     let ending = loop {
+        pass_on(&mut decoder);
         match child.try_wait() {
             Ok(Some(status)) => break Ending::Exited(status.code().unwrap_or(-1)),
             Ok(None) => {}
@@ -206,10 +234,12 @@ pub fn wait(mut child: Child, timeout: Duration, cancelled: impl Fn() -> bool) -
     let join = |handle: Option<std::thread::JoinHandle<Captured>>| {
         handle.and_then(|h| h.join().ok()).unwrap_or_default()
     };
+    let (stdout, stderr) = (join(stdout), join(stderr));
+    pass_on(&mut decoder);
     Finished {
         ending,
-        stdout: join(stdout),
-        stderr: join(stderr),
+        stdout,
+        stderr,
     }
 }
 

@@ -74,13 +74,20 @@ impl Dispatcher {
             ));
         }
         // Counted before the call runs, so concurrent threads of one script cannot overshoot.
-        if self.calls_made.fetch_add(1, Ordering::SeqCst) >= self.limits.max_calls {
+        let made = self.calls_made.fetch_add(1, Ordering::SeqCst);
+        if made >= self.limits.max_calls {
             self.calls_made.fetch_sub(1, Ordering::SeqCst);
             return refuse(format!(
                 "Tool call limit reached ({}). No more tool calls allowed in this execution.",
                 self.limits.max_calls
             ));
         }
+        // A caller that shows progress sees each call as a step of the script.
+        self.ctx.report_progress(&format!(
+            "execute_code: tool call {} of at most {}: {tool}",
+            made + 1,
+            self.limits.max_calls
+        ));
         let mut args = request.get("args").cloned().unwrap_or_else(|| json!({}));
         if tool == "terminal" {
             if let Some(map) = args.as_object_mut() {

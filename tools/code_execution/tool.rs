@@ -360,9 +360,17 @@ fn run_local(
         }
     };
     let cancel = ctx.cancellation().clone();
-    let finished = child::wait(process, Duration::from_secs(limits.timeout), move || {
-        cancel.is_cancelled()
-    });
+    let mut live = crate::shared::live_output::LiveOutput::new(ctx, "", None);
+    let mut show = |text: &str| live.push(text);
+    // Only a caller that shows progress gets the script's stdout as it comes.
+    let shown: Option<&mut dyn FnMut(&str)> = ctx.reports_progress().then_some(&mut show);
+    let finished = child::wait(
+        process,
+        Duration::from_secs(limits.timeout),
+        move || cancel.is_cancelled(),
+        shown,
+    );
+    live.flush();
     let duration = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     let calls = server.stop();
     let mut result = shape_result(finished, calls, duration, limits.timeout);

@@ -18,6 +18,7 @@ pub use env::{cleanup_all_environments, cleanup_task};
 pub use hermes_environments::process_registry::{drain_events, set_event_sink, EventSink};
 
 use crate::shared::command_approval::{self as approval, envelope, has_host_access};
+use crate::shared::live_output::LiveOutput;
 use config::TerminalConfig;
 use env::{ReadEvent, Running};
 
@@ -321,72 +322,6 @@ fn start_background(
     out
 }
 
-/// A foreground command's output for a caller that shows progress
-/// ([`ToolContext::report_progress`]): whole lines, without the shell's state marker,
-/// ANSI codes or secrets (as the result will be), at most every
-/// [`LiveOutput::EVERY`] and [`LiveOutput::MAX_CHARS`] at a time.
-struct LiveOutput<'a> {
-    ctx: &'a ToolContext,
-    command: &'a str,
-    marker: String,
-    partial: String,
-    lines: String,
-    sent_at: Instant,
-}
-
-impl<'a> LiveOutput<'a> {
-    const EVERY: Duration = Duration::from_millis(250);
-    const MAX_CHARS: usize = 4000;
-
-    fn new(ctx: &'a ToolContext, command: &'a str, marker: String) -> LiveOutput<'a> {
-        LiveOutput {
-            ctx,
-            command,
-            marker,
-            partial: String::new(),
-            lines: String::new(),
-            sent_at: Instant::now(),
-        }
-    }
-
-    fn push(&mut self, text: &str) {
-        if !self.ctx.reports_progress() {
-            return;
-        }
-        self.partial.push_str(text);
-        while let Some(end) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=end).collect();
-            self.take(line);
-        }
-        // A line that never ends (a progress bar redrawn with \r) goes as it is.
-        if self.partial.len() > Self::MAX_CHARS {
-            let line = std::mem::take(&mut self.partial);
-            self.take(line);
-        }
-        if !self.lines.is_empty() && self.sent_at.elapsed() >= Self::EVERY {
-            self.flush();
-        }
-    }
-
-    fn take(&mut self, line: String) {
-        if !line.contains(&self.marker) && self.lines.len() < Self::MAX_CHARS {
-            self.lines.push_str(&line);
-        }
-    }
-
-    fn flush(&mut self) {
-        if self.lines.is_empty() {
-            return;
-        }
-        let lines = std::mem::take(&mut self.lines);
-        let text = hermes_command_guard::strip_ansi(&lines);
-        let text = output::redact(text.trim_end(), self.command);
-        let clipped: String = text.chars().take(Self::MAX_CHARS).collect();
-        self.ctx.report_progress(&clipped);
-        self.sent_at = Instant::now();
-    }
-}
-
 /// What running a script produced.
 pub struct Execution {
     /// The bounded capture, not yet finished (callers may edit its end first).
@@ -527,7 +462,7 @@ fn run_foreground(
     };
     let spill_dir = ctx.hermes_home().join("cache").join("terminal-output");
     let cancel = ctx.cancellation().clone();
-    let mut live = LiveOutput::new(ctx, command, slot.session.marker());
+    let mut live = LiveOutput::new(ctx, command, Some(slot.session.marker()));
     let exec = execute(
         run.as_mut(),
         Duration::from_secs(timeout),

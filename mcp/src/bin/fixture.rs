@@ -254,7 +254,7 @@ fn register_conformance_tools(registry: &Registry) {
                     return failed("no MCP client behind this call");
                 };
                 let prompt = args["prompt"].as_str().unwrap_or_default();
-                match caller.sample(None, prompt, 100, Duration::from_secs(30)) {
+                match caller.sample(None, prompt, 100, Duration::from_secs(30), None) {
                     Ok(answer) => text(format!("LLM response: {answer}")),
                     Err(e) => failed(e),
                 }
