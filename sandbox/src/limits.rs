@@ -95,7 +95,13 @@ impl Limits {
             format!(" || {{ echo 'the command sandbox cannot {what}' >&2; exit 125; }}\n")
         };
         for procs in new_cgroup(self) {
-            lines.push_str(&format!("echo $$ > {}", quote(&procs)));
+            // As the wall joins (see `wall::join_cgroup`): the shell has one thread.
+            match procs.parent().map(|dir| dir.join("tasks")) {
+                Some(tasks) if tasks.exists() => {
+                    lines.push_str(&format!("echo 0 > {}", quote(&tasks)))
+                }
+                _ => lines.push_str(&format!("echo $$ > {}", quote(&procs))),
+            }
             lines.push_str(&fail("join its cgroup"));
         }
         // One limit per `ulimit` (dash takes one). dash counts file size in 512-byte

@@ -308,7 +308,7 @@ fn limit_failure(what: &str, detail: String) -> Failure {
 fn run_outside(plan: &Plan) -> Result<i32, Failure> {
     // The limits first, so everything of the sandbox, this process included, is in them.
     for procs in &plan.cgroup_procs {
-        std::fs::write(procs, std::process::id().to_string())
+        join_cgroup(procs)
             .map_err(|e| limit_failure("join its cgroup", format!("{}: {e}", procs.display())))?;
     }
     for &(resource, soft, hard) in &plan.rlimits {
@@ -344,6 +344,24 @@ fn run_outside(plan: &Plan) -> Result<i32, Failure> {
         std::process::exit(run_init(plan, &seccomp));
     }
     Ok(wait_for_init())
+}
+
+/// Moves this process into the cgroup whose `cgroup.procs` is `procs`. A cgroup v1
+/// hierarchy also has a `tasks` file, where writing `0` moves the writing thread alone;
+/// this process has one thread (the wall runs before any starts, and `unshare` of a user
+/// namespace would fail otherwise), so that moves the whole process, and the kernel
+/// skips the lock a process move takes on every thread group of the machine (a write
+/// lock that waits for an RCU grace period: 10-20 ms, and every fork on the machine
+/// waits behind it, each sandbox start in turn). cgroup v2 has no `tasks` file.
+fn join_cgroup(procs: &Path) -> std::io::Result<()> {
+    if let Some(tasks) = procs
+        .parent()
+        .map(|dir| dir.join("tasks"))
+        .filter(|tasks| tasks.exists())
+    {
+        return std::fs::write(tasks, "0");
+    }
+    std::fs::write(procs, std::process::id().to_string())
 }
 
 /// `fork(2)`: the child's 0 or the child's pid. Safe here because the wall's process is
