@@ -125,6 +125,34 @@ pub fn serve_if_requested() {
     }
 }
 
+/// Whether `argv` starts the launcher from the very file this process was started
+/// from: the built-in wall, started from the descriptor [`set_program`] opened, whose
+/// command is the launcher from the same descriptor. Its command process then serves
+/// as the launcher itself ([`serve_in_this_process`]) instead of executing the program
+/// again: the same code, under the same namespaces, seccomp programs, capabilities
+/// and limits, without a second exec, dynamic linking and start of a large binary.
+pub(crate) fn is_own_launcher(argv: &[OsString]) -> bool {
+    let [program, arg] = argv else {
+        return false;
+    };
+    if arg != LAUNCHER_ARG || *program != *format!("/proc/self/fd/{PROGRAM_FD}") {
+        return false;
+    }
+    // SAFETY: fstat and stat into zeroed structures; the path is NUL-terminated.
+    unsafe {
+        let (mut given, mut running): (libc::stat, libc::stat) =
+            (std::mem::zeroed(), std::mem::zeroed());
+        libc::fstat(PROGRAM_FD, &mut given) == 0
+            && libc::stat(c"/proc/self/exe".as_ptr(), &mut running) == 0
+            && (given.st_dev, given.st_ino) == (running.st_dev, running.st_ino)
+    }
+}
+
+/// The launcher's loop, in the process [`is_own_launcher`] approved; its exit status.
+pub(crate) fn serve_in_this_process() -> i32 {
+    inside::serve(CONTROL_FD)
+}
+
 /// What a read of a command's output found ([`LaunchedRun::read`], [`read_ready`]).
 #[derive(Debug)]
 pub enum Output {
