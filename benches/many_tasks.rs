@@ -5,6 +5,9 @@
 //! - TASKS tasks × CALLS terminal calls (`echo`), every line sent at once; wall time, and
 //!   each call's time from the moment it was sent to its answer (p50, p99). Each task's
 //!   first call starts its sandbox; the rest run in it.
+//! - The CPU time of the whole process tree per call (user and system, of every process
+//!   reaped: serve is ended by closing its input, so it ends its sandboxes, and each
+//!   level reaps the one below), against the floor's.
 //! - The cost of a sandbox start as sandboxes pile up: a fresh task's first call, with
 //!   10, 100 and 400 tasks' sandboxes alive in the same server (median of 7 each). A
 //!   start that reads a table of every socket of the server grows with that number.
@@ -23,7 +26,8 @@ const WIDTH: usize = 32;
 
 struct Serve {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed ([`Serve::finish`]).
+    stdin: Option<ChildStdin>,
     answers: mpsc::Receiver<(String, Instant)>,
     _home: tempfile::TempDir,
 }
@@ -66,7 +70,7 @@ impl Serve {
         let stdin = child.stdin.take().unwrap();
         Serve {
             child,
-            stdin,
+            stdin: Some(stdin),
             answers,
             _home: home,
         }
@@ -77,12 +81,12 @@ impl Serve {
             "id": id, "type": "function", "task_id": task,
             "function": {"name": "terminal", "arguments": json!({"command": command}).to_string()},
         });
-        writeln!(self.stdin, "{line}").unwrap();
+        writeln!(self.stdin.as_mut().unwrap(), "{line}").unwrap();
         Instant::now()
     }
 
     fn flush(&mut self) {
-        self.stdin.flush().unwrap();
+        self.stdin.as_mut().unwrap().flush().unwrap();
     }
 
     /// Waits for the answers to `sent`; each call's time from sending to answer.
@@ -107,6 +111,26 @@ impl Serve {
         sent.insert(id.to_string(), start);
         self.collect(&sent)[0]
     }
+}
+
+impl Serve {
+    /// Ends serve by closing its input (it ends its sandboxes at exit) and waits for it.
+    fn finish(mut self) {
+        self.stdin = None;
+        let _ = self.child.wait();
+    }
+}
+
+/// CPU time (user and system) of the children reaped so far, and of theirs.
+fn children_cpu() -> Duration {
+    // SAFETY: getrusage fills the structure it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 impl Drop for Serve {
@@ -164,7 +188,10 @@ fn main() {
     let tasks = args.first().copied().unwrap_or(200);
     let calls = args.get(1).copied().unwrap_or(20);
 
+    let cpu_before = children_cpu();
     let (floor_wall, mut floor_times) = floor(tasks, calls);
+    let floor_cpu = children_cpu() - cpu_before;
+    let cpu_before = children_cpu();
     let mut serve = Serve::start();
     let mut sent = HashMap::new();
     let started = Instant::now();
@@ -193,7 +220,15 @@ fn main() {
         wall.as_secs_f64() / floor_wall.as_secs_f64(),
         p99.as_secs_f64() / floor_p99.as_secs_f64()
     );
-    drop(serve);
+    serve.finish();
+    let serve_cpu = children_cpu() - cpu_before;
+    let per_call = |cpu: Duration| cpu / (tasks * calls) as u32;
+    println!(
+        "  CPU time of the process tree per call: serve {:>9.2?}, floor {:>9.2?}  ({:.2}x)",
+        per_call(serve_cpu),
+        per_call(floor_cpu),
+        serve_cpu.as_secs_f64() / floor_cpu.as_secs_f64()
+    );
 
     // A fresh task's first call (a sandbox start) as live sandboxes pile up.
     let mut serve = Serve::start();

@@ -95,7 +95,13 @@ impl Limits {
             format!(" || {{ echo 'the command sandbox cannot {what}' >&2; exit 125; }}\n")
         };
         for procs in new_cgroup(self) {
-            lines.push_str(&format!("echo $$ > {}", quote(&procs)));
+            // As the wall joins (see `wall::join_cgroup`): the shell has one thread.
+            match procs.parent().map(|dir| dir.join("tasks")) {
+                Some(tasks) if tasks.exists() => {
+                    lines.push_str(&format!("echo 0 > {}", quote(&tasks)))
+                }
+                _ => lines.push_str(&format!("echo $$ > {}", quote(&procs))),
+            }
             lines.push_str(&fail("join its cgroup"));
         }
         // One limit per `ulimit` (dash takes one). dash counts file size in 512-byte
@@ -316,7 +322,7 @@ fn new_cgroup(limits: &Limits) -> Vec<PathBuf> {
     if std::fs::create_dir(&dir).is_err() {
         return Vec::new();
     }
-    made().push((dir.clone(), Instant::now()));
+    made().push_back((dir.clone(), Instant::now()));
     if let Some(n) = limits.max_processes {
         let _ = std::fs::write(dir.join("pids.max"), n.to_string());
     }
@@ -327,9 +333,11 @@ fn new_cgroup(limits: &Limits) -> Vec<PathBuf> {
     vec![dir.join("cgroup.procs")]
 }
 
-/// The cgroups made for sandboxes, and when.
-fn made() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Instant)>> {
-    static MADE: Mutex<Vec<(PathBuf, Instant)>> = Mutex::new(Vec::new());
+/// The cgroups made for sandboxes, oldest look first, with when each was made or last
+/// found still in use.
+fn made() -> std::sync::MutexGuard<'static, std::collections::VecDeque<(PathBuf, Instant)>> {
+    static MADE: Mutex<std::collections::VecDeque<(PathBuf, Instant)>> =
+        Mutex::new(std::collections::VecDeque::new());
     MADE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -337,12 +345,31 @@ fn made() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Instant)>> {
 /// are taken for ended.
 const JOIN_GRACE: Duration = Duration::from_secs(60);
 
+/// The most cgroups one sandbox start tries to remove: more ended ones than it makes,
+/// and never one try per live sandbox (which made each start slower as they piled up).
+const REMOVED_PER_START: usize = 4;
+
 /// Removes the cgroups of sandboxes that have ended (one with a process in it cannot
-/// be removed, and stays); `all`: young ones too (the server ends).
+/// be removed; it is looked at again a grace period later); `all`: every one, young
+/// ones too (the server ends).
 fn remove_ended_cgroups(all: bool) {
-    made().retain(|(dir, at)| {
-        (!all && at.elapsed() < JOIN_GRACE) || std::fs::remove_dir(dir).is_err()
-    });
+    let mut made = made();
+    if all {
+        made.retain(|(dir, _)| std::fs::remove_dir(dir).is_err());
+        return;
+    }
+    for _ in 0..REMOVED_PER_START {
+        match made.front() {
+            Some((_, at)) if at.elapsed() >= JOIN_GRACE => {}
+            _ => return,
+        }
+        let Some((dir, _)) = made.pop_front() else {
+            return;
+        };
+        if std::fs::remove_dir(&dir).is_err() {
+            made.push_back((dir, Instant::now()));
+        }
+    }
 }
 
 /// Removes every cgroup in `home` that has no process.

@@ -10,7 +10,9 @@
 //! The listening socket is made inside the sandbox's namespace but served outside:
 //! the spawned child, before it becomes bubblewrap, makes a user and network namespace
 //! of its own, brings loopback up, listens there and hands the listening socket (and a
-//! pidfd of itself) back to the runtime over a socket pair ([`attach`]). The runtime
+//! pidfd of itself) back to the runtime over a socket pair ([`attach`]; the built-in
+//! wall, which the runtime starts without a fork of itself, does the same as its first
+//! step, told by `--proxy-channel`). The runtime
 //! accepts on it, decides by [`Network::check`] and connects from the host's network
 //! to the address it resolved and checked itself, so no second lookup can be steered
 //! elsewhere. No process runs inside the sandbox for it, and no root is needed.
@@ -291,7 +293,13 @@ pub fn attach_judged(cmd: &mut Command, reach: std::sync::Arc<dyn Reach>) {
     unsafe {
         cmd.pre_exec(move || setup.run());
     }
-    // Without this thread the child's listener is never served: no network, as with off.
+    serve_channel(ours, reach);
+}
+
+/// Serves, on a thread of its own, the proxy listener a sandbox's first process sends
+/// on `ours` ([`set_up_in_this_process`]) until that process ends. Without this thread
+/// the listener is never served: no network, as with off.
+pub(crate) fn serve_channel(ours: OwnedFd, reach: std::sync::Arc<dyn Reach>) {
     let _ = std::thread::Builder::new()
         .name("sandbox-proxy".into())
         .spawn(move || {
@@ -300,6 +308,15 @@ pub fn attach_judged(cmd: &mut Command, reach: std::sync::Arc<dyn Reach>) {
                 crate::proxy::serve(listener, child, reach);
             }
         });
+}
+
+/// What [`attach`] has the forked child do before it executes bubblewrap, done by the
+/// built-in wall itself ([`crate::wall`]), which the server then starts with
+/// `posix_spawn` (no fork of the whole server): a user and network namespace of this
+/// process's own, loopback up, the proxy's listener in it, sent with a pidfd of this
+/// process on `channel` (which is closed).
+pub(crate) fn set_up_in_this_process(channel: OwnedFd) -> std::io::Result<()> {
+    ChildSetup::new(channel).run()
 }
 
 /// Brings up the loopback interface of this process's (new) network namespace, as

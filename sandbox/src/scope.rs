@@ -4,31 +4,35 @@
 //!
 //! Only scopes are restricted, no filesystem access, so the wall may still mount
 //! (Landlock forbids mounting only to filesystem-restricted domains). With bubblewrap
-//! the domain is put on a launcher thread that starts the children, so the server
+//! the domain is put on the launcher threads that start the children, so the server
 //! itself stays unrestricted and each child inherits the domain. The built-in wall
 //! ([`crate::wall`]) puts the domain on itself when it starts, so its own setup is
 //! the same whoever starts it.
 
 use landlock::{AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
 use std::sync::mpsc::Sender;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A launch to run on a launcher thread, given whether its restriction took hold.
 type Job = Box<dyn FnOnce(&Result<(), String>) + Send>;
 
-/// Runs `spawn` on a long-lived launcher thread restricted by the scopes (long-lived
-/// because a child's parent-death signal, which bubblewrap's `--die-with-parent` uses,
-/// fires when the thread that started it ends). The scopes are applied where the kernel
-/// has them (Landlock ABI 6, Linux 6.12).
+/// How many launcher threads take launches: sandboxes of different tasks start side by
+/// side, none waits for another's spawn (a fork of the whole server for bubblewrap).
+const LAUNCHER_THREADS: usize = 4;
+
+/// Runs `spawn` on one of a few long-lived launcher threads restricted by the scopes
+/// (long-lived because a child's parent-death signal, which bubblewrap's
+/// `--die-with-parent` uses, fires when the thread that started it ends). The scopes are
+/// applied where the kernel has them (Landlock ABI 6, Linux 6.12).
 pub fn spawn_scoped<T: Send + 'static>(
     spawn: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {
     static SCOPED: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     static PLAIN: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     let launcher = if crate::wall::chosen() {
-        PLAIN.get_or_init(|| Mutex::new(start_launcher(false)))
+        PLAIN.get_or_init(|| Mutex::new(start_launchers(false)))
     } else {
-        SCOPED.get_or_init(|| Mutex::new(start_launcher(true)))
+        SCOPED.get_or_init(|| Mutex::new(start_launchers(true)))
     };
     let (done, result) = std::sync::mpsc::channel();
     let job: Job = Box::new(move |restricted| {
@@ -45,23 +49,32 @@ pub fn spawn_scoped<T: Send + 'static>(
         .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox launcher thread failed")))
 }
 
-fn start_launcher(scoped: bool) -> Sender<Job> {
+fn start_launchers(scoped: bool) -> Sender<Job> {
     let (jobs, queue) = std::sync::mpsc::channel::<Job>();
-    let spawned = std::thread::Builder::new()
-        .name("sandbox-launcher".into())
-        .spawn(move || {
-            let restricted = if scoped {
-                restrict_thread().map_err(|e| e.to_string())
-            } else {
-                Ok(())
-            };
-            for job in queue {
-                job(&restricted);
-            }
-        });
-    if let Err(e) = spawned {
-        // Jobs sent to a queue nobody reads fail at once with "is gone".
-        eprintln!("warning: cannot start the sandbox launcher thread: {e}");
+    let queue = Arc::new(Mutex::new(queue));
+    for _ in 0..LAUNCHER_THREADS {
+        let queue = Arc::clone(&queue);
+        let spawned = std::thread::Builder::new()
+            .name("sandbox-launcher".into())
+            .spawn(move || {
+                let restricted = if scoped {
+                    restrict_thread().map_err(|e| e.to_string())
+                } else {
+                    Ok(())
+                };
+                loop {
+                    // The lock is held only while waiting: an idle thread takes the next job.
+                    let job = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    match job {
+                        Ok(job) => job(&restricted),
+                        Err(_) => return,
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            // With no thread at all, jobs fail at once with "is gone" (the queue is dropped).
+            eprintln!("warning: cannot start a sandbox launcher thread: {e}");
+        }
     }
     jobs
 }

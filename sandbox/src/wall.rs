@@ -7,7 +7,9 @@
 //! and nothing else (an unknown option is an error, never ignored):
 //!
 //! 1. the limits: the cgroups joined (`--cgroup-procs`) and the resource limits set
-//!    (`--rlimit`), the Landlock scopes applied ([`crate::scope`]), then `unshare` of the
+//!    (`--rlimit`); with `--proxy-channel` a user and network namespace of its own, where
+//!    the proxy's listener is made and sent to the server ([`crate::network`]); the
+//!    Landlock scopes applied ([`crate::scope`]), then `unshare` of the
 //!    user, mount, PID, IPC and UTS namespaces (and network, cgroup), the caller's uid
 //!    and gid mapped to themselves;
 //! 2. a first child, init of the new PID namespace, builds the new root on a private
@@ -27,6 +29,7 @@
 //! the wall fails closed and the caller may use a system bubblewrap instead.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
+use std::os::fd::FromRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -34,6 +37,9 @@ mod confined;
 
 /// The argument that turns a program into the wall.
 pub const WALL_ARG: &str = "__hermes-sandbox-wall";
+
+/// The option that names the proxy's channel ([`crate::network`]).
+pub(crate) const PROXY_CHANNEL_ARG: &str = "--proxy-channel";
 
 /// Where the new root is assembled: a tmpfs mounted over this place, visible only in
 /// the new mount namespace, becomes the root the old one is pivoted under.
@@ -75,6 +81,9 @@ struct Plan {
     unshare_cgroup: bool,
     new_session: bool,
     chdir: Option<PathBuf>,
+    /// The descriptor on which the proxy's listener goes back to the server, from a
+    /// network namespace this process makes first (see [`crate::network`]).
+    proxy_channel: Option<libc::c_int>,
     seccomp_files: Vec<PathBuf>,
     cgroup_procs: Vec<PathBuf>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
@@ -123,6 +132,15 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Plan, String> {
                 }
             }
             "--chdir" => plan.chdir = Some(value(&mut args, option)?.into()),
+            PROXY_CHANNEL_ARG => {
+                let given = value(&mut args, option)?;
+                let fd = given
+                    .to_str()
+                    .and_then(|fd| fd.parse().ok())
+                    .filter(|fd| *fd > 2)
+                    .ok_or_else(|| format!("{PROXY_CHANNEL_ARG}: not a descriptor: {given:?}"))?;
+                plan.proxy_channel = Some(fd);
+            }
             "--seccomp-file" => plan.seccomp_files.push(value(&mut args, option)?.into()),
             "--cgroup-procs" => plan.cgroup_procs.push(value(&mut args, option)?.into()),
             "--rlimit" => {
@@ -308,7 +326,7 @@ fn limit_failure(what: &str, detail: String) -> Failure {
 fn run_outside(plan: &Plan) -> Result<i32, Failure> {
     // The limits first, so everything of the sandbox, this process included, is in them.
     for procs in &plan.cgroup_procs {
-        std::fs::write(procs, std::process::id().to_string())
+        join_cgroup(procs)
             .map_err(|e| limit_failure("join its cgroup", format!("{}: {e}", procs.display())))?;
     }
     for &(resource, soft, hard) in &plan.rlimits {
@@ -332,10 +350,20 @@ fn run_outside(plan: &Plan) -> Result<i32, Failure> {
         .map(|file| std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display())))
         .collect::<Result<Vec<_>, _>>()?;
     if plan.landlock_only {
+        if plan.proxy_channel.is_some() {
+            return Err(format!("{PROXY_CHANNEL_ARG} needs namespaces").into());
+        }
         return confined::run(plan, &seccomp).map_err(|(code, why)| Failure {
             code,
             message: format!("hermes-tools sandbox: {why}"),
         });
+    }
+    if let Some(fd) = plan.proxy_channel {
+        // SAFETY: the descriptor was placed here for this process alone; it is closed
+        // once the listener is sent, before any child of the sandbox exists.
+        let channel = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        crate::network::set_up_in_this_process(channel)
+            .map_err(|e| format!("cannot make the sandbox's network: {e}"))?;
     }
     // The signal and abstract-socket scopes, before anything of the sandbox exists.
     crate::scope::restrict_thread().map_err(|e| e.to_string())?;
@@ -344,6 +372,24 @@ fn run_outside(plan: &Plan) -> Result<i32, Failure> {
         std::process::exit(run_init(plan, &seccomp));
     }
     Ok(wait_for_init())
+}
+
+/// Moves this process into the cgroup whose `cgroup.procs` is `procs`. A cgroup v1
+/// hierarchy also has a `tasks` file, where writing `0` moves the writing thread alone;
+/// this process has one thread (the wall runs before any starts, and `unshare` of a user
+/// namespace would fail otherwise), so that moves the whole process, and the kernel
+/// skips the lock a process move takes on every thread group of the machine (a write
+/// lock that waits for an RCU grace period: 10-20 ms, and every fork on the machine
+/// waits behind it, each sandbox start in turn). cgroup v2 has no `tasks` file.
+fn join_cgroup(procs: &Path) -> std::io::Result<()> {
+    if let Some(tasks) = procs
+        .parent()
+        .map(|dir| dir.join("tasks"))
+        .filter(|tasks| tasks.exists())
+    {
+        return std::fs::write(tasks, "0");
+    }
+    std::fs::write(procs, std::process::id().to_string())
 }
 
 /// `fork(2)`: the child's 0 or the child's pid. Safe here because the wall's process is
@@ -794,6 +840,11 @@ fn exec_command(plan: &Plan, seccomp: &[Vec<u8>]) -> (i32, String) {
                 return (1, e);
             }
         }
+        if crate::launcher::is_own_launcher(&plan.argv) {
+            // Under every wall an exec would have found: the launcher of the image
+            // this process already runs, without a second exec and start of it.
+            libc::_exit(crate::launcher::serve_in_this_process());
+        }
         let mut pointers: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         pointers.push(std::ptr::null());
         libc::execvp(pointers[0], pointers.as_ptr());
@@ -975,5 +1026,21 @@ mod tests {
         let mut relative: Vec<&str> = NAMESPACES.to_vec();
         relative.extend(["--tmpfs", "run", "--", "true"]);
         assert!(parse(args(&relative)).unwrap_err().contains("absolute"));
+        // The proxy's channel is a descriptor above the standard ones, nothing else.
+        for bad in ["x", "2", "-1", ""] {
+            let mut line: Vec<&str> = NAMESPACES.to_vec();
+            line.extend([PROXY_CHANNEL_ARG, bad, "--", "true"]);
+            assert!(parse(args(&line)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn reads_the_proxy_channel() {
+        let mut line: Vec<&str> = NAMESPACES.to_vec();
+        line.extend([PROXY_CHANNEL_ARG, "7", "--", "true"]);
+        assert_eq!(parse(args(&line)).unwrap().proxy_channel, Some(7));
+        let mut without: Vec<&str> = NAMESPACES.to_vec();
+        without.extend(["--", "true"]);
+        assert_eq!(parse(args(&without)).unwrap().proxy_channel, None);
     }
 }

@@ -96,27 +96,16 @@ impl LocalEnv {
     pub fn new(config: &TerminalConfig, cwd: PathBuf) -> Result<Self, EnvError> {
         let settings = &config.sandbox;
         let state_dir = hermes_sandbox::run_dir::private_dir("task").map_err(EnvError::new)?;
-        let active = settings.mode != Mode::Off;
-        let access = config.access_policy(&cwd);
-        let policy = Policy {
-            mode: settings.mode,
-            writable_roots: config.writable_roots(&cwd),
-            state_dirs: vec![state_dir.clone()],
-            hidden: hermes_sandbox::run_dir::hidden_places(),
-            protected: read_only_places(&config.hermes_home, &access),
-            network: settings.network.clone(),
-            empty_file: if active {
-                Some(hermes_sandbox::run_dir::empty_file().map_err(EnvError::new)?)
-            } else {
-                None
+        let policy = sandbox_policy(
+            config,
+            Confined {
+                mode: settings.mode,
+                access_from: &cwd,
+                writable_roots: config.writable_roots(&cwd),
+                state_dirs: vec![state_dir.clone()],
+                network: settings.network.clone(),
             },
-            seccomp_programs: if active {
-                hermes_sandbox::run_dir::seccomp_programs().map_err(EnvError::new)?
-            } else {
-                Vec::new()
-            },
-            limits: settings.limits,
-        };
+        )?;
         let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
         Ok(Self {
             cwd,
@@ -439,18 +428,58 @@ pub fn program_policy(config: &TerminalConfig) -> Result<Option<Policy>, EnvErro
     if config.sandbox.mode == Mode::Off {
         return Ok(None);
     }
-    let access = config.access_policy(&config.hermes_home);
-    Ok(Some(Policy {
-        mode: Mode::ReadOnly,
-        writable_roots: Vec::new(),
-        state_dirs: Vec::new(),
+    sandbox_policy(
+        config,
+        Confined {
+            mode: Mode::ReadOnly,
+            access_from: &config.hermes_home,
+            writable_roots: Vec::new(),
+            state_dirs: Vec::new(),
+            network: hermes_sandbox::Network::loopback_off(),
+        },
+    )
+    .map(Some)
+}
+
+/// What differs between the sandboxes of a task's commands and of a program the
+/// runtime starts for a tool.
+struct Confined<'a> {
+    mode: Mode,
+    /// The working directory the access policy (protected and deny-read places) is
+    /// worked out from.
+    access_from: &'a Path,
+    writable_roots: Vec<PathBuf>,
+    state_dirs: Vec<PathBuf>,
+    network: hermes_sandbox::Network,
+}
+
+/// The one place a local sandbox's [`Policy`] is put together from the configuration:
+/// every sandbox hides the server's run directory and the deny-read list, keeps
+/// `$HERMES_HOME` and the protected places read-only, and has the configured limits;
+/// the empty file and the seccomp programs (written once per server) come with any mode
+/// but `off`.
+fn sandbox_policy(config: &TerminalConfig, confined: Confined<'_>) -> Result<Policy, EnvError> {
+    let active = confined.mode != Mode::Off;
+    let access = config.access_policy(confined.access_from);
+    Ok(Policy {
+        mode: confined.mode,
+        writable_roots: confined.writable_roots,
+        state_dirs: confined.state_dirs,
         hidden: hermes_sandbox::run_dir::hidden_places(),
         protected: read_only_places(&config.hermes_home, &access),
-        network: hermes_sandbox::Network::loopback_off(),
-        empty_file: Some(hermes_sandbox::run_dir::empty_file().map_err(EnvError::new)?),
-        seccomp_programs: hermes_sandbox::run_dir::seccomp_programs().map_err(EnvError::new)?,
+        network: confined.network,
+        empty_file: if active {
+            Some(hermes_sandbox::run_dir::empty_file().map_err(EnvError::new)?)
+        } else {
+            None
+        },
+        seccomp_programs: if active {
+            hermes_sandbox::run_dir::seccomp_programs().map_err(EnvError::new)?
+        } else {
+            Vec::new()
+        },
         limits: config.sandbox.limits,
-    }))
+    })
 }
 
 /// What stays read-only inside the sandbox: the whole `$HERMES_HOME` (configuration,

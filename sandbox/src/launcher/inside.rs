@@ -194,12 +194,12 @@ impl Exec {
             let mut actions = SpawnActions::new()?;
             actions.dup2(output, 1)?;
             actions.dup2(output, 2)?;
-            actions.open_null_as_input()?;
+            actions.open_null(0, libc::O_RDONLY)?;
             for (target, copy) in (3..).zip(&copies) {
                 actions.dup2(copy, target)?;
             }
             actions.chdir(cwd)?;
-            let attributes = SpawnAttributes::new()?;
+            let attributes = SpawnAttributes::new(true)?;
             let mut pid = 0;
             // SAFETY: NUL-terminated argv and envp arrays of valid strings, initialised
             // actions and attributes, all alive for the call.
@@ -226,10 +226,10 @@ impl Exec {
 }
 
 /// `posix_spawn` file actions, destroyed when dropped.
-struct SpawnActions(libc::posix_spawn_file_actions_t);
+pub(super) struct SpawnActions(pub(super) libc::posix_spawn_file_actions_t);
 
 impl SpawnActions {
-    fn new() -> std::io::Result<SpawnActions> {
+    pub(super) fn new() -> std::io::Result<SpawnActions> {
         // SAFETY: zeroed storage, initialised by the call before any other use.
         let mut actions = SpawnActions(unsafe { std::mem::zeroed() });
         // SAFETY: the storage is owned and of the type the call initialises.
@@ -241,23 +241,18 @@ impl SpawnActions {
         Ok(actions)
     }
 
-    fn dup2(&mut self, from: &OwnedFd, to: RawFd) -> std::io::Result<()> {
+    pub(super) fn dup2(&mut self, from: &OwnedFd, to: RawFd) -> std::io::Result<()> {
         // SAFETY: initialised actions; the descriptor is open for as long as they are used.
         checked(unsafe {
             libc::posix_spawn_file_actions_adddup2(&mut self.0, from.as_raw_fd(), to)
         })
     }
 
-    fn open_null_as_input(&mut self) -> std::io::Result<()> {
+    /// `/dev/null` opened as `fd` with `flags`.
+    pub(super) fn open_null(&mut self, fd: RawFd, flags: libc::c_int) -> std::io::Result<()> {
         // SAFETY: initialised actions and a static path (the C library copies it).
         checked(unsafe {
-            libc::posix_spawn_file_actions_addopen(
-                &mut self.0,
-                0,
-                c"/dev/null".as_ptr(),
-                libc::O_RDONLY,
-                0,
-            )
+            libc::posix_spawn_file_actions_addopen(&mut self.0, fd, c"/dev/null".as_ptr(), flags, 0)
         })
     }
 
@@ -275,7 +270,7 @@ impl Drop for SpawnActions {
 }
 
 /// A `posix_spawn*` call's answer (0, or the error number) as a result.
-fn checked(failed: libc::c_int) -> std::io::Result<()> {
+pub(super) fn checked(failed: libc::c_int) -> std::io::Result<()> {
     if failed == 0 {
         Ok(())
     } else {
@@ -283,12 +278,12 @@ fn checked(failed: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// `posix_spawn` attributes for a command: a new session, every signal at its default
+/// `posix_spawn` attributes: a new session when `setsid`, every signal at its default
 /// (SIGKILL and SIGSTOP cannot be changed) and an empty signal mask.
-struct SpawnAttributes(libc::posix_spawnattr_t);
+pub(super) struct SpawnAttributes(pub(super) libc::posix_spawnattr_t);
 
 impl SpawnAttributes {
-    fn new() -> std::io::Result<SpawnAttributes> {
+    pub(super) fn new(setsid: bool) -> std::io::Result<SpawnAttributes> {
         // SAFETY: zeroed storage initialised by the call before any use; the signal sets
         // are filled by sigfillset and sigemptyset before they are read.
         unsafe {
@@ -308,9 +303,10 @@ impl SpawnAttributes {
                 &defaults,
             ))?;
             checked(libc::posix_spawnattr_setsigmask(&mut attributes.0, &none))?;
-            let flags = libc::POSIX_SPAWN_SETSID as libc::c_int
-                | libc::POSIX_SPAWN_SETSIGDEF
-                | libc::POSIX_SPAWN_SETSIGMASK;
+            let mut flags = libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK;
+            if setsid {
+                flags |= libc::POSIX_SPAWN_SETSID as libc::c_int;
+            }
             checked(libc::posix_spawnattr_setflags(
                 &mut attributes.0,
                 flags as libc::c_short,

@@ -36,9 +36,9 @@ use crate::bwrap::Layout;
 use crate::policy::{Policy, WrapOptions};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -125,6 +125,34 @@ pub fn serve_if_requested() {
     }
 }
 
+/// Whether `argv` starts the launcher from the very file this process was started
+/// from: the built-in wall, started from the descriptor [`set_program`] opened, whose
+/// command is the launcher from the same descriptor. Its command process then serves
+/// as the launcher itself ([`serve_in_this_process`]) instead of executing the program
+/// again: the same code, under the same namespaces, seccomp programs, capabilities
+/// and limits, without a second exec, dynamic linking and start of a large binary.
+pub(crate) fn is_own_launcher(argv: &[OsString]) -> bool {
+    let [program, arg] = argv else {
+        return false;
+    };
+    if arg != LAUNCHER_ARG || *program != *format!("/proc/self/fd/{PROGRAM_FD}") {
+        return false;
+    }
+    // SAFETY: fstat and stat into zeroed structures; the path is NUL-terminated.
+    unsafe {
+        let (mut given, mut running): (libc::stat, libc::stat) =
+            (std::mem::zeroed(), std::mem::zeroed());
+        libc::fstat(PROGRAM_FD, &mut given) == 0
+            && libc::stat(c"/proc/self/exe".as_ptr(), &mut running) == 0
+            && (given.st_dev, given.st_ino) == (running.st_dev, running.st_ino)
+    }
+}
+
+/// The launcher's loop, in the process [`is_own_launcher`] approved; its exit status.
+pub(crate) fn serve_in_this_process() -> i32 {
+    inside::serve(CONTROL_FD)
+}
+
 /// What a read of a command's output found ([`LaunchedRun::read`], [`read_ready`]).
 #[derive(Debug)]
 pub enum Output {
@@ -168,13 +196,16 @@ pub fn read_ready(fd: &OwnedFd, wait: Duration) -> Output {
 
 /// A running bubblewrap with the launcher inside.
 struct Sandbox {
-    child: Child,
+    child: Process,
     control: OwnedFd,
     /// The bubblewrap arguments it was started with, and what its mounts stand on.
     layout: Layout,
     /// Answer bytes received but not yet read as a line.
     pending: Vec<u8>,
 }
+
+/// Where the built-in wall finds the proxy's channel (see [`crate::network`]).
+const PROXY_FD: RawFd = 7;
 
 impl Sandbox {
     fn start(policy: &Policy, program: &Arc<OwnedFd>, layout: Layout) -> Result<Sandbox, String> {
@@ -189,42 +220,12 @@ impl Sandbox {
             )
             .map_err(|e| e.0)?;
         let (ours, theirs) = protocol::socket_pair().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if policy.network != crate::Network::Off {
-            crate::network::attach(&mut cmd, &policy.network);
+        let child = if crate::wall::is_wall(&argv) {
+            spawn_wall(policy, argv, theirs, program)
+        } else {
+            spawn_forked(policy, argv, theirs, program)
         }
-        let placements = [
-            (theirs.as_raw_fd(), CONTROL_FD),
-            (program.as_raw_fd(), PROGRAM_FD),
-        ];
-        use std::os::unix::process::CommandExt;
-        // SAFETY: dup2 and fcntl are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                // Copied above both targets first, so neither placement overwrites the
-                // other's source; dup2 leaves the targets open across the exec.
-                let mut copies = [0; 2];
-                for (copy, (from, _)) in copies.iter_mut().zip(placements) {
-                    *copy = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, CONTROL_FD + 1);
-                    if *copy < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                for (copy, (_, to)) in copies.into_iter().zip(placements) {
-                    if libc::dup2(copy, to) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        let child = crate::spawn_scoped(move || cmd.spawn()).map_err(|e| e.to_string())?;
-        drop(theirs);
+        .map_err(|e| e.to_string())?;
         let mut sandbox = Sandbox {
             child,
             control: ours,
@@ -281,7 +282,7 @@ impl Sandbox {
     }
 
     fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.child.alive()
     }
 }
 
@@ -293,15 +294,186 @@ impl Drop for Sandbox {
         // SAFETY: shutting down our own socket.
         unsafe { libc::shutdown(self.control.as_raw_fd(), libc::SHUT_RDWR) };
         let deadline = Instant::now() + Duration::from_millis(500);
-        while matches!(self.child.try_wait(), Ok(None)) {
+        while self.child.alive() {
             if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                self.child.kill_and_reap();
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
     }
+}
+
+/// A sandbox's first process on this machine (bubblewrap or the wall), reaped by its
+/// [`Sandbox`] alone.
+struct Process {
+    pid: libc::pid_t,
+    ended: bool,
+}
+
+impl Process {
+    fn alive(&mut self) -> bool {
+        if !self.ended {
+            let mut raw = 0;
+            // SAFETY: waitpid on our own child, which nobody else reaps.
+            let got = unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) };
+            self.ended = got == self.pid || got < 0;
+        }
+        !self.ended
+    }
+
+    fn kill_and_reap(&mut self) {
+        if self.ended {
+            return;
+        }
+        let mut raw = 0;
+        // SAFETY: signal and reap our own child, not reaped yet (its pid is still ours).
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, &mut raw, 0);
+        }
+        self.ended = true;
+    }
+}
+
+/// The built-in wall with the launcher, started by `posix_spawn` (the C library's
+/// vfork-style clone): no copy of the server's page tables, whose size grows with
+/// the server and with every live sandbox's proxy thread, and no pre-exec code, so the
+/// network namespace and the proxy's listener are made by the wall itself
+/// ([`crate::network::set_up_in_this_process`]) before its own namespaces. Started on a
+/// long-lived launcher thread, whose end is the wall's parent-death signal.
+fn spawn_wall(
+    policy: &Policy,
+    mut argv: Vec<OsString>,
+    control: OwnedFd,
+    program: &Arc<OwnedFd>,
+) -> std::io::Result<Process> {
+    let proxied = policy.network != crate::Network::Off && !crate::wall::confined_only();
+    let mut placements = vec![(control, CONTROL_FD), (copy_fd(program)?, PROGRAM_FD)];
+    let mut proxy = None;
+    if proxied {
+        let (ours, theirs) = protocol::socket_pair()?;
+        placements.push((theirs, PROXY_FD));
+        proxy = Some(ours);
+        // Right after the wall's own argument: an option of the wall, not of the command.
+        argv.splice(
+            2..2,
+            [
+                crate::wall::PROXY_CHANNEL_ARG.into(),
+                PROXY_FD.to_string().into(),
+            ],
+        );
+    }
+    let argv: Vec<std::ffi::CString> = argv
+        .into_iter()
+        .map(|a| std::ffi::CString::new(a.into_vec()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| std::io::Error::other("an argument holds a NUL byte"))?;
+    let pid = crate::spawn_scoped(move || {
+        // Copied above every target first, so no placement overwrites another's source.
+        let copies: Vec<(OwnedFd, RawFd)> = placements
+            .iter()
+            .map(|(fd, to)| Ok((copy_above(fd, CONTROL_FD + 1)?, *to)))
+            .collect::<std::io::Result<_>>()?;
+        let mut actions = inside::SpawnActions::new()?;
+        actions.open_null(0, libc::O_RDONLY)?;
+        actions.open_null(1, libc::O_WRONLY)?;
+        actions.open_null(2, libc::O_WRONLY)?;
+        for (copy, to) in &copies {
+            actions.dup2(copy, *to)?;
+        }
+        let attributes = inside::SpawnAttributes::new(false)?;
+        let pointers: Vec<*mut libc::c_char> = argv
+            .iter()
+            .map(|a| a.as_ptr().cast_mut())
+            .chain([std::ptr::null_mut()])
+            .collect();
+        let no_env: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
+        let mut pid = 0;
+        // SAFETY: NUL-terminated argv and envp arrays of valid strings, initialised
+        // actions and attributes, all alive for the call.
+        inside::checked(unsafe {
+            libc::posix_spawn(
+                &mut pid,
+                pointers[0],
+                &actions.0,
+                &attributes.0,
+                pointers.as_ptr(),
+                no_env.as_ptr(),
+            )
+        })?;
+        Ok(pid)
+    })?;
+    if let Some(ours) = proxy {
+        crate::network::serve_channel(ours, Arc::new(policy.network.clone()));
+    }
+    Ok(Process { pid, ended: false })
+}
+
+/// bubblewrap (and the shell that sets its limits), forked from the server, the
+/// network prepared between the fork and the exec ([`crate::network::attach`]).
+fn spawn_forked(
+    policy: &Policy,
+    argv: Vec<OsString>,
+    theirs: OwnedFd,
+    program: &Arc<OwnedFd>,
+) -> std::io::Result<Process> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if policy.network != crate::Network::Off {
+        crate::network::attach(&mut cmd, &policy.network);
+    }
+    let placements = [
+        (theirs.as_raw_fd(), CONTROL_FD),
+        (program.as_raw_fd(), PROGRAM_FD),
+    ];
+    use std::os::unix::process::CommandExt;
+    // SAFETY: dup2 and fcntl are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Copied above both targets first, so neither placement overwrites the
+            // other's source; dup2 leaves the targets open across the exec.
+            let mut copies = [0; 2];
+            for (copy, (from, _)) in copies.iter_mut().zip(placements) {
+                *copy = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, CONTROL_FD + 1);
+                if *copy < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (copy, (_, to)) in copies.into_iter().zip(placements) {
+                if libc::dup2(copy, to) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = crate::spawn_scoped(move || cmd.spawn())?;
+    drop(theirs);
+    // Reaped by pid from here on (dropping the handle neither waits nor kills).
+    Ok(Process {
+        pid: child.id() as libc::pid_t,
+        ended: false,
+    })
+}
+
+fn copy_fd(fd: &OwnedFd) -> std::io::Result<OwnedFd> {
+    copy_above(fd, 0)
+}
+
+/// A close-on-exec copy of `fd` numbered `floor` or above.
+fn copy_above(fd: &OwnedFd, floor: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
+    if copy < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
 }
 
 /// Waits at most `wait` (to the microsecond: a command's exit is often that close) for
@@ -564,7 +736,7 @@ pub struct LaunchedRun {
 impl LaunchedRun {
     /// Bubblewrap's pid on this machine.
     pub fn pid(&self) -> Option<u32> {
-        self.sandbox.as_ref().map(|s| s.child.id())
+        self.sandbox.as_ref().map(|s| s.child.pid as u32)
     }
 
     /// Waits at most `wait` for output.
