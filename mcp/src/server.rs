@@ -174,6 +174,50 @@ impl Drop for SessionEnd {
     }
 }
 
+/// What a session's library calls (prompts, resources, completions, subscriptions)
+/// need: its registry, the tools it serves and its libraries, under the task they run
+/// in. The subscription watcher holds this instead of the session.
+#[derive(Clone)]
+struct LibraryScope {
+    registry: Arc<Registry>,
+    selection: Arc<Selection>,
+    tools: Arc<ToolCache>,
+    extras: Arc<Extras>,
+    task_id: String,
+}
+
+impl LibraryScope {
+    /// Runs `work` with the libraries on this thread (which may block).
+    fn run<T>(&self, work: impl FnOnce(&[Arc<dyn Library>], &Serving) -> T) -> T {
+        let ctx = ToolContext::builder()
+            .task_id(library_task(&self.task_id))
+            .session_id(self.task_id.clone())
+            .build();
+        let serves = |tool: &str| {
+            let canonical = self.registry.canonical_name(tool);
+            self.tools
+                .get(&self.registry, &self.selection)
+                .names
+                .contains(canonical.as_ref())
+        };
+        let serving = Serving {
+            registry: &self.registry,
+            ctx: &ctx,
+            serves: &serves,
+        };
+        work(&self.extras.libraries, &serving)
+    }
+
+    /// The version of each of `uris` now (`None`: no such resource).
+    fn versions(&self, uris: &[String]) -> Vec<Option<String>> {
+        self.run(|libraries, serving| {
+            uris.iter()
+                .map(|uri| libraries.iter().find_map(|l| l.version(uri, serving)))
+                .collect()
+        })
+    }
+}
+
 /// The task the libraries' own tool calls (skills_list, skill_view) run in: not the
 /// session's, so listing prompts or watching a subscription leaves the model's task
 /// (its loop guards, its activity) as it was.
@@ -407,28 +451,25 @@ impl HermesServer {
             .map_err(internal)
     }
 
+    /// What this session's library calls need, apart from the session.
+    fn library_scope(&self) -> LibraryScope {
+        LibraryScope {
+            registry: Arc::clone(&self.registry),
+            selection: Arc::clone(&self.selection),
+            tools: Arc::clone(&self.tools),
+            extras: Arc::clone(&self.extras),
+            task_id: self.task_id.clone(),
+        }
+    }
+
     /// Runs `work` with this session's libraries on this thread (which may block).
     fn libraries_here<T>(&self, work: impl FnOnce(&[Arc<dyn Library>], &Serving) -> T) -> T {
-        let ctx = ToolContext::builder()
-            .task_id(library_task(&self.task_id))
-            .session_id(self.task_id.clone())
-            .build();
-        let serves = |tool: &str| self.selected(tool);
-        let serving = Serving {
-            registry: &self.registry,
-            ctx: &ctx,
-            serves: &serves,
-        };
-        work(&self.extras.libraries, &serving)
+        self.library_scope().run(work)
     }
 
     /// The version of each of `uris` now (`None`: no such resource).
     fn versions_here(&self, uris: &[String]) -> Vec<Option<String>> {
-        self.libraries_here(|libraries, serving| {
-            uris.iter()
-                .map(|uri| libraries.iter().find_map(|l| l.version(uri, serving)))
-                .collect()
-        })
+        self.library_scope().versions(uris)
     }
 
     /// [`HermesServer::versions_here`] from async code.
@@ -461,21 +502,16 @@ impl HermesServer {
     /// Checks the subscribed resources now and then, and tells the client which ones
     /// changed, until the session ends or has no subscription left.
     fn watch_subscriptions(&self, peer: rmcp::service::Peer<RoleServer>) {
+        // The scope, not the session: a closed session's subscriptions are not kept alive.
         let subscribed = Arc::downgrade(&self.subscribed);
-        let (registry, extras, selection, tools, task) = (
-            Arc::clone(&self.registry),
-            Arc::clone(&self.extras),
-            Arc::clone(&self.selection),
-            Arc::clone(&self.tools),
-            self.task_id.clone(),
-        );
+        let scope = self.library_scope();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(SUBSCRIPTION_POLL).await;
                 let Some(map) = subscribed.upgrade() else {
                     return;
                 };
-                let uris: Vec<(String, Option<String>)> = {
+                let (uris, seen): (Vec<String>, Vec<Option<String>>) = {
                     let mut held = map.lock().unwrap_or_else(|p| p.into_inner());
                     if held.uris.is_empty() {
                         held.watching = false;
@@ -484,40 +520,16 @@ impl HermesServer {
                     held.uris
                         .iter()
                         .map(|(u, v)| (u.clone(), v.clone()))
-                        .collect()
+                        .unzip()
                 };
                 drop(map);
-                let (registry, extras, selection, tools, task) = (
-                    Arc::clone(&registry),
-                    Arc::clone(&extras),
-                    Arc::clone(&selection),
-                    Arc::clone(&tools),
-                    task.clone(),
-                );
+                let scope = scope.clone();
                 let checked = tokio::task::spawn_blocking(move || {
-                    let ctx = ToolContext::builder()
-                        .task_id(library_task(&task))
-                        .session_id(task)
-                        .build();
-                    let served = tools.get(&registry, &selection);
-                    let serves = |tool: &str| {
-                        served
-                            .names
-                            .contains(registry.canonical_name(tool).as_ref())
-                    };
-                    let serving = Serving {
-                        registry: &registry,
-                        ctx: &ctx,
-                        serves: &serves,
-                    };
+                    let now = scope.versions(&uris);
                     uris.into_iter()
-                        .map(|(uri, seen)| {
-                            let now = extras
-                                .libraries
-                                .iter()
-                                .find_map(|l| l.version(&uri, &serving));
-                            (uri, seen, now)
-                        })
+                        .zip(seen)
+                        .zip(now)
+                        .map(|((uri, seen), now)| (uri, seen, now))
                         .collect::<Vec<_>>()
                 })
                 .await
@@ -954,17 +966,14 @@ impl ServerHandler for HermesServer {
         } else {
             self.versions_here(&uris)
         };
-        let found: Vec<(String, String)> = uris
+        // The versions the stream starts from: those before the acknowledgment, so a
+        // change the client makes once acknowledged is reported.
+        let mut baselines = self.listened.lock().unwrap_or_else(|p| p.into_inner());
+        let found: Vec<String> = uris
             .into_iter()
             .zip(versions)
             .filter_map(|(uri, version)| version.map(|v| (uri, v)))
             .take(MAX_SUBSCRIPTIONS)
-            .collect();
-        // The versions the stream starts from: those before the acknowledgment, so a
-        // change the client makes once acknowledged is reported.
-        let mut baselines = self.listened.lock().unwrap_or_else(|p| p.into_inner());
-        let found: Vec<String> = found
-            .into_iter()
             .map(|(uri, version)| {
                 baselines.insert(uri.clone(), version);
                 uri
