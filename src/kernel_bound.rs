@@ -12,9 +12,9 @@
 //!
 //! Landlock applies to the thread that asks and the threads it starts, never to the
 //! rest of the process, so each write gets a fresh thread (the rules themselves are
-//! built once per set of roots): tens of microseconds beside the write's `fsync`. Where the kernel has no Landlock the checks stand
-//! alone (`docs/security.md` says so); a kernel that has it and refuses the rules
-//! refuses the write.
+//! built once per set of roots): tens of microseconds beside the write's `fsync`.
+//! Where the kernel has no Landlock the checks stand alone (`docs/security.md` says
+//! so); a kernel that has it and refuses the rules refuses the write.
 
 use hermes_runtime::access::WriteError;
 use landlock::{
