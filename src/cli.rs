@@ -93,43 +93,7 @@ enum Command {
     /// endpoint (config.yaml `model.base_url`, `model.name`, `model.api_key_env`) and
     /// print the final answer. Tool calls are shown on stderr.
     #[command(after_help = "Manual: docs/agent-and-cron.md in the hermes-tools repository.")]
-    Agent {
-        /// The task, in words.
-        task: String,
-        /// Toolsets to offer the model, comma-separated. Default: hermes-cli.
-        #[arg(long, value_delimiter = ',')]
-        toolsets: Option<Vec<String>>,
-        /// Toolsets to withhold, comma-separated.
-        #[arg(long, value_delimiter = ',')]
-        disabled: Option<Vec<String>>,
-        /// Base URL of the endpoint, up to `/chat/completions` (overrides model.base_url).
-        #[arg(long)]
-        base_url: Option<String>,
-        /// Model name (overrides model.name).
-        #[arg(long)]
-        model: Option<String>,
-        /// Environment variable that holds the API key (overrides model.api_key_env).
-        #[arg(long)]
-        api_key_env: Option<String>,
-        /// Most model requests before giving up (overrides agent.max_iterations, 90).
-        #[arg(long)]
-        max_iterations: Option<u32>,
-        /// Seconds to wait for one model reply (overrides model.timeout_seconds, 120).
-        #[arg(long)]
-        timeout: Option<f64>,
-        /// Working directory for the tools. Default: the current directory.
-        #[arg(long)]
-        cwd: Option<std::path::PathBuf>,
-        /// Session id to record under (a new one by default).
-        #[arg(long)]
-        session_id: Option<String>,
-        /// No progress lines on stderr.
-        #[arg(long, short)]
-        quiet: bool,
-        /// Print the outcome as JSON (status, answer, error, iterations, session id).
-        #[arg(long)]
-        json: bool,
-    },
+    Agent(agent::AgentRequest),
     /// Classify a shell command: safe, dangerous (needs approval), hardline (never
     /// runs on a host) or blocked (sudo password guessing, an operator deny rule).
     #[command(name = "check-command")]
@@ -199,7 +163,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
     // edits; the other commands read it for one command.
     let long_lived = matches!(
         cli.command,
-        Command::Serve { .. } | Command::Mcp { .. } | Command::Agent { .. } | Command::Cron { .. }
+        Command::Serve { .. } | Command::Mcp { .. } | Command::Agent(_) | Command::Cron { .. }
     );
     let registry = Arc::new(if long_lived {
         registry
@@ -209,7 +173,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
     // Tools that run sessions or scripts (cronjob, execute_code) reach the registry
     // and the kind of session through `current`.
     let kind = match cli.command {
-        Command::Agent { .. } => Some(crate::current::SessionKind::Interactive),
+        Command::Agent(_) => Some(crate::current::SessionKind::Interactive),
         Command::Serve { .. } => Some(crate::current::SessionKind::Serve),
         Command::Cron { .. } => Some(crate::current::SessionKind::Cron),
         _ => None,
@@ -242,36 +206,7 @@ pub fn run(catalog: &'static Catalog) -> ExitCode {
                 }
             };
         }
-        Command::Agent {
-            task,
-            toolsets,
-            disabled,
-            base_url,
-            model,
-            api_key_env,
-            max_iterations,
-            timeout,
-            cwd,
-            session_id,
-            quiet,
-            json,
-        } => {
-            let request = agent::AgentRequest {
-                task,
-                toolsets,
-                disabled,
-                base_url,
-                model,
-                api_key_env,
-                max_iterations,
-                timeout,
-                cwd,
-                session_id,
-                quiet,
-                json,
-            };
-            return agent::run_agent(registry, request);
-        }
+        Command::Agent(request) => return agent::run_agent(registry, request),
         Command::Cron { watch, interval } => return cron::run_cron(&registry, watch, interval),
         Command::List { selection, json } => catalog::list(&registry, &selection, json),
         Command::Schema { selection, strict } => catalog::schema(&registry, &selection, strict),

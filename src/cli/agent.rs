@@ -9,18 +9,42 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+#[derive(clap::Args)]
 pub(super) struct AgentRequest {
+    /// The task, in words.
     pub task: String,
+    /// Toolsets to offer the model, comma-separated. Default: hermes-cli.
+    #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
+    /// Toolsets to withhold, comma-separated.
+    #[arg(long, value_delimiter = ',')]
     pub disabled: Option<Vec<String>>,
+    /// Base URL of the endpoint, up to `/chat/completions` (overrides model.base_url).
+    #[arg(long)]
     pub base_url: Option<String>,
+    /// Model name (overrides model.name).
+    #[arg(long)]
     pub model: Option<String>,
+    /// Environment variable that holds the API key (overrides model.api_key_env).
+    #[arg(long)]
     pub api_key_env: Option<String>,
+    /// Most model requests before giving up (overrides agent.max_iterations, 90).
+    #[arg(long)]
     pub max_iterations: Option<u32>,
+    /// Seconds to wait for one model reply (overrides model.timeout_seconds, 120).
+    #[arg(long)]
     pub timeout: Option<f64>,
+    /// Working directory for the tools. Default: the current directory.
+    #[arg(long)]
     pub cwd: Option<std::path::PathBuf>,
+    /// Session id to record under (a new one by default).
+    #[arg(long)]
     pub session_id: Option<String>,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
     pub quiet: bool,
+    /// Print the outcome as JSON (status, answer, error, iterations, session id).
+    #[arg(long)]
     pub json: bool,
 }
 
