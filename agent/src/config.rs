@@ -99,14 +99,7 @@ impl AgentConfig {
     /// The defaults with whatever `config` sets on top; wrong types are ignored.
     pub fn from_config(config: &Config) -> AgentConfig {
         let mut out = AgentConfig::default();
-        let text = |key: &str| {
-            config
-                .get(key)
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-        };
+        let text = |key: &str| config.text(key);
         let number = |key: &str| {
             config
                 .get(key)

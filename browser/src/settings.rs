@@ -60,14 +60,6 @@ fn seconds(value: Option<&Value>) -> Option<Duration> {
     (n.is_finite() && n > 0.0).then(|| Duration::from_secs_f64(n))
 }
 
-fn text(value: Option<&Value>) -> Option<String> {
-    value
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-}
-
 /// Whether `url` answers, the answer kept for [`ANSWER_KEPT`]: the availability checks
 /// of the browser tools, of `browser_cdp` and `list`'s reasons all ask at once, and a
 /// dead remote endpoint costs the whole timeout each time; a browser the operator
@@ -101,7 +93,7 @@ impl Settings {
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
-            .or_else(|| text(config.get("browser.cdp_url")));
+            .or_else(|| config.text("browser.cdp_url"));
         // With a CDP endpoint, browser_dialog is offered and dialogs wait for it;
         // without one nothing could answer them, so they are dismissed.
         let default_policy = if cdp_url.is_some() {
@@ -109,14 +101,14 @@ impl Settings {
         } else {
             DialogPolicy::AutoDismiss
         };
-        let dialog_policy = match text(config.get("browser.dialog_policy")).as_deref() {
+        let dialog_policy = match config.text("browser.dialog_policy").as_deref() {
             Some("must_respond") => DialogPolicy::MustRespond,
             Some("auto_dismiss") => DialogPolicy::AutoDismiss,
             Some("auto_accept") => DialogPolicy::AutoAccept,
             _ => default_policy,
         };
         Settings {
-            executable: text(config.get("browser.executable")),
+            executable: config.text("browser.executable"),
             cdp_url,
             inactivity_timeout: seconds(config.get("browser.inactivity_timeout"))
                 .unwrap_or(Duration::from_secs(120)),

@@ -104,6 +104,16 @@ impl Config {
         dotted.split('.').try_fold(root, |node, key| node.get(key))
     }
 
+    /// The string at a dotted path, trimmed; `None` when it is missing, empty or not a
+    /// string.
+    pub fn text(&self, dotted: &str) -> Option<String> {
+        self.get(dotted)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    }
+
     pub fn positive_usize(&self, dotted: &str) -> Option<usize> {
         self.get(dotted)
             .and_then(Value::as_u64)

@@ -140,14 +140,7 @@ impl ApprovalPolicy {
             }
         };
         let smart = {
-            let text = |key: &str| {
-                config
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-            };
+            let text = |key: &str| config.text(key);
             match (
                 text("approvals.smart.base_url"),
                 text("approvals.smart.model"),
