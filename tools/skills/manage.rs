@@ -49,6 +49,18 @@ fn not_found(name: &str, roots: &[Root], suffix: &str) -> Value {
 }
 
 /// The one skill called `name` that may be changed here.
+/// The start of a skill's description, as a change record shows it.
+fn short_description(parsed: &library::Parsed) -> String {
+    parsed
+        .frontmatter
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(120)
+        .collect()
+}
+
 fn existing(roots: &[Root], name: &str) -> Result<Skill, Value> {
     if let Some(why) = library::lookup_error(name) {
         return Err(fail(why));
@@ -154,14 +166,7 @@ pub fn create(
         ));
     }
     write_text(access, &skill_md, content)?;
-    let description: String = parsed
-        .frontmatter
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .chars()
-        .take(120)
-        .collect();
+    let description = short_description(&parsed);
     let mut result = json!({
         "success": true,
         "message": format!("Skill '{name}' created."),
@@ -180,14 +185,7 @@ pub fn edit(access: &AccessPolicy, roots: &[Root], name: &str, content: &str) ->
     let parsed = library::validate(content).map_err(fail)?;
     let skill = existing(roots, name)?;
     write_text(access, &skill.skill_md(), content)?;
-    let description: String = parsed
-        .frontmatter
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .chars()
-        .take(120)
-        .collect();
+    let description = short_description(&parsed);
     Ok(json!({
         "success": true,
         "message": format!("Skill '{name}' updated (full rewrite)."),
