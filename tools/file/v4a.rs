@@ -398,52 +398,41 @@ pub fn plan(ops: &[Op], resolve: impl Fn(&str) -> PathBuf) -> Result<Plan, Strin
                 } else {
                     style.to_disk(&updated).into_bytes()
                 };
-                match move_to {
-                    Some(dest_shown) => {
-                        let dest = resolve(dest_shown);
-                        if dest != source {
-                            claim(&mut seen, &mut deleted, &dest, dest_shown, false)?;
-                            if std::fs::symlink_metadata(&dest).is_ok() {
-                                return Err(format!("cannot move {path} to {dest_shown}: the destination already exists"));
-                            }
-                            let permissions =
-                                std::fs::metadata(&source).ok().map(|m| m.permissions());
-                            plan.steps.push(Step::Write {
-                                path: dest.clone(),
-                                data,
-                                permissions,
-                            });
-                            plan.steps.push(Step::Remove {
-                                path: source.clone(),
-                            });
-                            plan.files_moved.push((path.clone(), dest_shown.clone()));
-                            plan.touched.push(source.clone());
-                            plan.touched.push(dest);
-                            plan.changed = true;
-                        } else if !unchanged {
-                            plan.steps.push(Step::Write {
-                                path: source.clone(),
-                                data,
-                                permissions: None,
-                            });
-                            plan.touched.push(source.clone());
-                            plan.changed = true;
-                        }
-                        plan.files_modified.push(dest_shown.clone());
+                let moved_to = move_to
+                    .as_ref()
+                    .map(|dest_shown| (dest_shown, resolve(dest_shown)))
+                    .filter(|(_, dest)| *dest != source);
+                if let Some((dest_shown, dest)) = moved_to {
+                    claim(&mut seen, &mut deleted, &dest, dest_shown, false)?;
+                    if std::fs::symlink_metadata(&dest).is_ok() {
+                        return Err(format!(
+                            "cannot move {path} to {dest_shown}: the destination already exists"
+                        ));
                     }
-                    None => {
-                        if !unchanged {
-                            plan.steps.push(Step::Write {
-                                path: source.clone(),
-                                data,
-                                permissions: None,
-                            });
-                            plan.touched.push(source.clone());
-                            plan.changed = true;
-                        }
-                        plan.files_modified.push(path.clone());
-                    }
+                    let permissions = std::fs::metadata(&source).ok().map(|m| m.permissions());
+                    plan.steps.push(Step::Write {
+                        path: dest.clone(),
+                        data,
+                        permissions,
+                    });
+                    plan.steps.push(Step::Remove {
+                        path: source.clone(),
+                    });
+                    plan.files_moved.push((path.clone(), dest_shown.clone()));
+                    plan.touched.push(source.clone());
+                    plan.touched.push(dest);
+                    plan.changed = true;
+                } else if !unchanged {
+                    plan.steps.push(Step::Write {
+                        path: source.clone(),
+                        data,
+                        permissions: None,
+                    });
+                    plan.touched.push(source.clone());
+                    plan.changed = true;
                 }
+                plan.files_modified
+                    .push(move_to.as_ref().unwrap_or(path).clone());
             }
         }
     }
