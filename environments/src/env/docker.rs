@@ -38,13 +38,7 @@ struct RunSpec {
 /// The docker-compatible binary: `TERMINAL_DOCKER_BINARY` / `terminal.docker_binary`,
 /// else `docker`, else `podman`.
 pub fn binary(config: &TerminalConfig) -> Option<String> {
-    if let Some(b) = &config.docker_binary {
-        return Some(b.clone());
-    }
-    ["docker", "podman"]
-        .iter()
-        .find(|b| which::which(b).is_ok())
-        .map(|b| b.to_string())
+    super::configured_or_on_path(config.docker_binary.as_deref(), &["docker", "podman"])
 }
 
 pub fn availability(config: &TerminalConfig) -> Option<String> {

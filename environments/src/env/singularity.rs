@@ -32,13 +32,10 @@ pub struct SingularityEnv {
 
 /// `TERMINAL_SINGULARITY_BINARY`, else `apptainer`, else `singularity`.
 pub fn binary(config: &TerminalConfig) -> Option<String> {
-    if let Some(b) = &config.singularity_binary {
-        return Some(b.clone());
-    }
-    ["apptainer", "singularity"]
-        .iter()
-        .find(|b| which::which(b).is_ok())
-        .map(|b| b.to_string())
+    super::configured_or_on_path(
+        config.singularity_binary.as_deref(),
+        &["apptainer", "singularity"],
+    )
 }
 
 pub fn availability(config: &TerminalConfig) -> Option<String> {
