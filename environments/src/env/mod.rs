@@ -191,15 +191,30 @@ pub trait Environment: Send + Sync {
     }
 }
 
-/// Quotes a string for a POSIX shell.
-pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b))
-    {
-        return s.to_string();
+/// The client program to run: the one configured, else the first of `candidates` found
+/// on PATH.
+pub(crate) fn configured_or_on_path(
+    configured: Option<&str>,
+    candidates: &[&str],
+) -> Option<String> {
+    if let Some(program) = configured {
+        return Some(program.to_string());
     }
-    format!("'{}'", s.replace('\'', r"'\''"))
+    candidates
+        .iter()
+        .find(|program| which::which(program).is_ok())
+        .map(|program| program.to_string())
+}
+
+/// Quotes a string for a POSIX shell, with shlex's quoting (single quotes, double quotes
+/// where a quote or backslash needs them). A NUL byte, which no shell word can carry, is
+/// let through as it is, as every other byte: the shell decides, not the quoting.
+pub fn sh_quote(s: &str) -> String {
+    shlex::Quoter::new()
+        .allow_nul(true)
+        .quote(s)
+        .expect("with NUL bytes allowed, quoting has no error left to report")
+        .into_owned()
 }
 
 // ------------------------------------------------------------------ local child runs
@@ -715,4 +730,51 @@ pub fn reap_idle(max_idle: Duration) -> Vec<String> {
         }
     }
     reaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sh_quote;
+
+    /// What a real shell reads back from each quoted word is the word itself.
+    #[test]
+    fn sh_quote_round_trips_through_sh_and_bash() {
+        let words = [
+            "",
+            "plain-word_1.txt",
+            "two words",
+            "it's",
+            "'",
+            "\"double\" and \\backslash\\",
+            "$HOME `id` $(id) ${x}",
+            "~/not-home",
+            "a*b?c[d]",
+            "semi;colon|pipe&amp>gt<lt",
+            "line one\nline two\ttab",
+            "^caret and !bang",
+            "ünïcødé ✓",
+            "=starts-with-equals",
+            "#not a comment",
+        ];
+        for shell in ["sh", "bash"] {
+            for word in words {
+                let out = std::process::Command::new(shell)
+                    .arg("-c")
+                    .arg(format!("printf '%s' {}", sh_quote(word)))
+                    .output()
+                    .expect("the shell runs");
+                assert!(
+                    out.status.success(),
+                    "{shell} rejected {:?}",
+                    sh_quote(word)
+                );
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout),
+                    word,
+                    "{shell}, quoted as {}",
+                    sh_quote(word)
+                );
+            }
+        }
+    }
 }
