@@ -89,6 +89,7 @@ pub(crate) fn tokenize(text: &str) -> Lexed {
         pending: Vec::new(),
     };
     lexer.run();
+    collect_subscript_payloads(&chars, &mut lexer.out.payloads);
     lexer.out
 }
 
@@ -460,7 +461,11 @@ impl Lexer<'_> {
                 word.value.push('(');
                 word.value.push_str(&inner);
                 word.value.push(')');
-                self.out.payloads.push(inner);
+                match arithmetic_body(self.chars, inner_start, close) {
+                    // `$((...))` computes a number: only substitutions inside it run.
+                    Some(body) => collect_expansion_payloads(&body, &mut self.out.payloads),
+                    None => self.out.payloads.push(inner),
+                }
                 self.pos = close + 1;
             }
             None => {
@@ -560,6 +565,16 @@ pub(crate) fn find_closing_paren(chars: &[char], from: usize) -> Option<usize> {
     None
 }
 
+/// The body of an arithmetic expansion `$((body))`, given the span inside the outer
+/// parentheses; `None` for a command substitution (`$( (cmd) )`, `$((a); (b))`).
+fn arithmetic_body(chars: &[char], inner_start: usize, close: usize) -> Option<String> {
+    if chars.get(inner_start) != Some(&'(') {
+        return None;
+    }
+    let inner_close = find_closing_paren(chars, inner_start + 1)?;
+    (inner_close + 1 == close).then(|| chars[inner_start + 1..inner_close].iter().collect())
+}
+
 /// Text where only `$(...)` and backticks execute (unquoted here-doc bodies).
 fn collect_expansion_payloads(text: &str, payloads: &mut Vec<String>) {
     let chars: Vec<char> = text.chars().collect();
@@ -569,7 +584,10 @@ fn collect_expansion_payloads(text: &str, payloads: &mut Vec<String>) {
             '\\' => i += 2,
             '$' if chars.get(i + 1) == Some(&'(') => {
                 let close = find_closing_paren(&chars, i + 2).unwrap_or(chars.len());
-                payloads.push(chars[i + 2..close].iter().collect());
+                match arithmetic_body(&chars, i + 2, close) {
+                    Some(body) => collect_expansion_payloads(&body, payloads),
+                    None => payloads.push(chars[i + 2..close].iter().collect()),
+                }
                 i = close + 1;
             }
             '`' => {
@@ -582,6 +600,43 @@ fn collect_expansion_payloads(text: &str, payloads: &mut Vec<String>) {
             }
             _ => i += 1,
         }
+    }
+}
+
+/// Substitutions inside a `[...]` anywhere in the text, quoted or not. Bash evaluates an
+/// array subscript whenever a value is used as a number (`$((x))`, `(( x ))`, `let`,
+/// `declare -i`, `[[ x -eq 1 ]]`, `${a[x]}`), and a subscript's `$(...)` runs then: so
+/// `x='a[$(reboot)]'; echo $((x))` reboots although the substitution sits in single
+/// quotes. Whether a quoted value is used that way is not known here: such text is
+/// analysed as if it ran.
+fn collect_subscript_payloads(chars: &[char], payloads: &mut Vec<String>) {
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '[' {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 1;
+        while j < chars.len() && chars[j] != ']' {
+            match chars[j] {
+                '$' if chars.get(j + 1) == Some(&'(') => {
+                    let close = find_closing_paren(chars, j + 2).unwrap_or(chars.len());
+                    let text: String = chars[j..(close + 1).min(chars.len())].iter().collect();
+                    collect_expansion_payloads(&text, payloads);
+                    j = close + 1;
+                }
+                '`' => {
+                    let end = chars[j + 1..]
+                        .iter()
+                        .position(|&c| c == '`')
+                        .map_or(chars.len(), |k| j + 1 + k);
+                    payloads.push(chars[j + 1..end].iter().collect());
+                    j = end + 1;
+                }
+                _ => j += 1,
+            }
+        }
+        i = j.max(i + 1);
     }
 }
 

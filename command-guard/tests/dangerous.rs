@@ -353,3 +353,26 @@ fn plainly_safe_commands_from_the_table() {
     }
     r.finish();
 }
+
+/// `$((...))` computes a number: its text is not a command, so nothing in it stands in
+/// command position.
+#[test]
+fn arithmetic_expansion_is_not_a_command() {
+    let mut r = Report::default();
+    for cmd in [
+        "echo $((6*7))",
+        "echo x-$((6*7))",
+        "echo \"$((6 * 7))\"",
+        "x=$((6*7)); echo $x",
+        "for i in 1 2; do echo $((i+1)); done",
+        "echo $(( (1+2) * 3 ))",
+    ] {
+        r.safe(cmd);
+    }
+    // A command substitution that begins with a subshell is still one.
+    r.dangerous_any("echo $( (rm -rf build) )");
+    r.dangerous_any("echo $((rm -rf build); (true))");
+    // The result of an arithmetic expansion in command position is not known here.
+    r.dangerous_any("$((6*7))");
+    r.finish();
+}

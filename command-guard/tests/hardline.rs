@@ -250,3 +250,22 @@ fn yolo_examples_stay_hardline() {
     r.hardline(":(){ :|:& };:", H8);
     r.finish();
 }
+
+/// Bash evaluates an array subscript whenever a value is used as a number, and the
+/// subscript's substitution runs then, even from a value that was written in quotes.
+#[test]
+fn a_substitution_in_a_subscript_runs_wherever_the_value_lands() {
+    let mut r = Report::default();
+    for cmd in [
+        "x='a[$(reboot)]'; echo $((x))",
+        "x='a[`reboot`]'; (( x ))",
+        "export n=\"a[\\$(reboot)]\"",
+        "declare -i n; n='b[$(reboot)]'",
+        "echo $((a[$(reboot)]))",
+        "echo $(( $(reboot) + 1 ))",
+        "cat <<EOF\n$((1 + $(reboot)))\nEOF",
+    ] {
+        r.hardline(cmd, H10);
+    }
+    r.finish();
+}
