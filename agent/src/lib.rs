@@ -22,6 +22,7 @@ pub mod todo;
 
 pub use clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest, NoClarify, TerminalClarify};
 pub use config::{AgentConfig, ModelConfig};
+pub use llm::{AssistantTurn, ChatError, ChatModel, ModelToolCall};
 pub use memory::{MemoryAction, MemoryOp, MemoryStore, MemoryTarget};
 pub use session::{
     AgentSession, BorrowedModel, DelegateSpec, LoopOutcome, LoopStatus, NotificationSource,

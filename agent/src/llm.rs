@@ -86,6 +86,33 @@ impl AssistantTurn {
     }
 }
 
+/// A model the agent loop talks to: the conversation (chat-completions messages, system
+/// prompt first) and the tool definitions (chat-completions `function` tools) go in,
+/// the assistant's turn comes out. A model endpoint ([`ChatClient`]) is one; a model
+/// borrowed from whoever drives the session (over MCP, the client's model asked with
+/// tools through `sampling/createMessage`) is another.
+pub trait ChatModel: Send + Sync {
+    /// The next assistant turn, or why there is none. Gives up with
+    /// [`ChatError::Interrupted`] when `cancel` is cancelled.
+    fn complete(
+        &self,
+        messages: &[Value],
+        tools: &[Value],
+        cancel: &Cancellation,
+    ) -> Result<AssistantTurn, ChatError>;
+}
+
+impl ChatModel for ChatClient {
+    fn complete(
+        &self,
+        messages: &[Value],
+        tools: &[Value],
+        cancel: &Cancellation,
+    ) -> Result<AssistantTurn, ChatError> {
+        ChatClient::complete(self, messages, tools, cancel)
+    }
+}
+
 pub struct ChatClient {
     config: ModelConfig,
     agent: ureq::Agent,

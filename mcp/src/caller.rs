@@ -236,13 +236,10 @@ impl Caller {
     }
 }
 
-/// How long the client's model may take for a sub-agent's answer.
-const SUB_AGENT_TIMEOUT: Duration = Duration::from_secs(300);
-/// Room for a sub-agent's summary.
-const SUB_AGENT_MAX_TOKENS: u32 = 4096;
-
 /// The client's model as the model of `delegate_task`'s sub-agents when no model
-/// endpoint is set up: each sub-agent is one `sampling/createMessage`, without tools.
+/// endpoint is set up: with `sampling.tools` each sub-agent runs the agent loop on it
+/// (see [`crate::sampling`]); without, each is one `sampling/createMessage`, without
+/// tools.
 impl hermes_agent::BorrowedModel for Caller {
     fn name(&self) -> String {
         "the MCP client's model (sampling)".into()
@@ -255,10 +252,15 @@ impl hermes_agent::BorrowedModel for Caller {
         self.sample(
             Some(system),
             prompt,
-            SUB_AGENT_MAX_TOKENS,
-            SUB_AGENT_TIMEOUT,
+            crate::sampling::TURN_MAX_TOKENS,
+            crate::sampling::TURN_TIMEOUT,
             Some(cancel),
         )
+    }
+
+    fn with_tools(&self) -> Option<Arc<dyn hermes_agent::ChatModel>> {
+        self.samples_with_tools()
+            .then(|| Arc::new(self.clone()) as Arc<dyn hermes_agent::ChatModel>)
     }
 }
 

@@ -273,7 +273,7 @@ impl ToolCache {
 }
 
 /// A registry definition as an MCP tool.
-fn mcp_tool(definition: &Value) -> Value {
+pub(crate) fn mcp_tool(definition: &Value) -> Value {
     let function = &definition["function"];
     let mut schema = match function.get("parameters") {
         Some(Value::Object(p)) => p.clone(),
@@ -374,6 +374,7 @@ impl HermesServer {
             let user = self.user.get_or_init(|| {
                 crate::elicitation::User::new(
                     &self.registry,
+                    &self.selection,
                     &self.task_id,
                     peer,
                     Arc::clone(&self.level),
