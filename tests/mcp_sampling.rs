@@ -300,3 +300,37 @@ fn without_sampling_delegate_task_says_no_model_can_run_it() {
         "{error}"
     );
 }
+
+#[test]
+fn cancelling_the_call_stops_a_sub_agent_on_the_clients_model_and_what_it_runs() {
+    let home = home_with(NO_MODEL);
+    let marker = home.path().join("written-after-the-sleep");
+    // The sub-agent's command would leave a mark after 4 s; the call is cancelled at its
+    // second "is running" notice, while the command runs.
+    let script = json!([
+        {"tool_use": [{"name": "terminal", "input": {"command": format!("sleep 4; touch {}", marker.display())}}]},
+        {"text": "Should never be asked: {results}"},
+    ]);
+    let out = walk(
+        home.path(),
+        &["--toolsets", "delegation,terminal"],
+        json!([
+            {"op": "cancel_on_progress", "name": "delegate_task",
+             "arguments": {"goal": "Sleep, then write a file"},
+             "cancel_on": "is running (2 s)", "wait": 4, "quiet": 1},
+        ]),
+        &[("SAMPLING_SCRIPT", &script.to_string())],
+    );
+    let cancelled = &out["steps"][0];
+    assert_eq!(cancelled["seen"], true, "{out}");
+    assert_eq!(cancelled["answered"], false, "{out}");
+    assert_eq!(
+        out["sampled"].as_array().unwrap().len(),
+        1,
+        "the sub-agent went on after the cancel: {out}"
+    );
+    assert!(
+        !marker.exists(),
+        "the sub-agent's command outlived the cancel"
+    );
+}
