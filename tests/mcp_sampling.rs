@@ -334,3 +334,25 @@ fn cancelling_the_call_stops_a_sub_agent_on_the_clients_model_and_what_it_runs()
         "the sub-agent's command outlived the cancel"
     );
 }
+
+#[test]
+fn a_client_that_refuses_a_turn_fails_the_sub_agent_with_its_reason() {
+    let home = home_with(NO_MODEL);
+    let script = json!([{"tool_use": [{"name": "terminal", "input": {"command": "echo once"}}]}]);
+    let (out, result) = delegate_in(
+        home.path(),
+        "delegation,terminal",
+        json!({"goal": "Two turns"}),
+        &[("SAMPLING_SCRIPT", &script.to_string())],
+    );
+    assert_eq!(out["sampled"].as_array().unwrap().len(), 2, "{out}");
+    let task = &result["results"][0];
+    assert_eq!(task["status"], "failed", "{task}");
+    assert_eq!(task["tool_calls"], 1, "{task}");
+    let error = task["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("the MCP client's model was not reached")
+            && error.contains("the script has no more answers"),
+        "{error}"
+    );
+}

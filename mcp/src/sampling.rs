@@ -10,7 +10,7 @@
 
 #![allow(deprecated)] // rmcp marks sampling deprecated (SEP-2577); clients still offer it.
 
-use crate::caller::Caller;
+use crate::caller::{Caller, SampleError};
 use hermes_agent::{AssistantTurn, ChatError, ChatModel, ModelToolCall};
 use hermes_runtime::context::Cancellation;
 use serde_json::{json, Map, Value};
@@ -37,44 +37,18 @@ impl ChatModel for Caller {
         cancel: &Cancellation,
     ) -> Result<AssistantTurn, ChatError> {
         if !self.samples_with_tools() {
-            return Err(ChatError::Transport(
+            return Err(ChatError::Model(
                 "the MCP client did not declare `sampling.tools`, so its model cannot be given tools".into(),
             ));
         }
         let params = request(messages, tools, TURN_MAX_TOKENS);
-        let params: rmcp::model::CreateMessageRequestParams = serde_json::from_value(params)
-            .map_err(|e| {
-                ChatError::Malformed(format!("the sampling request cannot be made: {e}"))
+        let answer = self
+            .create_message(params, TURN_TIMEOUT, Some(cancel))
+            .map_err(|error| match error {
+                SampleError::Interrupted => ChatError::Interrupted,
+                error => ChatError::Model(error.to_string()),
             })?;
-        let peer = self.peer.clone();
-        let cancel = cancel.clone();
-        let asked = self.runtime.spawn(async move {
-            tokio::select! {
-                answer = tokio::time::timeout(TURN_TIMEOUT, peer.create_message(params)) => Some(answer),
-                _ = cancel.cancelled() => None,
-            }
-        });
-        let answer = match self.runtime.block_on(asked) {
-            Ok(Some(Ok(Ok(answer)))) => answer,
-            Ok(Some(Ok(Err(e)))) => {
-                return Err(ChatError::Transport(format!(
-                    "the MCP client's model was not reached: {e}"
-                )))
-            }
-            Ok(Some(Err(_))) => {
-                return Err(ChatError::TimedOut(format!(
-                    "the MCP client's model did not answer within {} s",
-                    TURN_TIMEOUT.as_secs()
-                )))
-            }
-            Ok(None) => return Err(ChatError::Interrupted),
-            Err(_) => {
-                return Err(ChatError::Transport(
-                    "the MCP session ended while its model was asked".into(),
-                ))
-            }
-        };
-        assistant_turn(&serde_json::to_value(&answer).unwrap_or_default())
+        assistant_turn(&answer)
     }
 }
 
@@ -219,7 +193,9 @@ pub(crate) fn assistant_turn(answer: &Value) -> Result<AssistantTurn, ChatError>
                     .as_str()
                     .filter(|name| !name.is_empty())
                     .ok_or_else(|| {
-                        ChatError::Malformed(format!("tool_use block {n} has no name"))
+                        ChatError::Model(format!(
+                            "the MCP client's model answered tool_use block {n} without a name"
+                        ))
                     })?;
                 let id = block["id"]
                     .as_str()
@@ -240,7 +216,7 @@ pub(crate) fn assistant_turn(answer: &Value) -> Result<AssistantTurn, ChatError>
         }
     }
     if texts.is_empty() && tool_calls.is_empty() {
-        return Err(ChatError::Malformed(
+        return Err(ChatError::Model(
             "the MCP client's model answered without text or tool_use".into(),
         ));
     }
