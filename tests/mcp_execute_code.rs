@@ -2,9 +2,12 @@
 //! `ClientSession` (mcp/tests/fixtures/py_library_client.py) on stdio: a call with a
 //! progress token sees the script's stdout and each of its tool calls as progress while
 //! the script runs, and `notifications/cancelled` stops the script with everything it
-//! started, as it stops a terminal command.
+//! started, as it stops a terminal command. The same holds on the ssh backend, against
+//! a real sshd of the test's own on loopback (tests/common/sshd.rs).
 
 mod mcp_support;
+#[path = "common/sshd.rs"]
+mod sshd;
 
 use mcp_support::{home_with, walk};
 use serde_json::{json, Value};
@@ -31,6 +34,22 @@ fn at(messages: &[String], needle: &str) -> usize {
         .unwrap_or_else(|| panic!("no progress with {needle:?}: {messages:#?}"))
 }
 
+/// Runs `code` with execute_code over `hermes-tools mcp` in `home`, with a progress
+/// token: the step (answer and progress) and the tool's result, which succeeded.
+fn run_with_progress(home: &std::path::Path, code: &str) -> (Value, Value) {
+    let out = walk(
+        home,
+        TOOLSETS,
+        json!([{"op": "call_with_progress", "name": "execute_code", "arguments": {"code": code}}]),
+        &[],
+    );
+    let step = out["steps"][0].clone();
+    assert_eq!(step["isError"], false, "{out}");
+    let result: Value = serde_json::from_str(step["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(result["status"], "success", "{result}");
+    (step, result)
+}
+
 #[test]
 fn a_scripts_output_and_tool_calls_arrive_as_progress_while_it_runs() {
     let home = home_with(CONFIG);
@@ -44,16 +63,7 @@ fn a_scripts_output_and_tool_calls_arrive_as_progress_while_it_runs() {
                 terminal('echo said-by-terminal')\n\
                 time.sleep(0.6)\n\
                 print('after the calls key sk-live0123456789abcdef', flush=True)\n";
-    let out = walk(
-        home.path(),
-        TOOLSETS,
-        json!([{"op": "call_with_progress", "name": "execute_code", "arguments": {"code": code}}]),
-        &[],
-    );
-    let step = &out["steps"][0];
-    assert_eq!(step["isError"], false, "{out}");
-    let result: Value = serde_json::from_str(step["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(result["status"], "success", "{result}");
+    let (step, result) = run_with_progress(home.path(), code);
     assert_eq!(result["tool_calls_made"], 2, "{result}");
 
     let said = messages(&step["progress"]);
@@ -125,4 +135,63 @@ fn a_cancelled_script_is_stopped_with_what_it_started() {
         "progress went on after the cancel: {out}"
     );
     assert_eq!(out["steps"][1]["isError"], false, "{out}");
+}
+
+#[test]
+fn on_the_ssh_backend_a_scripts_output_arrives_as_progress_while_it_runs() {
+    let sshd = sshd::start_sshd();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!(
+            "{CONFIG}terminal:\n  backend: ssh\n  ssh_host: 127.0.0.1\n  ssh_user: {user}\n  ssh_port: {port}\n  \
+             ssh_key: {d}/user_key\n  ssh_known_hosts: {d}/known_hosts\n",
+            user = sshd::current_user(),
+            port = sshd.port,
+            d = sshd.dir.path().display(),
+        ),
+    )
+    .unwrap();
+    let code = "import os, time\n\
+                from hermes_tools import terminal\n\
+                print('before the call', flush=True)\n\
+                time.sleep(0.6)\n\
+                terminal('echo said-by-terminal')\n\
+                time.sleep(0.6)\n\
+                print('after the call key sk-live0123456789abcdef', flush=True)\n\
+                print('runs in', os.environ.get('SSH_CONNECTION', 'no ssh session').split()[2:3], flush=True)\n";
+    let (step, result) = run_with_progress(home.path(), code);
+    assert_eq!(result["tool_calls_made"], 1, "{result}");
+    // It ran over ssh: the script's environment is an ssh session to the loopback sshd.
+    let output = result["output"].as_str().unwrap();
+    assert!(output.contains("runs in ['127.0.0.1']"), "{output}");
+    assert!(output.contains("before the call"), "{output}");
+
+    let said = messages(&step["progress"]);
+    let before = at(&said, "before the call");
+    let call = at(&said, "tool call 1 of at most 50: terminal");
+    let from_terminal = at(&said, "said-by-terminal");
+    let after = at(&said, "after the call");
+    assert!(
+        before < call && call < from_terminal && from_terminal < after,
+        "{said:#?}"
+    );
+    assert!(
+        !said[after].contains("sk-live0123456789abcdef"),
+        "{}",
+        said[after]
+    );
+    // Whole lines, each once: the frames of the output and of the tool call shared
+    // the stream without mixing.
+    let shown: Vec<&str> = said
+        .iter()
+        .flat_map(|m| m.lines())
+        .filter(|l| l.contains("before the call") || l.contains("after the call"))
+        .collect();
+    assert_eq!(shown.len(), 2, "{said:#?}");
+    assert!(
+        said.iter()
+            .all(|m| !m.contains("hermes-out:") && !m.contains("hermes-rpc:")),
+        "{said:#?}"
+    );
 }

@@ -237,3 +237,35 @@ fn on_2026_07_28_subscriptions_listen_streams_updates_of_the_resources_it_accept
     // The stream's answer was not sent for the cancelled request.
     assert!(answer(&session.seen, 7).is_none(), "{:?}", session.seen);
 }
+
+#[test]
+fn at_the_end_of_input_an_open_listen_stream_ends_and_is_answered() {
+    let home = home();
+    let stored = home.path().join("cache/spillover/watched.txt");
+    std::fs::create_dir_all(stored.parent().unwrap()).unwrap();
+    std::fs::write(&stored, "watched\n").unwrap();
+    let uri = hermes_mcp::library::file_uri(&stored);
+    let mut session = StdioSession::start(home.path(), &["--toolsets", "file"]);
+    for (id, uris) in [(7, json!([uri])), (8, json!([]))] {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
+            "_meta": modern_meta(None),
+            "notifications": {"resourceSubscriptions": uris}}}),
+        );
+    }
+    session.wait_for(|seen| {
+        seen.iter()
+            .filter(|m| m["method"] == "notifications/subscriptions/acknowledged")
+            .count()
+            == 2
+    });
+    let exit = session.close_and_read_to_end();
+    assert!(exit.success(), "{exit:?}: {:?}", session.seen);
+    // Each stream got its final result before the server went: the end of input
+    // ended them, rather than the session's teardown cutting them off unanswered.
+    for id in [7, 8] {
+        let end = answer(&session.seen, id)
+            .unwrap_or_else(|| panic!("listen {id} was not answered: {:?}", session.seen));
+        assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    }
+}

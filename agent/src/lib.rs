@@ -1,6 +1,7 @@
 //! hermes-agent: the state behind the agent-loop tools (`todo`, `memory`,
 //! `session_search`, `clarify`, `delegate_task`) and a loop that drives a model
-//! through an OpenAI-compatible chat-completions endpoint.
+//! ([`ChatModel`]): an OpenAI-compatible chat-completions endpoint, or a model borrowed
+//! from whoever drives the session ([`BorrowedModel`]) that takes tools.
 //!
 //! An [`AgentSession`] owns a session id, its todo list, the memory store (with the
 //! snapshot frozen when the session opened), the session database, the channel for
@@ -22,6 +23,7 @@ pub mod todo;
 
 pub use clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest, NoClarify, TerminalClarify};
 pub use config::{AgentConfig, ModelConfig};
+pub use llm::{AssistantTurn, ChatError, ChatModel, ModelToolCall};
 pub use memory::{MemoryAction, MemoryOp, MemoryStore, MemoryTarget};
 pub use session::{
     AgentSession, BorrowedModel, DelegateSpec, LoopOutcome, LoopStatus, NotificationSource,

@@ -20,6 +20,8 @@ pub enum ChatError {
     Transport(String),
     /// An answer that is not a chat completion.
     Malformed(String),
+    /// A model that is not an endpoint (a borrowed one) failed; the sentence says how.
+    Model(String),
     Interrupted,
 }
 
@@ -28,7 +30,7 @@ impl ChatError {
         match self {
             ChatError::Http { status, .. } => *status == 429 || *status >= 500,
             ChatError::TimedOut(_) | ChatError::Transport(_) => true,
-            ChatError::Malformed(_) | ChatError::Interrupted => false,
+            ChatError::Malformed(_) | ChatError::Model(_) | ChatError::Interrupted => false,
         }
     }
 }
@@ -48,6 +50,7 @@ impl std::fmt::Display for ChatError {
             ChatError::Malformed(what) => {
                 write!(f, "the model endpoint sent a malformed reply: {what}")
             }
+            ChatError::Model(what) => write!(f, "{what}"),
             ChatError::Interrupted => write!(f, "interrupted"),
         }
     }
@@ -83,6 +86,33 @@ impl AssistantTurn {
             );
         }
         message
+    }
+}
+
+/// A model the agent loop talks to: the conversation (chat-completions messages, system
+/// prompt first) and the tool definitions (chat-completions `function` tools) go in,
+/// the assistant's turn comes out. A model endpoint ([`ChatClient`]) is one; a model
+/// borrowed from whoever drives the session (over MCP, the client's model asked with
+/// tools through `sampling/createMessage`) is another.
+pub trait ChatModel: Send + Sync {
+    /// The next assistant turn, or why there is none. Gives up with
+    /// [`ChatError::Interrupted`] when `cancel` is cancelled.
+    fn complete(
+        &self,
+        messages: &[Value],
+        tools: &[Value],
+        cancel: &Cancellation,
+    ) -> Result<AssistantTurn, ChatError>;
+}
+
+impl ChatModel for ChatClient {
+    fn complete(
+        &self,
+        messages: &[Value],
+        tools: &[Value],
+        cancel: &Cancellation,
+    ) -> Result<AssistantTurn, ChatError> {
+        ChatClient::complete(self, messages, tools, cancel)
     }
 }
 

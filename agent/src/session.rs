@@ -3,7 +3,7 @@
 
 use crate::clarify::{ClarifyChannel, ClarifyReply, ClarifyRequest, NoClarify, NO_ANSWER_TEXT};
 use crate::config::AgentConfig;
-use crate::llm::{ChatClient, ChatError};
+use crate::llm::{ChatClient, ChatError, ChatModel};
 use crate::memory::MemoryStore;
 use crate::store::{NewMessage, NewSession, SessionStore};
 use crate::todo::TodoStore;
@@ -60,18 +60,27 @@ pub struct SessionOptions {
     /// The model its sub-agents ask when no model endpoint is set up (see
     /// [`BorrowedModel`]).
     pub borrowed_model: Option<Arc<dyn BorrowedModel>>,
+    /// The model this session's loop talks to instead of the configured endpoint (a
+    /// borrowed model that takes tools).
+    pub model: Option<Arc<dyn ChatModel>>,
 }
 
 /// A model borrowed from whoever drives the session, for when no model endpoint is set
 /// up ([`crate::ModelConfig::set_up`]): over MCP, the client's model, asked through
-/// `sampling/createMessage`. It answers one message, without tools, so a sub-agent on
-/// it runs a single turn.
+/// `sampling/createMessage`. A model that takes tools ([`BorrowedModel::with_tools`])
+/// runs a sub-agent's whole loop, as a model endpoint would; one that does not answers
+/// one message without tools, so a sub-agent on it runs a single turn.
 pub trait BorrowedModel: Send + Sync {
     /// Whose model it is, as the result names it.
     fn name(&self) -> String;
     /// The text answer to the user message `prompt` under the system prompt `system`,
     /// or why there is none. Gives up when `cancel` is cancelled.
     fn answer(&self, system: &str, prompt: &str, cancel: &Cancellation) -> Result<String, String>;
+    /// The model as the agent loop's model, when it takes tool definitions and answers
+    /// with tool calls; `None` when it answers text only.
+    fn with_tools(&self) -> Option<Arc<dyn ChatModel>> {
+        None
+    }
 }
 
 /// The system prompt of a sub-agent that runs one turn on a borrowed model.
@@ -105,6 +114,7 @@ pub struct AgentSession {
     approver: Option<Arc<dyn ApprovalPrompter>>,
     notifications: Option<NotificationSource>,
     borrowed_model: Option<Arc<dyn BorrowedModel>>,
+    model: Option<Arc<dyn ChatModel>>,
     store_warned: AtomicBool,
     title: Mutex<Option<String>>,
 }
@@ -222,6 +232,7 @@ impl AgentSession {
             approver: options.approver,
             notifications: options.notifications,
             borrowed_model: options.borrowed_model,
+            model: options.model,
             store_warned: AtomicBool::new(false),
             title: Mutex::new(options.title.clone()),
         }
@@ -452,7 +463,10 @@ impl AgentSession {
             .filter_map(|t| t["function"]["name"].as_str())
             .map(str::to_owned)
             .collect();
-        let client = ChatClient::new(self.config.model.clone());
+        let client: Arc<dyn ChatModel> = match &self.model {
+            Some(model) => Arc::clone(model),
+            None => Arc::new(ChatClient::new(self.config.model.clone())),
+        };
         let ctx = self.tool_context();
         let mut tool_call_count = 0usize;
         let finish = |status, final_answer, error, iterations, tool_calls, messages| LoopOutcome {
@@ -684,12 +698,16 @@ impl AgentSession {
 
     fn run_child(&self, index: usize, spec: &DelegateSpec, cancel: &Cancellation) -> Value {
         let started = Instant::now();
-        if let Some(model) = self
+        let borrowed = self
             .borrowed_model
             .as_ref()
-            .filter(|_| !self.config.model.set_up())
-        {
-            return self.run_child_on(model.as_ref(), index, spec, cancel);
+            .filter(|_| !self.config.model.set_up());
+        let mut on_borrowed = None;
+        if let Some(borrowed) = borrowed {
+            match borrowed.with_tools() {
+                Some(model) => on_borrowed = Some((borrowed.name(), model)),
+                None => return self.run_child_on(borrowed.as_ref(), index, spec, cancel),
+            }
         }
         let mut disabled = self.disabled_toolsets.clone();
         disabled.extend(["clarify".to_string(), "memory".to_string()]);
@@ -719,11 +737,16 @@ impl AgentSession {
                 approver: None,
                 notifications: self.notifications.clone(),
                 borrowed_model: self.borrowed_model.clone(),
+                model: on_borrowed.as_ref().map(|(_, model)| Arc::clone(model)),
             },
         );
         let task = child_task(spec);
+        let on = on_borrowed
+            .as_ref()
+            .map(|(name, _)| format!(" (on {name})"))
+            .unwrap_or_default();
         self.progress(&format!(
-            "⇢ sub-agent {index}: {}",
+            "⇢ sub-agent {index}{on}: {}",
             clip_line(&spec.goal, 120)
         ));
         let outcome = child.run(&task);
@@ -737,6 +760,9 @@ impl AgentSession {
             "iterations": outcome.iterations,
             "tool_calls": outcome.tool_calls,
         });
+        if let Some((name, _)) = on_borrowed {
+            result["model"] = json!(name);
+        }
         if let Some(error) = outcome.error {
             result["error"] = json!(error);
         }
@@ -779,7 +805,7 @@ impl AgentSession {
             "iterations": 1,
             "tool_calls": 0,
             "model": model.name(),
-            "note": "no model endpoint is set up (model.*), so this sub-agent was one answer of the borrowed model, without tools",
+            "note": "no model endpoint is set up (model.*) and the borrowed model does not take tools (an MCP client without `sampling.tools`), so this sub-agent was one answer of it, without tools",
         });
         if let Err(error) = answered {
             result["error"] = json!(error);

@@ -60,6 +60,38 @@ fn callers() -> &'static Mutex<HashMap<String, Caller>> {
     CALLERS.get_or_init(Default::default)
 }
 
+/// Why `sampling/createMessage` brought no answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SampleError {
+    /// The request could not be made, or the client refused it (its reason).
+    NotAsked(String),
+    TimedOut(Duration),
+    /// The call that asked was cancelled first.
+    Interrupted,
+    SessionEnded,
+}
+
+impl std::fmt::Display for SampleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SampleError::NotAsked(why) => {
+                write!(f, "the MCP client's model was not reached: {why}")
+            }
+            SampleError::TimedOut(timeout) => write!(
+                f,
+                "the MCP client's model did not answer within {} s",
+                timeout.as_secs()
+            ),
+            SampleError::Interrupted => {
+                write!(f, "interrupted while the MCP client's model was asked")
+            }
+            SampleError::SessionEnded => {
+                write!(f, "the MCP session ended while its model was asked")
+            }
+        }
+    }
+}
+
 /// What a client answered to `elicitation/create`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Elicited {
@@ -158,30 +190,9 @@ impl Caller {
         if let Some(system) = system {
             params["systemPrompt"] = json!(system);
         }
-        let params: rmcp::model::CreateMessageRequestParams =
-            serde_json::from_value(params).map_err(|e| e.to_string())?;
-        let peer = self.peer.clone();
-        let cancel = cancel.cloned().unwrap_or_default();
-        let asked = self.runtime.spawn(async move {
-            tokio::select! {
-                answer = tokio::time::timeout(timeout, peer.create_message(params)) => Some(answer),
-                _ = cancel.cancelled() => None,
-            }
-        });
-        let answer = match futures_block_on(&self.runtime, asked) {
-            Some(Some(Ok(Ok(answer)))) => answer,
-            Some(Some(Ok(Err(e)))) => {
-                return Err(format!("the MCP client's model was not reached: {e}"))
-            }
-            Some(Some(Err(_))) => {
-                return Err(format!(
-                    "the MCP client's model did not answer within {} s",
-                    timeout.as_secs()
-                ))
-            }
-            Some(None) => return Err("interrupted while the MCP client's model was asked".into()),
-            None => return Err("the MCP session ended while its model was asked".into()),
-        };
+        let answer = self
+            .create_message(params, timeout, cancel)
+            .map_err(|e| e.to_string())?;
         let answer = serde_json::to_value(&answer).unwrap_or_default();
         let texts: Vec<&str> = match &answer["content"] {
             Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
@@ -191,6 +202,33 @@ impl Caller {
             return Err("the MCP client's model answered without text".into());
         }
         Ok(texts.join("\n"))
+    }
+
+    /// Sends `sampling/createMessage` with `params` (its JSON) and waits for the answer
+    /// (as JSON), at most `timeout`, giving up when `cancel` is cancelled.
+    pub(crate) fn create_message(
+        &self,
+        params: Value,
+        timeout: Duration,
+        cancel: Option<&Cancellation>,
+    ) -> Result<Value, SampleError> {
+        let params: rmcp::model::CreateMessageRequestParams =
+            serde_json::from_value(params).map_err(|e| SampleError::NotAsked(e.to_string()))?;
+        let peer = self.peer.clone();
+        let cancel = cancel.cloned().unwrap_or_default();
+        let asked = self.runtime.spawn(async move {
+            tokio::select! {
+                answer = tokio::time::timeout(timeout, peer.create_message(params)) => Some(answer),
+                _ = cancel.cancelled() => None,
+            }
+        });
+        match futures_block_on(&self.runtime, asked) {
+            Some(Some(Ok(Ok(answer)))) => Ok(serde_json::to_value(&answer).unwrap_or_default()),
+            Some(Some(Ok(Err(e)))) => Err(SampleError::NotAsked(e.to_string())),
+            Some(Some(Err(_))) => Err(SampleError::TimedOut(timeout)),
+            Some(None) => Err(SampleError::Interrupted),
+            None => Err(SampleError::SessionEnded),
+        }
     }
 
     /// Whether the client can show forms to its user.
@@ -236,13 +274,10 @@ impl Caller {
     }
 }
 
-/// How long the client's model may take for a sub-agent's answer.
-const SUB_AGENT_TIMEOUT: Duration = Duration::from_secs(300);
-/// Room for a sub-agent's summary.
-const SUB_AGENT_MAX_TOKENS: u32 = 4096;
-
 /// The client's model as the model of `delegate_task`'s sub-agents when no model
-/// endpoint is set up: each sub-agent is one `sampling/createMessage`, without tools.
+/// endpoint is set up: with `sampling.tools` each sub-agent runs the agent loop on it
+/// (see [`crate::sampling`]); without, each is one `sampling/createMessage`, without
+/// tools.
 impl hermes_agent::BorrowedModel for Caller {
     fn name(&self) -> String {
         "the MCP client's model (sampling)".into()
@@ -255,10 +290,15 @@ impl hermes_agent::BorrowedModel for Caller {
         self.sample(
             Some(system),
             prompt,
-            SUB_AGENT_MAX_TOKENS,
-            SUB_AGENT_TIMEOUT,
+            crate::sampling::TURN_MAX_TOKENS,
+            crate::sampling::TURN_TIMEOUT,
             Some(cancel),
         )
+    }
+
+    fn with_tools(&self) -> Option<Arc<dyn hermes_agent::ChatModel>> {
+        self.samples_with_tools()
+            .then(|| Arc::new(self.clone()) as Arc<dyn hermes_agent::ChatModel>)
     }
 }
 

@@ -211,6 +211,7 @@ impl User {
     /// The user of session `task_id` (the session's own task id).
     pub fn new(
         registry: &Arc<Registry>,
+        selection: &crate::server::Selection,
         task_id: &str,
         peer: &Peer<RoleServer>,
         level: SessionLevel,
@@ -218,7 +219,7 @@ impl User {
         let listener = Caller::register(task_id, peer, level);
         let user = User {
             approver: Arc::new(ElicitingApprover::new(peer.clone())),
-            session: agent_session(registry, task_id, peer, &listener),
+            session: agent_session(registry, selection, task_id, peer, &listener),
             listener,
         };
         user.listen_for(task_id);
@@ -243,9 +244,12 @@ impl User {
 }
 
 /// The agent session of MCP session `task_id`: its questions go to the client's user,
-/// and its sub-agents run on the client's model when no model endpoint is set up.
+/// and its sub-agents run on the client's model when no model endpoint is set up. Its
+/// tools are the served ones, so a sub-agent (or a job it schedules) gets no tool the
+/// client could not call itself.
 fn agent_session(
     registry: &Arc<Registry>,
+    selection: &crate::server::Selection,
     task_id: &str,
     peer: &Peer<RoleServer>,
     client: &Caller,
@@ -261,6 +265,8 @@ fn agent_session(
             SessionOptions {
                 id: Some(task_id.to_string()),
                 source: Some("mcp".into()),
+                toolsets: selection.toolsets.clone(),
+                disabled_toolsets: selection.disabled.clone().unwrap_or_default(),
                 clarify: Some(Arc::new(clarify)),
                 borrowed_model: Some(Arc::new(client.clone())),
                 ..Default::default()

@@ -10,6 +10,7 @@
 //! - [`library`]: the prompts and resources it serves (skills, stored outputs).
 //! - [`caller`]: the client behind a running call (logs, sampling, forms).
 //! - [`review`]: the client's model as the smart approval reviewer.
+//! - [`sampling`]: the client's model, given tools, as the model of sub-agents.
 //!
 //! [`attach`] is the one call a front end makes at start: it connects the configured
 //! servers and loads the plugins, and says what it loaded and what it skipped.
@@ -22,6 +23,7 @@ pub mod http_guard;
 pub mod library;
 pub mod names;
 pub mod review;
+pub mod sampling;
 pub use hermes_plugins as plugins;
 pub mod server;
 pub mod stdio;

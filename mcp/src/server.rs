@@ -116,6 +116,9 @@ pub struct HermesServer {
     /// The version of each resource a `subscriptions/listen` stream accepted, kept
     /// from its acceptance until the stream starts watching.
     listened: Arc<Mutex<HashMap<String, String>>>,
+    /// Cancelled when the client's input has ended (stdio): the `subscriptions/listen`
+    /// streams then end and are answered, rather than holding the exit back.
+    input_ended: Cancellation,
     /// Dropped with the session's last clone, when the session has ended.
     _end: Arc<SessionEnd>,
 }
@@ -273,7 +276,7 @@ impl ToolCache {
 }
 
 /// A registry definition as an MCP tool.
-fn mcp_tool(definition: &Value) -> Value {
+pub(crate) fn mcp_tool(definition: &Value) -> Value {
     let function = &definition["function"];
     let mut schema = match function.get("parameters") {
         Some(Value::Object(p)) => p.clone(),
@@ -317,7 +320,14 @@ impl HermesServer {
             extras: Arc::new(Extras::standard()),
             subscribed: Arc::default(),
             listened: Arc::default(),
+            input_ended: Cancellation::default(),
         }
+    }
+
+    /// The client's input has ended: open `subscriptions/listen` streams end now and
+    /// are answered as complete, so the session can close without waiting on them.
+    pub fn end_of_input(&self) {
+        self.input_ended.cancel();
     }
 
     /// This session with `extras` as its prompts and resources.
@@ -374,6 +384,7 @@ impl HermesServer {
             let user = self.user.get_or_init(|| {
                 crate::elicitation::User::new(
                     &self.registry,
+                    &self.selection,
                     &self.task_id,
                     peer,
                     Arc::clone(&self.level),
@@ -986,8 +997,8 @@ impl ServerHandler for HermesServer {
 
     /// One `subscriptions/listen` stream: the accepted resources are looked at every
     /// [`SUBSCRIPTION_POLL`], and each change (or removal) is sent on the stream as
-    /// `notifications/resources/updated`, until the client cancels the request or the
-    /// session ends.
+    /// `notifications/resources/updated`, until the client cancels the request, its
+    /// input ends (the stream is then answered as complete) or the session ends.
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
         let uris = context
             .accepted()
@@ -995,7 +1006,10 @@ impl ServerHandler for HermesServer {
             .clone()
             .unwrap_or_default();
         if uris.is_empty() {
-            context.cancelled().await;
+            tokio::select! {
+                _ = context.cancelled() => {}
+                _ = self.input_ended.cancelled() => {}
+            }
             return Ok(());
         }
         let kept: Vec<Option<String>> = {
@@ -1011,6 +1025,7 @@ impl ServerHandler for HermesServer {
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
+                _ = self.input_ended.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(SUBSCRIPTION_POLL) => {}
             }
             let now = self.versions_now(&uris).await?;

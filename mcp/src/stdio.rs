@@ -418,6 +418,8 @@ impl Front {
     /// End of input: rmcp's input closes too, so it finishes its own requests and stops.
     fn close_input(&self) {
         let _ = self.ended.set(Instant::now());
+        // Before rmcp sees the end: its drain would otherwise wait on the streams.
+        self.server.end_of_input();
         self.to_rmcp
             .lock()
             .unwrap_or_else(|p| p.into_inner())

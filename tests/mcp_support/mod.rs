@@ -380,6 +380,20 @@ impl StdioSession {
         }
     }
 
+    /// Closes the server's input and collects what it writes until its output ends
+    /// (or 60 s pass); how the process exited.
+    pub fn close_and_read_to_end(&mut self) -> std::process::ExitStatus {
+        self.stdin.take();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.received.recv_timeout(left) {
+                Ok(value) => self.seen.push(value),
+                Err(_) => break,
+            }
+        }
+        self.child.wait().unwrap()
+    }
+
     /// Sends a request and waits for its answer.
     pub fn request(&mut self, line: &Value) -> Value {
         self.send(line);

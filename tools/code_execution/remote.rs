@@ -6,13 +6,14 @@
 //! The tool calls travel on what every such backend already carries: each request is a
 //! framed line on the run's own output stream (the script's stdout and stderr go to
 //! files in a private folder of the run instead, kept within their caps as they are
-//! written), and each answer is written back as a
+//! written; for a caller that shows progress, stdout also comes on the stream as
+//! framed chunks, as it arrives), and each answer is written back as a
 //! file in that folder by a short command of its own. When the run ends, the capped
 //! head and tail of the two files come back in one more command, and the folder goes.
 
 use super::child::{Captured, Ending, Finished, MAX_STDERR_BYTES, MAX_STDOUT_BYTES};
 use super::rpc::Dispatcher;
-use super::stubs::FRAME_PREFIX;
+use super::stubs::{FRAME_PREFIX, STDOUT_FRAME_PREFIX};
 use base64::Engine as _;
 use hermes_environments::env::{sh_quote, Environment, ReadEvent, Running, Slot};
 use serde_json::Value;
@@ -33,9 +34,12 @@ open(d + "/script.py", "wb").write(data[n:])
 /// remote disk, as the local run keeps it in memory: the first 40% of the cap in
 /// `argv[1]`, the last 60% in a ring file `argv[1].ring` (an 8-byte count of all bytes
 /// seen, then the ring). Written as it arrives, so a run stopped at its timeout leaves
-/// what it had printed. `argv[2]` the cap.
-const CAP_OUTPUT: &str = r#"import os, sys
+/// what it had printed. `argv[2]` the cap. With `argv[3]` (a lock file), each chunk also
+/// goes to the run's stream as a stdout frame, written holding that lock as the tool
+/// calls' frames are, so the two never interleave.
+const CAP_OUTPUT: &str = r#"import base64, fcntl, os, sys
 path, cap = sys.argv[1], int(sys.argv[2])
+lock = open(sys.argv[3], "ab") if len(sys.argv) > 3 else None
 head_cap = cap * 2 // 5
 tail_cap = cap - head_cap
 head = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -45,6 +49,12 @@ while True:
     chunk = os.read(0, 65536)
     if not chunk:
         break
+    if lock:
+        frame = b"\x1ehermes-out:" + base64.b64encode(chunk) + b"\n"
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        while frame:
+            frame = frame[os.write(1, frame):]
+        fcntl.flock(lock, fcntl.LOCK_UN)
     if total < head_cap:
         part = chunk[:head_cap - total]
         os.write(head, part)
@@ -102,12 +112,15 @@ pub struct Job<'a> {
     pub timeout: Duration,
 }
 
-/// Runs the script in `slot`'s environment, answering its tool calls with `dispatcher`.
+/// Runs the script in `slot`'s environment, answering its tool calls with `dispatcher`;
+/// with `on_stdout`, the script's stdout is handed to it as it arrives (it still comes
+/// back whole, within its cap, in the result).
 pub fn run(
     slot: &Slot,
     job: Job<'_>,
     dispatcher: Arc<Dispatcher>,
     cancelled: &dyn Fn() -> bool,
+    on_stdout: Option<&mut dyn FnMut(&str)>,
 ) -> Result<Finished, String> {
     let env = Arc::clone(&slot.env);
     let dir = format!(
@@ -116,13 +129,18 @@ pub fn run(
         hermes_environments::output::random_hex(12)
     );
     let q = sh_quote(&dir);
+    let tee = if on_stdout.is_some() {
+        format!(" {}", sh_quote(&format!("{dir}/stream.lock")))
+    } else {
+        String::new()
+    };
     // The outputs go through CAP_OUTPUT, whose processes keep the run's stream open
     // until they have written everything, so the collecting step reads complete files.
     let command = format!(
         "(umask 077 && mkdir -p {q}) && python3 -c {unpack} {q} {n} && \
          HERMES_RPC_DIR={q} HERMES_RPC_OUT_FD=3 HERMES_RPC_TOKEN={token} PYTHONPATH={q}${{PYTHONPATH:+:$PYTHONPATH}} \
          PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 python3 {q}/script.py 3>&1 \
-         > >(python3 -c {cap} {q}/stdout {MAX_STDOUT_BYTES}) 2> >(python3 -c {cap} {q}/stderr {MAX_STDERR_BYTES}) </dev/null",
+         > >(python3 -c {cap} {q}/stdout {MAX_STDOUT_BYTES}{tee}) 2> >(python3 -c {cap} {q}/stderr {MAX_STDERR_BYTES}) </dev/null",
         unpack = sh_quote(UNPACK),
         cap = sh_quote(CAP_OUTPUT),
         n = job.module.len(),
@@ -159,7 +177,13 @@ pub fn run(
             .map_err(|e| format!("cannot start the tool-call thread: {e}"))?
     };
 
-    let ending = pump(running.as_mut(), job.timeout, cancelled, &requests);
+    let ending = pump(
+        running.as_mut(),
+        job.timeout,
+        cancelled,
+        &requests,
+        on_stdout,
+    );
     drop(requests);
     let _ = answerer.join();
     drop(running);
@@ -190,22 +214,32 @@ struct Pumped {
     noise: Vec<u8>,
 }
 
-/// Reads the run's stream until it ends, sending each request on; stops the run at the
-/// timeout or on cancellation.
+/// Reads the run's stream until it ends, sending each request on and handing the
+/// stdout frames to `on_stdout`; stops the run at the timeout or on cancellation.
 fn pump(
     running: &mut dyn Running,
     timeout: Duration,
     cancelled: &dyn Fn() -> bool,
     requests: &mpsc::Sender<(u64, Vec<u8>)>,
+    mut on_stdout: Option<&mut dyn FnMut(&str)>,
 ) -> Pumped {
     let deadline = Instant::now() + timeout;
     let mut pending: Vec<u8> = Vec::new();
     let mut noise: Vec<u8> = Vec::new();
     let mut exited: Option<(i32, Instant)> = None;
     let mut eof = false;
-    let take_lines = |pending: &mut Vec<u8>, noise: &mut Vec<u8>| {
+    let mut decoder = hermes_environments::output::Utf8Decoder::new();
+    let mut printed = String::new();
+    let mut take_lines = |pending: &mut Vec<u8>, noise: &mut Vec<u8>, printed: &mut String| {
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
+            if let Some(frame) = line.strip_prefix(STDOUT_FRAME_PREFIX) {
+                let chunk = base64::engine::general_purpose::STANDARD
+                    .decode(frame.trim_ascii_end())
+                    .unwrap_or_default();
+                printed.push_str(&decoder.push(&chunk));
+                continue;
+            }
             match line.strip_prefix(FRAME_PREFIX) {
                 Some(request) => {
                     let id = serde_json::from_slice::<Value>(request)
@@ -227,13 +261,17 @@ fn pump(
             match running.read(Duration::from_millis(20)) {
                 ReadEvent::Data(bytes) => {
                     pending.extend_from_slice(&bytes);
-                    take_lines(&mut pending, &mut noise);
+                    take_lines(&mut pending, &mut noise, &mut printed);
                 }
                 ReadEvent::Eof => eof = true,
                 ReadEvent::Idle => {}
             }
         } else {
             std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Some(on_stdout) = on_stdout.as_mut() {
+            // Also when nothing came, so output waiting for its batch goes once due.
+            on_stdout(&std::mem::take(&mut printed));
         }
         if exited.is_none() {
             exited = running.try_wait().map(|code| (code, Instant::now()));
@@ -254,7 +292,10 @@ fn pump(
     };
     if !pending.is_empty() {
         pending.push(b'\n');
-        take_lines(&mut pending, &mut noise);
+        take_lines(&mut pending, &mut noise, &mut printed);
+    }
+    if let Some(on_stdout) = on_stdout.as_mut() {
+        on_stdout(&std::mem::take(&mut printed));
     }
     Pumped { ending, noise }
 }

@@ -86,10 +86,14 @@ def _exchange_local(line):
 
 
 def _exchange_remote(line, sequence):
+    import fcntl
     frame = _FRAME + line
     out = int(_os.environ["HERMES_RPC_OUT_FD"])
-    while frame:
-        frame = frame[_os.write(out, frame):]
+    # The script's stdout may share the stream (shown as it comes): one writer at a time.
+    with open(_os.path.join(_os.environ["HERMES_RPC_DIR"], "stream.lock"), "ab") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        while frame:
+            frame = frame[_os.write(out, frame):]
     answer = _os.path.join(_os.environ["HERMES_RPC_DIR"], "resp-%d" % sequence)
     pause = 0.001
     while not _os.path.exists(answer):
@@ -206,3 +210,5 @@ pub fn import_example(tools: &[&str]) -> String {
 
 /// How a request line starts on a remote run's output stream (`_FRAME` in the module).
 pub const FRAME_PREFIX: &[u8] = b"\x1ehermes-rpc:";
+/// How a line carrying a piece of the script's stdout (base64) starts on that stream.
+pub const STDOUT_FRAME_PREFIX: &[u8] = b"\x1ehermes-out:";

@@ -424,9 +424,19 @@ fn run_remote(
     };
     let started = Instant::now();
     let cancel = ctx.cancellation().clone();
-    let finished = remote::run(&slot, job, Arc::clone(&dispatcher), &move || {
-        cancel.is_cancelled()
-    })?;
+    let mut live = crate::shared::live_output::LiveOutput::new(ctx, "", None);
+    let mut show = |text: &str| live.push(text);
+    // Only a caller that shows progress gets the script's stdout as it comes.
+    let shown: Option<&mut dyn FnMut(&str)> = ctx.reports_progress().then_some(&mut show);
+    let finished = remote::run(
+        &slot,
+        job,
+        Arc::clone(&dispatcher),
+        &move || cancel.is_cancelled(),
+        shown,
+    );
+    live.flush();
+    let finished = finished?;
     let duration = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     Ok(shape_result(
         finished,
