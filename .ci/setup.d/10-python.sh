@@ -4,7 +4,7 @@
 # The venv is $HERMES_TEST_VENV, else ~/.cache/hermes-tools/test-venv (the tests look
 # in the same place: test-peers/src/lib.rs).
 #   - mcp 1.x (2.x renamed its API): a server for the MCP client tests, a client for
-#     the server tests.
+#     the server tests; 1.23 or later, whose sampling carries tools (ToolUseContent).
 # Idempotent: creates the venv once, installs only what is missing.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -23,9 +23,9 @@ if [ ! -x "$venv/bin/python3" ]; then
     python3 -m venv "$venv"
 fi
 
-if ! "$venv/bin/python3" -c 'import mcp.client.stdio, mcp.server.fastmcp' >/dev/null 2>&1; then
+if ! "$venv/bin/python3" -c 'import mcp.client.stdio, mcp.server.fastmcp; from mcp.types import ToolUseContent' >/dev/null 2>&1; then
     echo "installing the Python mcp package into $venv"
-    "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check 'mcp>=1.20,<2' </dev/null
+    "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --upgrade 'mcp>=1.23,<2' </dev/null
 fi
 
 # The newest MCP clients, in a venv of their own since mcp 2.x renamed the 1.x API the
