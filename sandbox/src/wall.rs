@@ -34,6 +34,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 mod confined;
+mod unix_guard;
 
 /// The argument that turns a program into the wall.
 pub const WALL_ARG: &str = "__hermes-sandbox-wall";
@@ -483,6 +484,19 @@ fn run_init(plan: &Plan, seccomp: &[Vec<u8>]) -> i32 {
         // SAFETY: prctl on our own process.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     }
+    let own_network = plan.unshare_net || plan.proxy_channel.is_some();
+    let guard = if unix_guard::wanted(own_network) {
+        unix_guard::block_child_signals();
+        match unix_guard::Handoff::new() {
+            Ok(handoff) => Some(handoff),
+            Err(e) => {
+                eprintln!("hermes-tools sandbox: {e}");
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
     let command = match build_root(plan).and_then(|()| fork()) {
         Ok(command) => command,
         Err(e) => {
@@ -491,10 +505,24 @@ fn run_init(plan: &Plan, seccomp: &[Vec<u8>]) -> i32 {
         }
     };
     if command == 0 {
-        let (code, e) = exec_command(plan, seccomp);
+        let channel = guard.map(|handoff| {
+            drop(handoff.init_end);
+            handoff.command_end
+        });
+        let (code, e) = exec_command(plan, seccomp, channel);
         eprintln!("hermes-tools sandbox: {e}");
         // SAFETY: ending the child without running the parent's exit handlers twice.
         unsafe { libc::_exit(code) };
+    }
+    if let Some(handoff) = guard {
+        drop(handoff.command_end);
+        match unix_guard::take(handoff.init_end, command)
+            .and_then(|listener| unix_guard::keep_only_ptrace().map(|()| listener))
+        {
+            Ok(listener) => return unix_guard::serve(listener, command),
+            // The command's process gave up too; its status is reaped below.
+            Err(e) => eprintln!("hermes-tools sandbox: {e}"),
+        }
     }
     // Init reaps whatever the command leaves behind, until the command itself ends;
     // then everything else in the namespace ends with init.
@@ -802,7 +830,11 @@ fn restrict(path: &Path, attrs: u64, depth: Depth) -> Result<(), String> {
 
 /// In the command's process: session, capabilities, seccomp, then the command. Returns
 /// only with the status to end with (127: the command cannot be executed) and why.
-fn exec_command(plan: &Plan, seccomp: &[Vec<u8>]) -> (i32, String) {
+fn exec_command(
+    plan: &Plan,
+    seccomp: &[Vec<u8>],
+    unix_guard: Option<std::os::fd::OwnedFd>,
+) -> (i32, String) {
     let argv: Vec<CString> = match plan
         .argv
         .iter()
@@ -834,6 +866,12 @@ fn exec_command(plan: &Plan, seccomp: &[Vec<u8>]) -> (i32, String) {
         }
         if let Err(e) = crate::scope::refuse_outside_sockets() {
             return (1, e.to_string());
+        }
+        // Before the programs, which refuse new seccomp listeners.
+        if let Some(channel) = unix_guard {
+            if let Err(e) = unix_guard::install(channel) {
+                return (1, e);
+            }
         }
         for program in seccomp {
             if let Err(e) = load_seccomp(program) {
