@@ -535,7 +535,11 @@ fn root_inside_the_sandbox_has_no_capabilities() {
     // No new namespaces either (seccomp), while ordinary threads still start.
     let r = f.terminal("grep Seccomp_filters /proc/self/status; unshare -U true");
     // One more filter before Landlock ABI 9: the unix socket guard's.
-    let filters = if hermes_sandbox::landlock_abi() < 9 { 3 } else { 2 };
+    let filters = if hermes_sandbox::landlock_abi() < 9 {
+        3
+    } else {
+        2
+    };
     assert!(
         output(&r).contains(&format!("Seccomp_filters:\t{filters}"))
             && output(&r).contains("Operation not permitted"),
@@ -1215,7 +1219,10 @@ a, _ = s.accept(); print(\"own socket:\", a.recv(2).decode())'";
         assert!(!output(&r).contains("connected"), "{r}");
         assert!(output(&r).contains("Permission denied"), "{r}");
         listener.set_nonblocking(true).unwrap();
-        assert!(listener.accept().is_err(), "the host socket took a connection");
+        assert!(
+            listener.accept().is_err(),
+            "the host socket took a connection"
+        );
     }
 }
 
@@ -1245,7 +1252,10 @@ for how in ("sendto", "connect"):
     assert!(shown.contains("sendto Permission denied"), "{r}");
     assert!(shown.contains("connect Permission denied"), "{r}");
     host.set_nonblocking(true).unwrap();
-    assert!(host.recv(&mut [0u8; 8]).is_err(), "a datagram reached the host");
+    assert!(
+        host.recv(&mut [0u8; 8]).is_err(),
+        "a datagram reached the host"
+    );
 }
 
 #[test]
@@ -1391,7 +1401,11 @@ print("own reached", reached > 0)
     done.store(true, Ordering::SeqCst);
     counter.join().unwrap();
     assert!(output(&r).contains("own reached True"), "{r}");
-    assert_eq!(accepted.load(Ordering::SeqCst), 0, "the host socket accepted: {r}");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        0,
+        "the host socket accepted: {r}"
+    );
 }
 
 #[test]

@@ -103,7 +103,7 @@ fn programs() -> Result<[BpfProgram; 2], String> {
     refused.insert(libc::SYS_clone, clone_rules);
     // A seccomp listener of a command's own would answer before the guard's (the most
     // recent filter's notification wins) and could let a connect through unchecked.
-    let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as u64;
+    let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
     refused.insert(
         libc::SYS_seccomp,
         vec![condition(1, SeccompCmpOp::MaskedEq(listener), listener)],

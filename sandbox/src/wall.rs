@@ -20,7 +20,8 @@
 //!    sets no-new-privileges, loads the seccomp programs (read from their files before
 //!    anything changed) and executes the command; init reaps orphans and exits with the command's status
 //!    (128 + signal when a signal ended it), and when init ends the kernel ends every
-//!    process of the namespace.
+//!    process of the namespace. Before Landlock ABI 9 init also keeps the sandbox's
+//!    unix connects and datagrams to its own socket files ([`unix_guard`]).
 //!
 //! Read-only binds are made with `mount_setattr(AT_RECURSIVE)` (Linux 5.12), which
 //! reaches every mount beneath the place at once and only ever adds restrictions, so a
@@ -893,20 +894,7 @@ fn exec_command(
 /// Empties the bounding, ambient, effective, permitted and inheritable sets: even root
 /// inside gains nothing on exec.
 fn drop_capabilities() -> Result<(), String> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
-    // SAFETY: prctl and capset on our own process with structures of the kernel's layout.
+    // SAFETY: prctl on our own process.
     unsafe {
         for cap in 0..64 {
             if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
@@ -922,18 +910,46 @@ fn drop_capabilities() -> Result<(), String> {
             0,
             0,
         );
-        let mut header = Header {
-            version: VERSION_3,
-            pid: 0,
-        };
-        let data = [Data {
-            effective: 0,
-            permitted: 0,
+    }
+    keep_capabilities(0).map_err(|e| format!("cannot drop capabilities: {e}"))
+}
+
+/// Sets this process's effective and permitted capabilities to `kept` (a mask of the
+/// first 32), inheritable to none.
+fn keep_capabilities(kept: u32) -> Result<(), String> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let none = Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    };
+    let data = [
+        Data {
+            effective: kept,
+            permitted: kept,
             inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) != 0 {
-            return Err(failed("cannot drop capabilities"));
-        }
+        },
+        none,
+    ];
+    // SAFETY: capset on our own process with structures of the kernel's layout.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
     }
     Ok(())
 }

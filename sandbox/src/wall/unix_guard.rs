@@ -195,41 +195,9 @@ pub(super) fn take(channel: OwnedFd, command: libc::pid_t) -> Result<OwnedFd, St
 /// the same user and groups, without the capabilities that would let it pass where
 /// the command could not.
 pub(super) fn keep_only_ptrace() -> Result<(), String> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
     const CAP_SYS_PTRACE: u32 = 19;
-    let mut header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let data = [
-        Data {
-            effective: 1 << CAP_SYS_PTRACE,
-            permitted: 1 << CAP_SYS_PTRACE,
-            inheritable: 0,
-        },
-        Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        },
-    ];
-    // SAFETY: capset on our own process with structures of the kernel's layout.
-    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) } != 0 {
-        return Err(super::failed("cannot drop init's capabilities"));
-    }
-    Ok(())
+    super::keep_capabilities(1 << CAP_SYS_PTRACE)
+        .map_err(|e| format!("cannot drop init's capabilities: {e}"))
 }
 
 /// Blocks SIGCHLD, for [`serve`]'s signalfd; before the command is forked, so no child's
