@@ -27,7 +27,8 @@
 //!
 //! Work that may block (a connect to a full backlog, a send to a full socket) runs on a
 //! thread of its own, so init keeps reaping and answering; the caller's non-blocking
-//! mode holds, because the socket init uses is the caller's own open socket.
+//! mode holds, because the socket init uses is the caller's own open socket. A send
+//! that may not wait is made by init's main thread, with MSG_DONTWAIT.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -506,6 +507,13 @@ fn answer(listener: &Arc<OwnedFd>, workers: &Workers, notification: libc::seccom
     match prepare(listener, &notification) {
         Err(errno) => respond(listener, id, Reply::Done(Err(errno))),
         Ok(None) => respond(listener, id, Reply::Continue),
+        // A send that may not wait (a non-blocking socket, MSG_DONTWAIT) is made here,
+        // without the trip to a worker, and with MSG_DONTWAIT: another thread of the
+        // caller may clear O_NONBLOCK meanwhile, and init must never wait.
+        Ok(Some(mut work)) if work.cannot_block() => {
+            work.dont_wait = true;
+            work.finish();
+        }
         Ok(Some(work)) => {
             if workers.give(work).is_err() {
                 respond(listener, id, Reply::Done(Err(libc::EAGAIN)));
@@ -570,6 +578,8 @@ struct Work {
     listener: Arc<OwnedFd>,
     id: u64,
     call: Call,
+    /// Made by init's own thread: the send must not wait.
+    dont_wait: bool,
 }
 
 enum Call {
@@ -662,6 +672,7 @@ fn prepare(
         listener: Arc::clone(listener),
         id: notification.id,
         call,
+        dont_wait: false,
     }))
 }
 
@@ -674,6 +685,18 @@ const IOV_MAX: u64 = 1024;
 const CONTROL_MAX: u64 = 64 * 1024;
 
 impl Work {
+    fn cannot_block(&self) -> bool {
+        // A connect has no flag of its own to keep it from waiting.
+        let flags = match &self.call {
+            Call::Connect { .. } => return false,
+            Call::SendTo { flags, .. } | Call::SendMany { flags, .. } => *flags,
+        };
+        // SAFETY: fcntl on a descriptor we own; the status flags are the caller's
+        // (the same open file).
+        let status = unsafe { libc::fcntl(self.socket.as_raw_fd(), libc::F_GETFL) };
+        flags & libc::MSG_DONTWAIT != 0 || (status >= 0 && status & libc::O_NONBLOCK != 0)
+    }
+
     fn finish(self) {
         let outcome = self.run();
         respond(&self.listener, self.id, Reply::Done(outcome));
@@ -796,7 +819,16 @@ impl Work {
                 header.msg_control = control.as_mut_ptr().cast();
                 header.msg_controllen = control.len() as _;
             }
-            libc::sendmsg(self.socket.as_raw_fd(), &header, flags | libc::MSG_NOSIGNAL)
+            let wait = if self.dont_wait {
+                libc::MSG_DONTWAIT
+            } else {
+                0
+            };
+            libc::sendmsg(
+                self.socket.as_raw_fd(),
+                &header,
+                flags | libc::MSG_NOSIGNAL | wait,
+            )
         };
         if sent < 0 {
             return Err(last_errno());
