@@ -1226,15 +1226,47 @@ a, _ = s.accept(); print(\"own socket:\", a.recv(2).decode())'";
     }
 }
 
+/// A Python function `sendmmsg(sock, path, payloads)` (through ctypes: Python has no
+/// sendmmsg) returning the call's result, errno and each message's sent length.
+const PYTHON_SENDMMSG: &str = r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+class msghdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(iovec)),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+class mmsghdr(ctypes.Structure):
+    _fields_ = [("hdr", msghdr), ("len", ctypes.c_uint)]
+def sendmmsg(sock, path, payloads):
+    addr = ctypes.create_string_buffer((1).to_bytes(2, "little") + path.encode() + bytes(1))
+    bufs = [ctypes.create_string_buffer(p, len(p)) for p in payloads]
+    iovs = [iovec(ctypes.cast(b, ctypes.c_void_p), len(p)) for b, p in zip(bufs, payloads)]
+    msgs = (mmsghdr * len(payloads))()
+    for m, iov in zip(msgs, iovs):
+        m.hdr.name = ctypes.cast(addr, ctypes.c_void_p); m.hdr.namelen = len(addr.raw)
+        m.hdr.iov = ctypes.pointer(iov); m.hdr.iovlen = 1
+    n = libc.sendmmsg(sock.fileno(), msgs, len(payloads), 0)
+    return n, os.strerror(ctypes.get_errno()) if n < 0 else "", [m.len for m in msgs]
+"#;
+
 #[test]
 fn a_host_datagram_socket_made_while_a_command_waits_gets_nothing() {
     let f = fixture();
     let mut server = f.serve();
     let socket = f.workspace.path().join("late-host.dgram");
+    std::fs::write(
+        f.workspace.path().join("mmsg.py"),
+        format!("import os\n{PYTHON_SENDMMSG}"),
+    )
+    .unwrap();
     let send = format!(
         r#"python3 -c '
 import socket
+from mmsg import sendmmsg
 c = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+print("sendmmsg", *sendmmsg(c, "{s}", [b"x", b"y"])[:2])
 for how in ("sendto", "connect"):
     try:
         c.sendto(b"x", "{s}") if how == "sendto" else c.connect("{s}")
@@ -1251,6 +1283,7 @@ for how in ("sendto", "connect"):
     assert!(!shown.contains("reached the host"), "{r}");
     assert!(shown.contains("sendto Permission denied"), "{r}");
     assert!(shown.contains("connect Permission denied"), "{r}");
+    assert!(shown.contains("sendmmsg -1 Permission denied"), "{r}");
     host.set_nonblocking(true).unwrap();
     assert!(
         host.recv(&mut [0u8; 8]).is_err(),
@@ -1287,6 +1320,9 @@ s.sendmsg([b"rights"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", 
 msg, anc, _, _ = d.recvmsg(16, socket.CMSG_SPACE(4))
 got = array.array("i"); got.frombytes(anc[0][2]); print("passed", msg.decode(), os.read(got[0], 2).decode())
 s.connect("dgram.sock"); s.send(b"cn"); print("connected datagram", d.recv(2).decode())
+m = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+n, _, lengths = sendmmsg(m, "dgram.sock", [b"m1", b"m2x"])
+print("sendmmsg", n, lengths, d.recv(4).decode(), d.recv(4).decode())
 out = []
 def threaded():
     c = socket.socket(socket.AF_UNIX); c.connect("own.sock"); out.append(c.recv(2).decode())
@@ -1306,7 +1342,11 @@ try:
 except OSError as e:
     print("not a socket", e.strerror)
 "#;
-    std::fs::write(f.workspace.path().join("inside.py"), script).unwrap();
+    std::fs::write(
+        f.workspace.path().join("inside.py"),
+        format!("{PYTHON_SENDMMSG}{script}"),
+    )
+    .unwrap();
     let r = f.terminal("python3 inside.py");
     let shown = output(&r);
     for expected in [
@@ -1318,6 +1358,7 @@ except OSError as e:
         "datagram dg",
         "passed rights fd",
         "connected datagram cn",
+        "sendmmsg 2 [2, 3] m1 m2x",
         "threads okokokokthththth",
         "pair pair",
         "missing No such file or directory",
