@@ -1024,7 +1024,7 @@ fn own_socket_file(file: &OwnedFd) -> Result<bool, i32> {
     if stat.st_mode & libc::S_IFMT != libc::S_IFSOCK {
         return Err(libc::ECONNREFUSED);
     }
-    let file = (stat.st_dev, stat.st_ino as u32);
+    let file = kernel_identity(file, &stat)?;
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     // Listening and unconnected sockets first; connected ones (every accepted stream
     // among them) only when that found none: a bound datagram socket connected to the
@@ -1035,4 +1035,35 @@ fn own_socket_file(file: &OwnedFd) -> Result<bool, i32> {
         || crate::host_sockets::bound_files(true)
             .map_err(errno)?
             .contains(&file))
+}
+
+/// The file's superblock device and inode number as the kernel holds them, which is
+/// what sock_diag reports. `stat` may say otherwise: btrfs gives each subvolume a
+/// device of its own, overlayfs may renumber inodes. The inode comes from the
+/// descriptor's fdinfo (Linux 5.14; `stat`'s before), the device from the mount table
+/// entry of the descriptor's mount.
+fn kernel_identity(file: &OwnedFd, stat: &libc::stat) -> Result<(u64, u32), i32> {
+    let io = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+    let info =
+        std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd())).map_err(io)?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+    };
+    let mount = field("mnt_id:").ok_or(libc::EIO)?;
+    let inode = field("ino:").unwrap_or(stat.st_ino);
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(io)?;
+    let device = mounts
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.split(' ');
+            if fields.next()?.parse::<u64>().ok()? != mount {
+                return None;
+            }
+            let (major, minor) = fields.nth(1)?.split_once(':')?;
+            Some(libc::makedev(major.parse().ok()?, minor.parse().ok()?))
+        })
+        .ok_or(libc::EIO)?;
+    Ok((device, inode as u32))
 }
