@@ -1369,6 +1369,46 @@ except OSError as e:
 }
 
 #[test]
+fn a_connect_waiting_on_a_full_backlog_holds_up_no_other_connect() {
+    // Non-blocking connects to a full backlog say so at once; a blocking one waits
+    // until the server accepts, while other connects of the sandbox go on.
+    let f = fixture();
+    let script = r#"
+import socket, threading, time
+full = socket.socket(socket.AF_UNIX); full.bind("full.sock"); full.listen(0)
+other = socket.socket(socket.AF_UNIX); other.bind("other.sock"); other.listen(8)
+held = []
+while len(held) < 100:
+    c = socket.socket(socket.AF_UNIX); c.setblocking(False)
+    try:
+        c.connect("full.sock"); held.append(c)
+    except BlockingIOError:
+        print("backlog full"); break
+done = []
+def wait_for_room():
+    c = socket.socket(socket.AF_UNIX); c.connect("full.sock"); done.append("the waiting connect returned")
+waiting = threading.Thread(target=wait_for_room, daemon=True); waiting.start()
+time.sleep(0.5)
+for i in range(3):
+    c = socket.socket(socket.AF_UNIX); c.connect("other.sock")
+print("others connect while one waits:", not done)
+full.accept()
+waiting.join(30)
+print(done[0] if done else "still waiting")
+"#;
+    std::fs::write(f.workspace.path().join("backlog.py"), script).unwrap();
+    let r = f.terminal("python3 backlog.py");
+    let shown = output(&r);
+    for expected in [
+        "backlog full",
+        "others connect while one waits: True",
+        "the waiting connect returned",
+    ] {
+        assert!(shown.contains(expected), "{expected:?} in {r}");
+    }
+}
+
+#[test]
 fn a_connect_racing_between_an_own_and_a_host_socket_never_reaches_the_host() {
     // One thread flips a symlink, and the bytes of the address being connected to,
     // between the sandbox's own socket and a host socket made while the command runs;
