@@ -38,7 +38,13 @@ use std::sync::Arc;
 /// sock_diag lists exactly the sandbox's sockets), and a kernel whose Landlock does not
 /// refuse the host's socket files by itself.
 pub(super) fn wanted(own_network: bool) -> bool {
-    own_network && crate::scope::landlock_abi() < 9
+    own_network && crate::scope::landlock_abi() < 9 && !attaching_forbidden()
+}
+
+/// Yama's `ptrace_scope` 3 forbids every process to take another's descriptors or read
+/// its memory, which the guard needs; there the sandbox runs as before it.
+fn attaching_forbidden() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").is_ok_and(|s| s.trim() == "3")
 }
 
 #[cfg(target_arch = "x86_64")]
