@@ -1030,17 +1030,20 @@ fn own_socket_file(file: &OwnedFd) -> Result<bool, i32> {
     if stat.st_mode & libc::S_IFMT != libc::S_IFSOCK {
         return Err(libc::ECONNREFUSED);
     }
-    let file = kernel_identity(file, &stat)?;
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     // Listening and unconnected sockets first; connected ones (every accepted stream
     // among them) only when that found none: a bound datagram socket connected to the
     // caller still takes the caller's datagrams.
-    Ok(crate::host_sockets::bound_files(false)
-        .map_err(errno)?
-        .contains(&file)
+    let listening = crate::host_sockets::bound_files(false).map_err(errno)?;
+    let identity = kernel_identity(file, &stat)?;
+    if listening.contains(&identity) {
+        return Ok(true);
+    }
+    let fresh = (mount_device_of(file)?, identity.1);
+    Ok(listening.contains(&fresh)
         || crate::host_sockets::bound_files(true)
             .map_err(errno)?
-            .contains(&file))
+            .contains(&fresh))
 }
 
 /// The file's superblock device and inode number as the kernel holds them, which is
@@ -1058,9 +1061,48 @@ fn kernel_identity(file: &OwnedFd, stat: &libc::stat) -> Result<(u64, u32), i32>
             .and_then(|value| value.trim().parse::<u64>().ok())
     };
     let mount = field("mnt_id:").ok_or(libc::EIO)?;
-    let inode = field("ino:").unwrap_or(stat.st_ino);
+    let inode = field("ino:").unwrap_or(stat.st_ino) as u32;
+    let known = MOUNT_DEVICES
+        .lock()
+        .ok()
+        .and_then(|devices| devices.get(&mount).copied());
+    let device = match known {
+        Some(device) => device,
+        None => {
+            let device = mount_device(mount)?;
+            if let Ok(mut devices) = MOUNT_DEVICES.lock() {
+                devices.insert(mount, device);
+            }
+            device
+        }
+    };
+    Ok((device, inode))
+}
+
+/// The devices of the mounts seen so far: a mount keeps its device, and the sandbox's
+/// mount table changes only where the host's propagates into it. A refusal is checked
+/// again against the table as it is now ([`own_socket_file`]).
+static MOUNT_DEVICES: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<u64, u64>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The superblock device of the mount `file` is on, read afresh.
+fn mount_device_of(file: &OwnedFd) -> Result<u64, i32> {
+    let io = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+    let info =
+        std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd())).map_err(io)?;
+    let mount = info
+        .lines()
+        .find_map(|line| line.strip_prefix("mnt_id:"))
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .ok_or(libc::EIO)?;
+    mount_device(mount)
+}
+
+/// The superblock device of mount `mount`, from this process's mount table.
+fn mount_device(mount: u64) -> Result<u64, i32> {
+    let io = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(io)?;
-    let device = mounts
+    mounts
         .lines()
         .find_map(|line| {
             let mut fields = line.split(' ');
@@ -1070,6 +1112,5 @@ fn kernel_identity(file: &OwnedFd, stat: &libc::stat) -> Result<(u64, u32), i32>
             let (major, minor) = fields.nth(1)?.split_once(':')?;
             Some(libc::makedev(major.parse().ok()?, minor.parse().ok()?))
         })
-        .ok_or(libc::EIO)?;
-    Ok((device, inode as u32))
+        .ok_or(libc::EIO)
 }
