@@ -534,11 +534,25 @@ fn root_inside_the_sandbox_has_no_capabilities() {
     assert_ne!(r["exit_code"], 0, "{r}");
     // No new namespaces either (seccomp), while ordinary threads still start.
     let r = f.terminal("grep Seccomp_filters /proc/self/status; unshare -U true");
+    // One more filter before Landlock ABI 9: the unix socket guard's.
+    let filters = if hermes_sandbox::landlock_abi() < 9 {
+        3
+    } else {
+        2
+    };
     assert!(
-        output(&r).contains("Seccomp_filters:\t2")
+        output(&r).contains(&format!("Seccomp_filters:\t{filters}"))
             && output(&r).contains("Operation not permitted"),
         "{r}"
     );
+    // Nor a seccomp listener of its own, whose answers would come before the guard's
+    // (a NULL program: EFAULT if the call got as far as the kernel).
+    let r = f.terminal(
+        "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); \
+         nr = {\"x86_64\": 317, \"aarch64\": 277}[os.uname().machine]; \
+         print(libc.syscall(nr, 1, 8, None), os.strerror(ctypes.get_errno()))'",
+    );
+    assert_eq!(output(&r), "-1 Operation not permitted", "{r}");
     let r = f.terminal("python3 -c 'import threading; t = threading.Thread(target=print, args=(\"in a thread\",)); t.start(); t.join()'");
     assert_eq!(output(&r), "in a thread", "{r}");
 }
@@ -1126,26 +1140,45 @@ fn connect_to_a_socket_made_while_the_command_waits(
     server: &mut common::ServeSession,
     socket: &std::path::Path,
 ) -> (Value, std::os::unix::net::UnixListener) {
-    let wait_and_connect = format!(
-        "touch waiting; for i in $(seq 100); do [ -S {s} ] && break; sleep 0.1; done; \
-         python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{s}\"); print(\"connected\")'",
+    let connect = format!(
+        "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.connect(\"{}\"); print(\"connected\")'",
+        socket.display()
+    );
+    run_while_a_host_socket_appears(f, server, socket, &connect, |path| {
+        std::os::unix::net::UnixListener::bind(path).unwrap()
+    })
+}
+
+/// Runs `then` in a command once `socket` exists, and makes the socket with `make` (a
+/// host service starting) only after the command started; the command's result and
+/// what `make` returned.
+fn run_while_a_host_socket_appears<T>(
+    f: &Fixture,
+    server: &mut common::ServeSession,
+    socket: &std::path::Path,
+    then: &str,
+    make: impl FnOnce(&std::path::Path) -> T,
+) -> (Value, T) {
+    let wait_and_run = format!(
+        "touch waiting; for i in $(seq 100); do [ -S {s} ] && break; sleep 0.1; done; {then}",
         s = socket.display()
     );
     let waiting = f.workspace.path().join("waiting");
+    let _ = std::fs::remove_file(&waiting);
     let id = server.send(
         &json!({"task_id": "t1"}),
         "terminal",
-        json!({"command": wait_and_connect, "timeout": 60}),
+        json!({"command": wait_and_run, "timeout": 120}),
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     while !waiting.exists() {
         assert!(Instant::now() < deadline, "the command never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    let made = make(socket);
     let (answered, r) = server.next_answer();
     assert_eq!(answered, id);
-    (r, listener)
+    (r, made)
 }
 
 #[test]
@@ -1163,10 +1196,10 @@ fn a_service_socket_made_under_run_while_a_command_waits_stays_out_of_reach() {
 }
 
 #[test]
-fn a_host_socket_made_in_a_shared_root_while_a_command_waits_is_refused_where_the_kernel_can() {
-    // The workspace is shared with the host, as /tmp is: a socket file a host service
+fn a_host_socket_made_in_a_shared_root_while_a_command_waits_is_refused() {
+    // The workspace and /tmp are shared with the host: a socket file a host service
     // makes there after the command started is not covered by any mount. Landlock ABI 9
-    // (RESOLVE_UNIX) refuses it; the sandbox's own sockets keep working either way.
+    // (RESOLVE_UNIX) refuses it; before, the sandbox's init does, by the same rule.
     let f = fixture();
     let mut server = f.serve();
     let own = "python3 -c 'import socket, os\n\
@@ -1176,19 +1209,284 @@ a, _ = s.accept(); print(\"own socket:\", a.recv(2).decode())'";
     let r = server.call("terminal", json!({"command": own}));
     assert!(output(&r).contains("own socket: hi"), "{r}");
 
-    let socket = f.workspace.path().join("late-host.sock");
-    let (r, listener) = connect_to_a_socket_made_while_the_command_waits(&f, &mut server, &socket);
-    let abi = hermes_sandbox::landlock_abi();
-    if abi >= 9 {
+    let shared_tmp = tempfile::tempdir().unwrap();
+    for socket in [
+        f.workspace.path().join("late-host.sock"),
+        shared_tmp.path().join("late-host.sock"),
+    ] {
+        let (r, listener) =
+            connect_to_a_socket_made_while_the_command_waits(&f, &mut server, &socket);
         assert!(!output(&r).contains("connected"), "{r}");
         assert!(output(&r).contains("Permission denied"), "{r}");
-    } else {
-        eprintln!(
-            "this kernel's Landlock ABI is {abi}: a socket made in a shared root while a \
-             command runs is refused from ABI 9 on; not checked here"
+        listener.set_nonblocking(true).unwrap();
+        assert!(
+            listener.accept().is_err(),
+            "the host socket took a connection"
         );
     }
-    drop(listener);
+}
+
+/// A Python function `sendmmsg(sock, path, payloads)` (through ctypes: Python has no
+/// sendmmsg) returning the call's result, errno and each message's sent length.
+const PYTHON_SENDMMSG: &str = r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+class msghdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(iovec)),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+class mmsghdr(ctypes.Structure):
+    _fields_ = [("hdr", msghdr), ("len", ctypes.c_uint)]
+def sendmmsg(sock, path, payloads):
+    addr = ctypes.create_string_buffer((1).to_bytes(2, "little") + path.encode() + bytes(1))
+    bufs = [ctypes.create_string_buffer(p, len(p)) for p in payloads]
+    iovs = [iovec(ctypes.cast(b, ctypes.c_void_p), len(p)) for b, p in zip(bufs, payloads)]
+    msgs = (mmsghdr * len(payloads))()
+    for m, iov in zip(msgs, iovs):
+        m.hdr.name = ctypes.cast(addr, ctypes.c_void_p); m.hdr.namelen = len(addr.raw)
+        m.hdr.iov = ctypes.pointer(iov); m.hdr.iovlen = 1
+    n = libc.sendmmsg(sock.fileno(), msgs, len(payloads), 0)
+    return n, os.strerror(ctypes.get_errno()) if n < 0 else "", [m.len for m in msgs]
+"#;
+
+#[test]
+fn a_host_datagram_socket_made_while_a_command_waits_gets_nothing() {
+    let f = fixture();
+    let mut server = f.serve();
+    let socket = f.workspace.path().join("late-host.dgram");
+    std::fs::write(
+        f.workspace.path().join("mmsg.py"),
+        format!("import os\n{PYTHON_SENDMMSG}"),
+    )
+    .unwrap();
+    let send = format!(
+        r#"python3 -c '
+import socket
+from mmsg import sendmmsg
+c = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+print("sendmmsg", *sendmmsg(c, "{s}", [b"x", b"y"])[:2])
+for how in ("sendto", "connect"):
+    try:
+        c.sendto(b"x", "{s}") if how == "sendto" else c.connect("{s}")
+        print(how, "reached the host")
+    except OSError as e:
+        print(how, e.strerror)
+'"#,
+        s = socket.display()
+    );
+    let (r, host) = run_while_a_host_socket_appears(&f, &mut server, &socket, &send, |path| {
+        std::os::unix::net::UnixDatagram::bind(path).unwrap()
+    });
+    let shown = output(&r);
+    assert!(!shown.contains("reached the host"), "{r}");
+    assert!(shown.contains("sendto Permission denied"), "{r}");
+    assert!(shown.contains("connect Permission denied"), "{r}");
+    assert!(shown.contains("sendmmsg -1 Permission denied"), "{r}");
+    host.set_nonblocking(true).unwrap();
+    assert!(
+        host.recv(&mut [0u8; 8]).is_err(),
+        "a datagram reached the host"
+    );
+}
+
+#[test]
+fn sockets_made_inside_a_sandbox_keep_working() {
+    // Pathname (absolute, relative, through a symlink, from a thread), abstract and
+    // datagram sockets, descriptors passed along, all inside one command.
+    let f = fixture();
+    let script = r#"
+import os, socket, threading, array
+here = os.getcwd()
+srv = socket.socket(socket.AF_UNIX); srv.bind("own.sock"); srv.listen(16)
+os.symlink("own.sock", "link.sock")
+def serve():
+    while True:
+        a, _ = srv.accept(); a.send(b"ok"); a.close()
+threading.Thread(target=serve, daemon=True).start()
+for name, path in [("relative", "own.sock"), ("absolute", here + "/own.sock"), ("symlink", "link.sock")]:
+    c = socket.socket(socket.AF_UNIX); c.connect(path); print(name, c.recv(2).decode()); c.close()
+os.mkdir("sub"); os.chdir("sub")
+c = socket.socket(socket.AF_UNIX); c.connect("../own.sock"); print("parent", c.recv(2).decode()); c.close()
+os.chdir(here)
+ab = socket.socket(socket.AF_UNIX); ab.bind("\0hermes-guard-test"); ab.listen(1)
+c = socket.socket(socket.AF_UNIX); c.connect("\0hermes-guard-test"); a, _ = ab.accept(); c.send(b"ab"); print("abstract", a.recv(2).decode())
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); d.bind("dgram.sock")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"dg", "dgram.sock"); print("datagram", d.recv(2).decode())
+r, w = os.pipe(); os.write(w, b"fd")
+s.sendmsg([b"rights"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [r]))], 0, "dgram.sock")
+msg, anc, _, _ = d.recvmsg(16, socket.CMSG_SPACE(4))
+got = array.array("i"); got.frombytes(anc[0][2]); print("passed", msg.decode(), os.read(got[0], 2).decode())
+s.connect("dgram.sock"); s.send(b"cn"); print("connected datagram", d.recv(2).decode())
+m = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+n, _, lengths = sendmmsg(m, "dgram.sock", [b"m1", b"m2x"])
+print("sendmmsg", n, lengths, d.recv(4).decode(), d.recv(4).decode())
+out = []
+def threaded():
+    c = socket.socket(socket.AF_UNIX); c.connect("own.sock"); out.append(c.recv(2).decode())
+    t = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); t.sendto(b"th", "dgram.sock"); out.append(d.recv(2).decode())
+ts = [threading.Thread(target=threaded) for _ in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print("threads", "".join(sorted(out)))
+a, b = socket.socketpair()
+a.sendmsg([b"pair"]); print("pair", b.recv(4).decode())
+try:
+    s.sendto(b"x", "missing.sock")
+except OSError as e:
+    print("missing", e.strerror)
+open("plain", "w").close()
+try:
+    socket.socket(socket.AF_UNIX).connect("plain")
+except OSError as e:
+    print("not a socket", e.strerror)
+"#;
+    std::fs::write(
+        f.workspace.path().join("inside.py"),
+        format!("{PYTHON_SENDMMSG}{script}"),
+    )
+    .unwrap();
+    let r = f.terminal("python3 inside.py");
+    let shown = output(&r);
+    for expected in [
+        "relative ok",
+        "absolute ok",
+        "symlink ok",
+        "parent ok",
+        "abstract ab",
+        "datagram dg",
+        "passed rights fd",
+        "connected datagram cn",
+        "sendmmsg 2 [2, 3] m1 m2x",
+        "threads okokokokthththth",
+        "pair pair",
+        "missing No such file or directory",
+        "not a socket Connection refused",
+    ] {
+        assert!(shown.contains(expected), "{expected:?} in {r}");
+    }
+}
+
+#[test]
+fn a_connect_waiting_on_a_full_backlog_holds_up_no_other_connect() {
+    // Non-blocking connects to a full backlog say so at once; a blocking one waits
+    // until the server accepts, while other connects of the sandbox go on.
+    let f = fixture();
+    let script = r#"
+import socket, threading, time
+full = socket.socket(socket.AF_UNIX); full.bind("full.sock"); full.listen(0)
+other = socket.socket(socket.AF_UNIX); other.bind("other.sock"); other.listen(8)
+held = []
+while len(held) < 100:
+    c = socket.socket(socket.AF_UNIX); c.setblocking(False)
+    try:
+        c.connect("full.sock"); held.append(c)
+    except BlockingIOError:
+        print("backlog full"); break
+done = []
+def wait_for_room():
+    c = socket.socket(socket.AF_UNIX); c.connect("full.sock"); done.append("the waiting connect returned")
+waiting = threading.Thread(target=wait_for_room, daemon=True); waiting.start()
+time.sleep(0.5)
+for i in range(3):
+    c = socket.socket(socket.AF_UNIX); c.connect("other.sock")
+print("others connect while one waits:", not done)
+full.accept()
+waiting.join(30)
+print(done[0] if done else "still waiting")
+"#;
+    std::fs::write(f.workspace.path().join("backlog.py"), script).unwrap();
+    let r = f.terminal("python3 backlog.py");
+    let shown = output(&r);
+    for expected in [
+        "backlog full",
+        "others connect while one waits: True",
+        "the waiting connect returned",
+    ] {
+        assert!(shown.contains(expected), "{expected:?} in {r}");
+    }
+}
+
+#[test]
+fn a_connect_racing_between_an_own_and_a_host_socket_never_reaches_the_host() {
+    // One thread flips a symlink, and the bytes of the address being connected to,
+    // between the sandbox's own socket and a host socket made while the command runs;
+    // another connects in a loop. The host's listener counts what it accepts.
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let f = fixture();
+    let mut server = f.serve();
+    let host = f.workspace.path().join("host-race.sock");
+    let probe = format!(
+        r#"python3 -c '
+import ctypes, os, socket, threading
+libc = ctypes.CDLL(None, use_errno=True)
+own = socket.socket(socket.AF_UNIX); own.bind("own-race.sock"); own.listen(4096)
+accepted = [0]
+def serve():
+    while True:
+        a, _ = own.accept(); accepted[0] += 1; a.close()
+threading.Thread(target=serve, daemon=True).start()
+stop = False
+def flip_link():
+    while not stop:
+        for target in ("own-race.sock", "{host}"):
+            try:
+                os.symlink(target, "flip.tmp"); os.replace("flip.tmp", "flip.sock")
+            except OSError:
+                pass
+def address(path):
+    return (ctypes.c_ushort(socket.AF_UNIX).value).to_bytes(2, "little") + path.encode() + bytes(108 - len(path))
+mine, theirs = address("own-race.sock"), address("{host}")
+buf = ctypes.create_string_buffer(mine, 110)
+def flip_bytes():
+    while not stop:
+        ctypes.memmove(buf, theirs, 110); ctypes.memmove(buf, mine, 110)
+threads = [threading.Thread(target=flip_link), threading.Thread(target=flip_bytes)]
+[t.start() for t in threads]
+reached = 0
+for i in range(400):
+    for how in ("link", "bytes"):
+        c = socket.socket(socket.AF_UNIX)
+        if how == "link":
+            try:
+                c.connect("flip.sock"); reached += 1
+            except OSError:
+                pass
+        elif libc.connect(c.fileno(), buf, 110) == 0:
+            reached += 1
+        c.close()
+stop = True
+[t.join() for t in threads]
+print("own reached", reached > 0)
+'"#,
+        host = host.display()
+    );
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let (count, finished) = (accepted.clone(), done.clone());
+    let (r, counter) = run_while_a_host_socket_appears(&f, &mut server, &host, &probe, |path| {
+        let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !finished.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok(_) => {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        })
+    });
+    done.store(true, Ordering::SeqCst);
+    counter.join().unwrap();
+    assert!(output(&r).contains("own reached True"), "{r}");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        0,
+        "the host socket accepted: {r}"
+    );
 }
 
 #[test]

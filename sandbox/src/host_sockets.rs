@@ -18,10 +18,14 @@ use std::path::PathBuf;
 
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const UDIAG_SHOW_NAME: u32 = 0x1;
+const UDIAG_SHOW_VFS: u32 = 0x2;
 const UNIX_DIAG_NAME: u16 = 0;
-/// Kernel socket states (shared with TCP's names): unconnected, and listening.
+const UNIX_DIAG_VFS: u16 = 1;
+/// Kernel socket states (shared with TCP's names): unconnected, listening, connected.
 const STATE_CLOSE: u32 = 7;
 const STATE_LISTEN: u32 = 10;
+const STATE_ESTABLISHED: u32 = 1;
+const REACHABLE: u32 = (1 << STATE_CLOSE) | (1 << STATE_LISTEN);
 
 #[repr(C)]
 struct Request {
@@ -47,6 +51,46 @@ pub(crate) fn socket_paths() -> Vec<PathBuf> {
 }
 
 fn ask_kernel() -> std::io::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    dump(REACHABLE, UDIAG_SHOW_NAME, |kind, name| {
+        // An abstract name starts with NUL: no file to cover.
+        if kind == UNIX_DIAG_NAME && name.first().is_some_and(|b| *b != 0) {
+            let name = name.split(|b| *b == 0).next().unwrap_or(name);
+            paths.push(PathBuf::from(OsStr::from_bytes(name)));
+        }
+    })?;
+    Ok(paths)
+}
+
+/// The files (device and inode, as `stat` reports them) that unix sockets of this
+/// network namespace are bound to: listening or unconnected ones, or (`connected`) the
+/// connected ones, which include every accepted stream and so are many more. The device is the kernel's internal
+/// number in sock_diag and is given back in `stat`'s encoding; sock_diag reports the
+/// low 32 bits of the inode.
+pub(crate) fn bound_files(
+    connected: bool,
+) -> std::io::Result<std::collections::HashSet<(u64, u32)>> {
+    let mut files = std::collections::HashSet::new();
+    let states = if connected {
+        1 << STATE_ESTABLISHED
+    } else {
+        REACHABLE
+    };
+    dump(states, UDIAG_SHOW_VFS, |kind, vfs| {
+        if kind == UNIX_DIAG_VFS {
+            if let (Some(inode), Some(device)) = (u32_at(vfs, 0), u32_at(vfs, 4)) {
+                // The kernel's dev_t: 12 bits of major above 20 bits of minor.
+                let device = libc::makedev(device >> 20, device & 0xf_ffff);
+                files.insert((device, inode));
+            }
+        }
+    })?;
+    Ok(files)
+}
+
+/// One unix sock_diag dump: the sockets in `states`, each attribute of `show` given to
+/// `each` as its kind and payload.
+fn dump(states: u32, show: u32, mut each: impl FnMut(u16, &[u8])) -> std::io::Result<()> {
     // SAFETY: a new socket; ownership is taken at once.
     let socket = unsafe {
         let fd = libc::socket(
@@ -70,9 +114,9 @@ fn ask_kernel() -> std::io::Result<Vec<PathBuf>> {
         family: libc::AF_UNIX as u8,
         protocol: 0,
         pad: 0,
-        states: (1 << STATE_CLOSE) | (1 << STATE_LISTEN),
+        states,
         inode: 0,
-        show: UDIAG_SHOW_NAME,
+        show,
         cookie: [u32::MAX; 2],
     };
     // SAFETY: sends the request structure, which outlives the call.
@@ -87,7 +131,6 @@ fn ask_kernel() -> std::io::Result<Vec<PathBuf>> {
     if sent < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let mut paths = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: receives into a buffer we own, of the length given.
@@ -106,9 +149,9 @@ fn ask_kernel() -> std::io::Result<Vec<PathBuf>> {
             }
             return Err(error);
         }
-        match read_replies(&buffer[..got as usize], &mut paths)? {
+        match read_replies(&buffer[..got as usize], &mut each)? {
             Replies::More => continue,
-            Replies::Done => return Ok(paths),
+            Replies::Done => return Ok(()),
         }
     }
 }
@@ -131,7 +174,7 @@ fn align4(n: usize) -> usize {
 }
 
 /// One datagram of replies: each message a `unix_diag_msg` (16 bytes) and attributes.
-fn read_replies(mut data: &[u8], paths: &mut Vec<PathBuf>) -> std::io::Result<Replies> {
+fn read_replies(mut data: &[u8], each: &mut impl FnMut(u16, &[u8])) -> std::io::Result<Replies> {
     const HEADER: usize = std::mem::size_of::<libc::nlmsghdr>();
     const MESSAGE: usize = 16;
     let malformed = || std::io::Error::other("a malformed sock_diag reply");
@@ -156,12 +199,7 @@ fn read_replies(mut data: &[u8], paths: &mut Vec<PathBuf>) -> std::io::Result<Re
             if size < 4 || size > attributes.len() {
                 return Err(malformed());
             }
-            let name = &attributes[4..size];
-            // An abstract name starts with NUL: no file to cover.
-            if kind == UNIX_DIAG_NAME && name.first().is_some_and(|b| *b != 0) {
-                let name = name.split(|b| *b == 0).next().unwrap_or(name);
-                paths.push(PathBuf::from(OsStr::from_bytes(name)));
-            }
+            each(kind, &attributes[4..size]);
             attributes = attributes.get(align4(size)..).unwrap_or_default();
         }
         data = data.get(align4(length)..).unwrap_or_default();
@@ -211,6 +249,22 @@ mod tests {
                 "{wanted:?} in {from_kernel:?}"
             );
             assert!(from_proc_table().contains(wanted));
+        }
+        let bound = bound_files(false).expect("the kernel answers unix sock_diag with VFS");
+        for wanted in [&listening, &datagram] {
+            use std::os::unix::fs::MetadataExt;
+            let file = std::fs::metadata(wanted).unwrap();
+            assert!(
+                bound.contains(&(file.dev(), file.ino() as u32)),
+                "{wanted:?}"
+            );
+        }
+        let unbound = dir.path().join("plain");
+        std::fs::write(&unbound, "").unwrap();
+        let plain = std::fs::metadata(&unbound).unwrap();
+        {
+            use std::os::unix::fs::MetadataExt;
+            assert!(!bound.contains(&(plain.dev(), plain.ino() as u32)));
         }
         let all = socket_paths();
         assert_eq!(

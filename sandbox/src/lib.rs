@@ -17,7 +17,10 @@
 //! - seccomp programs ([`write_seccomp_programs`]) refusing new namespaces, mounts,
 //!   keyrings, eBPF, io_uring, modules and terminal injection;
 //! - Landlock scopes ([`spawn_scoped`]): signals outside the sandbox are out of reach
-//!   (and abstract unix sockets, which the private network namespace already separates).
+//!   (and abstract unix sockets, which the private network namespace already separates);
+//! - a socket file can be connected to only if a socket of the same sandbox is bound to
+//!   it (Landlock's `RESOLVE_UNIX` from ABI 9; before, the built-in wall's init checks
+//!   each connect and unix datagram, see `wall/unix_guard.rs`).
 //!
 //! The namespaces and mounts are set up by the program itself ([`wall`]: the running
 //! binary started with a reserved argument, so a fresh machine needs no package), or by

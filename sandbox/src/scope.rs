@@ -97,8 +97,8 @@ pub(crate) fn restrict_thread() -> std::io::Result<()> {
 /// `RESOLVE_UNIX` right, handled with no path granting it). A host service whose socket
 /// file appears in a shared writable root (`/tmp`) after the sandbox started is then
 /// refused like the ones hidden at its start; the sandbox's own sockets, and those of
-/// programs it starts, still connect. On older kernels this is a no-op and only the
-/// socket files present at the start are hidden. Called after the mounts (a domain that
+/// programs it starts, still connect. On older kernels this is a no-op; the built-in
+/// wall keeps the same rule there itself (`wall/unix_guard.rs`). Called after the mounts (a domain that
 /// handles a file-system right may not mount) and before the command runs.
 pub(crate) fn refuse_outside_sockets() -> std::io::Result<()> {
     Ruleset::default()

@@ -91,7 +91,23 @@ fn programs() -> Result<[BpfProgram; 2], String> {
         .iter()
         .map(|f| condition(0, SeccompCmpOp::MaskedEq(*f as u64), *f as u64))
         .collect();
+    let mut clone_rules: Vec<SeccompRule> = clone_rules;
+    // A descriptor table shared without being a thread: the unix socket guard
+    // (`wall/unix_guard.rs`) counts on a single-threaded caller's table staying as it is.
+    let shared_table = (libc::CLONE_FILES | libc::CLONE_THREAD) as u64;
+    clone_rules.push(condition(
+        0,
+        SeccompCmpOp::MaskedEq(shared_table),
+        libc::CLONE_FILES as u64,
+    ));
     refused.insert(libc::SYS_clone, clone_rules);
+    // A seccomp listener of a command's own would answer before the guard's (the most
+    // recent filter's notification wins) and could let a connect through unchecked.
+    let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    refused.insert(
+        libc::SYS_seccomp,
+        vec![condition(1, SeccompCmpOp::MaskedEq(listener), listener)],
+    );
     let ioctl_rules = REFUSED_IOCTLS
         .iter()
         .map(|r| condition(1, SeccompCmpOp::Eq, *r))

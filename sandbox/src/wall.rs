@@ -20,7 +20,8 @@
 //!    sets no-new-privileges, loads the seccomp programs (read from their files before
 //!    anything changed) and executes the command; init reaps orphans and exits with the command's status
 //!    (128 + signal when a signal ended it), and when init ends the kernel ends every
-//!    process of the namespace.
+//!    process of the namespace. Before Landlock ABI 9 init also keeps the sandbox's
+//!    unix connects and datagrams to its own socket files ([`unix_guard`]).
 //!
 //! Read-only binds are made with `mount_setattr(AT_RECURSIVE)` (Linux 5.12), which
 //! reaches every mount beneath the place at once and only ever adds restrictions, so a
@@ -34,6 +35,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 mod confined;
+mod unix_guard;
 
 /// The argument that turns a program into the wall.
 pub const WALL_ARG: &str = "__hermes-sandbox-wall";
@@ -483,6 +485,19 @@ fn run_init(plan: &Plan, seccomp: &[Vec<u8>]) -> i32 {
         // SAFETY: prctl on our own process.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     }
+    let own_network = plan.unshare_net || plan.proxy_channel.is_some();
+    let guard = if unix_guard::wanted(own_network) {
+        unix_guard::block_child_signals();
+        match unix_guard::Handoff::new() {
+            Ok(handoff) => Some(handoff),
+            Err(e) => {
+                eprintln!("hermes-tools sandbox: {e}");
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
     let command = match build_root(plan).and_then(|()| fork()) {
         Ok(command) => command,
         Err(e) => {
@@ -491,10 +506,24 @@ fn run_init(plan: &Plan, seccomp: &[Vec<u8>]) -> i32 {
         }
     };
     if command == 0 {
-        let (code, e) = exec_command(plan, seccomp);
+        let channel = guard.map(|handoff| {
+            drop(handoff.init_end);
+            handoff.command_end
+        });
+        let (code, e) = exec_command(plan, seccomp, channel);
         eprintln!("hermes-tools sandbox: {e}");
         // SAFETY: ending the child without running the parent's exit handlers twice.
         unsafe { libc::_exit(code) };
+    }
+    if let Some(handoff) = guard {
+        drop(handoff.command_end);
+        match unix_guard::take(handoff.init_end, command)
+            .and_then(|listener| unix_guard::keep_only_ptrace().map(|()| listener))
+        {
+            Ok(listener) => return unix_guard::serve(listener, command),
+            // The command's process gave up too; its status is reaped below.
+            Err(e) => eprintln!("hermes-tools sandbox: {e}"),
+        }
     }
     // Init reaps whatever the command leaves behind, until the command itself ends;
     // then everything else in the namespace ends with init.
@@ -802,7 +831,11 @@ fn restrict(path: &Path, attrs: u64, depth: Depth) -> Result<(), String> {
 
 /// In the command's process: session, capabilities, seccomp, then the command. Returns
 /// only with the status to end with (127: the command cannot be executed) and why.
-fn exec_command(plan: &Plan, seccomp: &[Vec<u8>]) -> (i32, String) {
+fn exec_command(
+    plan: &Plan,
+    seccomp: &[Vec<u8>],
+    unix_guard: Option<std::os::fd::OwnedFd>,
+) -> (i32, String) {
     let argv: Vec<CString> = match plan
         .argv
         .iter()
@@ -835,6 +868,12 @@ fn exec_command(plan: &Plan, seccomp: &[Vec<u8>]) -> (i32, String) {
         if let Err(e) = crate::scope::refuse_outside_sockets() {
             return (1, e.to_string());
         }
+        // Before the programs, which refuse new seccomp listeners.
+        if let Some(channel) = unix_guard {
+            if let Err(e) = unix_guard::install(channel) {
+                return (1, e);
+            }
+        }
         for program in seccomp {
             if let Err(e) = load_seccomp(program) {
                 return (1, e);
@@ -855,20 +894,7 @@ fn exec_command(plan: &Plan, seccomp: &[Vec<u8>]) -> (i32, String) {
 /// Empties the bounding, ambient, effective, permitted and inheritable sets: even root
 /// inside gains nothing on exec.
 fn drop_capabilities() -> Result<(), String> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
-    // SAFETY: prctl and capset on our own process with structures of the kernel's layout.
+    // SAFETY: prctl on our own process.
     unsafe {
         for cap in 0..64 {
             if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
@@ -884,18 +910,46 @@ fn drop_capabilities() -> Result<(), String> {
             0,
             0,
         );
-        let mut header = Header {
-            version: VERSION_3,
-            pid: 0,
-        };
-        let data = [Data {
-            effective: 0,
-            permitted: 0,
+    }
+    keep_capabilities(0).map_err(|e| format!("cannot drop capabilities: {e}"))
+}
+
+/// Sets this process's effective and permitted capabilities to `kept` (a mask of the
+/// first 32), inheritable to none.
+fn keep_capabilities(kept: u32) -> Result<(), String> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let none = Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    };
+    let data = [
+        Data {
+            effective: kept,
+            permitted: kept,
             inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) != 0 {
-            return Err(failed("cannot drop capabilities"));
-        }
+        },
+        none,
+    ];
+    // SAFETY: capset on our own process with structures of the kernel's layout.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
     }
     Ok(())
 }

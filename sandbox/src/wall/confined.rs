@@ -190,7 +190,7 @@ pub(super) fn run(plan: &Plan, seccomp: &[Vec<u8>]) -> Result<i32, (i32, String)
     programs.push(crate::syscalls::no_network_program().map_err(|e| (1, e))?);
     match super::fork().map_err(|e| (1, e))? {
         0 => {
-            let (code, why) = super::exec_command(plan, &programs);
+            let (code, why) = super::exec_command(plan, &programs, None);
             eprintln!("hermes-tools sandbox: {why}");
             // SAFETY: ending the child without running the parent's exit handlers twice.
             unsafe { libc::_exit(code) }
