@@ -147,7 +147,7 @@ fn with_sampling_tools_a_sub_agent_runs_its_tools_on_the_clients_model() {
             {"name": "read_file", "input": {"path": notes.to_str().unwrap()}},
             {"name": "terminal", "input": {"command": "echo shell-says && expr 6 '*' 7 && cat notes.txt"}},
             // Flagged, and a sub-agent has nobody to ask: the approval policy blocks it.
-            {"name": "terminal", "input": {"command": "echo blocked-$((6*7)) > blocked-marker"}},
+            {"name": "terminal", "input": {"command": "echo blocked > blocked-marker; rm -rf blocked-dir"}},
         ]},
         {"text": "What the tools returned: {results}"},
     ]);
