@@ -54,6 +54,7 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// Serves one session on stdin/stdout until the client closes its end.
 pub async fn serve(server: HermesServer) -> io::Result<()> {
     let output = Arc::new(Output::stdout()?);
+    let listens = Arc::new(OpenListens::default());
     let (from_front, to_rmcp) = io::pipe()?;
     let rmcp_input = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(from_front))?;
     let transport = AsyncRwTransport::new_server(
@@ -61,9 +62,10 @@ pub async fn serve(server: HermesServer) -> io::Result<()> {
         LinesOut {
             output: Arc::clone(&output),
             pending: Vec::new(),
+            listens: Arc::clone(&listens),
         },
     );
-    let front = Front::start(server.clone(), output, to_rmcp)?;
+    let front = Front::start(server.clone(), output, to_rmcp, listens)?;
     let running = server.serve(transport).await.map_err(io::Error::other)?;
     if running.peer().peer_info().is_some() {
         let _ = front.peer.set(running.peer().clone());
@@ -103,6 +105,95 @@ impl Output {
 struct LinesOut {
     output: Arc<Output>,
     pending: Vec<u8>,
+    listens: Arc<OpenListens>,
+}
+
+/// The `subscriptions/listen` requests handed to rmcp and not yet answered. At the end
+/// of input their streams are ended, and rmcp's input is closed only once their final
+/// answers are written: closed earlier, rmcp's teardown cancels a stream that has not
+/// answered yet, and a cancelled request gets no answer.
+#[derive(Default)]
+struct OpenListens {
+    ids: Mutex<std::collections::HashSet<String>>,
+    count: AtomicUsize,
+    answered: Condvar,
+}
+
+/// Just the parts of a message that say what it is.
+#[derive(Deserialize)]
+struct MessageHead {
+    method: Option<String>,
+    id: Option<serde_json::Value>,
+    params: Option<serde_json::Value>,
+}
+
+impl OpenListens {
+    /// Notes a line going to rmcp: a listen request opens, a cancellation closes one.
+    fn forwarded(&self, line: &[u8]) {
+        let mentions = |what: &[u8]| line.windows(what.len()).any(|w| w == what);
+        if !mentions(b"subscriptions/listen") && !mentions(b"notifications/cancelled") {
+            return;
+        }
+        let Ok(head) = serde_json::from_slice::<MessageHead>(line) else {
+            return;
+        };
+        match (head.method.as_deref(), head.id) {
+            (Some("subscriptions/listen"), Some(id)) => {
+                self.ids
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.to_string());
+                self.count.fetch_add(1, SeqCst);
+            }
+            (Some("notifications/cancelled"), None) => {
+                if let Some(id) = head.params.as_ref().and_then(|p| p.get("requestId")) {
+                    self.close(&id.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Notes lines rmcp wrote: an answer to an open listen closes it.
+    fn written(&self, lines: &[u8]) {
+        if self.count.load(SeqCst) == 0 {
+            return;
+        }
+        for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            if let Ok(MessageHead {
+                method: None,
+                id: Some(id),
+                ..
+            }) = serde_json::from_slice::<MessageHead>(line)
+            {
+                self.close(&id.to_string());
+            }
+        }
+    }
+
+    fn close(&self, id: &str) {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if ids.remove(id) {
+            self.count.fetch_sub(1, SeqCst);
+            self.answered.notify_all();
+        }
+    }
+
+    /// Waits until every open listen has its answer written, or `deadline`.
+    fn wait_answered(&self, deadline: Instant) {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        while !ids.is_empty() {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            ids = self
+                .answered
+                .wait_timeout(ids, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
 }
 
 impl tokio::io::AsyncWrite for LinesOut {
@@ -117,6 +208,7 @@ impl tokio::io::AsyncWrite for LinesOut {
         this.pending.extend_from_slice(buf);
         if let Some(end) = this.pending.iter().rposition(|b| *b == b'\n') {
             let written = this.output.write_lines(&this.pending[..=end]);
+            this.listens.written(&this.pending[..=end]);
             this.pending.drain(..=end);
             written?;
         }
@@ -239,6 +331,7 @@ struct Front {
     idle: (Mutex<()>, Condvar),
     watchdog: OnceLock<std::thread::Thread>,
     watchdog_asleep: AtomicBool,
+    listens: Arc<OpenListens>,
 }
 
 impl Front {
@@ -246,6 +339,7 @@ impl Front {
         server: HermesServer,
         output: Arc<Output>,
         to_rmcp: io::PipeWriter,
+        listens: Arc<OpenListens>,
     ) -> io::Result<Arc<Front>> {
         let input = std::fs::File::from(io::stdin().as_fd().try_clone_to_owned()?);
         let front = Arc::new(Front {
@@ -266,6 +360,7 @@ impl Front {
             idle: Default::default(),
             watchdog: OnceLock::new(),
             watchdog_asleep: AtomicBool::new(false),
+            listens,
         });
         let watched = Arc::clone(&front);
         let watchdog = std::thread::Builder::new()
@@ -336,6 +431,7 @@ impl Front {
     }
 
     fn forward(&self, mut line: Vec<u8>) {
+        self.listens.forwarded(&line);
         line.push(b'\n');
         if let Some(pipe) = self
             .to_rmcp
@@ -417,9 +513,11 @@ impl Front {
 
     /// End of input: rmcp's input closes too, so it finishes its own requests and stops.
     fn close_input(&self) {
-        let _ = self.ended.set(Instant::now());
-        // Before rmcp sees the end: its drain would otherwise wait on the streams.
+        let ended = *self.ended.get_or_init(Instant::now);
+        // Before rmcp sees the end: its drain would otherwise wait on the streams, and
+        // its teardown would cancel those that had not answered yet.
         self.server.end_of_input();
+        self.listens.wait_answered(ended + DRAIN);
         self.to_rmcp
             .lock()
             .unwrap_or_else(|p| p.into_inner())
