@@ -391,13 +391,7 @@ impl Environment for DockerEnv {
             .stdin(Stdio::null())
             .output()
             .map_err(|e| EnvError::new(format!("cannot run {}: {e}", self.binary)))?;
-        if !out.status.success() {
-            return Err(EnvError::new(format!(
-                "{path}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(out.stdout)
+        super::fetched(out, path)
     }
 
     fn cleanup(&self) {

@@ -191,6 +191,18 @@ pub trait Environment: Send + Sync {
     }
 }
 
+/// What `head -c` printed of `path` through a client program, or its error output as
+/// the reason.
+pub(crate) fn fetched(out: std::process::Output, path: &str) -> Result<Vec<u8>, EnvError> {
+    if !out.status.success() {
+        return Err(EnvError::new(format!(
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out.stdout)
+}
+
 /// The client program to run: the one configured, else the first of `candidates` found
 /// on PATH.
 pub(crate) fn configured_or_on_path(

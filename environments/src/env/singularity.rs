@@ -278,13 +278,7 @@ impl Environment for SingularityEnv {
             .stdin(Stdio::null())
             .output()
             .map_err(|e| EnvError::new(e.to_string()))?;
-        if !out.status.success() {
-            return Err(EnvError::new(format!(
-                "{path}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(out.stdout)
+        super::fetched(out, path)
     }
 
     fn cleanup(&self) {

@@ -192,13 +192,7 @@ impl Environment for SshEnv {
             .stdin(Stdio::null())
             .output()
             .map_err(|e| EnvError::new(format!("cannot run ssh: {e}")))?;
-        if !out.status.success() {
-            return Err(EnvError::new(format!(
-                "{path}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(out.stdout)
+        super::fetched(out, path)
     }
 
     fn cleanup(&self) {
