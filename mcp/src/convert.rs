@@ -167,6 +167,26 @@ struct ResultKeys {
     multimodal: Option<serde::de::IgnoredAny>,
 }
 
+/// A chat-completions content part of a result (text, or an image as a data URL), or an
+/// MCP block a plugin or an MCP server gave, as an MCP content block.
+pub(crate) fn content_part(part: &Value) -> Value {
+    match part.get("type").and_then(Value::as_str) {
+        Some("text") => json!({"type": "text", "text": part["text"].as_str().unwrap_or_default()}),
+        Some("image_url") => {
+            let url = part["image_url"]["url"].as_str().unwrap_or_default();
+            match url
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(";base64,"))
+            {
+                Some((mime, data)) => json!({"type": "image", "mimeType": mime, "data": data}),
+                None => json!({"type": "text", "text": format!("[image {url}]")}),
+            }
+        }
+        Some("image" | "audio" | "resource" | "resource_link") => part.clone(),
+        _ => json!({"type": "text", "text": part.to_string()}),
+    }
+}
+
 /// A result string → an MCP `CallToolResult` as JSON.
 pub fn result_string_to_mcp(result: &str) -> Value {
     // Most results are objects that are no envelope: their `error` decides, read
@@ -185,30 +205,12 @@ pub fn result_string_to_mcp(result: &str) -> Value {
     }
     if let Ok(envelope) = serde_json::from_str::<Value>(result) {
         if hermes_runtime::dispatch::is_multimodal_envelope(&envelope) {
-            let mut content = Vec::new();
-            for part in envelope["content"].as_array().into_iter().flatten() {
-                match part.get("type").and_then(Value::as_str) {
-                    Some("text") => content.push(
-                        json!({"type": "text", "text": part["text"].as_str().unwrap_or_default()}),
-                    ),
-                    Some("image_url") => {
-                        let url = part["image_url"]["url"].as_str().unwrap_or_default();
-                        if let Some((mime, data)) = url
-                            .strip_prefix("data:")
-                            .and_then(|rest| rest.split_once(";base64,"))
-                        {
-                            content.push(json!({"type": "image", "mimeType": mime, "data": data}));
-                        } else {
-                            content.push(json!({"type": "text", "text": format!("[image {url}]")}));
-                        }
-                    }
-                    // MCP's own blocks, as a plugin or an MCP server gave them.
-                    Some("image" | "audio" | "resource" | "resource_link") => {
-                        content.push(part.clone())
-                    }
-                    _ => content.push(json!({"type": "text", "text": part.to_string()})),
-                }
-            }
+            let mut content: Vec<Value> = envelope["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(content_part)
+                .collect();
             if content.is_empty() {
                 content.push(json!({"type": "text", "text": envelope["text_summary"].as_str().unwrap_or_default()}));
             }

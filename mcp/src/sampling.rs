@@ -115,40 +115,24 @@ fn is_tool_results(message: &Value) -> bool {
         .is_some_and(|blocks| blocks.iter().all(|b| b["type"] == "tool_result"))
 }
 
-/// A tool message as a `tool_result` block: its text (or text and image parts), and
-/// `isError` when the result is the runtime's error object.
+/// A tool message as a `tool_result` block, with the content blocks and the error
+/// judgement a `tools/call` of the same result gets.
 fn tool_result(message: &Value) -> Value {
-    let content = match &message["content"] {
-        Value::Array(parts) => parts.iter().filter_map(content_block).collect(),
-        other => vec![json!({"type": "text", "text": text_of(other)})],
+    let converted = match &message["content"] {
+        Value::Array(parts) => json!({
+            "content": parts.iter().map(crate::convert::content_part).collect::<Vec<_>>(),
+        }),
+        other => crate::convert::result_string_to_mcp(&text_of(other)),
     };
-    let failed = message["content"]
-        .as_str()
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-        .is_some_and(|result| result.get("error").is_some_and(|e| !e.is_null()));
     let mut block = json!({
         "type": "tool_result",
         "toolUseId": message["tool_call_id"],
-        "content": content,
+        "content": converted["content"],
     });
-    if failed {
+    if converted["isError"] == true {
         block["isError"] = json!(true);
     }
     block
-}
-
-/// A chat-completions content part as an MCP content block (text, or an image sent
-/// as a data URL).
-fn content_block(part: &Value) -> Option<Value> {
-    match part["type"].as_str()? {
-        "text" => Some(json!({"type": "text", "text": part["text"]})),
-        "image_url" => {
-            let url = part["image_url"]["url"].as_str()?;
-            let (mime, data) = url.strip_prefix("data:")?.split_once(";base64,")?;
-            Some(json!({"type": "image", "data": data, "mimeType": mime}))
-        }
-        _ => None,
-    }
 }
 
 /// A tool call's arguments (JSON text) as the object `tool_use.input` must be.
