@@ -115,7 +115,6 @@ struct LinesOut {
 #[derive(Default)]
 struct OpenListens {
     ids: Mutex<std::collections::HashSet<String>>,
-    count: AtomicUsize,
     answered: Condvar,
 }
 
@@ -143,7 +142,6 @@ impl OpenListens {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(id.to_string());
-                self.count.fetch_add(1, SeqCst);
             }
             (Some("notifications/cancelled"), None) => {
                 if let Some(id) = head.params.as_ref().and_then(|p| p.get("requestId")) {
@@ -156,7 +154,13 @@ impl OpenListens {
 
     /// Notes lines rmcp wrote: an answer to an open listen closes it.
     fn written(&self, lines: &[u8]) {
-        if self.count.load(SeqCst) == 0 {
+        // rmcp writes few messages (call results go out elsewhere): a look is cheap.
+        if self
+            .ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+        {
             return;
         }
         for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -174,7 +178,6 @@ impl OpenListens {
     fn close(&self, id: &str) {
         let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
         if ids.remove(id) {
-            self.count.fetch_sub(1, SeqCst);
             self.answered.notify_all();
         }
     }
