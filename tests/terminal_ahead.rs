@@ -1,7 +1,8 @@
 //! The local backend runs a task's foreground commands in shells that are ready before
-//! the command arrives: inside the sandbox the next command's shell is started while a
-//! command runs, in the task's other sandbox (or as soon as the command ends); without
-//! it commands are forked from one waiting bash per task. Driven through
+//! the command arrives: inside the sandbox the next command's shell is started as soon
+//! as the command before has ended (or, when commands come back to back, while it runs,
+//! in the task's second sandbox); without it commands are forked from one waiting bash
+//! per task. An idle task cools down: its sandbox ends, its state stays. Driven through
 //! `hermes-tools serve`: the next command runs in that shell,
 //! state carries over exactly as with a shell started for the command, scripts of any
 //! length arrive whole, and a shell that is gone leaves the next command a working one.
@@ -31,8 +32,13 @@ fn fixture(config: &str) -> Fixture {
 
 impl Fixture {
     fn serve(&self) -> common::ServeSession {
+        self.serve_with(&[])
+    }
+
+    fn serve_with(&self, env: &[(&str, &str)]) -> common::ServeSession {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
         cmd.arg("serve")
+            .envs(env.iter().copied())
             .current_dir(self.workspace.path())
             .env("HOME", self.home.path())
             .env("HERMES_HOME", self.hermes_home.path())
@@ -235,41 +241,125 @@ fn a_large_script_reaches_the_waiting_shell_whole_without_the_sandbox() {
     a_large_script_reaches_the_waiting_shell_whole(SANDBOX_OFF);
 }
 
+/// Each command names its sandbox (its PID namespace) and looks, after a pause, for any
+/// other shell waiting for a script.
+const LOOK: &str = "readlink /proc/$$/ns/pid; sleep 0.3; for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; \
+    mapfile -d '' argv < $p/cmdline 2>/dev/null || continue; case \"${argv[*]}\" in *__hermes_body*) echo \"in sight: ${p#/proc/}\";; esac; done";
+
+/// The sandbox (PID namespace) each of `rounds` commands ran in, `pause` after the last
+/// answer; every command ran in a shell started ahead, and none saw a waiting shell.
+fn sandboxes_of_commands(
+    server: &mut common::ServeSession,
+    rounds: usize,
+    pause: std::time::Duration,
+) -> Vec<String> {
+    (0..rounds)
+        .map(|round| {
+            std::thread::sleep(pause);
+            let r = server.call(
+                "terminal",
+                json!({"command": format!("{STARTED_FOR_IT}; {LOOK}")}),
+            );
+            let lines: Vec<&str> = output(&r).lines().collect();
+            assert!(
+                matches!(lines.as_slice(), ["ahead", ns] if ns.starts_with("pid:[")),
+                "round {round}: {r}"
+            );
+            lines[1].to_string()
+        })
+        .collect()
+}
+
+fn distinct(sandboxes: &[String]) -> usize {
+    let mut distinct = sandboxes.to_vec();
+    distinct.sort();
+    distinct.dedup();
+    distinct.len()
+}
+
 #[test]
-fn the_next_commands_shell_waits_in_the_tasks_other_sandbox_out_of_sight() {
+fn commands_with_a_pause_between_them_keep_one_sandbox_per_task() {
     let f = fixture(SANDBOX_ON);
     let mut server = f.serve();
     for _ in 0..2 {
         let r = server.call("terminal", json!({"command": "true"}));
         assert_eq!(r["exit_code"], 0, "{r}");
     }
-    // Each command names its sandbox (its PID namespace) and looks, while the next
-    // command's shell is being started, for any other shell waiting for a script.
-    let look = "readlink /proc/$$/ns/pid; sleep 0.3; for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; \
-        mapfile -d '' argv < $p/cmdline 2>/dev/null || continue; case \"${argv[*]}\" in *__hermes_body*) echo \"in sight: ${p#/proc/}\";; esac; done";
-    let mut sandboxes = Vec::new();
-    for round in 0..6 {
-        let r = server.call(
-            "terminal",
-            json!({"command": format!("{STARTED_FOR_IT}; {look}")}),
-        );
-        let lines: Vec<&str> = output(&r).lines().collect();
-        assert!(
-            matches!(lines.as_slice(), ["ahead", ns] if ns.starts_with("pid:[")),
-            "round {round}: {r}"
-        );
-        sandboxes.push(lines[1].to_string());
+    // As an agent's calls come: the next shell is ready before the next command, so
+    // it is started in the sandbox the command before ran in, once that one has ended.
+    let sandboxes = sandboxes_of_commands(&mut server, 5, std::time::Duration::from_millis(200));
+    assert_eq!(distinct(&sandboxes), 1, "{sandboxes:?}");
+}
+
+#[test]
+fn back_to_back_commands_get_their_shell_from_a_second_sandbox_out_of_sight() {
+    let f = fixture(SANDBOX_ON);
+    let mut server = f.serve();
+    for _ in 0..2 {
+        let r = server.call("terminal", json!({"command": "true"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
     }
-    // Once the second sandbox is up (it starts in the background with the task's second
-    // command), each shell is started beside the command before, so the two take turns.
-    assert!(
-        sandboxes[2..].windows(2).all(|w| w[0] != w[1]),
-        "{sandboxes:?}"
+    // Sent as soon as the answer is in, a command may find its shell still starting;
+    // the task then gets a second sandbox, where the next command's shell starts while
+    // a command runs. Either way no waiting shell is in sight of a command, and a task
+    // never has more than two sandboxes.
+    let sandboxes = sandboxes_of_commands(&mut server, 6, std::time::Duration::ZERO);
+    assert!(distinct(&sandboxes) <= 2, "{sandboxes:?}");
+}
+
+/// Processes below `pid` (its children, theirs, ...).
+fn descendants(pid: u32) -> Vec<u32> {
+    let parent_of = |p: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+    };
+    let all: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(all.iter().filter(|p| parent_of(**p) == Some(parent)));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+#[test]
+fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
+    let f = fixture(SANDBOX_ON);
+    let mut server = f.serve_with(&[("TERMINAL_KEEP_WARM_SECONDS", "1")]);
+    let r = server.call("terminal", json!({"command": "true"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = server.call(
+        "terminal",
+        json!({"command": "cd sub && export COOLED=kept && cooled_fn() { echo from-fn; }; readlink /proc/$$/ns/pid"}),
     );
-    let mut distinct = sandboxes.clone();
-    distinct.sort();
-    distinct.dedup();
-    assert_eq!(distinct.len(), 2, "{sandboxes:?}");
+    let warm_sandbox = output(&r).to_string();
+    assert!(
+        !descendants(server.pid()).is_empty(),
+        "a warm task keeps its sandbox"
+    );
+    // Cooled within a second of its keep-warm time (polled for up to 10 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !descendants(server.pid()).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle task's processes are still there: {:?}",
+            descendants(server.pid())
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let r = server.call(
+        "terminal",
+        json!({"command": "echo $COOLED $(basename $PWD); cooled_fn; readlink /proc/$$/ns/pid"}),
+    );
+    let lines: Vec<&str> = output(&r).lines().collect();
+    assert_eq!(lines[..2], ["kept sub", "from-fn"], "{r}");
+    assert_ne!(lines[2], warm_sandbox, "a new sandbox: {r}");
 }
 
 #[test]

@@ -557,6 +557,15 @@ impl TerminalConfig {
     }
 }
 
+/// `TERMINAL_KEEP_WARM_SECONDS` (30): an idle local task's sandbox and waiting shell
+/// are ended after this (see `Environment::cool`); its state stays for its next command.
+pub fn keep_warm_seconds() -> u64 {
+    std::env::var("TERMINAL_KEEP_WARM_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30)
+}
+
 /// `TERMINAL_LIFETIME_SECONDS` (300): idle environments are reaped after this.
 pub fn lifetime_seconds() -> u64 {
     std::env::var("TERMINAL_LIFETIME_SECONDS")

@@ -38,6 +38,12 @@ pub struct LocalEnv {
     forks: fork_server::Slot,
     /// Foreground commands run so far (shells are started ahead from the second on).
     foreground_runs: std::sync::atomic::AtomicUsize,
+    /// A command of the task came while the shell started for it after the command
+    /// before was still starting: from then on (until the task cools down) the next
+    /// command's shell is started while a command runs, which takes a second sandbox.
+    /// Tasks whose commands come with a pause between them (an agent's turns, or many
+    /// tasks sharing the machine) never pay for one.
+    back_to_back: std::sync::atomic::AtomicBool,
 }
 
 /// How a local child is launched.
@@ -117,6 +123,7 @@ impl LocalEnv {
             closed: Default::default(),
             forks: Default::default(),
             foreground_runs: Default::default(),
+            back_to_back: Default::default(),
         })
     }
 
@@ -291,6 +298,10 @@ impl LocalEnv {
         let restore = session.restore();
         let env = self.launcher_env();
         if let Some(mut shell) = self.take_ready() {
+            if shell.still_starting() {
+                self.back_to_back
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             let fits =
                 shell.matches(&restore, &env) && self.launcher.is_current(&mut shell.waiting.0);
             if fits && self.restore_in(&mut shell, session) {
@@ -313,8 +324,11 @@ impl LocalEnv {
     }
 
     /// Starts the next command's shell (in `env`) while this one runs, in the task's
-    /// other sandbox.
+    /// other sandbox, when the task's commands come back to back.
     fn start_ready_beside(&self, session: &ShellSession, env: Vec<(OsString, OsString)>) {
+        if !self.back_to_back.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() && !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             *slot = self.start_ready(session, env, false);
@@ -730,6 +744,16 @@ impl Environment for LocalEnv {
             .read_to_end(&mut out)
             .map_err(|e| EnvError::new(format!("{path}: {e}")))?;
         Ok(out)
+    }
+
+    fn cool(&self) {
+        if let Some(shell) = self.take_ready() {
+            shell.retire();
+        }
+        drop(self.forks.lock().unwrap_or_else(|p| p.into_inner()).take());
+        self.launcher.end_idle();
+        self.back_to_back
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn cleanup(&self) {

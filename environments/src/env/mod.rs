@@ -125,6 +125,11 @@ pub trait Environment: Send + Sync {
     fn fetch_file(&self, path: &str, max_bytes: usize) -> Result<Vec<u8>, EnvError>;
     /// Releases everything (containers, connections, sandboxes). Idempotent.
     fn cleanup(&self);
+    /// Ends what is kept running between the task's commands only so that the next one
+    /// starts sooner (a local task's sandbox, the shell waiting in it, the bash commands
+    /// are forked from); the next command starts them again. Called once the task has
+    /// been idle for [`crate::config::keep_warm_seconds`], with no command running.
+    fn cool(&self) {}
     /// Whether background processes can be started (HTTP backends run one request per
     /// command and cannot).
     fn supports_background(&self) -> bool {
@@ -571,6 +576,8 @@ pub struct Slot {
     pub last_used: Mutex<Instant>,
     /// Serialises foreground commands of one task (cwd and snapshot are per task).
     pub run_lock: Mutex<()>,
+    /// `last_used` as it was when the environment was last cooled ([`cool_idle`]).
+    cooled_after: Mutex<Option<Instant>>,
 }
 
 fn slots() -> &'static Mutex<HashMap<String, Arc<Slot>>> {
@@ -636,6 +643,7 @@ pub fn get_or_create(
         session,
         last_used: Mutex::new(Instant::now()),
         run_lock: Mutex::new(()),
+        cooled_after: Mutex::new(None),
     });
     slots()
         .lock()
@@ -703,7 +711,8 @@ extern "C" fn cleanup_at_exit() {
 }
 
 /// Every 60 s, drops environments idle longer than `TERMINAL_LIFETIME_SECONDS` whose task
-/// has no running background process. Also registers the at-exit cleanup.
+/// has no running background process; more often, cools those idle longer than
+/// `TERMINAL_KEEP_WARM_SECONDS`. Also registers the at-exit cleanup.
 fn start_reaper() {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {
@@ -713,30 +722,79 @@ fn start_reaper() {
         }
         std::thread::Builder::new()
             .name("terminal-env-reaper".into())
-            .spawn(|| loop {
-                std::thread::sleep(Duration::from_secs(60));
-                reap_idle(Duration::from_secs(crate::config::lifetime_seconds()));
+            .spawn(|| {
+                const REAP_EVERY: Duration = Duration::from_secs(60);
+                let mut last_reap = Instant::now();
+                loop {
+                    let keep_warm = Duration::from_secs(crate::config::keep_warm_seconds());
+                    // A task cools at most half its keep-warm time late.
+                    let tick = (keep_warm / 2).clamp(Duration::from_secs(1), REAP_EVERY);
+                    std::thread::sleep(tick);
+                    cool_idle(keep_warm);
+                    if last_reap.elapsed() >= REAP_EVERY {
+                        last_reap = Instant::now();
+                        reap_idle(Duration::from_secs(crate::config::lifetime_seconds()));
+                    }
+                }
             })
             .ok();
     });
 }
 
-/// Drops environments idle longer than `max_idle`; returns the tasks reaped.
-pub fn reap_idle(max_idle: Duration) -> Vec<String> {
-    let candidates: Vec<(String, Arc<Slot>)> = slots()
+fn all_slots() -> Vec<(String, Arc<Slot>)> {
+    slots()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
         .map(|(k, v)| (k.clone(), Arc::clone(v)))
-        .collect();
+        .collect()
+}
+
+fn last_used(slot: &Slot) -> Instant {
+    *slot.last_used.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn idle_for(slot: &Slot) -> Duration {
+    last_used(slot).elapsed()
+}
+
+/// Cools the environments idle longer than `max_idle` whose task runs no foreground
+/// command now (see [`Environment::cool`]), each once per idle spell.
+pub fn cool_idle(max_idle: Duration) {
+    let mut cooled_any = false;
+    for (_, slot) in all_slots() {
+        let used = last_used(&slot);
+        let mut cooled_after = slot.cooled_after.lock().unwrap_or_else(|p| p.into_inner());
+        if used.elapsed() <= max_idle || *cooled_after == Some(used) {
+            continue;
+        }
+        // Held while cooling, so no command of the task starts meanwhile.
+        if let Ok(_serial) = slot.run_lock.try_lock() {
+            slot.env.cool();
+            *cooled_after = Some(used);
+            cooled_any = true;
+        }
+    }
+    if cooled_any {
+        give_freed_memory_back();
+    }
+}
+
+/// Returns the heap's free pages to the system: what cooled tasks freed would otherwise
+/// stay counted against this process until the allocator happens to reuse it.
+fn give_freed_memory_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Drops environments idle longer than `max_idle`; returns the tasks reaped.
+pub fn reap_idle(max_idle: Duration) -> Vec<String> {
     let mut reaped = Vec::new();
-    for (task, slot) in candidates {
-        let idle = slot
-            .last_used
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .elapsed();
-        if idle > max_idle && !crate::process_registry::task_has_running(&task) {
+    for (task, slot) in all_slots() {
+        if idle_for(&slot) > max_idle && !crate::process_registry::task_has_running(&task) {
             evict(&task);
             reaped.push(task);
         }

@@ -14,11 +14,11 @@
 //! created) or a place one of its mounts stands on is another file now (see
 //! `bwrap::Layout`), so each command sees the walls a sandbox of its own would have.
 //!
-//! A task keeps up to two such sandboxes, so work for its next command can be started
-//! in one while a command runs in the other ([`Launcher::run_if_idle`],
-//! [`Launcher::warm_up`]). Each has its own user and PID namespaces: a command sees no
-//! process of the other sandbox, so it can neither signal, trace nor read what waits
-//! there, and each sandbox is still swept after every command it ran.
+//! A task keeps one such sandbox, or two when work for its next command is to be started
+//! while a command runs ([`Launcher::run_if_idle`], [`Launcher::warm_up`]): the caller
+//! asks for the second only when it pays off. Each has its own user and PID namespaces:
+//! a command sees no process of the other sandbox, so it can neither signal, trace nor
+//! read what waits there, and each sandbox is still swept after every command it ran.
 //!
 //! The launcher is a program that calls [`serve_if_requested`] first thing in `main`
 //! (the `hermes-tools` binary does); [`set_program`] opens it once, and every sandbox
@@ -711,6 +711,14 @@ impl Launcher {
         run.sandbox
             .as_mut()
             .is_some_and(|sandbox| sandbox.layout == layout && sandbox.alive())
+    }
+
+    /// Ends the idle sandboxes (and everything in them) and forgets the layout worked
+    /// out for them; the next command starts a sandbox again.
+    pub fn end_idle(&self) {
+        let idle = std::mem::take(&mut lock(&self.pool).idle);
+        drop(idle);
+        *self.fixed_layout.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Ends the idle sandboxes (and everything in them); none is kept idle after this.

@@ -1,6 +1,7 @@
-//! A task's next foreground shell inside the sandbox, started while the command before
-//! it runs (in the task's other sandbox), or else as soon as that command has ended (a
-//! sandbox's launcher runs one command at a time): it waits for a first line, then
+//! A task's next foreground shell inside the sandbox, started as soon as the command
+//! before it has ended (a sandbox's launcher runs one command at a time), or, for a task
+//! whose commands come back to back, while the command before it runs, in the task's
+//! second sandbox (see `LocalEnv::back_to_back`): it waits for a first line, then
 //! sources the task's snapshot, then waits for the rest of its script. So the fork and
 //! exec of bash and the restoring of the shell state are done beside or between
 //! commands, not on the way to the next command's result. (Without the sandbox commands
@@ -156,6 +157,15 @@ impl ReadyShell {
         }
         self.restoring = write_without_waiting(&self.go, b"\n");
         self.restoring
+    }
+
+    /// Whether the shell has not yet read the line that lets it restore: it is still
+    /// starting, so a command handed over now waits for it.
+    pub(super) fn still_starting(&self) -> bool {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD on a pipe we own stores the bytes not yet read into `unread`.
+        let asked = unsafe { libc::ioctl(self.go.as_raw_fd(), libc::FIONREAD, &mut unread) };
+        asked == 0 && unread > 0
     }
 
     /// Gives the shell `body` to run once it was told to restore; the shell back when it
