@@ -12,7 +12,14 @@
 //!   10, 100 and 400 tasks' sandboxes alive in the same server (median of 7 each). A
 //!   start that reads a table of every socket of the server grows with that number.
 //!
-//! cargo bench --bench many_tasks [-- TASKS CALLS]
+//! - The memory one more idle task costs: the proportional set size (PSS) of serve and
+//!   every process below it with 50 tasks idle (each ran `true` three times), less that
+//!   with one, per task: while the tasks are warm (their sandboxes kept for the next
+//!   command) and once they have cooled down (`TERMINAL_KEEP_WARM_SECONDS`, here 1 s).
+//!   Against the original's cost per idle task (benches/original_idle_tasks.py) when
+//!   `HERMES_BENCH_ORIGINAL_PYTHON` names a Python that has hermes-agent installed.
+//!
+//! cargo bench --bench many_tasks [-- TASKS CALLS | memory]
 //! (or `cargo bench --bench many_tasks --profile dev` to reuse the test build)
 
 use serde_json::{json, Value};
@@ -34,11 +41,17 @@ struct Serve {
 
 impl Serve {
     fn start() -> Serve {
+        // Idle sandboxes must stay alive for the pile-up measure.
+        Serve::start_keeping_warm(3600)
+    }
+
+    /// A serve whose idle tasks cool down after `keep_warm` seconds.
+    fn start_keeping_warm(keep_warm: u64) -> Serve {
         let home = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
             .args(["serve", "--toolsets", "terminal"])
             .env("HERMES_HOME", home.path())
-            // Idle sandboxes must stay alive for the pile-up measure.
+            .env("TERMINAL_KEEP_WARM_SECONDS", keep_warm.to_string())
             .env("TERMINAL_LIFETIME_SECONDS", "3600")
             .current_dir(home.path())
             .stdin(Stdio::piped())
@@ -140,6 +153,123 @@ impl Drop for Serve {
     }
 }
 
+/// The proportional set size (KiB) of `root` and every process below it.
+fn tree_pss_kib(root: u32) -> u64 {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+    };
+    let all: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(all.iter().filter(|p| parent_of(**p) == Some(parent)));
+        i += 1;
+    }
+    tree.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
+        .flat_map(|rollup| {
+            rollup
+                .lines()
+                .filter_map(|l| {
+                    l.strip_prefix("Pss:")?
+                        .trim()
+                        .strip_suffix("kB")?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+const IDLE_TASKS: usize = 50;
+
+/// Serve's PSS (KiB) with one task, then with IDLE_TASKS more that ran `true` three times
+/// and were left idle for `idle`.
+fn idle_tasks_pss(keep_warm: u64, idle: Duration) -> (u64, u64) {
+    let mut serve = Serve::start_keeping_warm(keep_warm);
+    serve.one("warm", "warm");
+    std::thread::sleep(idle);
+    let before = tree_pss_kib(serve.child.id());
+    // One call at a time, as the original's script makes them: what a burst of calls
+    // at once leaves in the allocator is not a task's cost.
+    for call in 0..3 {
+        for task in 0..IDLE_TASKS {
+            serve.one(&format!("idle{task}-{call}"), &format!("idle{task}"));
+        }
+    }
+    std::thread::sleep(idle);
+    let after = tree_pss_kib(serve.child.id());
+    serve.finish();
+    (before, after)
+}
+
+/// The original's PSS (KiB) with one task and with IDLE_TASKS idle, from
+/// benches/original_idle_tasks.py.
+fn original_idle_tasks_pss() -> Result<(u64, u64), String> {
+    let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON")
+        .ok_or("HERMES_BENCH_ORIGINAL_PYTHON is not set")?;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/original_idle_tasks.py"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(python)
+        .arg(script)
+        .arg(IDLE_TASKS.to_string())
+        .env("HERMES_HOME", home.path())
+        .env("TERMINAL_CWD", work.path())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let figures: Vec<u64> = text
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .split(' ')
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    match figures[..] {
+        [before, after] => Ok((before, after)),
+        _ => Err(format!(
+            "no figures printed: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
+}
+
+fn idle_memory() {
+    let per_task =
+        |(before, after): (u64, u64)| after.saturating_sub(before) as f64 / IDLE_TASKS as f64;
+    let warm = per_task(idle_tasks_pss(3600, Duration::from_secs(2)));
+    let cooled = per_task(idle_tasks_pss(1, Duration::from_secs(4)));
+    println!("the memory one more idle task costs (PSS of the process tree, {IDLE_TASKS} tasks idle against one):");
+    let original = original_idle_tasks_pss().map(per_task);
+    let against = |ours: f64| match &original {
+        Ok(kib) if *kib > 0.0 => format!("  ({:.2}x the original)", ours / kib),
+        _ => String::new(),
+    };
+    println!(
+        "  warm (sandbox kept for the next command): {warm:>9.1} KiB{}",
+        against(warm)
+    );
+    println!(
+        "  cooled down:                              {cooled:>9.1} KiB{}",
+        against(cooled)
+    );
+    match original {
+        Ok(kib) => println!("  the original, an environment per task:   {kib:>9.1} KiB"),
+        Err(e) => println!("  the original: not measured ({e})"),
+    }
+}
+
 fn percentile(times: &mut [Duration], p: f64) -> Duration {
     times.sort();
     times[((times.len() - 1) as f64 * p).round() as usize]
@@ -187,6 +317,10 @@ fn main() {
         .collect();
     let tasks = args.first().copied().unwrap_or(200);
     let calls = args.get(1).copied().unwrap_or(20);
+    if std::env::args().any(|a| a == "memory") {
+        idle_memory();
+        return;
+    }
 
     let cpu_before = children_cpu();
     let (floor_wall, mut floor_times) = floor(tasks, calls);
@@ -255,4 +389,7 @@ fn main() {
             median.as_secs_f64() / base.as_secs_f64()
         );
     }
+    drop(serve);
+
+    idle_memory();
 }
