@@ -264,14 +264,18 @@ pub(crate) fn serve_if_requested() {
     if args.nth(1).as_deref() != Some(OsStr::new(WALL_ARG)) {
         return;
     }
-    let code = match parse(args) {
+    std::process::exit(serve_args(args));
+}
+
+/// Builds and runs the wall the arguments after [`WALL_ARG`] describe; its exit status.
+pub(crate) fn serve_args(args: impl Iterator<Item = OsString>) -> i32 {
+    match parse(args) {
         Ok(plan) => run(&plan),
         Err(e) => {
             eprintln!("hermes-tools sandbox: {e}");
             2
         }
-    };
-    std::process::exit(code);
+    }
 }
 
 /// A failed step: what was tried and what the kernel said.

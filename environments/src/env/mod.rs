@@ -704,6 +704,7 @@ extern "C" fn cleanup_at_exit() {
     // Never panic across the FFI boundary.
     let _ = std::panic::catch_unwind(|| {
         cleanup_all_environments();
+        hermes_sandbox::launcher::end_zygote();
         // Registered before the run directory was made, so this runs after its own
         // handler: once the sandboxes are gone their cgroups can go too.
         hermes_sandbox::run_dir::remove_server_dir();

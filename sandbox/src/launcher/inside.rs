@@ -200,20 +200,8 @@ impl Exec {
             }
             actions.chdir(cwd)?;
             let attributes = SpawnAttributes::new(true)?;
-            let mut pid = 0;
-            // SAFETY: NUL-terminated argv and envp arrays of valid strings, initialised
-            // actions and attributes, all alive for the call.
-            checked(unsafe {
-                libc::posix_spawn(
-                    &mut pid,
-                    argv[0],
-                    &actions.0,
-                    &attributes.0,
-                    argv.as_ptr(),
-                    env.as_ptr(),
-                )
-            })?;
-            Ok(pid)
+            // SAFETY: NUL-terminated argv and envp arrays of valid strings.
+            unsafe { spawn(&argv, &env, &actions, &attributes) }
         };
         attempt(&self.cwd).or_else(|first| {
             if self.cwd.as_bytes() == b"/" {
@@ -223,6 +211,32 @@ impl Exec {
             }
         })
     }
+}
+
+/// `posix_spawn` of `argv[0]`; the new process's pid.
+///
+/// # Safety
+/// `argv` and `env` are arrays of pointers to NUL-terminated strings, each array ending
+/// with a null pointer, all alive for the call.
+pub(super) unsafe fn spawn(
+    argv: &[*mut libc::c_char],
+    env: &[*mut libc::c_char],
+    actions: &SpawnActions,
+    attributes: &SpawnAttributes,
+) -> std::io::Result<libc::pid_t> {
+    let mut pid = 0;
+    // SAFETY: as the caller promises; actions and attributes are initialised.
+    checked(unsafe {
+        libc::posix_spawn(
+            &mut pid,
+            argv[0],
+            &actions.0,
+            &attributes.0,
+            argv.as_ptr(),
+            env.as_ptr(),
+        )
+    })?;
+    Ok(pid)
 }
 
 /// `posix_spawn` file actions, destroyed when dropped.
@@ -270,7 +284,7 @@ impl Drop for SpawnActions {
 }
 
 /// A `posix_spawn*` call's answer (0, or the error number) as a result.
-pub(super) fn checked(failed: libc::c_int) -> std::io::Result<()> {
+fn checked(failed: libc::c_int) -> std::io::Result<()> {
     if failed == 0 {
         Ok(())
     } else {

@@ -29,6 +29,9 @@
 
 mod inside;
 pub(crate) mod protocol;
+mod zygote;
+
+pub use zygote::end as end_zygote;
 
 pub use inside::status_code;
 
@@ -120,8 +123,15 @@ fn program() -> Option<Arc<OwnedFd>> {
 pub fn serve_if_requested() {
     crate::wall::serve_if_requested();
     let mut args = std::env::args_os();
-    if args.nth(1).as_deref() == Some(OsStr::new(LAUNCHER_ARG)) && args.next().is_none() {
+    let first = args.nth(1);
+    if args.next().is_some() {
+        return;
+    }
+    if first.as_deref() == Some(OsStr::new(LAUNCHER_ARG)) {
         std::process::exit(inside::serve(CONTROL_FD));
+    }
+    if first.as_deref() == Some(OsStr::new(zygote::ZYGOTE_ARG)) {
+        std::process::exit(zygote::serve());
     }
 }
 
@@ -304,20 +314,36 @@ impl Drop for Sandbox {
     }
 }
 
-/// A sandbox's first process on this machine (bubblewrap or the wall), reaped by its
-/// [`Sandbox`] alone.
+/// A sandbox's first process on this machine (bubblewrap or the wall): our child, reaped
+/// by its [`Sandbox`] alone, or a wall the zygote forked, watched through a pidfd (the
+/// zygote reaps it).
 struct Process {
     pid: libc::pid_t,
+    pidfd: Option<OwnedFd>,
     ended: bool,
 }
 
 impl Process {
+    fn child(pid: libc::pid_t) -> Process {
+        Process {
+            pid,
+            pidfd: None,
+            ended: false,
+        }
+    }
+
     fn alive(&mut self) -> bool {
         if !self.ended {
-            let mut raw = 0;
-            // SAFETY: waitpid on our own child, which nobody else reaps.
-            let got = unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) };
-            self.ended = got == self.pid || got < 0;
+            self.ended = match &self.pidfd {
+                // Readable once the process has ended.
+                Some(pidfd) => poll_readable(pidfd.as_raw_fd(), Duration::ZERO) != 0,
+                None => {
+                    let mut raw = 0;
+                    // SAFETY: waitpid on our own child, which nobody else reaps.
+                    let got = unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) };
+                    got == self.pid || got < 0
+                }
+            };
         }
         !self.ended
     }
@@ -326,11 +352,28 @@ impl Process {
         if self.ended {
             return;
         }
-        let mut raw = 0;
-        // SAFETY: signal and reap our own child, not reaped yet (its pid is still ours).
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, &mut raw, 0);
+        match &self.pidfd {
+            Some(pidfd) => {
+                // SAFETY: a signal through a pidfd reaches that process or none.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        pidfd.as_raw_fd(),
+                        libc::SIGKILL,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    )
+                };
+                poll_readable(pidfd.as_raw_fd(), Duration::from_secs(5));
+            }
+            None => {
+                let mut raw = 0;
+                // SAFETY: signal and reap our own child, not reaped yet (its pid is still ours).
+                unsafe {
+                    libc::kill(self.pid, libc::SIGKILL);
+                    libc::waitpid(self.pid, &mut raw, 0);
+                }
+            }
         }
         self.ended = true;
     }
@@ -369,6 +412,18 @@ fn spawn_wall(
         .map(|a| std::ffi::CString::new(a.into_vec()))
         .collect::<Result<_, _>>()
         .map_err(|_| std::io::Error::other("an argument holds a NUL byte"))?;
+    let forked = zygote::fork_wall(program, &argv[1..], &placements);
+    if let Ok(forked) = forked {
+        if let Some(ours) = proxy {
+            crate::network::serve_channel(ours, Arc::new(policy.network.clone()));
+        }
+        return Ok(Process {
+            pid: forked.pid,
+            pidfd: Some(forked.pidfd),
+            ended: false,
+        });
+    }
+    // Without a zygote the wall is started as a program of its own.
     let pid = crate::spawn_scoped(move || {
         // Copied above every target first, so no placement overwrites another's source.
         let copies: Vec<(OwnedFd, RawFd)> = placements
@@ -389,25 +444,14 @@ fn spawn_wall(
             .chain([std::ptr::null_mut()])
             .collect();
         let no_env: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
-        let mut pid = 0;
-        // SAFETY: NUL-terminated argv and envp arrays of valid strings, initialised
-        // actions and attributes, all alive for the call.
-        inside::checked(unsafe {
-            libc::posix_spawn(
-                &mut pid,
-                pointers[0],
-                &actions.0,
-                &attributes.0,
-                pointers.as_ptr(),
-                no_env.as_ptr(),
-            )
-        })?;
+        // SAFETY: NUL-terminated argv and envp arrays of valid strings.
+        let pid = unsafe { inside::spawn(&pointers, &no_env, &actions, &attributes) }?;
         Ok(pid)
     })?;
     if let Some(ours) = proxy {
         crate::network::serve_channel(ours, Arc::new(policy.network.clone()));
     }
-    Ok(Process { pid, ended: false })
+    Ok(Process::child(pid))
 }
 
 /// bubblewrap (and the shell that sets its limits), forked from the server, the
@@ -455,10 +499,7 @@ fn spawn_forked(
     let child = crate::spawn_scoped(move || cmd.spawn())?;
     drop(theirs);
     // Reaped by pid from here on (dropping the handle neither waits nor kills).
-    Ok(Process {
-        pid: child.id() as libc::pid_t,
-        ended: false,
-    })
+    Ok(Process::child(child.id() as libc::pid_t))
 }
 
 fn copy_fd(fd: &OwnedFd) -> std::io::Result<OwnedFd> {

@@ -152,9 +152,16 @@ fn receive_exact(
     Ok(true)
 }
 
-/// The next request, or `None` at end of stream.
-pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+fn bad(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// A message's fields and the descriptors that came with it.
+pub type Message = (Vec<Vec<u8>>, Vec<OwnedFd>);
+
+/// The fields and descriptors of the next message [`send`] sent, or `None` at end of
+/// stream.
+pub fn receive_fields(socket: &OwnedFd) -> std::io::Result<Option<Message>> {
     let mut fds = Vec::new();
     let mut header = [0u8; 4];
     if !receive_exact(socket, &mut header, &mut fds)? {
@@ -170,6 +177,14 @@ pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
     }
     let mut fields: Vec<Vec<u8>> = payload.split(|b| *b == 0).map(<[u8]>::to_vec).collect();
     fields.pop(); // after the last NUL
+    Ok(Some((fields, fds)))
+}
+
+/// The next request, or `None` at end of stream.
+pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
+    let Some((mut fields, fds)) = receive_fields(socket)? else {
+        return Ok(None);
+    };
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
     match fields.first().map(|k| k.as_slice()) {
         Some(b"kill") => {

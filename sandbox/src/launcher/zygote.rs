@@ -1,0 +1,303 @@
+//! One process, started once from the launcher program, that forks each new sandbox's
+//! wall, so a start costs a fork of a small process instead of an exec of the whole
+//! program.
+//!
+//! The program is large (about 55 MB, 86 000 relative relocations): every exec made the
+//! dynamic linker rewrite 1.6 MB of it, which took a good share of a sandbox start's
+//! CPU time and stayed as private memory in every sandbox (about 1.9 MB each). A wall
+//! forked from the zygote shares the relocated pages with it and with every other wall.
+//!
+//! The zygote runs nothing else: it is single-threaded (a fork copies only the calling
+//! thread, so it must not hold another thread's locks), has no environment and no
+//! descriptors but its channel, and each child it forks becomes the wall exactly as an
+//! exec would have made it (the same program image, started from the same file, the
+//! same descriptors at the same numbers). It ends when the server's end of the channel
+//! closes; the walls it forked set their parent-death signal on it, so they end too.
+//!
+//! A request carries the wall's arguments and its descriptors (the launcher's channel,
+//! the program, and the proxy's channel when there is one); the answer carries the
+//! wall's pid and a pidfd, through which the server watches and signals it. The zygote
+//! reaps its children; a pidfd shows an exit before the reaping.
+
+use super::protocol;
+use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStringExt;
+use std::sync::{Arc, Mutex};
+
+/// The argument that turns the program into the zygote.
+pub(crate) const ZYGOTE_ARG: &str = "__hermes-sandbox-zygote";
+/// Where the zygote finds its channel.
+const CHANNEL_FD: RawFd = 3;
+
+/// A wall started by the zygote: its pid on this machine and a pidfd for it.
+pub(super) struct Forked {
+    pub(super) pid: libc::pid_t,
+    pub(super) pidfd: OwnedFd,
+}
+
+/// A running zygote, our child.
+struct Zygote {
+    /// The descriptor of the program it was started from.
+    program: RawFd,
+    channel: OwnedFd,
+    pid: libc::pid_t,
+}
+
+impl Drop for Zygote {
+    /// Closes the channel, which ends the zygote once its walls have ended, and reaps it
+    /// (after at most a few seconds, by force).
+    fn drop(&mut self) {
+        // SAFETY: shutting down our own socket; the descriptor closes after this.
+        unsafe { libc::shutdown(self.channel.as_raw_fd(), libc::SHUT_RDWR) };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        loop {
+            let mut raw = 0;
+            // SAFETY: waitpid on our own child, which nobody else reaps.
+            let got = unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) };
+            if got != 0 {
+                return;
+            }
+            if std::time::Instant::now() >= deadline {
+                // SAFETY: as above; it has not been reaped, so the pid is still ours.
+                unsafe {
+                    libc::kill(self.pid, libc::SIGKILL);
+                    libc::waitpid(self.pid, &mut raw, 0);
+                }
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
+
+fn slot() -> &'static Mutex<Option<Zygote>> {
+    static ZYGOTE: Mutex<Option<Zygote>> = Mutex::new(None);
+    &ZYGOTE
+}
+
+/// Ends the zygote, once the walls it forked have ended, and reaps it (for a process
+/// that is about to exit and has ended its sandboxes). A later start begins a new one.
+pub fn end() {
+    let zygote = slot().lock().unwrap_or_else(|p| p.into_inner()).take();
+    drop(zygote);
+}
+
+/// Has the zygote (started now if need be) fork a wall with `args` (those after the
+/// program's path) and `fds` placed at the numbers given. An error leaves no zygote
+/// behind (the next start tries a new one); the caller then starts the wall itself.
+pub(super) fn fork_wall(
+    program: &Arc<OwnedFd>,
+    args: &[CString],
+    fds: &[(OwnedFd, RawFd)],
+) -> std::io::Result<Forked> {
+    let mut zygote = slot().lock().unwrap_or_else(|p| p.into_inner());
+    if zygote
+        .as_ref()
+        .is_none_or(|running| running.program != program.as_raw_fd())
+    {
+        *zygote = None;
+        *zygote = Some(start(program)?);
+    }
+    let running = zygote.as_ref().expect("started above");
+    match ask(&running.channel, args, fds) {
+        Ok(answer) => answer,
+        Err(broken) => {
+            // Its walls went with it (their parent-death signal).
+            *zygote = None;
+            Err(broken)
+        }
+    }
+}
+
+/// The zygote's answer (an error when it could not fork this wall); an error of its
+/// own when the channel is broken.
+fn ask(
+    channel: &OwnedFd,
+    args: &[CString],
+    fds: &[(OwnedFd, RawFd)],
+) -> std::io::Result<std::io::Result<Forked>> {
+    let targets = fds
+        .iter()
+        .map(|(_, to)| to.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut fields: Vec<&[u8]> = vec![targets.as_bytes()];
+    fields.extend(args.iter().map(|a| a.as_bytes()));
+    let raw: Vec<RawFd> = fds.iter().map(|(fd, _)| fd.as_raw_fd()).collect();
+    protocol::send(channel, &fields, &raw)?;
+    let (fields, mut fds) = protocol::receive_fields(channel)?
+        .ok_or_else(|| std::io::Error::other("the sandbox zygote ended"))?;
+    let pid = fields
+        .first()
+        .and_then(|f| std::str::from_utf8(f).ok()?.parse().ok());
+    Ok(match (pid, fds.pop()) {
+        (Some(pid), Some(pidfd)) => Ok(Forked { pid, pidfd }),
+        _ => Err(std::io::Error::other(
+            "the sandbox zygote could not fork a wall",
+        )),
+    })
+}
+
+/// Starts the zygote from the launcher program, on a long-lived launcher thread (see
+/// [`crate::spawn_scoped`]).
+fn start(program: &Arc<OwnedFd>) -> std::io::Result<Zygote> {
+    let (ours, theirs) = protocol::socket_pair()?;
+    let path = CString::new(format!("/proc/self/fd/{}", program.as_raw_fd()))
+        .map_err(std::io::Error::other)?;
+    let pid = crate::spawn_scoped(move || {
+        let copy = super::copy_above(&theirs, CHANNEL_FD + 1)?;
+        let mut actions = super::inside::SpawnActions::new()?;
+        actions.open_null(0, libc::O_RDONLY)?;
+        actions.open_null(1, libc::O_WRONLY)?;
+        actions.open_null(2, libc::O_WRONLY)?;
+        actions.dup2(&copy, CHANNEL_FD)?;
+        let attributes = super::inside::SpawnAttributes::new(false)?;
+        let arg = CString::new(ZYGOTE_ARG).expect("no NUL");
+        let argv = [
+            path.as_ptr().cast_mut(),
+            arg.as_ptr().cast_mut(),
+            std::ptr::null_mut(),
+        ];
+        let no_env: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
+        // SAFETY: NUL-terminated argv and envp arrays of valid strings.
+        let pid = unsafe { super::inside::spawn(&argv, &no_env, &actions, &attributes) }?;
+        Ok(pid)
+    })?;
+    Ok(Zygote {
+        program: program.as_raw_fd(),
+        channel: ours,
+        pid,
+    })
+}
+
+/// The zygote's loop, in a process started with [`ZYGOTE_ARG`]; its exit status.
+pub(crate) fn serve() -> i32 {
+    // SAFETY: the descriptor was placed there by the server; ours from here on.
+    let channel = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };
+    loop {
+        reap_children();
+        // Woken at least once a second to reap, so no ended wall stays a zombie for long.
+        if super::poll_readable(CHANNEL_FD, std::time::Duration::from_secs(1)) == 0 {
+            continue;
+        }
+        match protocol::receive_fields(&channel) {
+            Ok(Some((fields, fds))) => {
+                let answer = fork_one(&channel, fields, fds);
+                let sent = match &answer {
+                    Some(forked) => protocol::send(
+                        &channel,
+                        &[forked.pid.to_string().as_bytes()],
+                        &[forked.pidfd.as_raw_fd()],
+                    ),
+                    None => protocol::send(&channel, &[b"failed"], &[]),
+                };
+                if sent.is_err() {
+                    return 0;
+                }
+            }
+            // The server is done, or gone: its sandboxes end with their channels. Their
+            // ends are waited for (and their CPU time counted in ours) for a while; the
+            // parent-death signal takes whatever is left when we go.
+            Ok(None) | Err(_) => {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                while std::time::Instant::now() < deadline {
+                    reap_children();
+                    let mut raw = 0;
+                    // SAFETY: as in `reap_children`: are any children left?
+                    let left = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
+                    if left < 0 {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                return 0;
+            }
+        }
+    }
+}
+
+/// Reaps every child that has ended (their pidfds told the server already).
+fn reap_children() {
+    loop {
+        let mut raw = 0;
+        // SAFETY: waitpid on our own children, without waiting.
+        if unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) } <= 0 {
+            return;
+        }
+    }
+}
+
+/// Forks the wall a request describes: the first field names the descriptor numbers the
+/// attached descriptors take, the rest are the wall's arguments.
+fn fork_one(channel: &OwnedFd, mut fields: Vec<Vec<u8>>, fds: Vec<OwnedFd>) -> Option<Forked> {
+    if fields.is_empty() {
+        return None;
+    }
+    let targets: Vec<RawFd> = String::from_utf8(fields.remove(0))
+        .ok()?
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(|t| t.parse().ok())
+        .collect::<Option<_>>()?;
+    if targets.len() != fds.len() {
+        return None;
+    }
+    let args: Vec<OsString> = fields.into_iter().map(OsString::from_vec).collect();
+    if args.first().is_none_or(|a| *a != crate::wall::WALL_ARG) {
+        return None;
+    }
+    // SAFETY: this process is single-threaded, so the child may run ordinary code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return None;
+    }
+    if pid == 0 {
+        // The child: the descriptors where the wall expects them, nothing else of ours.
+        let placed = place(channel, &fds, &targets);
+        drop(fds);
+        if !placed {
+            // SAFETY: ending the child without running the parent's exit handlers.
+            unsafe { libc::_exit(127) };
+        }
+        let code = crate::wall::serve_args(args.into_iter().skip(1));
+        // SAFETY: as above; the wall has flushed what it printed.
+        unsafe { libc::_exit(code) };
+    }
+    drop(fds);
+    // SAFETY: pidfd_open on our own child, which is not reaped before this answer.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        // SAFETY: our own child, which must not run without the server watching it.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        return None;
+    }
+    Some(Forked {
+        pid,
+        // SAFETY: a fresh descriptor owned by nobody else.
+        pidfd: unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) },
+    })
+}
+
+/// In the forked child: `fds` at `targets` (left open for the wall's own exec, should it
+/// make one) and the zygote's channel closed.
+fn place(channel: &OwnedFd, fds: &[OwnedFd], targets: &[RawFd]) -> bool {
+    let floor = targets.iter().copied().max().unwrap_or(0) + 1;
+    // Copied above every target first, so no placement overwrites another's source.
+    let mut copies = Vec::new();
+    for fd in fds {
+        match super::copy_above(fd, floor) {
+            Ok(copy) => copies.push(copy),
+            Err(_) => return false,
+        }
+    }
+    // SAFETY: closing our copy of the channel; the parent keeps its own.
+    unsafe { libc::close(channel.as_raw_fd()) };
+    for (copy, to) in copies.iter().zip(targets) {
+        // SAFETY: dup2 onto a number we own from here on.
+        if unsafe { libc::dup2(copy.as_raw_fd(), *to) } < 0 {
+            return false;
+        }
+    }
+    true
+}
