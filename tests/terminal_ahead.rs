@@ -307,26 +307,12 @@ fn back_to_back_commands_get_their_shell_from_a_second_sandbox_out_of_sight() {
     assert!(distinct(&sandboxes) <= 2, "{sandboxes:?}");
 }
 
-/// Processes below serve's `pid` that belong to tasks: its children, theirs, ..., but for
-/// the zygote the sandboxes are forked from (serve's own, for every task).
-fn task_processes(pid: u32) -> Vec<u32> {
-    let is_zygote = |p: &u32| {
-        std::fs::read(format!("/proc/{p}/cmdline"))
-            .is_ok_and(|c| c.ends_with(b"\0__hermes-sandbox-zygote\0"))
-    };
-    descendants(pid)
-        .into_iter()
-        .filter(|p| !(is_zygote(p) && parent_of(*p) == Some(pid)))
-        .collect()
-}
-
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
-}
-
 /// Processes below `pid` (its children, theirs, ...).
 fn descendants(pid: u32) -> Vec<u32> {
+    let parent_of = |p: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+    };
     let all: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -354,16 +340,17 @@ fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
     );
     let warm_sandbox = output(&r).to_string();
     assert!(
-        !task_processes(server.pid()).is_empty(),
+        !descendants(server.pid()).is_empty(),
         "a warm task keeps its sandbox"
     );
-    // Cooled within a second of its keep-warm time (polled for up to 10 s).
+    // Cooled within a second of its keep-warm time (polled for up to 10 s): with no
+    // sandbox left, the zygote the walls were forked from ends too.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !task_processes(server.pid()).is_empty() {
+    while !descendants(server.pid()).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the idle task's processes are still there: {:?}",
-            task_processes(server.pid())
+            descendants(server.pid())
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }

@@ -323,6 +323,14 @@ struct Process {
     ended: bool,
 }
 
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.pidfd.is_some() {
+            zygote::wall_ended();
+        }
+    }
+}
+
 impl Process {
     fn child(pid: libc::pid_t) -> Process {
         Process {

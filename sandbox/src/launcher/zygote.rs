@@ -12,7 +12,8 @@
 //! descriptors but its channel, and each child it forks becomes the wall exactly as an
 //! exec would have made it (the same program image, started from the same file, the
 //! same descriptors at the same numbers). It ends when the server's end of the channel
-//! closes; the walls it forked set their parent-death signal on it, so they end too.
+//! closes, which the server does once no wall it forked is left (or at exit); the walls
+//! it forked set their parent-death signal on it, so none outlives it.
 //!
 //! A request carries the wall's arguments and its descriptors (the launcher's channel,
 //! the program, and the proxy's channel when there is one); the answer carries the
@@ -71,15 +72,39 @@ impl Drop for Zygote {
     }
 }
 
-fn slot() -> &'static Mutex<Option<Zygote>> {
-    static ZYGOTE: Mutex<Option<Zygote>> = Mutex::new(None);
-    &ZYGOTE
+/// The zygote, and how many walls it forked are still watched by a [`super::Sandbox`].
+struct State {
+    zygote: Option<Zygote>,
+    walls: usize,
+}
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    static STATE: Mutex<State> = Mutex::new(State {
+        zygote: None,
+        walls: 0,
+    });
+    STATE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Ends the zygote, once the walls it forked have ended, and reaps it (for a process
 /// that is about to exit and has ended its sandboxes). A later start begins a new one.
 pub fn end() {
-    let zygote = slot().lock().unwrap_or_else(|p| p.into_inner()).take();
+    let zygote = state().zygote.take();
+    drop(zygote);
+}
+
+/// A wall the zygote forked has ended. With none left the zygote ends too: a server
+/// whose tasks are all idle (cooled down) or gone holds no process for them; the next
+/// start begins a new zygote.
+pub(super) fn wall_ended() {
+    let zygote = {
+        let mut state = state();
+        state.walls = state.walls.saturating_sub(1);
+        if state.walls > 0 {
+            return;
+        }
+        state.zygote.take()
+    };
     drop(zygote);
 }
 
@@ -91,20 +116,27 @@ pub(super) fn fork_wall(
     args: &[CString],
     fds: &[(OwnedFd, RawFd)],
 ) -> std::io::Result<Forked> {
-    let mut zygote = slot().lock().unwrap_or_else(|p| p.into_inner());
-    if zygote
+    let mut state = state();
+    if state
+        .zygote
         .as_ref()
         .is_none_or(|running| running.program != program.as_raw_fd())
     {
-        *zygote = None;
-        *zygote = Some(start(program)?);
+        state.zygote = None;
+        state.zygote = Some(start(program)?);
     }
-    let running = zygote.as_ref().expect("started above");
+    let running = state.zygote.as_ref().expect("started above");
     match ask(&running.channel, args, fds) {
-        Ok(answer) => answer,
+        Ok(answer) => {
+            if answer.is_ok() {
+                state.walls += 1;
+            }
+            answer
+        }
         Err(broken) => {
-            // Its walls went with it (their parent-death signal).
-            *zygote = None;
+            // It has ended (it may have just seen its last wall end), or it is of no
+            // use: its walls go with it (their parent-death signal).
+            state.zygote = None;
             Err(broken)
         }
     }
