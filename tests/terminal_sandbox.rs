@@ -513,6 +513,19 @@ fn the_wall_comes_with_the_binary() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown option"));
+    // Nor do the launcher and the zygote the walls are forked from serve anyone but the
+    // server that starts them with their channel.
+    for role in ["__hermes-sandbox-launcher", "__hermes-sandbox-zygote"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hermes-tools"))
+            .arg(role)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{role}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is only run by the terminal"),
+            "{role}: {out:?}"
+        );
+    }
 }
 
 #[test]
