@@ -357,7 +357,7 @@ pub fn status_code(raw: libc::c_int) -> i32 {
 
 /// Reaps every child that has ended, noting the command's own status. Returns false
 /// once no child is left at all.
-fn reap(main: libc::pid_t, status: &mut Option<i32>) -> bool {
+pub(super) fn reap(main: libc::pid_t, status: &mut Option<i32>) -> bool {
     loop {
         let mut raw = 0;
         // SAFETY: waitpid on our own children.

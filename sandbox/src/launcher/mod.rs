@@ -303,14 +303,7 @@ impl Drop for Sandbox {
         // process inside, should it not.
         // SAFETY: shutting down our own socket.
         unsafe { libc::shutdown(self.control.as_raw_fd(), libc::SHUT_RDWR) };
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while self.child.alive() {
-            if Instant::now() >= deadline {
-                self.child.kill_and_reap();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        self.child.end_within(Duration::from_millis(500));
     }
 }
 
@@ -354,6 +347,18 @@ impl Process {
             };
         }
         !self.ended
+    }
+
+    /// Waits up to `grace` for the process to end (it was asked to), then kills it.
+    fn end_within(&mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        while self.alive() {
+            if Instant::now() >= deadline {
+                self.kill_and_reap();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     fn kill_and_reap(&mut self) {
@@ -420,23 +425,34 @@ fn spawn_wall(
         .map(|a| std::ffi::CString::new(a.into_vec()))
         .collect::<Result<_, _>>()
         .map_err(|_| std::io::Error::other("an argument holds a NUL byte"))?;
-    let forked = zygote::fork_wall(program, &argv[1..], &placements);
-    if let Ok(forked) = forked {
-        if let Some(ours) = proxy {
-            crate::network::serve_channel(ours, Arc::new(policy.network.clone()));
-        }
-        return Ok(Process {
+    let process = match zygote::fork_wall(program, &argv[1..], &placements) {
+        Ok(forked) => Process {
             pid: forked.pid,
             pidfd: Some(forked.pidfd),
             ended: false,
-        });
+        },
+        // Without a zygote the wall is started as a program of its own.
+        Err(_) => Process::child(spawn_program(argv, placements)?),
+    };
+    if let Some(ours) = proxy {
+        crate::network::serve_channel(ours, Arc::new(policy.network.clone()));
     }
-    // Without a zygote the wall is started as a program of its own.
-    let pid = crate::spawn_scoped(move || {
+    Ok(process)
+}
+
+/// `argv` (program first) started with `posix_spawn` on a launcher thread (see
+/// [`crate::spawn_scoped`]), with no environment, its standard streams on /dev/null and
+/// `placements` at the numbers given; its pid.
+fn spawn_program(
+    argv: Vec<std::ffi::CString>,
+    placements: Vec<(OwnedFd, RawFd)>,
+) -> std::io::Result<libc::pid_t> {
+    let floor = placements.iter().map(|(_, to)| *to).max().unwrap_or(2) + 1;
+    crate::spawn_scoped(move || {
         // Copied above every target first, so no placement overwrites another's source.
         let copies: Vec<(OwnedFd, RawFd)> = placements
             .iter()
-            .map(|(fd, to)| Ok((copy_above(fd, CONTROL_FD + 1)?, *to)))
+            .map(|(fd, to)| Ok((copy_above(fd, floor)?, *to)))
             .collect::<std::io::Result<_>>()?;
         let mut actions = inside::SpawnActions::new()?;
         actions.open_null(0, libc::O_RDONLY)?;
@@ -453,13 +469,8 @@ fn spawn_wall(
             .collect();
         let no_env: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
         // SAFETY: NUL-terminated argv and envp arrays of valid strings.
-        let pid = unsafe { inside::spawn(&pointers, &no_env, &actions, &attributes) }?;
-        Ok(pid)
-    })?;
-    if let Some(ours) = proxy {
-        crate::network::serve_channel(ours, Arc::new(policy.network.clone()));
-    }
-    Ok(Process::child(pid))
+        unsafe { inside::spawn(&pointers, &no_env, &actions, &attributes) }
+    })
 }
 
 /// bubblewrap (and the shell that sets its limits), forked from the server, the

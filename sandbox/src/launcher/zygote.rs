@@ -42,7 +42,7 @@ struct Zygote {
     /// The descriptor of the program it was started from.
     program: RawFd,
     channel: OwnedFd,
-    pid: libc::pid_t,
+    process: super::Process,
 }
 
 impl Drop for Zygote {
@@ -51,24 +51,7 @@ impl Drop for Zygote {
     fn drop(&mut self) {
         // SAFETY: shutting down our own socket; the descriptor closes after this.
         unsafe { libc::shutdown(self.channel.as_raw_fd(), libc::SHUT_RDWR) };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-        loop {
-            let mut raw = 0;
-            // SAFETY: waitpid on our own child, which nobody else reaps.
-            let got = unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) };
-            if got != 0 {
-                return;
-            }
-            if std::time::Instant::now() >= deadline {
-                // SAFETY: as above; it has not been reaped, so the pid is still ours.
-                unsafe {
-                    libc::kill(self.pid, libc::SIGKILL);
-                    libc::waitpid(self.pid, &mut raw, 0);
-                }
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+        self.process.end_within(std::time::Duration::from_secs(3));
     }
 }
 
@@ -175,31 +158,16 @@ fn ask(
 /// [`crate::spawn_scoped`]).
 fn start(program: &Arc<OwnedFd>) -> std::io::Result<Zygote> {
     let (ours, theirs) = protocol::socket_pair()?;
-    let path = CString::new(format!("/proc/self/fd/{}", program.as_raw_fd()))
-        .map_err(std::io::Error::other)?;
-    let pid = crate::spawn_scoped(move || {
-        let copy = super::copy_above(&theirs, CHANNEL_FD + 1)?;
-        let mut actions = super::inside::SpawnActions::new()?;
-        actions.open_null(0, libc::O_RDONLY)?;
-        actions.open_null(1, libc::O_WRONLY)?;
-        actions.open_null(2, libc::O_WRONLY)?;
-        actions.dup2(&copy, CHANNEL_FD)?;
-        let attributes = super::inside::SpawnAttributes::new(false)?;
-        let arg = CString::new(ZYGOTE_ARG).expect("no NUL");
-        let argv = [
-            path.as_ptr().cast_mut(),
-            arg.as_ptr().cast_mut(),
-            std::ptr::null_mut(),
-        ];
-        let no_env: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
-        // SAFETY: NUL-terminated argv and envp arrays of valid strings.
-        let pid = unsafe { super::inside::spawn(&argv, &no_env, &actions, &attributes) }?;
-        Ok(pid)
-    })?;
+    let argv = [
+        format!("/proc/self/fd/{}", program.as_raw_fd()),
+        ZYGOTE_ARG.to_string(),
+    ]
+    .map(|arg| CString::new(arg).expect("no NUL"));
+    let pid = super::spawn_program(argv.into(), vec![(theirs, CHANNEL_FD)])?;
     Ok(Zygote {
         program: program.as_raw_fd(),
         channel: ours,
-        pid,
+        process: super::Process::child(pid),
     })
 }
 
@@ -218,7 +186,7 @@ pub(crate) fn serve() -> i32 {
     // SAFETY: the descriptor was placed there by the server; ours from here on.
     let channel = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };
     loop {
-        reap_children();
+        super::inside::reap(-1, &mut None);
         // Woken at least once a second to reap, so no ended wall stays a zombie for long.
         if super::poll_readable(CHANNEL_FD, std::time::Duration::from_secs(1)) == 0 {
             continue;
@@ -243,29 +211,11 @@ pub(crate) fn serve() -> i32 {
             // parent-death signal takes whatever is left when we go.
             Ok(None) | Err(_) => {
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                while std::time::Instant::now() < deadline {
-                    reap_children();
-                    let mut raw = 0;
-                    // SAFETY: as in `reap_children`: are any children left?
-                    let left = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
-                    if left < 0 {
-                        break;
-                    }
+                while super::inside::reap(-1, &mut None) && std::time::Instant::now() < deadline {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
                 return 0;
             }
-        }
-    }
-}
-
-/// Reaps every child that has ended (their pidfds told the server already).
-fn reap_children() {
-    loop {
-        let mut raw = 0;
-        // SAFETY: waitpid on our own children, without waiting.
-        if unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) } <= 0 {
-            return;
         }
     }
 }
