@@ -29,6 +29,11 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "support/original_python.rs"]
+mod original_python;
+
 const WIDTH: usize = 32;
 
 struct Serve {
@@ -155,21 +160,8 @@ impl Drop for Serve {
 
 /// The proportional set size (KiB) of `root` and every process below it.
 fn tree_pss_kib(root: u32) -> u64 {
-    let parent_of = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
-    };
-    let all: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        tree.extend(all.iter().filter(|p| parent_of(**p) == Some(parent)));
-        i += 1;
-    }
+    let mut tree = common::descendants(root);
+    tree.push(root);
     tree.iter()
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
         .flat_map(|rollup| {
@@ -213,35 +205,11 @@ fn idle_tasks_pss(keep_warm: u64, idle: Duration) -> (u64, u64) {
 /// The original's PSS (KiB) with one task and with IDLE_TASKS idle, from
 /// benches/original_idle_tasks.py.
 fn original_idle_tasks_pss() -> Result<(u64, u64), String> {
-    let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON")
-        .ok_or("HERMES_BENCH_ORIGINAL_PYTHON is not set")?;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/benches/original_idle_tasks.py"
-    );
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let out = Command::new(python)
-        .arg(script)
-        .arg(IDLE_TASKS.to_string())
-        .env("HERMES_HOME", home.path())
-        .env("TERMINAL_CWD", work.path())
-        .output()
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let figures: Vec<u64> = text
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .split(' ')
-        .filter_map(|f| f.parse().ok())
-        .collect();
+    let line = original_python::last_line("original_idle_tasks.py", &[IDLE_TASKS.to_string()])?;
+    let figures: Vec<u64> = line.split(' ').filter_map(|f| f.parse().ok()).collect();
     match figures[..] {
         [before, after] => Ok((before, after)),
-        _ => Err(format!(
-            "no figures printed: {text} {}",
-            String::from_utf8_lossy(&out.stderr)
-        )),
+        _ => Err(format!("no figures printed: {line}")),
     }
 }
 

@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/original_python.rs"]
+mod original_python;
 #[path = "../tests/sandbox_fakes/mod.rs"]
 mod sandbox_fakes;
 
@@ -315,34 +317,13 @@ fn fresh_tasks(config: &str) -> Duration {
 /// The original's time for the same run, from benches/original_fresh_tasks.py, with its
 /// tasks `shared` on one environment (its default) or `isolated`.
 fn original_fresh_tasks(layout: &str) -> Result<Duration, String> {
-    let python = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON")
-        .ok_or("HERMES_BENCH_ORIGINAL_PYTHON is not set")?;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/benches/original_fresh_tasks.py"
-    );
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let out = Command::new(python)
-        .arg(script)
-        .arg(FRESH_TASKS.to_string())
-        .arg(layout)
-        .env("HERMES_HOME", home.path())
-        .env("TERMINAL_CWD", work.path())
-        .output()
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let seconds: f64 = text
-        .trim()
-        .lines()
-        .last()
-        .and_then(|l| l.parse().ok())
-        .ok_or_else(|| {
-            format!(
-                "no time printed: {text} {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })?;
+    let line = original_python::last_line(
+        "original_fresh_tasks.py",
+        &[FRESH_TASKS.to_string(), layout.to_string()],
+    )?;
+    let seconds: f64 = line
+        .parse()
+        .map_err(|_| format!("no time printed: {line}"))?;
     Ok(Duration::from_secs_f64(seconds))
 }
 

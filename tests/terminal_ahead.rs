@@ -66,6 +66,15 @@ const SANDBOX_OFF: &str =
 const STARTED_FOR_IT: &str =
     "case \"$BASH_EXECUTION_STRING\" in *STARTED_FOR_IT*) echo for-it;; *) echo ahead;; esac";
 
+/// A task's first two commands, which find no shell waiting: one is started ahead only
+/// once a task has run a second command.
+fn run_the_first_two_commands(server: &mut common::ServeSession) {
+    for _ in 0..2 {
+        let r = server.call("terminal", json!({"command": "true"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+}
+
 fn state_carries_through_shells_started_ahead(config: &str) {
     let f = fixture(config);
     let mut server = f.serve();
@@ -161,10 +170,7 @@ fn exported_values_of_every_kind_carry_through_shells_started_ahead(config: &str
     let f = fixture(config);
     let mut server = f.serve();
     let home = f.home.path().display().to_string();
-    for _ in 0..2 {
-        let r = server.call("terminal", json!({"command": "true"}));
-        assert_eq!(r["exit_code"], 0, "{r}");
-    }
+    run_the_first_two_commands(&mut server);
     // Values bash writes back with every kind of quoting, a readonly export, and an
     // inherited variable changed (the next shell starts from the server's environment).
     let r = server.call(
@@ -281,10 +287,7 @@ fn distinct(sandboxes: &[String]) -> usize {
 fn commands_with_a_pause_between_them_keep_one_sandbox_per_task() {
     let f = fixture(SANDBOX_ON);
     let mut server = f.serve();
-    for _ in 0..2 {
-        let r = server.call("terminal", json!({"command": "true"}));
-        assert_eq!(r["exit_code"], 0, "{r}");
-    }
+    run_the_first_two_commands(&mut server);
     // As an agent's calls come: the next shell is ready before the next command, so
     // it is started in the sandbox the command before ran in, once that one has ended.
     let sandboxes = sandboxes_of_commands(&mut server, 5, std::time::Duration::from_millis(200));
@@ -295,37 +298,13 @@ fn commands_with_a_pause_between_them_keep_one_sandbox_per_task() {
 fn back_to_back_commands_get_their_shell_from_a_second_sandbox_out_of_sight() {
     let f = fixture(SANDBOX_ON);
     let mut server = f.serve();
-    for _ in 0..2 {
-        let r = server.call("terminal", json!({"command": "true"}));
-        assert_eq!(r["exit_code"], 0, "{r}");
-    }
+    run_the_first_two_commands(&mut server);
     // Sent as soon as the answer is in, a command may find its shell still starting;
     // the task then gets a second sandbox, where the next command's shell starts while
     // a command runs. Either way no waiting shell is in sight of a command, and a task
     // never has more than two sandboxes.
     let sandboxes = sandboxes_of_commands(&mut server, 6, std::time::Duration::ZERO);
     assert!(distinct(&sandboxes) <= 2, "{sandboxes:?}");
-}
-
-/// Processes below `pid` (its children, theirs, ...).
-fn descendants(pid: u32) -> Vec<u32> {
-    let parent_of = |p: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
-    };
-    let all: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    let mut found = vec![pid];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(all.iter().filter(|p| parent_of(**p) == Some(parent)));
-        i += 1;
-    }
-    found.remove(0);
-    found
 }
 
 #[test]
@@ -340,17 +319,17 @@ fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
     );
     let warm_sandbox = output(&r).to_string();
     assert!(
-        !descendants(server.pid()).is_empty(),
+        !common::descendants(server.pid()).is_empty(),
         "a warm task keeps its sandbox"
     );
     // Cooled within a second of its keep-warm time (polled for up to 10 s): with no
     // sandbox left, the zygote the walls were forked from ends too.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !descendants(server.pid()).is_empty() {
+    while !common::descendants(server.pid()).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the idle task's processes are still there: {:?}",
-            descendants(server.pid())
+            common::descendants(server.pid())
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
@@ -367,10 +346,7 @@ fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
 fn a_restored_tmout_does_not_end_the_shell_waiting_for_the_next_command() {
     let f = fixture(SANDBOX_ON);
     let mut server = f.serve();
-    for _ in 0..2 {
-        let r = server.call("terminal", json!({"command": "true"}));
-        assert_eq!(r["exit_code"], 0, "{r}");
-    }
+    run_the_first_two_commands(&mut server);
     // bash's `read` takes TMOUT as its default timeout: the waiting shell restores it
     // before it waits for the script.
     let r = server.call("terminal", json!({"command": "export TMOUT=1"}));
