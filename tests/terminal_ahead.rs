@@ -315,7 +315,7 @@ fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
     assert_eq!(r["exit_code"], 0, "{r}");
     let r = server.call(
         "terminal",
-        json!({"command": "cd sub && export COOLED=kept && cooled_fn() { echo from-fn; }; readlink /proc/$$/ns/pid"}),
+        json!({"command": "cd sub && export COOLED=kept && cooled_fn() { echo from-fn; }; echo $(readlink /proc/$$/ns/pid) $(cut -d' ' -f22 /proc/1/stat)"}),
     );
     let warm_sandbox = output(&r).to_string();
     assert!(
@@ -335,10 +335,11 @@ fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
     }
     let r = server.call(
         "terminal",
-        json!({"command": "echo $COOLED $(basename $PWD); cooled_fn; readlink /proc/$$/ns/pid"}),
+        json!({"command": "echo $COOLED $(basename $PWD); cooled_fn; echo $(readlink /proc/$$/ns/pid) $(cut -d' ' -f22 /proc/1/stat)"}),
     );
     let lines: Vec<&str> = output(&r).lines().collect();
     assert_eq!(lines[..2], ["kept sub", "from-fn"], "{r}");
+    // A namespace's number may be reused once it is freed: its init's start time tells.
     assert_ne!(lines[2], warm_sandbox, "a new sandbox: {r}");
 }
 
