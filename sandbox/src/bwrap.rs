@@ -88,7 +88,7 @@ fn run_probe(entry: &[OsString]) -> Result<(), String> {
         writable_roots: Vec::new(),
         state_dirs: Vec::new(),
         hidden: Vec::new(),
-        protected: Vec::new(),
+        protected: Default::default(),
         network: crate::Network::Off,
         empty_file: None,
         seccomp_programs: Vec::new(),

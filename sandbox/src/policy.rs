@@ -75,8 +75,10 @@ pub struct Policy {
     /// Covered by an empty read-only tmpfs: the private directories of the sandbox's own
     /// files ([`crate::run_dir::hidden_places`]), out of every command's sight.
     pub hidden: Vec<PathBuf>,
-    /// Read-only even inside a writable root.
-    pub protected: Vec<crate::ReadOnlyPlace>,
+    /// Read-only even inside a writable root. Shared: every task of a server with the
+    /// same configuration and directory gets the same list, which runs to hundreds of
+    /// paths.
+    pub protected: std::sync::Arc<[crate::ReadOnlyPlace]>,
     /// What the command may reach (see [`crate::network`]).
     pub network: crate::Network,
     /// A read-only empty regular file, bound over protected files that do not exist yet

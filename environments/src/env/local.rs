@@ -15,12 +15,13 @@ use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct LocalEnv {
     cwd: PathBuf,
-    policy: Policy,
+    /// Shared with the task's launcher.
+    policy: Arc<Policy>,
     /// A private directory for the task's shell snapshot in the server's run directory
     /// (see `hermes_sandbox::run_dir`): inside the sandbox only this task's commands
     /// see it, writable in every mode (so `cd` and `export` persist under `read-only`
@@ -112,7 +113,8 @@ impl LocalEnv {
                 network: settings.network.clone(),
             },
         )?;
-        let launcher = hermes_sandbox::launcher::Launcher::new(policy.clone());
+        let policy = Arc::new(policy);
+        let launcher = hermes_sandbox::launcher::Launcher::new(Arc::clone(&policy));
         Ok(Self {
             cwd,
             policy,
@@ -503,7 +505,7 @@ fn sandbox_policy(config: &TerminalConfig, confined: Confined<'_>) -> Result<Pol
 fn read_only_places(
     hermes_home: &Path,
     access: &hermes_runtime::access::AccessPolicy,
-) -> Vec<hermes_sandbox::ReadOnlyPlace> {
+) -> Arc<[hermes_sandbox::ReadOnlyPlace]> {
     use hermes_runtime::protected_paths::{resolve, Extent};
     use hermes_sandbox::ReadOnlyPlace;
     let mut places = vec![ReadOnlyPlace::tree(resolve(hermes_home))];
@@ -517,7 +519,8 @@ fn read_only_places(
             .iter()
             .map(|p| ReadOnlyPlace::hidden(&p.path, p.extent == Extent::Tree)),
     );
-    places
+    static LAST: Mutex<Option<Arc<[ReadOnlyPlace]>>> = Mutex::new(None);
+    super::one_copy(&LAST, places.into())
 }
 
 pub fn availability() -> Option<String> {
@@ -903,5 +906,33 @@ pub fn kill_tree(root: u32, grace: Duration, reap: &mut dyn FnMut()) -> Vec<u32>
             return survivors;
         }
         std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_only_places;
+    use hermes_runtime::access::AccessPolicy;
+    use std::sync::Arc;
+
+    /// Tasks alike hold one list of read-only places between them, not one each: it runs
+    /// to hundreds of paths, and every task's sandbox policy has it.
+    #[test]
+    fn tasks_alike_share_one_list_of_read_only_places() {
+        let home = tempfile::tempdir().unwrap();
+        let hermes_home = home.path().join(".hermes");
+        let access = || AccessPolicy::new(home.path(), &hermes_home);
+        let first = read_only_places(&hermes_home, &access());
+        let second = read_only_places(&hermes_home, &access());
+        assert!(first.len() > 10, "the protected places: {first:?}");
+        assert!(Arc::ptr_eq(&first, &second));
+
+        let other_home = tempfile::tempdir().unwrap();
+        let other = read_only_places(
+            &hermes_home,
+            &AccessPolicy::new(other_home.path(), &hermes_home),
+        );
+        assert_ne!(first, other);
+        assert!(!Arc::ptr_eq(&first, &other));
     }
 }

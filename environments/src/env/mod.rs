@@ -568,10 +568,30 @@ pub fn availability(config: &TerminalConfig) -> Option<String> {
     }
 }
 
+/// `value`, or the copy kept in `last` when that one is equal: what every task of a
+/// server gets alike (its configuration, the places its sandbox keeps read-only) is
+/// then held once, not once per task. Only the last value is kept, so a server whose
+/// tasks differ holds one more copy at most.
+pub(crate) fn one_copy<T: ?Sized + PartialEq>(
+    last: &Mutex<Option<Arc<T>>>,
+    value: Arc<T>,
+) -> Arc<T> {
+    let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+    match last.as_ref() {
+        Some(kept) if **kept == *value => Arc::clone(kept),
+        _ => {
+            *last = Some(Arc::clone(&value));
+            value
+        }
+    }
+}
+
 /// A cached environment and the task's shell state in it.
 pub struct Slot {
     pub env: Arc<dyn Environment>,
-    pub fingerprint: String,
+    /// The configuration the environment was made with (see
+    /// [`TerminalConfig::fingerprint`](crate::config::TerminalConfig::fingerprint)).
+    pub fingerprint: Arc<str>,
     pub session: crate::snapshot::ShellSession,
     pub last_used: Mutex<Instant>,
     /// Serialises foreground commands of one task (cwd and snapshot are per task).
@@ -602,7 +622,8 @@ pub fn get_or_create(
     local_cwd: &std::path::Path,
 ) -> Result<Arc<Slot>, EnvError> {
     start_reaper();
-    let fingerprint = config.fingerprint();
+    static LAST_FINGERPRINT: Mutex<Option<Arc<str>>> = Mutex::new(None);
+    let fingerprint = one_copy(&LAST_FINGERPRINT, config.fingerprint().into());
     let lock = creation_lock(task_id);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     let existing = slots()

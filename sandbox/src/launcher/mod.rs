@@ -586,7 +586,7 @@ fn keep_idle(pool: &SharedPool, sandbox: Sandbox) {
 
 /// A task's long-lived sandboxes, started on first use.
 pub struct Launcher {
-    policy: Policy,
+    policy: Arc<Policy>,
     program: Option<Arc<OwnedFd>>,
     pool: SharedPool,
     /// The layout's part that depends on the places looked up, and the generation of
@@ -595,7 +595,7 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    pub fn new(policy: Policy) -> Launcher {
+    pub fn new(policy: Arc<Policy>) -> Launcher {
         let program = program().filter(|_| policy.is_active());
         Launcher {
             policy,
