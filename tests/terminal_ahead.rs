@@ -442,3 +442,41 @@ fn without_the_sandbox_commands_are_forked_from_one_waiting_bash_per_task() {
     let r = server.call("terminal", json!({"command": "echo $STEP"}));
     assert_eq!(output(&r), "next", "{r}");
 }
+
+/// Whether `pid` has an inotify watch on the directory `dir` (from its descriptors'
+/// `fdinfo`, which names each watched inode and its device as the kernel numbers it).
+fn watches(pid: u32, dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).unwrap();
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let wanted = format!("ino:{:x} sdev:{:x}", meta.ino(), (major << 20) | minor);
+    std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
+        .any(|info| {
+            info.lines()
+                .any(|line| line.starts_with("inotify") && line.contains(&wanted))
+        })
+}
+
+/// Watching the places the sandbox's walls are worked out from makes the kernel walk
+/// each watched directory's cached entries, so a server starts watching only once it
+/// keeps working the walls out: a task's first command (what a one-shot `call` runs,
+/// login shell included) adds no watch, its later ones are checked against one.
+#[test]
+fn the_walls_are_watched_only_once_the_server_keeps_working_them_out() {
+    let f = fixture(SANDBOX_ON);
+    let mut server = f.serve();
+    let r = server.call("terminal", json!({"command": "true"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let root = std::path::Path::new("/");
+    assert!(!watches(server.pid(), root), "watched after one command");
+    for _ in 0..3 {
+        let r = server.call("terminal", json!({"command": "true"}));
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    assert!(
+        watches(server.pid(), root),
+        "not watched after four commands"
+    );
+}

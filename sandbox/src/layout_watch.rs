@@ -12,6 +12,13 @@
 //! then polls as changed). The kernel queues an event before the call that caused it
 //! returns, so a change made before a command is checked is seen by that check.
 //!
+//! Watching is not free: adding a watch makes the kernel walk every entry of the
+//! directory it has cached (negative ones included), which on a machine that has run a
+//! while takes milliseconds per directory, 14 ms for one `call` here. A process starts
+//! watching only once it works a layout out for the third time ([`worth_watching`]):
+//! a one-shot `call` works out two (the login shell's and the command's), a server
+//! many.
+//!
 //! The watch is trusted only where it sees every change: directories on a local
 //! filesystem (a change made on another host of a network filesystem raises no event
 //! here), and layouts reached without a symlink (a symlink's target lies in directories
@@ -202,6 +209,21 @@ impl Watch {
         self.descriptors.insert(dir.to_vec(), wd);
         true
     }
+}
+
+/// How many layouts this process works out before it starts watching.
+const WATCH_FROM_LAYOUT: u32 = 3;
+
+/// Counts one more layout worked out; whether the process has worked out enough of
+/// them for a watch to pay for itself (it is then always worth it).
+pub(crate) fn worth_watching() -> bool {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static WORKED_OUT: AtomicU32 = AtomicU32::new(0);
+    WORKED_OUT
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < WATCH_FROM_LAYOUT).then_some(n + 1)
+        })
+        .is_err()
 }
 
 /// The current generation of changes; `None` when this machine offers no watch.

@@ -626,6 +626,9 @@ impl Launcher {
         *remembered = None;
         let mut real_paths = RealPaths::default();
         let mut layout = fixed_layout(&self.policy, OPTIONS, &mut real_paths);
+        if !layout_watch::worth_watching() {
+            return layout;
+        }
         // Remembered only when worked out again once every name it read is watched, with
         // nothing changed meanwhile: a change made before the watches shows in that look.
         for _ in 0..3 {
