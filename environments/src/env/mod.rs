@@ -606,13 +606,24 @@ fn slots() -> &'static Mutex<HashMap<String, Arc<Slot>>> {
 }
 
 /// Per-task creation locks, so two calls of one task never build two environments.
-fn creation_lock(key: &str) -> Arc<Mutex<()>> {
+fn creation_locks() -> std::sync::MutexGuard<'static, HashMap<String, Arc<Mutex<()>>>> {
     static LOCKS: OnceLock<Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
-    let mut locks = LOCKS
+    LOCKS
         .get_or_init(Default::default)
         .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    Arc::clone(locks.entry(key.to_string()).or_default())
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+fn creation_lock(key: &str) -> Arc<Mutex<()>> {
+    Arc::clone(creation_locks().entry(key.to_string()).or_default())
+}
+
+/// Drops the creation locks nobody holds, which would otherwise stay for the server's
+/// life, one for every task it ever saw. Locks are handed out under the map's own lock,
+/// so one held nowhere else cannot be in the middle of being taken; a later call of the
+/// task gets a fresh one.
+fn forget_unheld_creation_locks() {
+    creation_locks().retain(|_, lock| Arc::strong_count(lock) > 1);
 }
 
 /// The task's environment, created on first use (or when the configuration changed).
@@ -753,6 +764,7 @@ fn start_reaper() {
                     let tick = (keep_warm / 2).clamp(Duration::from_secs(1), REAP_EVERY);
                     std::thread::sleep(tick);
                     cool_idle(keep_warm);
+                    forget_unheld_creation_locks();
                     if last_reap.elapsed() >= REAP_EVERY {
                         last_reap = Instant::now();
                         reap_idle(Duration::from_secs(crate::config::lifetime_seconds()));
@@ -827,6 +839,24 @@ pub fn reap_idle(max_idle: Duration) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::sh_quote;
+
+    /// A task's creation lock stays while someone holds it and is dropped after.
+    #[test]
+    fn creation_locks_held_by_nobody_are_dropped() {
+        let task = "creation-lock-test-task";
+        let held = super::creation_lock(task);
+        let in_map = || super::creation_locks().contains_key(task);
+        super::forget_unheld_creation_locks();
+        assert!(in_map(), "dropped while held");
+        let again = super::creation_lock(task);
+        assert!(
+            std::sync::Arc::ptr_eq(&held, &again),
+            "a second lock while held"
+        );
+        drop((held, again));
+        super::forget_unheld_creation_locks();
+        assert!(!in_map(), "kept with nobody holding it");
+    }
 
     /// What a real shell reads back from each quoted word is the word itself.
     #[test]
