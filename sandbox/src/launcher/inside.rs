@@ -14,10 +14,7 @@ pub fn serve(control: RawFd) -> i32 {
         // The sweep signals every process this one may signal: only ever inside a
         // sandbox's own PID namespace, where bubblewrap's init is 1 and we are 2, and
         // only when started with the channel a server set up.
-        let mut stat: libc::stat = std::mem::zeroed();
-        let is_socket =
-            libc::fstat(control, &mut stat) == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK;
-        if libc::getpid() != 2 || !is_socket {
+        if libc::getpid() != 2 || !protocol::is_socket(control) {
             eprintln!(
                 "{} is only run by the terminal inside its sandbox",
                 super::LAUNCHER_ARG

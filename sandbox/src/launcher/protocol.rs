@@ -239,6 +239,16 @@ pub fn send_line(socket: &OwnedFd, line: &str) -> std::io::Result<()> {
 }
 
 /// A stream socket pair whose ends close on exec.
+/// Whether `fd` is open on a socket: the launcher and the zygote serve only a channel a
+/// server placed there, never whatever a person who started them by hand left open.
+pub(super) fn is_socket(fd: RawFd) -> bool {
+    // SAFETY: fstat into a zeroed structure; any descriptor number may be asked about.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut stat) == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK
+    }
+}
+
 pub fn socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: socketpair fills two descriptors on success.

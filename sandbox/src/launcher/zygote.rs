@@ -174,12 +174,7 @@ fn start(program: &Arc<OwnedFd>) -> std::io::Result<Zygote> {
 /// The zygote's loop, in a process started with [`ZYGOTE_ARG`]; its exit status.
 pub(crate) fn serve() -> i32 {
     // Only a server starts the zygote, with the channel in place.
-    // SAFETY: fstat into a zeroed structure.
-    let is_socket = unsafe {
-        let mut stat: libc::stat = std::mem::zeroed();
-        libc::fstat(CHANNEL_FD, &mut stat) == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK
-    };
-    if !is_socket {
+    if !protocol::is_socket(CHANNEL_FD) {
         eprintln!("{ZYGOTE_ARG} is only run by the terminal's sandbox launcher");
         return 2;
     }
