@@ -39,26 +39,248 @@ pub fn serve(control: RawFd) -> i32 {
     if protocol::send_line(&control, "ready").is_err() {
         return 2;
     }
+    let mut kept = Kept::default();
     loop {
+        kept.wait_for_request(&control);
         match protocol::receive(&control) {
             Ok(Some(Request::Run {
+                keep,
                 cwd,
                 argv,
                 env,
                 output,
                 extra,
             })) => {
-                let status = run(&control, &cwd, &argv, &env, output, extra);
-                if protocol::send_line(&control, &format!("exit {status}")).is_err() {
+                // A command started the usual way has the sandbox to itself, and a new
+                // kept process replaces the one before.
+                kept.end();
+                let answer = if keep {
+                    match start_kept(&cwd, &argv, &env, &output, &extra) {
+                        Ok(pid) => {
+                            kept.0 = Some(pid);
+                            format!("kept {pid}")
+                        }
+                        Err(e) => format!("not kept {e}"),
+                    }
+                } else {
+                    format!("exit {}", run(&control, &cwd, &argv, &env, output, extra))
+                };
+                if protocol::send_line(&control, &answer).is_err() {
                     return 0;
                 }
             }
+            // A command forked by the kept process is to stop (its timeout): everything
+            // but the kept process is asked to end, then made to.
+            Ok(Some(Request::Kill { grace })) if kept.0.is_some() => {
+                kept.terminate_others(grace);
+                kept.sweep_others();
+                if protocol::send_line(&control, "swept").is_err() {
+                    return 0;
+                }
+            }
+            // After a command it forked, or a kill that came once its command had ended.
             Ok(Some(Request::Kill { .. })) => {}
+            Ok(Some(Request::Sweep)) => {
+                kept.sweep_others();
+                if protocol::send_line(&control, "swept").is_err() {
+                    return 0;
+                }
+            }
             // The server closed the channel (or sent garbage): end everything and go.
             Ok(None) | Err(_) => {
                 sweep(None, &mut None);
                 return 0;
             }
+        }
+    }
+}
+
+/// Starts a process to keep: as a command, but nobody waits for it here.
+fn start_kept(
+    cwd: &[u8],
+    argv: &[Vec<u8>],
+    env: &[Vec<u8>],
+    output: &OwnedFd,
+    extra: &[OwnedFd],
+) -> std::io::Result<libc::pid_t> {
+    Exec::new(cwd, argv, env)
+        .ok_or_else(|| std::io::Error::other("an empty or malformed command"))?
+        .spawn(output, extra)
+}
+
+/// The process a server keeps in this sandbox between commands (a shell that forks
+/// each command of the task): our child, spared by the sweep after each command it
+/// forked. Its pid is never another process's while this holds it: an ended child stays
+/// a zombie, its pid taken, until we reap it, and reaping it forgets it.
+///
+/// The sweep sends each other process of the namespace its own signal then, since
+/// `kill(-1)` would reach the kept one too; when that does not leave the sandbox empty
+/// within [`SWEEP_SPARING_FOR`] (processes forking as fast as they are killed, or a
+/// listing that cannot be read), `kill(-1)` ends everything, the kept process too, and
+/// the server starts the next command the usual way.
+///
+/// A command may stop the kept process (`kill -STOP $$`); it would then never answer
+/// for the command. Its stop reaches us as its parent (`SIGCHLD`, read from a signalfd
+/// while we wait for the server), and we let it go on at once.
+#[derive(Default)]
+struct Kept(Option<libc::pid_t>, Option<OwnedFd>);
+
+const SWEEP_SPARING_FOR: Duration = Duration::from_millis(250);
+
+impl Kept {
+    /// Returns once `control` is readable; meanwhile the kept process, if stopped, is
+    /// continued.
+    fn wait_for_request(&mut self, control: &OwnedFd) {
+        let Some(pid) = self.0 else {
+            return;
+        };
+        let Some(stops) = self.stops() else {
+            return;
+        };
+        loop {
+            let mut fds = [control.as_raw_fd(), stops].map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            // SAFETY: valid pollfds.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                continue;
+            }
+            if fds[1].revents != 0 {
+                let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+                // SAFETY: draining a non-blocking signalfd into a buffer of its record size.
+                while unsafe { libc::read(stops, info.as_mut_ptr().cast(), info.len()) } > 0 {}
+                let mut raw = 0;
+                // SAFETY: waitpid on our own child; a stopped child is reported, not reaped.
+                let got = unsafe { libc::waitpid(pid, &mut raw, libc::WNOHANG | libc::WUNTRACED) };
+                if got == pid && libc::WIFSTOPPED(raw) {
+                    // SAFETY: a signal to our own child.
+                    unsafe { libc::kill(pid, libc::SIGCONT) };
+                } else if got == pid {
+                    self.0 = None;
+                    return;
+                }
+            }
+            if fds[0].revents != 0 {
+                return;
+            }
+        }
+    }
+
+    /// The signalfd that reads our children's `SIGCHLD`, made on first use (the signal
+    /// is blocked from then on; commands start with no signal blocked regardless).
+    fn stops(&mut self) -> Option<RawFd> {
+        if self.1.is_none() {
+            // SAFETY: a signal set built and used on the stack; signalfd returns a new
+            // descriptor or -1.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGCHLD);
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+                if fd >= 0 {
+                    self.1 = Some(OwnedFd::from_raw_fd(fd));
+                }
+            }
+        }
+        self.1.as_ref().map(|fd| fd.as_raw_fd())
+    }
+
+    /// Ends the kept process, if any, and everything it forked.
+    fn end(&mut self) {
+        if self.0.take().is_some() {
+            sweep(None, &mut None);
+        }
+    }
+
+    /// Reaps every child that has ended, forgetting the kept process once it has.
+    fn reap(&mut self) {
+        loop {
+            let mut raw = 0;
+            // SAFETY: waitpid on our own children.
+            let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
+            if pid <= 0 {
+                return;
+            }
+            if Some(pid) == self.0 {
+                self.0 = None;
+            }
+        }
+    }
+
+    /// The processes of this namespace but its init, us and the kept one; `None` when
+    /// the listing cannot be read.
+    fn others(&self) -> Option<Vec<libc::pid_t>> {
+        let mut others = Vec::new();
+        for entry in std::fs::read_dir("/proc").ok()? {
+            let name = entry.ok()?.file_name();
+            if let Some(pid) = name.to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) {
+                if pid > 2 && Some(pid) != self.0 {
+                    others.push(pid);
+                }
+            }
+        }
+        Some(others)
+    }
+
+    /// SIGTERM (and SIGCONT) to every process but the kept one, up to `grace` for them
+    /// to end.
+    fn terminate_others(&mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        let mut signalled = false;
+        loop {
+            self.reap();
+            if self.0.is_none() {
+                return;
+            }
+            let Some(others) = self.others() else {
+                return;
+            };
+            if others.is_empty() || Instant::now() >= deadline {
+                return;
+            }
+            if !signalled {
+                for pid in others {
+                    // SAFETY: a signal to a process of this namespace.
+                    unsafe {
+                        libc::kill(pid, libc::SIGTERM);
+                        libc::kill(pid, libc::SIGCONT);
+                    }
+                }
+                signalled = true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// SIGKILL to every process but the kept one until none is left (see [`Kept`]).
+    fn sweep_others(&mut self) {
+        let deadline = Instant::now() + SWEEP_SPARING_FOR;
+        let mut pause = Duration::from_micros(20);
+        loop {
+            self.reap();
+            if self.0.is_none() {
+                sweep(None, &mut None);
+                return;
+            }
+            match self.others() {
+                Some(others) if others.is_empty() => return,
+                Some(others) if Instant::now() < deadline => {
+                    for pid in others {
+                        // SAFETY: a signal to a process of this namespace.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+                _ => {
+                    self.0 = None;
+                    sweep(None, &mut None);
+                    return;
+                }
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(5));
         }
     }
 }
@@ -121,7 +343,7 @@ fn run(
                     terminate(pid, grace, &mut status);
                     break;
                 }
-                Ok(Some(Request::Run { .. })) => {}
+                Ok(Some(Request::Run { .. } | Request::Sweep)) => {}
                 Ok(None) | Err(_) => {
                     sweep(Some(pid), &mut status);
                     std::process::exit(0);

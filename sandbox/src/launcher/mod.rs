@@ -717,6 +717,21 @@ impl Launcher {
         extra: &[&OwnedFd],
         may_start: bool,
     ) -> Option<LaunchedRun> {
+        let sandbox = self.take_sandbox(may_start)?;
+        let (read_end, write_end) = pipe().ok()?;
+        send_start(&sandbox, b"run", argv, env, cwd, &write_end, extra).ok()?;
+        drop(write_end);
+        Some(LaunchedRun {
+            sandbox: Some(sandbox),
+            home: Arc::clone(&self.pool),
+            output: Some(read_end),
+            exit: None,
+        })
+    }
+
+    /// An idle sandbox of the task, or (`may_start`) a new one when none is idle whose
+    /// walls are what a fresh sandbox would get.
+    fn take_sandbox(&self, may_start: bool) -> Option<Sandbox> {
         let program = self.program.as_ref()?;
         let layout = may_start.then(|| self.layout());
         // Sandboxes whose launcher is gone, or (for a command to start now) whose walls
@@ -738,33 +753,60 @@ impl Launcher {
         }
         drop(pool);
         drop(stale);
-        let sandbox = match (chosen, layout) {
-            (Some(sandbox), _) => sandbox,
-            (None, Some(layout)) => Sandbox::start(&self.policy, program, layout).ok()?,
-            (None, None) => return None,
+        match (chosen, layout) {
+            (Some(sandbox), _) => Some(sandbox),
+            (None, Some(layout)) => Sandbox::start(&self.policy, program, layout).ok(),
+            (None, None) => None,
+        }
+    }
+
+    /// Starts `program` with `args` (in `cwd`, with exactly `env`, output and errors on
+    /// `output`, no input, `extra` as descriptors 3, 4, ...) to be kept in one of the
+    /// task's sandboxes, which it then has to itself: the launcher spares it in the
+    /// sweep that follows each command it forks ([`KeptProcess::sweep`]).
+    ///
+    /// It runs from a sealed copy of `program` that its user may execute but not read,
+    /// so the kernel makes it not dumpable: a command (same user, no capabilities) can
+    /// neither trace it, read its memory or environment, nor take its descriptors, and
+    /// so cannot plant anything in what it forks next. The copy is its descriptor
+    /// `3 + extra.len()`, which it should close first thing.
+    ///
+    /// Only in a sandbox that is idle now and whose walls are current; `None` otherwise
+    /// (one is then started in the background for the next time).
+    pub fn keep(
+        &self,
+        program: &Path,
+        args: &[OsString],
+        env: &[(OsString, OsString)],
+        cwd: &Path,
+        output: &OwnedFd,
+        extra: &[&OwnedFd],
+    ) -> Option<KeptProcess> {
+        let copy = exec_only_copy(program)?;
+        let mut sandbox = self.take_sandbox(false);
+        if sandbox.as_mut().is_some_and(|s| s.layout != self.layout()) {
+            sandbox = None;
+        }
+        let Some(mut sandbox) = sandbox else {
+            self.warm_up();
+            return None;
         };
-        let (read_end, write_end) = pipe().ok()?;
-        let argc = argv.len().to_string();
-        let env: Vec<Vec<u8>> = env
-            .iter()
-            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
-            .collect();
-        let mut fields: Vec<&[u8]> = vec![b"run", cwd.as_os_str().as_bytes(), argc.as_bytes()];
-        fields.extend(argv.iter().map(|a| a.as_bytes()));
-        fields.extend(env.iter().map(Vec::as_slice));
-        let fds: Vec<RawFd> = [&write_end]
-            .into_iter()
-            .chain(extra.iter().copied())
-            .map(|fd| fd.as_raw_fd())
-            .collect();
-        protocol::send(&sandbox.control, &fields, &fds).ok()?;
-        drop(write_end);
-        Some(LaunchedRun {
-            sandbox: Some(sandbox),
-            home: Arc::clone(&self.pool),
-            output: Some(read_end),
-            exit: None,
-        })
+        let copy_fd = 3 + extra.len();
+        let mut argv: Vec<OsString> = vec![format!("/proc/self/fd/{copy_fd}").into()];
+        argv.extend(args.iter().cloned());
+        let mut fds = extra.to_vec();
+        fds.push(&copy);
+        send_start(&sandbox, b"keep", &argv, env, cwd, output, &fds).ok()?;
+        match sandbox.next_line(Duration::from_secs(5)) {
+            Ok(Some(line)) if line.starts_with("kept ") => Some(KeptProcess { sandbox }),
+            _ => None,
+        }
+    }
+
+    /// Whether `kept` still waits in a sandbox a fresh command would get (its launcher
+    /// alive, the walls unchanged).
+    pub fn is_current_for(&self, kept: &mut KeptProcess) -> bool {
+        kept.sandbox.alive() && kept.sandbox.layout == self.layout()
     }
 
     /// Whether `run` still runs in the sandbox a fresh command would get (its launcher
@@ -792,6 +834,111 @@ impl Launcher {
             std::mem::take(&mut pool.idle)
         };
         drop(idle);
+    }
+}
+
+/// Sends a request to start `argv` (`kind`: `run` or `keep`).
+fn send_start(
+    sandbox: &Sandbox,
+    kind: &[u8],
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+    output: &OwnedFd,
+    extra: &[&OwnedFd],
+) -> std::io::Result<()> {
+    let argc = argv.len().to_string();
+    let env: Vec<Vec<u8>> = env
+        .iter()
+        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+        .collect();
+    let mut fields: Vec<&[u8]> = vec![kind, cwd.as_os_str().as_bytes(), argc.as_bytes()];
+    fields.extend(argv.iter().map(|a| a.as_bytes()));
+    fields.extend(env.iter().map(Vec::as_slice));
+    let fds: Vec<RawFd> = [output]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .map(|fd| fd.as_raw_fd())
+        .collect();
+    protocol::send(&sandbox.control, &fields, &fds)
+}
+
+/// A sealed copy of `program` in memory, mode 0111 (see [`Launcher::keep`]), made once
+/// per program for the whole process.
+fn exec_only_copy(program: &Path) -> Option<Arc<OwnedFd>> {
+    type Copies = Mutex<Vec<(std::path::PathBuf, Arc<OwnedFd>)>>;
+    static COPIES: OnceLock<Copies> = OnceLock::new();
+    let mut copies = COPIES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some((_, copy)) = copies.iter().find(|(path, _)| path == program) {
+        return Some(Arc::clone(copy));
+    }
+    let copy = Arc::new(make_exec_only_copy(program).ok()?);
+    copies.push((program.to_path_buf(), Arc::clone(&copy)));
+    Some(copy)
+}
+
+fn make_exec_only_copy(program: &Path) -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::PermissionsExt;
+    const MFD_EXEC: libc::c_uint = 0x10;
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    // SAFETY: a static name; memfd_create returns a new descriptor or -1. Kernels
+    // before 6.3 do not know MFD_EXEC (their memory files are executable anyway).
+    let mut fd = unsafe { libc::memfd_create(c"kept".as_ptr(), flags | MFD_EXEC) };
+    if fd < 0 {
+        // SAFETY: as above.
+        fd = unsafe { libc::memfd_create(c"kept".as_ptr(), flags) };
+    }
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let copy = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    std::io::copy(&mut std::fs::File::open(program)?, &mut &copy)?;
+    copy.set_permissions(std::fs::Permissions::from_mode(0o111))?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on our own descriptor.
+    if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(copy))
+}
+
+/// A process kept in a task's sandbox ([`Launcher::keep`]). Dropping it ends the
+/// sandbox, and everything in it.
+pub struct KeptProcess {
+    sandbox: Sandbox,
+}
+
+/// How long the launcher has to answer a sweep before its sandbox is given up.
+const SWEEP_ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+impl KeptProcess {
+    /// Ends every process in the sandbox but the kept one (after each command it
+    /// forked: nothing a command started outlives it). `false` when the sandbox no
+    /// longer keeps it, or did not answer: then drop this.
+    pub fn sweep(&mut self) -> bool {
+        protocol::send(&self.sandbox.control, &[b"sweep"], &[]).is_ok()
+            && self.swept(SWEEP_ANSWER_WITHIN)
+    }
+
+    /// As [`KeptProcess::sweep`], after SIGTERM to each of those processes and up to
+    /// `grace` for them to end.
+    pub fn stop_others(&mut self, grace: Duration) -> bool {
+        let ms = grace.as_millis().to_string();
+        protocol::send(&self.sandbox.control, &[b"kill", ms.as_bytes()], &[]).is_ok()
+            && self.swept(grace + SWEEP_ANSWER_WITHIN)
+    }
+
+    fn swept(&mut self, wait: Duration) -> bool {
+        matches!(self.sandbox.next_line(wait), Ok(Some(line)) if line == "swept")
+    }
+
+    /// Bubblewrap's pid on this machine.
+    pub fn pid(&self) -> u32 {
+        self.sandbox.child.pid as u32
     }
 }
 

@@ -12,8 +12,11 @@ use std::time::Duration;
 const MAX_REQUEST: usize = 16 << 20;
 
 pub enum Request {
-    /// `extra` become the command's descriptors 3, 4, ...
+    /// `extra` become the command's descriptors 3, 4, ... With `keep`, the process is
+    /// not a command: the launcher answers once it has started and spares it in every
+    /// sweep for as long as it lives (see `inside`).
     Run {
+        keep: bool,
         cwd: Vec<u8>,
         argv: Vec<Vec<u8>>,
         env: Vec<Vec<u8>>,
@@ -23,6 +26,8 @@ pub enum Request {
     Kill {
         grace: Duration,
     },
+    /// Everything but the kept process is to end now.
+    Sweep,
 }
 
 fn io_result(n: isize) -> std::io::Result<usize> {
@@ -111,8 +116,8 @@ fn receive_exact(
             iov_base: rest.as_mut_ptr().cast(),
             iov_len: rest.len(),
         };
-        // SAFETY: as in `send_with_fds`; room for a few descriptors.
-        let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
+        // SAFETY: as in `send_with_fds`; room for the most a request carries.
+        let space = unsafe { libc::CMSG_SPACE((8 * std::mem::size_of::<RawFd>()) as u32) } as usize;
         let mut control = vec![0u8; space];
         // SAFETY: the header points at `iov` and `control`, both alive and sized as
         // declared for the whole call.
@@ -196,7 +201,9 @@ pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
                 grace: Duration::from_millis(ms),
             }))
         }
-        Some(b"run") => {
+        Some(b"sweep") => Ok(Some(Request::Sweep)),
+        Some(kind @ (b"run" | b"keep")) => {
+            let keep = kind == b"keep";
             let mut fds = fds.into_iter();
             let output = fds
                 .next()
@@ -213,6 +220,7 @@ pub fn receive(socket: &OwnedFd) -> std::io::Result<Option<Request>> {
             let env = fields.split_off(3 + argc);
             let argv = fields.split_off(3);
             Ok(Some(Request::Run {
+                keep,
                 cwd,
                 argv,
                 env,
@@ -238,7 +246,6 @@ pub fn send_line(socket: &OwnedFd, line: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A stream socket pair whose ends close on exec.
 /// Whether `fd` is open on a socket: the launcher and the zygote serve only a channel a
 /// server placed there, never whatever a person who started them by hand left open.
 pub(super) fn is_socket(fd: RawFd) -> bool {
@@ -249,6 +256,7 @@ pub(super) fn is_socket(fd: RawFd) -> bool {
     }
 }
 
+/// A stream socket pair whose ends close on exec.
 pub fn socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: socketpair fills two descriptors on success.
