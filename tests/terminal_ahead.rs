@@ -249,7 +249,7 @@ fn a_large_script_reaches_the_waiting_shell_whole_without_the_sandbox() {
 
 /// Each command names its sandbox (its PID namespace) and looks, after a pause, for any
 /// other shell waiting for a script.
-const LOOK: &str = "readlink /proc/$$/ns/pid; sleep 0.3; for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; \
+const LOOK: &str = "readlink /proc/self/ns/pid; sleep 0.3; for p in /proc/[0-9]*; do case \"${p#/proc/}\" in \"$$\"|\"$BASHPID\") continue;; esac; \
     mapfile -d '' argv < $p/cmdline 2>/dev/null || continue; case \"${argv[*]}\" in *__hermes_body*) echo \"in sight: ${p#/proc/}\";; esac; done";
 
 /// The sandbox (PID namespace) each of `rounds` commands ran in, `pause` after the last

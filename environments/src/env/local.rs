@@ -35,7 +35,8 @@ pub struct LocalEnv {
     /// Set (with `ready` locked) once the task is cleaned up: no shell is started ahead
     /// after that.
     closed: std::sync::atomic::AtomicBool,
-    /// The bash foreground commands are forked from (sandbox off).
+    /// The bash foreground commands are forked from (on this machine with the sandbox
+    /// off, else kept in the task's sandbox).
     forks: fork_server::Slot,
     /// Foreground commands run so far (shells are started ahead from the second on).
     foreground_runs: std::sync::atomic::AtomicUsize,
@@ -299,6 +300,9 @@ impl LocalEnv {
     ) -> Result<Box<dyn Running>, EnvError> {
         let restore = session.restore();
         let env = self.launcher_env();
+        if let Some(run) = self.fork_in_sandbox(session, &restore, body, &env) {
+            return Ok(run);
+        }
         if let Some(mut shell) = self.take_ready() {
             if shell.still_starting() {
                 self.back_to_back
@@ -323,6 +327,54 @@ impl LocalEnv {
             self.start_ready_beside(session, env);
         }
         run
+    }
+
+    /// Forked from the bash waiting in the task's sandbox when it has one that still
+    /// fits; `None` otherwise (the command then runs as before).
+    fn fork_in_sandbox(
+        &self,
+        session: &ShellSession,
+        restore: &str,
+        body: &str,
+        env: &[(OsString, OsString)],
+    ) -> Option<Box<dyn Running>> {
+        let mut waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let server = waiting.take_if(|server| server.fits(env, &self.launcher));
+        // One that no longer fits ends here, with its sandbox.
+        drop(waiting);
+        let server = server?;
+        let lighter = lighter_restore(session, env, false).map(|(_, text)| text);
+        let run = server
+            .run(lighter.as_deref(), restore, body, &self.forks)
+            .ok()?;
+        Some(Box::new(run))
+    }
+
+    /// In the sandbox, a task's commands from its third on are forked from a bash kept
+    /// waiting there, started (when none waits) while the result of the command before
+    /// is made; whether one waits now. It takes the sandbox the command before ran in,
+    /// and a shell started ahead is not needed beside it.
+    fn keep_fork_server(&self) -> bool {
+        let kept = {
+            let mut forks = self.forks.lock().unwrap_or_else(|p| p.into_inner());
+            if forks.is_none() && !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                *forks = find_bash().and_then(|bash| {
+                    fork_server::ForkServer::start_in_sandbox(
+                        &self.launcher,
+                        &bash,
+                        self.launcher_env(),
+                        &nearest_existing(&self.cwd),
+                    )
+                });
+            }
+            forks.is_some()
+        };
+        if kept {
+            if let Some(shell) = self.take_ready() {
+                shell.retire();
+            }
+        }
+        kept
     }
 
     /// Starts the next command's shell (in `env`) while this one runs, in the task's
@@ -350,7 +402,7 @@ impl LocalEnv {
         let restore = session.restore();
         let waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(mut server) = waiting.filter(|_| runs >= 2) {
-            if server.fits(&env) {
+            if server.fits(&env, &self.launcher) {
                 let lighter = lighter_restore(session, &env, false).map(|(_, text)| text);
                 if let Ok(run) = server.run(lighter.as_deref(), &restore, body, &self.forks) {
                     return Ok(Box::new(run));
@@ -683,6 +735,9 @@ impl Environment for LocalEnv {
             .load(std::sync::atomic::Ordering::Relaxed)
             < 2
         {
+            return;
+        }
+        if self.policy.is_active() && self.keep_fork_server() {
             return;
         }
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,7 +1,7 @@
-//! Without the sandbox, a task's foreground commands (from its fourth on) are forked from
-//! one bash that stays for the task and never runs anything itself: a fork of a bash
-//! that has already started costs a fraction of starting one (exec, dynamic linking,
-//! locale, start-up), and the waiting shell costs nothing between commands.
+//! A task's foreground commands (from its third on) are forked from one bash that stays
+//! for the task and never runs anything itself: a fork of a bash that has already
+//! started costs a fraction of starting one (exec, dynamic linking, locale, start-up),
+//! and the waiting shell costs nothing between commands.
 //!
 //! Each command's shell is a subshell of that bash, in a process group of its own (the
 //! waiting bash has job control on), so it is stopped as a tree as before. It sources
@@ -10,39 +10,53 @@
 //! `$$` is the waiting bash's pid (`$BASHPID` the command's), the same for every command
 //! of the task, and a command killed by a signal reports 128 + the signal, as bash does.
 //!
-//! Each command writes into a FIFO of its own, made in a private directory, so output of
-//! processes a command left behind never reaches the next command. The FIFO's path and
-//! the script travel in a memory file (descriptor 3), a line on a pipe (descriptor 4)
-//! says they are there, and the waiting bash answers `pid N` and `exit N` on another
-//! pipe (descriptor 5). The snapshot, made lighter for a shell in the waiting bash's
+//! The script travels in a memory file (descriptor 3), a line on a pipe (descriptor 4)
+//! says it is there, and the waiting bash answers `pid N` and `exit N` on another pipe
+//! (descriptor 5). The snapshot, made lighter for a shell in the waiting bash's
 //! environment, is in a second memory file (descriptor 6) that the command's shell
 //! sources and closes before the command runs.
+//!
+//! Where the waiting bash lives decides how output stays each command's own:
+//! - Sandbox off, on this machine: each command writes into a FIFO of its own, made in
+//!   a private directory, whose path comes with the script; output of processes a
+//!   command left behind never reaches the next command.
+//! - In the task's sandbox, kept there by its launcher (`Launcher::keep`): every command
+//!   writes into one pipe (descriptor 8), and once the waiting bash has answered for a
+//!   command the launcher ends every other process in the sandbox, as it does after any
+//!   command; only then is the command over and what is left in the pipe its last
+//!   output. The waiting bash runs from a copy of bash its user cannot read, so it is
+//!   not dumpable: no command can trace it, read its memory or take its descriptors.
 
 use super::super::{ReadEvent, Running};
 use super::spawn::{spawn, Spawned};
-use hermes_sandbox::launcher::{poll_readable, read_ready, Output};
+use hermes_sandbox::launcher::{poll_readable, read_ready, KeptProcess, Launcher, Output};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What the waiting bash runs. It stops when the pipe of descriptor 4 closes (never at
-/// a `TMOUT` passed through to it: its wait names its own limit).
-const LOOP: &str = "exec >/dev/null 2>&1\nset -m\n\
-    while builtin read -t 2147483647 -r __hermes_fifo <&4 && builtin read -r __hermes_fifo <&3 && IFS= builtin read -r -d '' __hermes_body <&3; do\n\
-    ( exec 3<&- 4<&- 5>&- >\"$__hermes_fifo\" 2>&1 && builtin eval \"$__hermes_body\" ) &\n\
-    builtin printf 'pid %s\\n' \"$!\" >&5\n\
-    builtin wait \"$!\"\n\
-    builtin printf 'exit %s\\n' \"$?\" >&5\n\
-    done\n";
+/// What the waiting bash runs, its command shells' output sent to `output` (a
+/// redirection). It stops when the pipe of descriptor 4 closes (never at a `TMOUT`
+/// passed through to it: its wait names its own limit). `first` runs before all else.
+fn waiting_loop(first: &str, output: &str) -> String {
+    format!(
+        "{first}exec >/dev/null 2>&1\nset -m\n\
+         while builtin read -t 2147483647 -r __hermes_fifo <&4 && builtin read -r __hermes_fifo <&3 && IFS= builtin read -r -d '' __hermes_body <&3; do\n\
+         ( exec 3<&- 4<&- 5>&- {output} && builtin eval \"$__hermes_body\" ) &\n\
+         builtin printf 'pid %s\\n' \"$!\" >&5\n\
+         builtin wait \"$!\"\n\
+         builtin printf 'exit %s\\n' \"$?\" >&5\n\
+         done\n"
+    )
+}
 
 /// Where a task's waiting bash is kept between commands.
 pub(super) type Slot = Arc<Mutex<Option<ForkServer>>>;
 
 pub(super) struct ForkServer {
     env: Vec<(OsString, OsString)>,
-    shell: Spawned,
+    place: Place,
     /// The shell's descriptor 3.
     script: std::fs::File,
     /// The shell's descriptor 6: what the next command's shell sources to restore.
@@ -53,9 +67,17 @@ pub(super) struct ForkServer {
     replies: OwnedFd,
     /// Reply bytes not yet read as a line.
     pending: Vec<u8>,
-    /// The private directory of the FIFOs; removed with the server.
-    fifo_dir: PathBuf,
+    /// What each command's shell runs first.
+    prologue: String,
     commands: u64,
+}
+
+enum Place {
+    /// Sandbox off: a bash of this machine, and the private directory of the FIFOs
+    /// (removed with the server).
+    Host { shell: Spawned, fifo_dir: PathBuf },
+    /// Kept in the task's sandbox, with the read end of the pipe all its commands write to.
+    Sandbox { kept: KeptProcess, output: OwnedFd },
 }
 
 /// What a reply line said.
@@ -64,8 +86,49 @@ enum Reply {
     Exit(i32),
 }
 
+/// The shell's ends of the channel, and the server's.
+struct Ends {
+    script: std::fs::File,
+    go: OwnedFd,
+    replies: OwnedFd,
+    restore: std::fs::File,
+    /// Descriptors 3, 4, 5 and 6 of the shell.
+    theirs: [OwnedFd; 4],
+}
+
+fn channel_ends() -> std::io::Result<Ends> {
+    let channel = super::ready::Channel::new()?;
+    let (replies, reply_end) = super::super::pipe()?;
+    let script_end = OwnedFd::from(channel.script.try_clone()?);
+    let restore = super::ready::memory_file(b"")?;
+    let restore_end = OwnedFd::from(restore.try_clone()?);
+    let go_read = channel.go_read.try_clone()?;
+    let (script, go) = channel.into_kept();
+    Ok(Ends {
+        script,
+        go,
+        replies,
+        restore,
+        theirs: [script_end, go_read, reply_end, restore_end],
+    })
+}
+
 impl ForkServer {
-    /// Starts the waiting bash `bash` in `cwd` with exactly `env`.
+    fn new(env: Vec<(OsString, OsString)>, place: Place, ends: Ends, prologue: String) -> Self {
+        ForkServer {
+            env,
+            place,
+            script: ends.script,
+            restore: ends.restore,
+            go: ends.go,
+            replies: ends.replies,
+            pending: Vec::new(),
+            prologue,
+            commands: 0,
+        }
+    }
+
+    /// Starts the waiting bash `bash` on this machine, in `cwd` with exactly `env`.
     pub(super) fn start(
         bash: &Path,
         env: Vec<(OsString, OsString)>,
@@ -74,30 +137,15 @@ impl ForkServer {
         let fifo_dir =
             hermes_sandbox::run_dir::private_dir("shell").map_err(std::io::Error::other)?;
         let started = (|| {
-            let channel = super::ready::Channel::new()?;
-            let (replies, reply_end) = super::super::pipe()?;
-            let argv: Vec<OsString> = vec![bash.into(), "-c".into(), LOOP.into()];
-            let script_end = OwnedFd::from(channel.script.try_clone()?);
-            let restore = super::ready::memory_file(b"")?;
-            let restore_end = OwnedFd::from(restore.try_clone()?);
-            let shell = spawn(
-                &argv,
-                &env,
-                cwd,
-                &[&script_end, &channel.go_read, &reply_end, &restore_end],
-            )?;
-            let (script, go) = channel.into_kept();
-            Ok(ForkServer {
-                env: env.clone(),
+            let ends = channel_ends()?;
+            let script = waiting_loop("", ">\"$__hermes_fifo\" 2>&1");
+            let argv: Vec<OsString> = vec![bash.into(), "-c".into(), script.into()];
+            let shell = spawn(&argv, &env, cwd, &ends.theirs.iter().collect::<Vec<_>>())?;
+            let place = Place::Host {
                 shell,
-                script,
-                restore,
-                go,
-                replies,
-                pending: Vec::new(),
                 fifo_dir: fifo_dir.clone(),
-                commands: 0,
-            })
+            };
+            Ok(ForkServer::new(env, place, ends, String::new()))
         })();
         if started.is_err() {
             let _ = std::fs::remove_dir_all(&fifo_dir);
@@ -105,9 +153,59 @@ impl ForkServer {
         started
     }
 
-    /// Whether this bash still waits, in `env`.
-    pub(super) fn fits(&mut self, env: &[(OsString, OsString)]) -> bool {
-        self.env == env && self.shell.try_wait().is_none()
+    /// Starts the waiting bash `bash` in the task's sandbox (see [`Launcher::keep`]);
+    /// `None` when the task has no sandbox idle for it now.
+    pub(super) fn start_in_sandbox(
+        launcher: &Launcher,
+        bash: &Path,
+        env: Vec<(OsString, OsString)>,
+        cwd: &Path,
+    ) -> Option<ForkServer> {
+        let ends = channel_ends().ok()?;
+        let (output, output_end) = super::super::pipe().ok()?;
+        // Descriptor 7 is the copy of bash it runs from, whose number is also the name
+        // the process got: named as a bash started for a command is, where it may.
+        // Its commands' output goes to 8.
+        let name = bash
+            .file_name()
+            .map_or_else(|| "bash".into(), |n| n.to_string_lossy());
+        let first = format!(
+            "exec 7<&- 8>&1 >/dev/null 2>&1\nbuiltin printf %s {} >/proc/self/comm\n",
+            shell_quote(&name)
+        );
+        let script = waiting_loop(&first, ">&8 2>&1 8>&-");
+        let args: Vec<OsString> = vec!["-c".into(), script.into()];
+        let theirs: Vec<&OwnedFd> = ends.theirs.iter().collect();
+        let kept = launcher.keep(bash, &args, &env, cwd, &output_end, &theirs)?;
+        // A command's shell names bash by its path, as one started for the command does,
+        // not by the copy the waiting bash runs from.
+        let path = shell_quote(&bash.to_string_lossy());
+        let prologue = format!("BASH={path} BASH_ARGV0={path}\n");
+        let place = Place::Sandbox { kept, output };
+        Some(ForkServer::new(env, place, ends, prologue))
+    }
+
+    /// Whether this bash still waits, in `env`, (in the sandbox) behind the walls a
+    /// fresh command would get.
+    pub(super) fn fits(&mut self, env: &[(OsString, OsString)], launcher: &Launcher) -> bool {
+        if self.env != env {
+            return false;
+        }
+        match &mut self.place {
+            Place::Host { shell, .. } => shell.try_wait().is_none(),
+            // Nothing is due on the replies between commands: readable means it is gone.
+            Place::Sandbox { kept, .. } => {
+                poll_readable(self.replies.as_raw_fd(), Duration::ZERO) == 0
+                    && launcher.is_current_for(kept)
+            }
+        }
+    }
+
+    fn is_gone(&mut self) -> bool {
+        match &mut self.place {
+            Place::Host { shell, .. } => shell.try_wait().is_some(),
+            Place::Sandbox { .. } => false,
+        }
     }
 
     /// Forks a shell that restores the task's state, from `lighter` (the snapshot made
@@ -115,6 +213,9 @@ impl ForkServer {
     /// `body`; the server back when it cannot (it is gone, or the script holds a NUL), to
     /// be dropped (which ends it). `home` gets the server back once the command has ended
     /// cleanly.
+    // The server handed back is the rare path, and moving it once costs nothing beside
+    // the start it saves.
+    #[allow(clippy::result_large_err)]
     pub(super) fn run(
         mut self,
         lighter: Option<&[u8]>,
@@ -124,7 +225,7 @@ impl ForkServer {
     ) -> Result<Forked, ForkServer> {
         use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::FileExt;
-        if body.contains('\0') || restore.contains('\0') || self.shell.try_wait().is_some() {
+        if body.contains('\0') || restore.contains('\0') || self.is_gone() {
             return Err(self);
         }
         // The command before has ended and nothing it started has descriptor 6 open.
@@ -137,21 +238,32 @@ impl ForkServer {
             }
             _ => restore,
         };
-        let script = format!("{restore_step}command exec 6<&-\n{body}");
+        let script = format!("{}{restore_step}command exec 6<&-\n{body}", self.prologue);
         self.commands += 1;
-        let fifo_path = self.fifo_dir.join(self.commands.to_string());
-        let Ok(output) = make_fifo(&fifo_path) else {
-            return Err(self);
+        let (output, fifo_path) = match &self.place {
+            Place::Host { fifo_dir, .. } => {
+                let path = fifo_dir.join(self.commands.to_string());
+                match make_fifo(&path) {
+                    Ok(output) => (output, Some(path)),
+                    Err(_) => return Err(self),
+                }
+            }
+            Place::Sandbox { output, .. } => match output.try_clone() {
+                Ok(output) => (output, None),
+                Err(_) => return Err(self),
+            },
         };
-        let message = format!(
-            "{}\nbuiltin unset __hermes_body __hermes_fifo\n{script}\0",
-            fifo_path.display()
-        );
+        let fifo_line = fifo_path
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |p| p.display().to_string());
+        let message = format!("{fifo_line}\nbuiltin unset __hermes_body __hermes_fifo\n{script}\0");
         // The shell reads from the shared offset and leaves it after the NUL: back to 0.
         let written = self.script.write_all_at(message.as_bytes(), 0).is_ok()
             && self.script.seek(SeekFrom::Start(0)).is_ok();
         if !written || !super::ready::write_without_waiting(&self.go, b"\n") {
-            let _ = std::fs::remove_file(&fifo_path);
+            if let Some(path) = &fifo_path {
+                let _ = std::fs::remove_file(path);
+            }
             return Err(self);
         }
         Ok(Forked {
@@ -161,6 +273,7 @@ impl ForkServer {
             fifo_path,
             pid: None,
             exit: None,
+            swept: false,
         })
     }
 
@@ -196,25 +309,46 @@ impl ForkServer {
 
 impl Drop for ForkServer {
     fn drop(&mut self) {
-        if self.shell.try_wait().is_none() {
-            self.shell.kill(Duration::from_millis(100));
+        // In the sandbox, dropping the kept process ends the sandbox and all in it.
+        if let Place::Host { shell, fifo_dir } = &mut self.place {
+            if shell.try_wait().is_none() {
+                shell.kill(Duration::from_millis(100));
+            }
+            let _ = std::fs::remove_dir_all(&*fifo_dir);
         }
-        let _ = std::fs::remove_dir_all(&self.fifo_dir);
     }
+}
+
+/// `text` as one word for bash.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// One command forked from a [`ForkServer`].
 pub(super) struct Forked {
+    /// `None` once the server was given up (the sandbox with it).
     server: Option<ForkServer>,
     home: Slot,
     output: Option<OwnedFd>,
-    fifo_path: PathBuf,
+    /// Sandbox off: the command's FIFO.
+    fifo_path: Option<PathBuf>,
     pid: Option<u32>,
     exit: Option<i32>,
+    /// In the sandbox: everything but the waiting bash has ended since the command did,
+    /// so nothing writes to the output any more.
+    swept: bool,
 }
 
 impl Forked {
-    /// Takes the shell's answers in, waiting at most `wait` for the first.
+    fn in_sandbox(&self) -> bool {
+        matches!(
+            self.server.as_ref().map(|s| &s.place),
+            Some(Place::Sandbox { .. })
+        )
+    }
+
+    /// Takes the shell's answers in, waiting at most `wait` for the first; in the
+    /// sandbox, once the command has ended, the sandbox is swept.
     fn take_replies(&mut self, wait: Duration) {
         let mut wait = wait;
         while self.exit.is_none() {
@@ -225,9 +359,13 @@ impl Forked {
                 Some(Ok(Reply::Pid(pid))) => self.pid = Some(pid),
                 Some(Ok(Reply::Exit(code))) => self.exit = Some(code),
                 // The waiting bash is gone (a command can kill it): the command's status
-                // is unknown once it has ended too.
+                // is unknown once it has ended too. In the sandbox it is ended now, with
+                // the sandbox.
                 Some(Err(())) => {
-                    if self.pid.is_none_or(|pid| !super::is_alive(pid)) {
+                    if self.in_sandbox() {
+                        self.give_up();
+                        self.exit = Some(-1);
+                    } else if self.pid.is_none_or(|pid| !super::is_alive(pid)) {
                         self.exit = Some(-1);
                     }
                     return;
@@ -236,6 +374,27 @@ impl Forked {
             }
             wait = Duration::ZERO;
         }
+        if self.exit.is_some() && !self.swept && self.in_sandbox() {
+            self.swept = match self.server.as_mut().map(|s| &mut s.place) {
+                Some(Place::Sandbox { kept, .. }) => kept.sweep(),
+                _ => false,
+            };
+            if !self.swept {
+                self.give_up();
+            }
+        }
+    }
+
+    /// Ends the server and the sandbox it is in: whatever still wrote to the output
+    /// is gone with it.
+    fn give_up(&mut self) {
+        self.server = None;
+    }
+
+    /// Whether the command is over: its status known and, in the sandbox, swept (or the
+    /// sandbox ended).
+    fn over(&self) -> bool {
+        self.exit.is_some() && (self.swept || self.server.is_none() || !self.in_sandbox())
     }
 
     /// The command shell's pid, waiting up to a second for the answer that names it.
@@ -246,39 +405,116 @@ impl Forked {
         }
         self.pid
     }
+
+    /// In the sandbox the output pipe never ends by itself (the waiting bash holds it):
+    /// output is read until the command is over and nothing is left in the pipe.
+    fn read_in_sandbox(&mut self, wait: Duration) -> ReadEvent {
+        let Some(output) = self.output.as_ref() else {
+            return ReadEvent::Eof;
+        };
+        if !self.over() {
+            let replies = self.server.as_ref().map(|s| s.replies.as_raw_fd());
+            if !output_or_reply(output.as_raw_fd(), replies, wait) {
+                return ReadEvent::Idle;
+            }
+            self.take_replies(Duration::ZERO);
+        }
+        let over = self.over();
+        let Some(output) = self.output.as_ref() else {
+            return ReadEvent::Eof;
+        };
+        match read_ready(output, Duration::ZERO) {
+            Output::Data(bytes) => ReadEvent::Data(bytes),
+            Output::Idle if !over => ReadEvent::Idle,
+            _ => {
+                self.output = None;
+                ReadEvent::Eof
+            }
+        }
+    }
+}
+
+/// Waits at most `wait` for `output` or `replies` to be readable; whether one is.
+fn output_or_reply(output: i32, replies: Option<i32>, wait: Duration) -> bool {
+    let mut fds: Vec<libc::pollfd> = [Some(output), replies]
+        .into_iter()
+        .flatten()
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let timeout = libc::timespec {
+        tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: valid pollfds and timeout; no signal mask change.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &timeout,
+            std::ptr::null(),
+        ) > 0
+    }
 }
 
 impl Running for Forked {
     fn pid(&self) -> Option<u32> {
-        self.pid
+        match self.server.as_ref().map(|s| &s.place) {
+            // Commands in the sandbox are known here by their sandbox, as the launcher's are.
+            Some(Place::Sandbox { kept, .. }) => Some(kept.pid()),
+            _ => self.pid,
+        }
     }
 
     fn read(&mut self, wait: Duration) -> ReadEvent {
-        super::spawn::read_output(&mut self.output, wait)
+        if self.fifo_path.is_some() {
+            return super::spawn::read_output(&mut self.output, wait);
+        }
+        self.read_in_sandbox(wait)
     }
 
     fn try_wait(&mut self) -> Option<i32> {
         self.take_replies(Duration::ZERO);
-        self.exit
+        self.exit.filter(|_| self.over())
     }
 
     fn wait_exit(&mut self, wait: Duration) -> Option<i32> {
         self.take_replies(wait);
-        self.exit
+        self.exit.filter(|_| self.over())
     }
 
     fn kill(&mut self, grace: Duration) -> Vec<u32> {
         if self.exit.is_some() {
+            self.take_replies(Duration::ZERO);
             return Vec::new();
         }
-        let Some(pid) = self.known_pid() else {
-            return Vec::new();
+        let survivors = match self.server.as_mut().map(|s| &mut s.place) {
+            Some(Place::Sandbox { kept, .. }) => {
+                if !kept.stop_others(grace) {
+                    self.give_up();
+                    self.exit = Some(-libc::SIGKILL);
+                    return Vec::new();
+                }
+                Vec::new()
+            }
+            _ => {
+                let Some(pid) = self.known_pid() else {
+                    return Vec::new();
+                };
+                super::kill_tree(pid, grace, &mut || {})
+            }
         };
-        let survivors = super::kill_tree(pid, grace, &mut || {});
         // The waiting bash reports the end; it is then free for the next command.
         let deadline = Instant::now() + Duration::from_secs(1);
         while self.exit.is_none() && Instant::now() < deadline {
             self.take_replies(Duration::from_millis(10));
+        }
+        if self.exit.is_none() && self.in_sandbox() {
+            self.give_up();
+            self.exit = Some(-libc::SIGKILL);
         }
         survivors
     }
@@ -286,12 +522,15 @@ impl Running for Forked {
 
 impl Drop for Forked {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.fifo_path);
+        if let Some(path) = &self.fifo_path {
+            let _ = std::fs::remove_file(path);
+        }
+        let over = self.over();
         let Some(server) = self.server.take() else {
             return;
         };
-        // Only a shell whose command has ended and been answered for takes the next one.
-        if self.exit.is_some() && server.pending.is_empty() {
+        // Only a shell whose command is over and answered for takes the next one.
+        if over && server.pending.is_empty() {
             let mut home = self.home.lock().unwrap_or_else(|p| p.into_inner());
             if home.is_none() {
                 *home = Some(server);
@@ -301,7 +540,6 @@ impl Drop for Forked {
         drop(server);
     }
 }
-
 /// Makes a FIFO at `path` and opens its reading end without waiting for a writer.
 fn make_fifo(path: &Path) -> std::io::Result<OwnedFd> {
     use std::os::fd::FromRawFd;
