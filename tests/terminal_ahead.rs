@@ -66,24 +66,20 @@ const SANDBOX_OFF: &str =
 const STARTED_FOR_IT: &str =
     "case \"$BASH_EXECUTION_STRING\" in *STARTED_FOR_IT*) echo for-it;; *) echo ahead;; esac";
 
-/// A task's first two commands, which find no shell waiting: one is started ahead only
-/// once a task has run a second command.
-fn run_the_first_two_commands(server: &mut common::ServeSession) {
-    for _ in 0..2 {
-        let r = server.call("terminal", json!({"command": "true"}));
-        assert_eq!(r["exit_code"], 0, "{r}");
-    }
+/// A task's first command, which runs in a login shell started for it (the task has
+/// no state to restore yet).
+fn run_the_first_command(server: &mut common::ServeSession) {
+    let r = server.call("terminal", json!({"command": "true"}));
+    assert_eq!(r["exit_code"], 0, "{r}");
 }
 
 fn state_carries_through_shells_started_ahead(config: &str) {
     let f = fixture(config);
     let mut server = f.serve();
-    // A task's first two commands find no shell waiting: one is started ahead only once
-    // a task has run a second command.
-    for _ in 0..2 {
-        let r = server.call("terminal", json!({"command": STARTED_FOR_IT}));
-        assert_eq!(output(&r), "for-it", "{r}");
-    }
+    // A task's first command runs in a login shell started for it; from its second on
+    // they are forked from the task's waiting bash.
+    let r = server.call("terminal", json!({"command": STARTED_FOR_IT}));
+    assert_eq!(output(&r), "for-it", "{r}");
     let r = server.call(
         "terminal",
         json!({"command": "cd sub && export AHEAD_VAR=kept && alias ahead_alias='echo from-alias' && ahead_fn() { echo from-fn; }"}),
@@ -170,7 +166,7 @@ fn exported_values_of_every_kind_carry_through_shells_started_ahead(config: &str
     let f = fixture(config);
     let mut server = f.serve();
     let home = f.home.path().display().to_string();
-    run_the_first_two_commands(&mut server);
+    run_the_first_command(&mut server);
     // Values bash writes back with every kind of quoting, a readonly export, and an
     // inherited variable changed (the next shell starts from the server's environment).
     let r = server.call(
@@ -287,7 +283,7 @@ fn distinct(sandboxes: &[String]) -> usize {
 fn commands_with_a_pause_between_them_keep_one_sandbox_per_task() {
     let f = fixture(SANDBOX_ON);
     let mut server = f.serve();
-    run_the_first_two_commands(&mut server);
+    run_the_first_command(&mut server);
     // As an agent's calls come: the next shell is ready before the next command, so
     // it is started in the sandbox the command before ran in, once that one has ended.
     let sandboxes = sandboxes_of_commands(&mut server, 5, std::time::Duration::from_millis(200));
@@ -298,7 +294,7 @@ fn commands_with_a_pause_between_them_keep_one_sandbox_per_task() {
 fn back_to_back_commands_get_their_shell_from_a_second_sandbox_out_of_sight() {
     let f = fixture(SANDBOX_ON);
     let mut server = f.serve();
-    run_the_first_two_commands(&mut server);
+    run_the_first_command(&mut server);
     // Sent as soon as the answer is in, a command may find its shell still starting;
     // the task then gets a second sandbox, where the next command's shell starts while
     // a command runs. Either way no waiting shell is in sight of a command, and a task
@@ -347,7 +343,7 @@ fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
 fn a_restored_tmout_does_not_end_the_shell_waiting_for_the_next_command() {
     let f = fixture(SANDBOX_ON);
     let mut server = f.serve();
-    run_the_first_two_commands(&mut server);
+    run_the_first_command(&mut server);
     // bash's `read` takes TMOUT as its default timeout: the waiting shell restores it
     // before it waits for the script.
     let r = server.call("terminal", json!({"command": "export TMOUT=1"}));

@@ -1,5 +1,5 @@
-//! Inside the sandbox, a task's commands from its third on are forked from one bash the
-//! task's sandbox launcher keeps waiting. Driven through `hermes-tools serve`: the
+//! Inside the sandbox, a task's commands from its second on are forked from one bash
+//! the task's sandbox launcher keeps waiting. Driven through `hermes-tools serve`: the
 //! commands are forked (`$$` stays, `$BASHPID` changes), the waiting bash is out of
 //! every command's reach (it cannot be read, traced, have its descriptors taken or be
 //! held stopped), nothing a command starts outlives it, and a command that kills the
@@ -67,18 +67,13 @@ fn shell_pids(server: &mut common::ServeSession) -> (String, String) {
     (dollar.to_string(), own.to_string())
 }
 
-/// Runs the task's first two commands, started the usual way; returns the waiting
-/// bash's pid (`$$` of the commands forked from it) as the third command sees it.
+/// Runs the task's first command, in a login shell started for it; returns the waiting
+/// bash's pid (`$$` of the commands forked from it) as the second command sees it.
 fn start_forking(server: &mut common::ServeSession) -> String {
-    for _ in 0..2 {
-        let (dollar, own) = shell_pids(server);
-        assert_eq!(
-            dollar, own,
-            "the first two commands get a shell of their own"
-        );
-    }
+    let (dollar, own) = shell_pids(server);
+    assert_eq!(dollar, own, "the first command gets a shell of its own");
     let (waiting, own) = shell_pids(server);
-    assert_ne!(waiting, own, "the third command is forked");
+    assert_ne!(waiting, own, "the second command is forked");
     waiting
 }
 
@@ -87,7 +82,7 @@ fn python3_present() -> bool {
 }
 
 #[test]
-fn commands_from_the_third_on_are_forked_from_one_waiting_bash() {
+fn commands_from_the_second_on_are_forked_from_one_waiting_bash() {
     let f = fixture();
     let mut server = f.serve();
     let waiting = start_forking(&mut server);

@@ -788,7 +788,7 @@ fn nothing_one_command_starts_is_alive_when_the_next_begins() {
     assert_eq!(host_pids_running("sleep 3013.25"), Vec::<u32>::new());
     assert_eq!(host_pids_running("sleep 3014.25"), Vec::<u32>::new());
     // The next command sees no process but its own tree and the sandbox's own: its init,
-    // its launcher and, for a task's commands from its third on, the bash they are
+    // its launcher and, for a task's commands from its second on, the bash they are
     // forked from.
     let r = server.call("terminal", json!({"command": "ps -eo comm="}));
     assert_eq!(r["exit_code"], 0, "{r}");

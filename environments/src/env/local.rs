@@ -300,7 +300,7 @@ impl LocalEnv {
     ) -> Result<Box<dyn Running>, EnvError> {
         let restore = session.restore();
         let env = self.launcher_env();
-        if let Some(run) = self.fork_in_sandbox(session, &restore, body, &env) {
+        if let Some(run) = self.fork(session, &restore, body, &env, runs) {
             return Ok(run);
         }
         if let Some(mut shell) = self.take_ready() {
@@ -329,20 +329,31 @@ impl LocalEnv {
         run
     }
 
-    /// Forked from the bash waiting in the task's sandbox when it has one that still
-    /// fits; `None` otherwise (the command then runs as before).
-    fn fork_in_sandbox(
+    /// Forked from the task's waiting bash (in its sandbox, or on this machine with the
+    /// sandbox off) when it has one that still fits, or else, from the task's second
+    /// command on, from one started now for it: a start that takes the place of the one
+    /// the command would get (a task's first command gets a shell of its own: many
+    /// tasks run one). `None` when neither can be had; the command then runs as before.
+    fn fork(
         &self,
         session: &ShellSession,
         restore: &str,
         body: &str,
         env: &[(OsString, OsString)],
+        runs: usize,
     ) -> Option<Box<dyn Running>> {
         let mut waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let server = waiting.take_if(|server| server.fits(env, &self.launcher));
-        // One that no longer fits ends here, with its sandbox.
-        drop(waiting);
-        let server = server?;
+        let server = match waiting.take_if(|server| server.fits(env, &self.launcher)) {
+            Some(server) => server,
+            None => {
+                // One that no longer fits ends here (in the sandbox, with its sandbox).
+                drop(waiting);
+                if runs < 2 {
+                    return None;
+                }
+                self.start_fork_server(env)?
+            }
+        };
         let lighter = lighter_restore(session, env, false).map(|(_, text)| text);
         let run = server
             .run(lighter.as_deref(), restore, body, &self.forks)
@@ -350,31 +361,20 @@ impl LocalEnv {
         Some(Box::new(run))
     }
 
-    /// In the sandbox, a task's commands from its third on are forked from a bash kept
-    /// waiting there, started (when none waits) while the result of the command before
-    /// is made; whether one waits now. It takes the sandbox the command before ran in,
-    /// and a shell started ahead is not needed beside it.
-    fn keep_fork_server(&self) -> bool {
-        let kept = {
-            let mut forks = self.forks.lock().unwrap_or_else(|p| p.into_inner());
-            if forks.is_none() && !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-                *forks = find_bash().and_then(|bash| {
-                    fork_server::ForkServer::start_in_sandbox(
-                        &self.launcher,
-                        &bash,
-                        self.launcher_env(),
-                        &nearest_existing(&self.cwd),
-                    )
-                });
-            }
-            forks.is_some()
-        };
-        if kept {
-            if let Some(shell) = self.take_ready() {
-                shell.retire();
-            }
+    fn start_fork_server(&self, env: &[(OsString, OsString)]) -> Option<fork_server::ForkServer> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
         }
-        kept
+        let bash = find_bash()?;
+        let cwd = nearest_existing(&self.cwd);
+        if !self.policy.is_active() {
+            return fork_server::ForkServer::start(&bash, env.to_vec(), &cwd).ok();
+        }
+        // It takes an idle sandbox of the task, which a shell started ahead may hold.
+        if let Some(shell) = self.take_ready() {
+            shell.retire();
+        }
+        fork_server::ForkServer::start_in_sandbox(&self.launcher, &bash, env.to_vec(), &cwd)
     }
 
     /// Starts the next command's shell (in `env`) while this one runs, in the task's
@@ -387,40 +387,6 @@ impl LocalEnv {
         if slot.is_none() && !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             *slot = self.start_ready(session, env, false);
         }
-    }
-
-    /// Sandbox off: forked from the task's waiting bash when it has one that fits; else
-    /// started as usual, and from the task's second such command on a waiting bash is
-    /// started meanwhile for the next.
-    fn run_forked(
-        &self,
-        session: &ShellSession,
-        body: &str,
-        runs: usize,
-    ) -> Result<Box<dyn Running>, EnvError> {
-        let env = self.launcher_env();
-        let restore = session.restore();
-        let waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(mut server) = waiting.filter(|_| runs >= 2) {
-            if server.fits(&env, &self.launcher) {
-                let lighter = lighter_restore(session, &env, false).map(|(_, text)| text);
-                if let Ok(run) = server.run(lighter.as_deref(), &restore, body, &self.forks) {
-                    return Ok(Box::new(run));
-                }
-            }
-        }
-        let run = self.run_foreground(&format!("{restore}{body}"), false);
-        if run.is_ok() && runs >= 2 {
-            let mut slot = self.forks.lock().unwrap_or_else(|p| p.into_inner());
-            if slot.is_none() {
-                if let Some(bash) = find_bash() {
-                    *slot =
-                        fork_server::ForkServer::start(&bash, env, &nearest_existing(&self.cwd))
-                            .ok();
-                }
-            }
-        }
-        run
     }
 }
 
@@ -721,7 +687,11 @@ impl Environment for LocalEnv {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
         if !self.policy.is_active() {
-            return self.run_forked(session, body, runs);
+            let restore = session.restore();
+            if let Some(run) = self.fork(session, &restore, body, &self.launcher_env(), runs) {
+                return Ok(run);
+            }
+            return self.run_foreground(&format!("{restore}{body}"), false);
         }
         self.run_restored(session, body, runs)
     }
@@ -737,7 +707,13 @@ impl Environment for LocalEnv {
         {
             return;
         }
-        if self.policy.is_active() && self.keep_fork_server() {
+        // The next command is forked from the bash waiting for it.
+        if self
+            .forks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
             return;
         }
         let mut slot = self.ready.lock().unwrap_or_else(|p| p.into_inner());
