@@ -131,11 +131,11 @@ impl Scope<'_> {
     /// what was found in them before is dropped.
     fn collect<T: Send, S: Send>(
         &self,
+        real_root: &Path,
         cap: usize,
         state: impl Fn() -> S + Sync,
         visit: impl Fn(&mut S, &Path) -> Option<(T, usize)> + Sync,
     ) -> Result<(Vec<(PathBuf, T)>, bool), SearchError> {
-        let real_root = hermes_runtime::protected_paths::resolve(&self.root);
         // The places a file of this walk could fall in, known before it starts: the
         // deny-read places inside the root (or around it), and the device and kernel
         // trees when the root holds them. Usually none, and no file needs a check.
@@ -143,13 +143,11 @@ impl Scope<'_> {
             .access
             .iter()
             .flat_map(|access| access.deny_read())
-            .filter(|place| {
-                place.path.starts_with(&real_root) || real_root.starts_with(&place.path)
-            })
+            .filter(|place| place.path.starts_with(real_root) || real_root.starts_with(&place.path))
             .collect();
         let devices = ["/dev", "/proc", "/sys"]
             .iter()
-            .any(|root| Path::new(root).starts_with(&real_root) || real_root.starts_with(root));
+            .any(|root| Path::new(root).starts_with(real_root) || real_root.starts_with(root));
         let frontier = Mutex::new(Frontier::default());
         let capped = AtomicBool::new(false);
         let cancelled = AtomicBool::new(false);
@@ -165,7 +163,7 @@ impl Scope<'_> {
             .build_parallel();
         walk.run(|| {
             let (frontier, capped, cancelled, found) = (&frontier, &capped, &cancelled, &found);
-            let (visit, real_root, denied) = (&visit, &real_root, &denied);
+            let (visit, denied) = (&visit, &denied);
             let mut thread_state = state();
             Box::new(move |entry| {
                 if self.cancel.is_cancelled() {
@@ -266,7 +264,9 @@ pub fn find_files(
         format!("*{pattern}*")
     };
     let glob = NameGlob::new(&pattern)?;
+    let real_root = hermes_runtime::protected_paths::resolve(&scope.root);
     let (files, _) = scope.collect(
+        &real_root,
         MAX_COLLECTED,
         || (),
         |_, path| {
@@ -304,30 +304,34 @@ pub fn search_content(
         .map(NameGlob::new)
         .transpose()?;
     let per_file_cap = if first_only { 1 } else { MAX_COLLECTED };
-    let searcher = || {
-        let searcher = SearcherBuilder::new()
+    let real_root = hermes_runtime::protected_paths::resolve(&scope.root);
+    let opener = Opener::new(&scope.root, &real_root);
+    let reading = || Reading {
+        searcher: SearcherBuilder::new()
             .line_number(true)
             .binary_detection(BinaryDetection::quit(b'\x00'))
             .before_context(context)
             .after_context(context)
-            .build();
-        (searcher, Vec::new())
+            .build(),
+        filesystems: Vec::new(),
+        head: vec![0; HEAD_BYTES + 1].into_boxed_slice(),
     };
-    let (files, _) = scope.collect(MAX_COLLECTED, searcher, |(searcher, filesystems), path| {
+    let (files, _) = scope.collect(&real_root, MAX_COLLECTED, reading, |reading, path| {
         if let Some(glob) = &glob {
             if !glob.matches(scope.relative_for_glob(path)) {
                 return None;
             }
         }
-        // Devices, FIFOs and kernel files are never opened, and skipped; so are
-        // unreadable files (permissions, vanished), as ripgrep does.
-        let file = super::paths::open_walked(path, filesystems)?;
         let mut sink = Collector {
             hits: Vec::new(),
             pending: Vec::new(),
             cap: per_file_cap,
         };
-        if searcher.search_file(&matcher, &file, &mut sink).is_err() || sink.hits.is_empty() {
+        // Devices, FIFOs and kernel files are never read, and skipped; so are
+        // unreadable files (permissions, vanished), as ripgrep does.
+        if !opener.search(reading, path, scope.relative(path), &matcher, &mut sink)
+            || sink.hits.is_empty()
+        {
             return None;
         }
         // Most files have no match: their shown path is never made.
@@ -363,6 +367,178 @@ pub fn search_content(
         }
     }
     Ok(results)
+}
+
+/// Bytes of a file read before it is searched: a file that fits is searched in memory
+/// (as ripgrep searches a memory map: binary when a NUL is among its first
+/// [`HEAD_BYTES`]), a longer one streamed on from there. The searcher's own buffer.
+const HEAD_BYTES: usize = 64 << 10;
+
+/// What one walking thread keeps from file to file.
+struct Reading {
+    searcher: grep_searcher::Searcher,
+    /// [`super::paths::open_walked`]'s answers: for each device, whether the kernel
+    /// synthesises its files.
+    filesystems: Vec<(u64, bool)>,
+    /// The first [`HEAD_BYTES`] of the file (and one more, to tell whether it ends there).
+    head: Box<[u8]>,
+}
+
+/// Opens the files of a walk for reading below its root, in two system calls a file
+/// where [`super::paths::open_walked`] takes four, with the same promise: nothing but
+/// a regular file on an ordinary filesystem is ever read, and nothing blocks.
+///
+/// A file is opened with `openat2` beneath a descriptor of the root (the one the
+/// policy's places were checked against), on the relative path the walk found it at,
+/// with no symlink followed on the way (`RESOLVE_NO_SYMLINKS`: a folder swapped for a
+/// link to `/dev` or `/proc` mid-walk fails the open) and no mount point crossed
+/// (`RESOLVE_NO_XDEV`: the file is on the root's own filesystem, whose kind is asked
+/// once), non-blocking and without becoming a controlling terminal; `fstat` then
+/// checks it is a regular file on that device before a byte is read. The walk saw a
+/// regular file there, so only a device node put in its place between the walk's
+/// `getdents` and the open (which takes the right to make device nodes) could be
+/// opened, and it is closed unread. Anything else (another mount, another device, an
+/// error, a kernel without `openat2`, a root that is a file) takes `open_walked`.
+struct Opener {
+    /// The root's descriptor and device, when files may be opened beneath it.
+    root: Option<(std::os::fd::OwnedFd, u64)>,
+    /// `openat2` refused as unknown (kernels before 5.6, a seccomp filter).
+    unsupported: AtomicBool,
+}
+
+impl Opener {
+    fn new(root: &Path, real_root: &Path) -> Opener {
+        use rustix::fs::{Mode, OFlags};
+        let opened = rustix::fs::open(
+            root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+        // The root the walk's places were checked against, not one swapped in since.
+        .filter(|fd| hermes_runtime::access::fd_path(fd).as_deref() == Some(real_root))
+        .and_then(|fd| {
+            let dev = rustix::fs::fstat(&fd).ok()?.st_dev;
+            Some((fd, dev))
+        });
+        Opener {
+            root: opened,
+            unsupported: AtomicBool::new(false),
+        }
+    }
+
+    /// Searches the file at `path` (`relative` below the root) with `sink`; false when
+    /// it is skipped (not a regular file on an ordinary filesystem, unreadable) or the
+    /// search failed.
+    fn search(
+        &self,
+        reading: &mut Reading,
+        path: &Path,
+        relative: &Path,
+        matcher: &grep_regex::RegexMatcher,
+        sink: &mut Collector,
+    ) -> bool {
+        let (mut file, size) = match self.open(relative, &reading.filesystems) {
+            Beneath::Opened(file, size) => (file, Some(size)),
+            Beneath::Skip => return false,
+            Beneath::Elsewhere => match super::paths::open_walked(path, &mut reading.filesystems) {
+                Some(file) => (file, None),
+                None => return false,
+            },
+        };
+        let Ok((len, whole)) = read_head(&mut file, size, &mut reading.head) else {
+            return false;
+        };
+        let head = &reading.head[..len];
+        let searched = if whole {
+            drop(file);
+            reading.searcher.search_slice(matcher, head, sink)
+        } else {
+            reading
+                .searcher
+                .search_reader(matcher, std::io::Read::chain(head, file), sink)
+        };
+        searched.is_ok()
+    }
+
+    fn open(&self, relative: &Path, filesystems: &[(u64, bool)]) -> Beneath {
+        use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+        let Some((root, root_dev)) = &self.root else {
+            return Beneath::Elsewhere;
+        };
+        // The root's filesystem not yet known as an ordinary one (`open_walked` asks),
+        // or the root is the file itself.
+        if !filesystems.contains(&(*root_dev, false))
+            || relative.as_os_str().is_empty()
+            || self.unsupported.load(Ordering::Relaxed)
+        {
+            return Beneath::Elsewhere;
+        }
+        let opened = rustix::fs::openat2(
+            root,
+            relative,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_XDEV,
+        );
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
+                self.unsupported.store(true, Ordering::Relaxed);
+                return Beneath::Elsewhere;
+            }
+            Err(_) => return Beneath::Elsewhere,
+        };
+        let Ok(stat) = rustix::fs::fstat(&fd) else {
+            return Beneath::Skip;
+        };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Beneath::Skip;
+        }
+        // Another device on the same mount (a btrfs subvolume): known, or asked.
+        if stat.st_dev != *root_dev && !filesystems.contains(&(stat.st_dev, false)) {
+            return Beneath::Elsewhere;
+        }
+        Beneath::Opened(std::fs::File::from(fd), stat.st_size as u64)
+    }
+}
+
+/// Where a file of the walk was found, for [`Opener::open`].
+enum Beneath {
+    /// Open for reading, a regular file of this size on an ordinary filesystem.
+    Opened(std::fs::File, u64),
+    /// Not a regular file: skipped, never read.
+    Skip,
+    /// Not opened here: [`super::paths::open_walked`] decides.
+    Elsewhere,
+}
+
+/// Reads the start of `file` into `head`: how many bytes, and whether that is all of it
+/// (the end was read, or as many bytes as `size`, its size when opened, which spares
+/// the read that would return nothing).
+fn read_head(
+    file: &mut std::fs::File,
+    size: Option<u64>,
+    head: &mut [u8],
+) -> std::io::Result<(usize, bool)> {
+    use std::io::Read;
+    let mut len = 0;
+    loop {
+        match file.read(&mut head[len..]) {
+            Ok(0) => return Ok((len, true)),
+            Ok(n) => {
+                len += n;
+                if len == head.len() {
+                    return Ok((len, false));
+                }
+                if size == Some(len as u64) {
+                    return Ok((len, true));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The compiled `pattern`, or why it is refused.
@@ -466,5 +642,84 @@ mod tests {
             Err(SearchError::BadPattern(_))
         ));
         assert!(matcher(r"fn \w+\(").is_ok());
+    }
+
+    fn search_in(root: &Path, pattern: &str) -> Vec<(String, u64)> {
+        let cancel = Cancellation::default();
+        let scope = Scope {
+            root: root.to_path_buf(),
+            shown_root: ".".into(),
+            cancel: &cancel,
+            access: None,
+        };
+        let found = search_content(&scope, pattern, None, 0, false).unwrap();
+        found.hits.into_iter().map(|h| (h.path, h.line)).collect()
+    }
+
+    #[test]
+    fn files_longer_than_the_head_are_searched_to_their_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = "x\n".repeat(HEAD_BYTES);
+        text.push_str("needle at the end\n");
+        std::fs::write(dir.path().join("long.txt"), &text).unwrap();
+        // Exactly the head, and one byte more, with the match on their last line.
+        let mut edge = "y".repeat(HEAD_BYTES - 7);
+        edge.push_str("\nneedle");
+        assert_eq!(edge.len(), HEAD_BYTES);
+        std::fs::write(dir.path().join("edge.txt"), &edge).unwrap();
+        std::fs::write(dir.path().join("edge1.txt"), format!("{edge}\n")).unwrap();
+        std::fs::write(dir.path().join("short.txt"), "needle").unwrap();
+        assert_eq!(
+            search_in(dir.path(), "needle"),
+            vec![
+                ("edge.txt".to_string(), 2),
+                ("edge1.txt".to_string(), 2),
+                ("long.txt".to_string(), HEAD_BYTES as u64 + 1),
+                ("short.txt".to_string(), 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_is_opened_beneath_the_root_only_without_symlinks_on_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::fs::write(root.join("real/a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        let fifo = root.join("real/pipe");
+        let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+        let real_root = hermes_runtime::protected_paths::resolve(&root);
+        let opener = Opener::new(&root, &real_root);
+        let (_, dev) = opener.root.as_ref().expect("the root opens");
+        // Until the root's filesystem is known to be ordinary, open_walked decides.
+        assert!(matches!(
+            opener.open(Path::new("real/a.txt"), &[]),
+            Beneath::Elsewhere
+        ));
+        let known = [(*dev, false)];
+        assert!(matches!(
+            opener.open(Path::new("real/a.txt"), &known),
+            Beneath::Opened(_, 1)
+        ));
+        // A folder that became a symlink is not followed; open_walked then decides.
+        assert!(matches!(
+            opener.open(Path::new("link/a.txt"), &known),
+            Beneath::Elsewhere
+        ));
+        // A FIFO is opened without waiting for a writer, and never read.
+        assert!(matches!(
+            opener.open(Path::new("real/pipe"), &known),
+            Beneath::Skip
+        ));
+        // On a kernel filesystem, nothing is opened here.
+        assert!(matches!(
+            opener.open(Path::new("real/a.txt"), &[(*dev, true)]),
+            Beneath::Elsewhere
+        ));
+        // A root swapped since its places were checked is not opened beneath.
+        assert!(Opener::new(&root, Path::new("/elsewhere")).root.is_none());
     }
 }
