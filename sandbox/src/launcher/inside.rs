@@ -57,7 +57,7 @@ pub fn serve(control: RawFd) -> i32 {
                 let answer = if keep {
                     match start_kept(&cwd, &argv, &env, &output, &extra) {
                         Ok(pid) => {
-                            kept.0 = Some(pid);
+                            kept.pid = Some(pid);
                             format!("kept {pid}")
                         }
                         Err(e) => format!("not kept {e}"),
@@ -71,7 +71,7 @@ pub fn serve(control: RawFd) -> i32 {
             }
             // A command forked by the kept process is to stop (its timeout): everything
             // but the kept process is asked to end, then made to.
-            Ok(Some(Request::Kill { grace })) if kept.0.is_some() => {
+            Ok(Some(Request::Kill { grace })) if kept.pid.is_some() => {
                 kept.terminate_others(grace);
                 kept.sweep_others();
                 if protocol::send_line(&control, "swept").is_err() {
@@ -123,7 +123,11 @@ fn start_kept(
 /// for the command. Its stop reaches us as its parent (`SIGCHLD`, read from a signalfd
 /// while we wait for the server), and we let it go on at once.
 #[derive(Default)]
-struct Kept(Option<libc::pid_t>, Option<OwnedFd>);
+struct Kept {
+    pid: Option<libc::pid_t>,
+    /// Where our children's `SIGCHLD` is read, once a process is kept.
+    child_signals: Option<OwnedFd>,
+}
 
 const SWEEP_SPARING_FOR: Duration = Duration::from_millis(250);
 
@@ -131,14 +135,14 @@ impl Kept {
     /// Returns once `control` is readable; meanwhile the kept process, if stopped, is
     /// continued.
     fn wait_for_request(&mut self, control: &OwnedFd) {
-        let Some(pid) = self.0 else {
+        let Some(pid) = self.pid else {
             return;
         };
-        let Some(stops) = self.stops() else {
+        let Some(child_signals) = self.child_signals() else {
             return;
         };
         loop {
-            let mut fds = [control.as_raw_fd(), stops].map(|fd| libc::pollfd {
+            let mut fds = [control.as_raw_fd(), child_signals].map(|fd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
                 revents: 0,
@@ -150,7 +154,9 @@ impl Kept {
             if fds[1].revents != 0 {
                 let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
                 // SAFETY: draining a non-blocking signalfd into a buffer of its record size.
-                while unsafe { libc::read(stops, info.as_mut_ptr().cast(), info.len()) } > 0 {}
+                while unsafe { libc::read(child_signals, info.as_mut_ptr().cast(), info.len()) } > 0
+                {
+                }
                 let mut raw = 0;
                 // SAFETY: waitpid on our own child; a stopped child is reported, not reaped.
                 let got = unsafe { libc::waitpid(pid, &mut raw, libc::WNOHANG | libc::WUNTRACED) };
@@ -158,7 +164,7 @@ impl Kept {
                     // SAFETY: a signal to our own child.
                     unsafe { libc::kill(pid, libc::SIGCONT) };
                 } else if got == pid {
-                    self.0 = None;
+                    self.pid = None;
                     return;
                 }
             }
@@ -170,8 +176,8 @@ impl Kept {
 
     /// The signalfd that reads our children's `SIGCHLD`, made on first use (the signal
     /// is blocked from then on; commands start with no signal blocked regardless).
-    fn stops(&mut self) -> Option<RawFd> {
-        if self.1.is_none() {
+    fn child_signals(&mut self) -> Option<RawFd> {
+        if self.child_signals.is_none() {
             // SAFETY: a signal set built and used on the stack; signalfd returns a new
             // descriptor or -1.
             unsafe {
@@ -181,16 +187,16 @@ impl Kept {
                 libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
                 let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
                 if fd >= 0 {
-                    self.1 = Some(OwnedFd::from_raw_fd(fd));
+                    self.child_signals = Some(OwnedFd::from_raw_fd(fd));
                 }
             }
         }
-        self.1.as_ref().map(|fd| fd.as_raw_fd())
+        self.child_signals.as_ref().map(|fd| fd.as_raw_fd())
     }
 
     /// Ends the kept process, if any, and everything it forked.
     fn end(&mut self) {
-        if self.0.take().is_some() {
+        if self.pid.take().is_some() {
             sweep(None, &mut None);
         }
     }
@@ -204,8 +210,8 @@ impl Kept {
             if pid <= 0 {
                 return;
             }
-            if Some(pid) == self.0 {
-                self.0 = None;
+            if Some(pid) == self.pid {
+                self.pid = None;
             }
         }
     }
@@ -217,7 +223,7 @@ impl Kept {
         for entry in std::fs::read_dir("/proc").ok()? {
             let name = entry.ok()?.file_name();
             if let Some(pid) = name.to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) {
-                if pid > 2 && Some(pid) != self.0 {
+                if pid > 2 && Some(pid) != self.pid {
                     others.push(pid);
                 }
             }
@@ -232,7 +238,7 @@ impl Kept {
         let mut signalled = false;
         loop {
             self.reap();
-            if self.0.is_none() {
+            if self.pid.is_none() {
                 return;
             }
             let Some(others) = self.others() else {
@@ -261,7 +267,7 @@ impl Kept {
         let mut pause = Duration::from_micros(20);
         loop {
             self.reap();
-            if self.0.is_none() {
+            if self.pid.is_none() {
                 sweep(None, &mut None);
                 return;
             }
@@ -274,7 +280,7 @@ impl Kept {
                     }
                 }
                 _ => {
-                    self.0 = None;
+                    self.pid = None;
                     sweep(None, &mut None);
                     return;
                 }

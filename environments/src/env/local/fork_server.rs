@@ -394,7 +394,7 @@ impl Forked {
     /// Whether the command is over: its status known and, in the sandbox, swept (or the
     /// sandbox ended).
     fn over(&self) -> bool {
-        self.exit.is_some() && (self.swept || self.server.is_none() || !self.in_sandbox())
+        self.exit.is_some() && (self.swept || !self.in_sandbox())
     }
 
     /// The command shell's pid, waiting up to a second for the answer that names it.
@@ -462,10 +462,14 @@ fn output_or_reply(output: i32, replies: Option<i32>, wait: Duration) -> bool {
 
 impl Running for Forked {
     fn pid(&self) -> Option<u32> {
+        if self.fifo_path.is_some() {
+            return self.pid;
+        }
+        // Commands in the sandbox are known here by their sandbox, as the launcher's are
+        // (the pid the waiting bash names is one of the sandbox's own namespace).
         match self.server.as_ref().map(|s| &s.place) {
-            // Commands in the sandbox are known here by their sandbox, as the launcher's are.
             Some(Place::Sandbox { kept, .. }) => Some(kept.pid()),
-            _ => self.pid,
+            _ => None,
         }
     }
 
