@@ -1,11 +1,12 @@
-//! The local backend runs a task's foreground commands in shells that are ready before
-//! the command arrives: inside the sandbox the next command's shell is started as soon
-//! as the command before has ended (or, when commands come back to back, while it runs,
-//! in the task's second sandbox); without it commands are forked from one waiting bash
-//! per task. An idle task cools down: its sandbox ends, its state stays. Driven through
-//! `hermes-tools serve`: the next command runs in that shell,
-//! state carries over exactly as with a shell started for the command, scripts of any
-//! length arrive whole, and a shell that is gone leaves the next command a working one.
+//! The local backend runs a task's foreground commands, from its second on, in shells
+//! forked from one bash that waits for the task (in its sandbox, or on this machine
+//! with the sandbox off); where none can be kept, inside the sandbox the next command's
+//! shell is started as soon as the command before has ended (or, when commands come
+//! back to back, while it runs, in the task's second sandbox). An idle task cools down:
+//! its sandbox ends, its state stays. Driven through `hermes-tools serve`: the next
+//! command runs in that shell, state carries over exactly as with a shell started for
+//! the command, scripts of any length arrive whole, and a shell that is gone leaves
+//! the next command a working one.
 
 use serde_json::{json, Value};
 use std::process::Command;
