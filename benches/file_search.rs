@@ -8,9 +8,15 @@
 //! Each round times every kind once, one after the other, so a machine that gets
 //! busier or quieter during the run moves them all alike; the figures are medians.
 //! Without `rg` on PATH the bench says so and stops.
+//!
+//! With `HERMES_BENCH_ORIGINAL_PYTHON` naming a Python that has hermes-agent 0.19.0, the
+//! same searches also go through `hermes-tools serve` and through the original behind
+//! the same JSON-lines loop (benches/original_lines.py), at the default `limit` and
+//! with every match asked for.
 
 use hermes_runtime::{Registry, ToolCall, ToolContext};
 use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -184,4 +190,73 @@ fn main() {
             medians[i].as_secs_f64() / floor.as_secs_f64()
         );
     }
+    if let Some(python) = std::env::var_os("HERMES_BENCH_ORIGINAL_PYTHON") {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/original_lines.py");
+        println!("\nthrough JSON lines, one call at a time ({ROUNDS} calls, medians)");
+        println!(
+            "{:<44} {:>10} {:>10} {:>9}",
+            "", "ours", "original", "ratio"
+        );
+        for (mode, limit) in [
+            ("content", 50),
+            ("files_only", 50),
+            ("content", 1000),
+            ("files_only", 1000),
+        ] {
+            let args =
+                json!({"pattern": PATTERN, "path": root, "output_mode": mode, "limit": limit});
+            let mut ours = Command::new(binary);
+            ours.arg("serve").env("HERMES_HOME", home.path());
+            let mut original = Command::new(&python);
+            original
+                .arg(script)
+                .env("HERMES_HOME", work.path().join("original-home"))
+                .env("TERMINAL_CWD", root);
+            let ours = median(json_lines(ours, root, &args));
+            let theirs = median(json_lines(original, root, &args));
+            println!(
+                "{:<44} {:>8.1}ms {:>8.1}ms {:>8.2}x",
+                format!("search_files {mode}, limit {limit}"),
+                ms(ours),
+                ms(theirs),
+                ours.as_secs_f64() / theirs.as_secs_f64()
+            );
+        }
+    }
+}
+
+/// `ROUNDS` calls of search_files with `args` (each in a task of its own: the repeat
+/// guard) through a JSON-lines loop started by `command`, one at a time after one
+/// warm-up call; the time of each.
+fn json_lines(mut command: Command, root: &Path, args: &Value) -> Vec<Duration> {
+    let mut child = command
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the JSON-lines loop starts");
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut times = Vec::new();
+    for call in 0..=ROUNDS {
+        let line = json!({
+            "id": format!("c{call}"),
+            "task_id": format!("bench-lines-{call}"),
+            "function": {"name": "search_files", "arguments": args.to_string()},
+        });
+        let started = Instant::now();
+        writeln!(input, "{line}").unwrap();
+        input.flush().unwrap();
+        let mut answer = String::new();
+        output.read_line(&mut answer).unwrap();
+        let elapsed = started.elapsed();
+        assert!(answer.contains("total_count"), "{answer}");
+        if call > 0 {
+            times.push(elapsed);
+        }
+    }
+    drop(input);
+    let _ = child.wait();
+    times
 }
