@@ -539,17 +539,30 @@ fn copy_above(fd: &OwnedFd, floor: RawFd) -> std::io::Result<OwnedFd> {
 /// Waits at most `wait` (to the microsecond: a command's exit is often that close) for
 /// `fd` to be readable; poll's answer (1 readable, 0 not yet, -1 failed).
 pub fn poll_readable(fd: RawFd, wait: Duration) -> i32 {
-    let mut pfd = libc::pollfd {
+    poll_any_readable([fd], wait)
+}
+
+/// As [`poll_readable`], until the first of `fds` is readable; poll's answer (how many
+/// are, 0 none yet, -1 failed).
+pub fn poll_any_readable<const N: usize>(fds: [RawFd; N], wait: Duration) -> i32 {
+    let mut pfds = fds.map(|fd| libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
-    };
+    });
     let timeout = libc::timespec {
         tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: wait.subsec_nanos() as libc::c_long,
     };
-    // SAFETY: one valid pollfd and a valid timeout; no signal mask change.
-    unsafe { libc::ppoll(&mut pfd, 1, &timeout, std::ptr::null()) }
+    // SAFETY: valid pollfds and a valid timeout; no signal mask change.
+    unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            N as libc::nfds_t,
+            &timeout,
+            std::ptr::null(),
+        )
+    }
 }
 
 /// How many idle sandboxes a task keeps: the one its last command ran in, and one for

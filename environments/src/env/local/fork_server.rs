@@ -29,7 +29,9 @@
 
 use super::super::{ReadEvent, Running};
 use super::spawn::{spawn, Spawned};
-use hermes_sandbox::launcher::{poll_readable, read_ready, KeptProcess, Launcher, Output};
+use hermes_sandbox::launcher::{
+    poll_any_readable, poll_readable, read_ready, KeptProcess, Launcher, Output,
+};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -413,8 +415,13 @@ impl Forked {
             return ReadEvent::Eof;
         };
         if !self.over() {
-            let replies = self.server.as_ref().map(|s| s.replies.as_raw_fd());
-            if !output_or_reply(output.as_raw_fd(), replies, wait) {
+            let ready = match self.server.as_ref() {
+                Some(server) => {
+                    poll_any_readable([output.as_raw_fd(), server.replies.as_raw_fd()], wait)
+                }
+                None => poll_readable(output.as_raw_fd(), wait),
+            };
+            if ready <= 0 {
                 return ReadEvent::Idle;
             }
             self.take_replies(Duration::ZERO);
@@ -431,32 +438,6 @@ impl Forked {
                 ReadEvent::Eof
             }
         }
-    }
-}
-
-/// Waits at most `wait` for `output` or `replies` to be readable; whether one is.
-fn output_or_reply(output: i32, replies: Option<i32>, wait: Duration) -> bool {
-    let mut fds: Vec<libc::pollfd> = [Some(output), replies]
-        .into_iter()
-        .flatten()
-        .map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let timeout = libc::timespec {
-        tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: wait.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: valid pollfds and timeout; no signal mask change.
-    unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &timeout,
-            std::ptr::null(),
-        ) > 0
     }
 }
 
