@@ -236,6 +236,13 @@ struct CgroupHome {
     v2_memory: bool,
 }
 
+impl CgroupHome {
+    /// The cgroup of the sandbox numbered `number`.
+    fn sandbox_dir(&self, number: u64) -> PathBuf {
+        self.dir.join(format!("s{number}"))
+    }
+}
+
 /// Found (and the server's cgroup made) on first use.
 static HOME: OnceLock<Option<CgroupHome>> = OnceLock::new();
 
@@ -316,13 +323,12 @@ fn new_cgroup(limits: &Limits) -> Vec<PathBuf> {
         return Vec::new();
     };
     remove_ended_cgroups(false);
-    let dir = home
-        .dir
-        .join(format!("s{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    let number = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = home.sandbox_dir(number);
     if std::fs::create_dir(&dir).is_err() {
         return Vec::new();
     }
-    made().push_back((dir.clone(), Instant::now()));
+    made().push_back((number, Instant::now()));
     if let Some(n) = limits.max_processes {
         let _ = std::fs::write(dir.join("pids.max"), n.to_string());
     }
@@ -333,10 +339,12 @@ fn new_cgroup(limits: &Limits) -> Vec<PathBuf> {
     vec![dir.join("cgroup.procs")]
 }
 
-/// The cgroups made for sandboxes, oldest look first, with when each was made or last
-/// found still in use.
-fn made() -> std::sync::MutexGuard<'static, std::collections::VecDeque<(PathBuf, Instant)>> {
-    static MADE: Mutex<std::collections::VecDeque<(PathBuf, Instant)>> =
+/// The cgroups made for sandboxes (by number, see [`CgroupHome::sandbox_dir`]: no
+/// allocation of its own for each, which a server with many idle tasks would hold
+/// scattered over its heap), oldest look first, with when each was made or last found
+/// still in use.
+fn made() -> std::sync::MutexGuard<'static, std::collections::VecDeque<(u64, Instant)>> {
+    static MADE: Mutex<std::collections::VecDeque<(u64, Instant)>> =
         Mutex::new(std::collections::VecDeque::new());
     MADE.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -353,9 +361,13 @@ const REMOVED_PER_START: usize = 4;
 /// be removed; it is looked at again a grace period later); `all`: every one, young
 /// ones too (the server ends).
 fn remove_ended_cgroups(all: bool) {
+    let Some(home) = cgroup_home() else {
+        return;
+    };
+    let remove = |number: u64| std::fs::remove_dir(home.sandbox_dir(number)).is_ok();
     let mut made = made();
     if all {
-        made.retain(|(dir, _)| std::fs::remove_dir(dir).is_err());
+        made.retain(|(number, _)| !remove(*number));
         return;
     }
     for _ in 0..REMOVED_PER_START {
@@ -363,11 +375,11 @@ fn remove_ended_cgroups(all: bool) {
             Some((_, at)) if at.elapsed() >= JOIN_GRACE => {}
             _ => return,
         }
-        let Some((dir, _)) = made.pop_front() else {
+        let Some((number, _)) = made.pop_front() else {
             return;
         };
-        if std::fs::remove_dir(&dir).is_err() {
-            made.push_back((dir, Instant::now()));
+        if !remove(number) {
+            made.push_back((number, Instant::now()));
         }
     }
 }
