@@ -312,7 +312,7 @@ fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
     assert_eq!(r["exit_code"], 0, "{r}");
     let r = server.call(
         "terminal",
-        json!({"command": "cd sub && export COOLED=kept && cooled_fn() { echo from-fn; }; echo $(readlink /proc/$$/ns/pid) $(cut -d' ' -f22 /proc/1/stat)"}),
+        json!({"command": "cd sub && echo in-sub > cooled.txt && export COOLED=kept && cooled_fn() { echo from-fn; }; echo $(readlink /proc/$$/ns/pid) $(cut -d' ' -f22 /proc/1/stat)"}),
     );
     let warm_sandbox = output(&r).to_string();
     assert!(
@@ -330,6 +330,13 @@ fn an_idle_task_cools_down_and_its_next_command_keeps_its_state() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    // A cooled task is held as a record of its directory and session: the file tools
+    // still resolve a relative path against the directory its shell was left in.
+    let r = server.call("read_file", json!({"path": "cooled.txt"}));
+    assert!(
+        r["content"].as_str().is_some_and(|c| c.contains("in-sub")),
+        "{r}"
+    );
     let r = server.call(
         "terminal",
         json!({"command": "echo $COOLED $(basename $PWD); cooled_fn; echo $(readlink /proc/$$/ns/pid) $(cut -d' ' -f22 /proc/1/stat)"}),

@@ -23,13 +23,18 @@ pub struct MarkerInfo {
 
 impl ShellSession {
     pub fn new(temp_dir: String, cwd: String) -> Self {
-        let sid = random_hex(12);
+        Self::resumed(&temp_dir, random_hex(12), cwd, false)
+    }
+
+    /// The session named `sid` whose files are in `temp_dir`, as it was left: in `cwd`,
+    /// with its snapshot taken or not.
+    pub fn resumed(temp_dir: &str, sid: String, cwd: String, snapshot_ready: bool) -> Self {
         let snapshot_path = format!("{temp_dir}/hermes-snap-{sid}.sh");
         Self {
             sid,
             snapshot_path,
             cwd: Mutex::new(cwd),
-            snapshot_ready: Mutex::new(false),
+            snapshot_ready: Mutex::new(snapshot_ready),
         }
     }
 

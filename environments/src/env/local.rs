@@ -102,8 +102,34 @@ impl LocalCommand {
 
 impl LocalEnv {
     pub fn new(config: &TerminalConfig, cwd: PathBuf) -> Result<Self, EnvError> {
-        let settings = &config.sandbox;
         let state_dir = hermes_sandbox::run_dir::private_dir("task").map_err(EnvError::new)?;
+        Self::around(config, cwd, state_dir)
+    }
+
+    /// The environment of a task that cooled down with its state in `state_dir` (see
+    /// [`Environment::resumable_dir`]); an error when that directory is gone or is not
+    /// the private directory this server made.
+    pub fn resume(
+        config: &TerminalConfig,
+        cwd: PathBuf,
+        state_dir: PathBuf,
+    ) -> Result<Self, EnvError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(&state_dir)
+            .map_err(|e| EnvError::new(format!("{}: {e}", state_dir.display())))?;
+        // SAFETY: geteuid has no preconditions.
+        let own = meta.uid() == unsafe { libc::geteuid() };
+        if !meta.is_dir() || !own || meta.mode() & 0o077 != 0 {
+            return Err(EnvError::new(format!(
+                "{}: no longer this task's private directory",
+                state_dir.display()
+            )));
+        }
+        Self::around(config, cwd, state_dir)
+    }
+
+    fn around(config: &TerminalConfig, cwd: PathBuf, state_dir: PathBuf) -> Result<Self, EnvError> {
+        let settings = &config.sandbox;
         let policy = sandbox_policy(
             config,
             Confined {
@@ -778,6 +804,10 @@ impl Environment for LocalEnv {
             .read_to_end(&mut out)
             .map_err(|e| EnvError::new(format!("{path}: {e}")))?;
         Ok(out)
+    }
+
+    fn resumable_dir(&self) -> Option<&Path> {
+        Some(&self.state_dir)
     }
 
     fn cool(&self) {

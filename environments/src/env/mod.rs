@@ -130,6 +130,12 @@ pub trait Environment: Send + Sync {
     /// are forked from); the next command starts them again. Called once the task has
     /// been idle for [`crate::config::keep_warm_seconds`], with no command running.
     fn cool(&self) {}
+    /// The private directory that holds all a cooled task needs besides its shell
+    /// session, for backends that can be made again around it on the task's next
+    /// command; `None` keeps the environment itself while the task is idle.
+    fn resumable_dir(&self) -> Option<&std::path::Path> {
+        None
+    }
     /// Whether background processes can be started (HTTP backends run one request per
     /// command and cannot).
     fn supports_background(&self) -> bool {
@@ -626,6 +632,109 @@ fn forget_unheld_creation_locks() {
     creation_locks().retain(|_, lock| Arc::strong_count(lock) > 1);
 }
 
+/// What is left of a task that cooled down with an environment that can be made again
+/// ([`Environment::resumable_dir`]): the directory with its state, and its shell
+/// session's name and directory. Its strings are made into one allocation when the
+/// task cools, so a server with many idle tasks holds a few hundred bytes for each,
+/// side by side, and not many small ones scattered over pages that the rest of the
+/// task's memory, freed, would otherwise have given back.
+struct Cooled {
+    fingerprint: Arc<str>,
+    /// The state directory, the session's name and its directory, each ended by a NUL
+    /// (which no path holds).
+    packed: Box<str>,
+    snapshot_ready: bool,
+    last_used: Instant,
+}
+
+impl Cooled {
+    fn parts(&self) -> (&str, &str, &str) {
+        let mut parts = self.packed.split('\0');
+        let mut next = || parts.next().unwrap_or_default();
+        (next(), next(), next())
+    }
+
+    fn state_dir(&self) -> &std::path::Path {
+        std::path::Path::new(self.parts().0)
+    }
+
+    /// Removes what the task left on disk (what [`evict`] does for a live one).
+    fn remove_files(&self) {
+        let _ = std::fs::remove_dir_all(self.state_dir());
+    }
+}
+
+fn cooled_tasks() -> std::sync::MutexGuard<'static, HashMap<Box<str>, Cooled>> {
+    static COOLED: OnceLock<Mutex<HashMap<Box<str>, Cooled>>> = OnceLock::new();
+    COOLED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Folds a cooled task's slot into a [`Cooled`] record when nothing else holds the slot
+/// or its environment, the task runs no background process and its environment can be
+/// made again; the caller holds the task's creation and run locks.
+fn fold(task: &str, slot: Arc<Slot>) {
+    let Some(dir) = slot.env.resumable_dir().and_then(std::path::Path::to_str) else {
+        return;
+    };
+    if crate::process_registry::task_has_running(task) {
+        return;
+    }
+    let cwd = slot.session.cwd();
+    if [dir, &slot.session.sid, &cwd]
+        .iter()
+        .any(|s| s.contains('\0'))
+    {
+        return;
+    }
+    let packed: Box<str> = format!("{dir}\0{}\0{cwd}", slot.session.sid).into();
+    let mut live = slots().lock().unwrap_or_else(|p| p.into_inner());
+    // The map's and ours: no call has the slot, no process the environment.
+    if Arc::strong_count(&slot) != 2 || Arc::strong_count(&slot.env) != 1 {
+        return;
+    }
+    if live.remove(task).is_none() {
+        return;
+    }
+    cooled_tasks().insert(
+        // Made here with the rest of the record, not the key a call made.
+        Box::from(task),
+        Cooled {
+            fingerprint: Arc::clone(&slot.fingerprint),
+            packed,
+            snapshot_ready: slot.session.snapshot_ready(),
+            last_used: last_used(&slot),
+        },
+    );
+}
+
+/// The environment and session of a folded task, made again around its state; `None`
+/// when it cannot be (its directory is gone), after removing what is left.
+fn unfold(
+    cooled: Cooled,
+    config: &TerminalConfig,
+    local_cwd: &std::path::Path,
+) -> Option<(Arc<dyn Environment>, crate::snapshot::ShellSession)> {
+    let (dir, sid, cwd) = cooled.parts();
+    let env = match config.backend.as_str() {
+        "local" => local::LocalEnv::resume(config, local_cwd.to_path_buf(), dir.into()),
+        other => Err(unknown_backend(other)),
+    };
+    let Ok(env) = env else {
+        cooled.remove_files();
+        return None;
+    };
+    let session = crate::snapshot::ShellSession::resumed(
+        dir,
+        sid.to_string(),
+        cwd.to_string(),
+        cooled.snapshot_ready,
+    );
+    Some((Arc::new(env), session))
+}
+
 /// The task's environment, created on first use (or when the configuration changed).
 pub fn get_or_create(
     config: &TerminalConfig,
@@ -653,22 +762,39 @@ pub fn get_or_create(
             .remove(task_id);
         slot.env.cleanup();
     }
-    let env = create(config, task_id, local_cwd)?;
-    let default_cwd = match config.cwd.clone() {
-        Some(cwd) => cwd,
-        None => env.default_cwd(),
-    };
-    let session = crate::snapshot::ShellSession::new(env.temp_dir(), default_cwd);
-    // Local tasks alike start from one login shell: same settings, server environment
-    // and directory give the same start-up files the same input.
-    let shared_as = (env.backend() == "local").then(|| {
-        format!(
-            "{fingerprint}|{}|{:?}",
-            local_cwd.display(),
-            local::child_env(&config.env_passthrough)
-        )
+    let cooled = cooled_tasks().remove(task_id);
+    let resumed = cooled.and_then(|cooled| {
+        if cooled.fingerprint == fingerprint {
+            unfold(cooled, config, local_cwd)
+        } else {
+            cooled.remove_files();
+            None
+        }
     });
-    session.init(env.as_ref(), shared_as);
+    let (env, session) = match resumed {
+        Some(resumed) => resumed,
+        None => {
+            let env = create(config, task_id, local_cwd)?;
+            let default_cwd = match config.cwd.clone() {
+                Some(cwd) => cwd,
+                None => env.default_cwd(),
+            };
+            let session = crate::snapshot::ShellSession::new(env.temp_dir(), default_cwd);
+            (env, session)
+        }
+    };
+    if !session.snapshot_ready() {
+        // Local tasks alike start from one login shell: same settings, server
+        // environment and directory give the same start-up files the same input.
+        let shared_as = (env.backend() == "local").then(|| {
+            format!(
+                "{fingerprint}|{}|{:?}",
+                local_cwd.display(),
+                local::child_env(&config.env_passthrough)
+            )
+        });
+        session.init(env.as_ref(), shared_as);
+    }
     let slot = Arc::new(Slot {
         env,
         fingerprint,
@@ -688,15 +814,15 @@ pub fn get_or_create(
 /// file tools resolve relative paths against it, so `cd sub` then `read_file x` reads
 /// `sub/x`. `None` before the task's first command or on a remote backend.
 pub fn local_task_cwd(task_id: &str) -> Option<std::path::PathBuf> {
-    let slot = slots()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(task_id)
-        .cloned()?;
-    if slot.env.backend() != "local" {
-        return None;
-    }
-    let cwd = std::path::PathBuf::from(slot.session.cwd());
+    let live = slots().lock().unwrap_or_else(|p| p.into_inner());
+    let cwd = match live.get(task_id) {
+        Some(slot) if slot.env.backend() != "local" => return None,
+        Some(slot) => std::path::PathBuf::from(slot.session.cwd()),
+        // Only local environments are folded; the live map's lock, held here, is held
+        // while a task is folded, so the task is found in one of the two.
+        None => std::path::PathBuf::from(cooled_tasks().get(task_id)?.parts().2),
+    };
+    drop(live);
     cwd.is_absolute().then_some(cwd)
 }
 
@@ -709,6 +835,9 @@ pub fn evict(task_id: &str) {
     if let Some(slot) = slot {
         slot.session.remove_files(slot.env.as_ref());
         slot.env.cleanup();
+    }
+    if let Some(cooled) = cooled_tasks().remove(task_id) {
+        cooled.remove_files();
     }
 }
 
@@ -729,6 +858,10 @@ pub fn cleanup_all_environments() {
     for (_, slot) in all {
         slot.session.remove_files(slot.env.as_ref());
         slot.env.cleanup();
+    }
+    let cooled: Vec<Cooled> = cooled_tasks().drain().map(|(_, c)| c).collect();
+    for cooled in cooled {
+        cooled.remove_files();
     }
 }
 
@@ -793,21 +926,33 @@ fn idle_for(slot: &Slot) -> Duration {
 }
 
 /// Cools the environments idle longer than `max_idle` whose task runs no foreground
-/// command now (see [`Environment::cool`]), each once per idle spell.
+/// command now (see [`Environment::cool`]), each once per idle spell, and folds those
+/// that can be made again into a [`Cooled`] record.
 pub fn cool_idle(max_idle: Duration) {
     let mut cooled_any = false;
-    for (_, slot) in all_slots() {
+    for (task, slot) in all_slots() {
         let used = last_used(&slot);
-        let mut cooled_after = slot.cooled_after.lock().unwrap_or_else(|p| p.into_inner());
-        if used.elapsed() <= max_idle || *cooled_after == Some(used) {
-            continue;
-        }
-        // Held while cooling, so no command of the task starts meanwhile.
-        if let Ok(_serial) = slot.run_lock.try_lock() {
+        {
+            let mut cooled_after = slot.cooled_after.lock().unwrap_or_else(|p| p.into_inner());
+            if used.elapsed() <= max_idle || *cooled_after == Some(used) {
+                continue;
+            }
+            // Held while cooling, so no command of the task starts meanwhile.
+            let Ok(_serial) = slot.run_lock.try_lock() else {
+                continue;
+            };
             slot.env.cool();
             *cooled_after = Some(used);
             cooled_any = true;
         }
+        // A call of the task now finding the slot gone makes it again from the record:
+        // its creation lock orders the two.
+        let creation = creation_lock(&task);
+        let creating = creation.try_lock();
+        if creating.is_ok() {
+            fold(&task, slot);
+        }
+        drop(creating);
     }
     if cooled_any {
         give_freed_memory_back();
@@ -831,6 +976,18 @@ pub fn reap_idle(max_idle: Duration) -> Vec<String> {
         if idle_for(&slot) > max_idle && !crate::process_registry::task_has_running(&task) {
             evict(&task);
             reaped.push(task);
+        }
+    }
+    let mut cooled = cooled_tasks();
+    let expired: Vec<Box<str>> = cooled
+        .iter()
+        .filter(|(_, c)| c.last_used.elapsed() > max_idle)
+        .map(|(task, _)| task.clone())
+        .collect();
+    for task in expired {
+        if let Some(record) = cooled.remove(&task) {
+            record.remove_files();
+            reaped.push(task.into());
         }
     }
     reaped
