@@ -14,8 +14,10 @@
 //!
 //! - The memory one more idle task costs: the proportional set size (PSS) of serve and
 //!   every process below it with 50 tasks idle (each ran `true` three times), less that
-//!   with one, per task: while the tasks are warm (their sandboxes kept for the next
-//!   command) and once they have cooled down (`TERMINAL_KEEP_WARM_SECONDS`, here 1 s).
+//!   with one, per task; then with 150 against 50, which leaves out what the server
+//!   grows once (threads, their caches, the allocator's arenas). Both while the tasks
+//!   are warm (their sandboxes kept for the next command) and once they have cooled
+//!   down (`TERMINAL_KEEP_WARM_SECONDS`, here 1 s).
 //!   Against the original's cost per idle task (benches/original_idle_tasks.py) when
 //!   `HERMES_BENCH_ORIGINAL_PYTHON` names a Python that has hermes-agent installed.
 //!
@@ -181,59 +183,81 @@ fn tree_pss_kib(root: u32) -> u64 {
 }
 
 const IDLE_TASKS: usize = 50;
+/// Idle tasks at the second measure: the cost of the tasks between the two is what one
+/// more task costs once the server has settled (its threads, their caches and the
+/// allocator's arenas grown), which the first measure also counts.
+const MORE_IDLE_TASKS: usize = 150;
 
-/// Serve's PSS (KiB) with one task, then with IDLE_TASKS more that ran `true` three times
-/// and were left idle for `idle`.
-fn idle_tasks_pss(keep_warm: u64, idle: Duration) -> (u64, u64) {
+/// Serve's PSS (KiB) with one task, with IDLE_TASKS more that ran `true` three times and
+/// were left idle for `idle`, then with MORE_IDLE_TASKS.
+fn idle_tasks_pss(keep_warm: u64, idle: Duration) -> [u64; 3] {
     let mut serve = Serve::start_keeping_warm(keep_warm);
     serve.one("warm", "warm");
     std::thread::sleep(idle);
-    let before = tree_pss_kib(serve.child.id());
-    // One call at a time, as the original's script makes them: what a burst of calls
-    // at once leaves in the allocator is not a task's cost.
-    for call in 0..3 {
-        for task in 0..IDLE_TASKS {
-            serve.one(&format!("idle{task}-{call}"), &format!("idle{task}"));
+    let mut figures = [tree_pss_kib(serve.child.id()), 0, 0];
+    for (figure, tasks) in [(1, 0..IDLE_TASKS), (2, IDLE_TASKS..MORE_IDLE_TASKS)] {
+        // One call at a time, as the original's script makes them: what a burst of
+        // calls at once leaves in the allocator is not a task's cost.
+        for call in 0..3 {
+            for task in tasks.clone() {
+                serve.one(&format!("idle{task}-{call}"), &format!("idle{task}"));
+            }
         }
+        std::thread::sleep(idle);
+        figures[figure] = tree_pss_kib(serve.child.id());
     }
-    std::thread::sleep(idle);
-    let after = tree_pss_kib(serve.child.id());
     serve.finish();
-    (before, after)
+    figures
 }
 
-/// The original's PSS (KiB) with one task and with IDLE_TASKS idle, from
+/// The original's PSS (KiB) with one task, IDLE_TASKS and MORE_IDLE_TASKS idle, from
 /// benches/original_idle_tasks.py.
-fn original_idle_tasks_pss() -> Result<(u64, u64), String> {
-    let line = original_python::last_line("original_idle_tasks.py", &[IDLE_TASKS.to_string()])?;
+fn original_idle_tasks_pss() -> Result<[u64; 3], String> {
+    let line = original_python::last_line(
+        "original_idle_tasks.py",
+        &[IDLE_TASKS.to_string(), MORE_IDLE_TASKS.to_string()],
+    )?;
     let figures: Vec<u64> = line.split(' ').filter_map(|f| f.parse().ok()).collect();
-    match figures[..] {
-        [before, after] => Ok((before, after)),
-        _ => Err(format!("no figures printed: {line}")),
-    }
+    figures
+        .try_into()
+        .map_err(|_| format!("no figures printed: {line}"))
+}
+
+/// KiB per task: the first idle tasks against one task, then the tasks between the two
+/// measures.
+fn per_task([one, first, more]: [u64; 3]) -> (f64, f64) {
+    (
+        first.saturating_sub(one) as f64 / IDLE_TASKS as f64,
+        more.saturating_sub(first) as f64 / (MORE_IDLE_TASKS - IDLE_TASKS) as f64,
+    )
 }
 
 fn idle_memory() {
-    let per_task =
-        |(before, after): (u64, u64)| after.saturating_sub(before) as f64 / IDLE_TASKS as f64;
     let warm = per_task(idle_tasks_pss(3600, Duration::from_secs(2)));
     let cooled = per_task(idle_tasks_pss(1, Duration::from_secs(4)));
-    println!("the memory one more idle task costs (PSS of the process tree, {IDLE_TASKS} tasks idle against one):");
     let original = original_idle_tasks_pss().map(per_task);
-    let against = |ours: f64| match &original {
-        Ok(kib) if *kib > 0.0 => format!("  ({:.2}x the original)", ours / kib),
+    println!(
+        "the memory one more idle task costs (PSS of the process tree, KiB; {IDLE_TASKS} tasks against one, then {MORE_IDLE_TASKS} against {IDLE_TASKS}):"
+    );
+    let against = |ours: f64, theirs: fn(&(f64, f64)) -> f64| match &original {
+        Ok(kib) if theirs(kib) > 0.0 => format!(" ({:.2}x the original)", ours / theirs(kib)),
         _ => String::new(),
     };
-    println!(
-        "  warm (sandbox kept for the next command): {warm:>9.1} KiB{}",
-        against(warm)
-    );
-    println!(
-        "  cooled down:                              {cooled:>9.1} KiB{}",
-        against(cooled)
-    );
+    for (what, (first, more)) in [
+        ("warm (sandbox kept for the next command)", warm),
+        ("cooled down", cooled),
+    ] {
+        println!(
+            "  {what:<41} {first:>8.1}{}; {more:>8.1}{}",
+            against(first, |o| o.0),
+            against(more, |o| o.1)
+        );
+    }
     match original {
-        Ok(kib) => println!("  the original, an environment per task:   {kib:>9.1} KiB"),
+        Ok((first, more)) => println!(
+            "  {:<41} {first:>8.1}; {more:>8.1}",
+            "the original, an environment per task"
+        ),
         Err(e) => println!("  the original: not measured ({e})"),
     }
 }

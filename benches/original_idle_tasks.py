@@ -1,8 +1,9 @@
 """The original's figure for the many_tasks bench: the memory one more idle task costs.
-N tasks, each with an environment of its own (as every task has in hermes-tools), run
-`true` three times through hermes-agent's terminal tool (local backend) and are left
-idle. Prints, on its last line, the proportional set size (KiB) of this process and
-every process below it, first after one warm-up task, then with the N tasks idle.
+N tasks, then M in all, each with an environment of its own (as every task has in
+hermes-tools), run `true` three times through hermes-agent's terminal tool (local
+backend) and are left idle. Prints, on its last line, the proportional set size (KiB) of
+this process and every process below it: after one warm-up task, with the N tasks idle,
+then with the M.
 HERMES_HOME and TERMINAL_CWD come from the bench."""
 
 import os
@@ -36,16 +37,19 @@ def tree_pss_kib(root):
     return total
 
 
-count = int(sys.argv[1])
+counts = [int(count) for count in sys.argv[1:]]
 terminal_tool("true", task_id="bench-idle-warm")
 time.sleep(1)
-before = tree_pss_kib(os.getpid())
-for i in range(count):
-    register_task_env_overrides(f"bench-idle-{i}", {"env_type": "local"})
-for _ in range(3):
-    for i in range(count):
-        terminal_tool("true", task_id=f"bench-idle-{i}")
-time.sleep(2)
-after = tree_pss_kib(os.getpid())
+figures = [tree_pss_kib(os.getpid())]
+done = 0
+for count in counts:
+    for i in range(done, count):
+        register_task_env_overrides(f"bench-idle-{i}", {"env_type": "local"})
+    for _ in range(3):
+        for i in range(done, count):
+            terminal_tool("true", task_id=f"bench-idle-{i}")
+    done = count
+    time.sleep(2)
+    figures.append(tree_pss_kib(os.getpid()))
 cleanup_all_environments()
-print(f"{before} {after}")
+print(" ".join(str(figure) for figure in figures))
