@@ -142,7 +142,7 @@ impl ToolContext {
     /// their "same call again" guards reset when it changes.
     pub fn activity_epoch(&self) -> u64 {
         let epochs = task_epochs().lock().unwrap_or_else(|p| p.into_inner());
-        epochs.get(self.task_id()).copied().unwrap_or(0)
+        epochs.get(&epoch_key(self.task_id())).copied().unwrap_or(0)
     }
 
     /// State a tool keeps for this task across calls (dedup caches, loop guards).
@@ -179,12 +179,25 @@ pub fn forget_task(task_id: &str) {
     task_epochs()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .remove(task_id);
+        .remove(&epoch_key(task_id));
 }
 
-fn task_epochs() -> &'static Mutex<HashMap<String, u64>> {
-    static EPOCHS: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
+/// Activity epochs by [`epoch_key`]: a server keeps one for every task it ever saw, and
+/// a task's name held as a string would be one allocation each, made by whichever
+/// thread ran the call and kept among what the task's other calls freed.
+fn task_epochs() -> &'static Mutex<HashMap<u64, u64>> {
+    static EPOCHS: OnceLock<Mutex<HashMap<u64, u64>>> = OnceLock::new();
     EPOCHS.get_or_init(Default::default)
+}
+
+/// A keyed hash of the task's name. Two tasks of one key would share an epoch, so a
+/// call of either would reset the other's repeat guards: the guards would let a repeat
+/// through, never stop a call that is not one.
+fn epoch_key(task_id: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static KEYS: OnceLock<std::hash::RandomState> = OnceLock::new();
+    KEYS.get_or_init(std::hash::RandomState::new)
+        .hash_one(task_id)
 }
 
 /// Called by the call entry point for every call: a tool other than the read-only file
@@ -194,7 +207,7 @@ pub fn note_tool_call(task_id: &str, tool: &str) {
         return;
     }
     let mut epochs = task_epochs().lock().unwrap_or_else(|p| p.into_inner());
-    *epochs.entry(task_id.to_string()).or_insert(0) += 1;
+    *epochs.entry(epoch_key(task_id)).or_insert(0) += 1;
 }
 
 #[derive(Default)]

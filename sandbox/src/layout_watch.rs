@@ -59,8 +59,13 @@ struct Watch {
     /// Watched directories by watch descriptor, and the other way round.
     by_descriptor: HashMap<i32, Vec<u8>>,
     descriptors: HashMap<Vec<u8>, i32>,
-    /// The names whose change counts, in every layout watched so far.
-    names: HashSet<Lookup>,
+    /// The names whose change counts, in every layout watched so far, by a keyed hash
+    /// of directory and name ([`Watch::name_key`]): each task's layout looks up its own
+    /// state directory, and a name held as bytes would cost an allocation for every
+    /// task the server ever had. Two names of one key make a change of either count for
+    /// both: the layout is worked out once more than needed, never once less.
+    names: HashSet<u64>,
+    keys: std::hash::RandomState,
     /// Moves on with every change that counts.
     generation: u64,
 }
@@ -87,6 +92,7 @@ impl Watch {
             by_descriptor: HashMap::new(),
             descriptors: HashMap::new(),
             names: HashSet::new(),
+            keys: std::hash::RandomState::new(),
             generation: 0,
         })
     }
@@ -178,9 +184,14 @@ impl Watch {
         match self.by_descriptor.get(&wd) {
             // The directory itself.
             Some(_) if name.is_empty() => true,
-            Some(dir) => self.names.contains(&(dir.clone(), name.to_vec())),
+            Some(dir) => self.names.contains(&self.name_key(dir, name)),
             None => true,
         }
+    }
+
+    fn name_key(&self, dir: &[u8], name: &[u8]) -> u64 {
+        use std::hash::BuildHasher;
+        self.keys.hash_one((dir, name))
     }
 
     /// Watches `dir`; false when it cannot be watched or is not on a local filesystem.
@@ -245,7 +256,11 @@ pub(crate) fn watch(lookups: &[Lookup]) -> Option<u64> {
     if !dirs.into_iter().all(|dir| watch.add(dir)) {
         return None;
     }
-    watch.names.extend(lookups.iter().cloned());
+    let keys: Vec<u64> = lookups
+        .iter()
+        .map(|(dir, name)| watch.name_key(dir, name))
+        .collect();
+    watch.names.extend(keys);
     watch.take_events();
     Some(watch.generation)
 }
@@ -254,9 +269,9 @@ pub(crate) fn watch(lookups: &[Lookup]) -> Option<u64> {
 pub(crate) fn covers(lookups: &[Lookup]) -> bool {
     let slot = slot().lock().unwrap_or_else(|p| p.into_inner());
     slot.as_ref().is_some_and(|watch| {
-        lookups
-            .iter()
-            .all(|lookup| watch.descriptors.contains_key(&lookup.0) && watch.names.contains(lookup))
+        lookups.iter().all(|(dir, name)| {
+            watch.descriptors.contains_key(dir) && watch.names.contains(&watch.name_key(dir, name))
+        })
     })
 }
 
