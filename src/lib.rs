@@ -13,6 +13,7 @@ pub mod restrict;
 pub mod serve;
 pub mod serve_approvals;
 pub mod shared;
+pub mod thread_caches;
 
 /// One module per file in `tools/`, declared by the generator.
 pub mod tools {
