@@ -9,46 +9,13 @@
 //! the next command a working one.
 
 use serde_json::{json, Value};
-use std::process::Command;
-use tempfile::TempDir;
 
 mod common;
 
-struct Fixture {
-    workspace: TempDir,
-    home: TempDir,
-    hermes_home: TempDir,
-}
-
-fn fixture(config: &str) -> Fixture {
-    let f = Fixture {
-        workspace: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
-        home: tempfile::tempdir().unwrap(),
-        hermes_home: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(f.hermes_home.path().join("config.yaml"), config).unwrap();
+fn fixture(config: &str) -> common::ServeFixture {
+    let f = common::ServeFixture::new(config);
     std::fs::create_dir(f.workspace.path().join("sub")).unwrap();
     f
-}
-
-impl Fixture {
-    fn serve(&self) -> common::ServeSession {
-        self.serve_with(&[])
-    }
-
-    fn serve_with(&self, env: &[(&str, &str)]) -> common::ServeSession {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
-        cmd.arg("serve")
-            .envs(env.iter().copied())
-            .current_dir(self.workspace.path())
-            .env("HOME", self.home.path())
-            .env("HERMES_HOME", self.hermes_home.path())
-            .env_remove("HERMES_INTERACTIVE")
-            .env_remove("TERMINAL_ENV")
-            .env_remove("TERMINAL_SANDBOX_MODE")
-            .env_remove("TERMINAL_SANDBOX_BWRAP");
-        common::ServeSession::spawn(cmd, json!({"task_id": "t1"}))
-    }
 }
 
 fn output(result: &Value) -> &str {

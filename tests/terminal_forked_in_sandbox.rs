@@ -6,45 +6,12 @@
 //! waiting bash or runs into its timeout leaves the next command a working shell.
 
 use serde_json::{json, Value};
-use std::process::Command;
 use std::time::{Duration, Instant};
-use tempfile::TempDir;
 
 mod common;
 
-struct Fixture {
-    workspace: TempDir,
-    home: TempDir,
-    hermes_home: TempDir,
-}
-
-fn fixture() -> Fixture {
-    let f = Fixture {
-        workspace: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
-        home: tempfile::tempdir().unwrap(),
-        hermes_home: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(
-        f.hermes_home.path().join("config.yaml"),
-        "terminal:\n  sandbox:\n    mode: workspace-write\n",
-    )
-    .unwrap();
-    f
-}
-
-impl Fixture {
-    fn serve(&self) -> common::ServeSession {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
-        cmd.arg("serve")
-            .current_dir(self.workspace.path())
-            .env("HOME", self.home.path())
-            .env("HERMES_HOME", self.hermes_home.path())
-            .env_remove("HERMES_INTERACTIVE")
-            .env_remove("TERMINAL_ENV")
-            .env_remove("TERMINAL_SANDBOX_MODE")
-            .env_remove("TERMINAL_SANDBOX_BWRAP");
-        common::ServeSession::spawn(cmd, json!({"task_id": "t1"}))
-    }
+fn fixture() -> common::ServeFixture {
+    common::ServeFixture::new("terminal:\n  sandbox:\n    mode: workspace-write\n")
 }
 
 fn output(result: &Value) -> &str {

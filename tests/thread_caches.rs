@@ -5,46 +5,19 @@
 mod common;
 
 use serde_json::{json, Value};
-use std::process::Command;
-use tempfile::TempDir;
-
-struct Fixture {
-    workspace: TempDir,
-    home: TempDir,
-    hermes_home: TempDir,
-}
 
 // GLIBC_TUNABLES reaches commands only when passed through, as any variable.
 const CONFIG: &str =
     "terminal:\n  env_passthrough: [GLIBC_TUNABLES]\n  sandbox:\n    mode: workspace-write\n";
 
-fn fixture() -> Fixture {
-    let f = Fixture {
-        workspace: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
-        home: tempfile::tempdir().unwrap(),
-        hermes_home: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(f.hermes_home.path().join("config.yaml"), CONFIG).unwrap();
-    f
-}
-
-impl Fixture {
-    /// `serve` with GLIBC_TUNABLES as given (`None`: unset).
-    fn serve(&self, tunables: Option<&str>) -> common::ServeSession {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
-        cmd.arg("serve")
-            .current_dir(self.workspace.path())
-            .env("HOME", self.home.path())
-            .env("HERMES_HOME", self.hermes_home.path())
-            .env_remove("GLIBC_TUNABLES")
-            .env_remove("HERMES_INTERACTIVE")
-            .env_remove("TERMINAL_ENV")
-            .env_remove("TERMINAL_SANDBOX_MODE");
-        if let Some(tunables) = tunables {
-            cmd.env("GLIBC_TUNABLES", tunables);
-        }
-        common::ServeSession::spawn(cmd, json!({"task_id": "t1"}))
+/// `serve` with GLIBC_TUNABLES as given (`None`: unset).
+fn serve(f: &common::ServeFixture, tunables: Option<&str>) -> common::ServeSession {
+    let mut command = f.command();
+    command.env_remove("GLIBC_TUNABLES");
+    if let Some(tunables) = tunables {
+        command.env("GLIBC_TUNABLES", tunables);
     }
+    common::ServeSession::spawn(command, json!({"task_id": "t1"}))
 }
 
 /// The environment the server's process image was started with (what the last exec
@@ -75,8 +48,8 @@ fn name_of(server: &common::ServeSession) -> String {
 
 #[test]
 fn serve_runs_without_thread_caches_and_its_commands_see_no_trace_of_it() {
-    let f = fixture();
-    let mut server = f.serve(None);
+    let f = common::ServeFixture::new(CONFIG);
+    let mut server = serve(&f, None);
     let output = seen_by_a_command(&mut server);
     // Started again, with nothing to put back.
     assert_eq!(
@@ -93,8 +66,8 @@ fn serve_runs_without_thread_caches_and_its_commands_see_no_trace_of_it() {
 
 #[test]
 fn the_callers_tunables_are_kept_and_handed_on_as_they_were() {
-    let f = fixture();
-    let mut server = f.serve(Some("glibc.malloc.perturb=0"));
+    let f = common::ServeFixture::new(CONFIG);
+    let mut server = serve(&f, Some("glibc.malloc.perturb=0"));
     let output = seen_by_a_command(&mut server);
     // Started again with ours after the caller's (the dynamic loader rewrites the
     // variable it read in place, so what it was given is not shown whole).
@@ -107,8 +80,8 @@ fn the_callers_tunables_are_kept_and_handed_on_as_they_were() {
 
 #[test]
 fn a_caller_who_sizes_the_thread_caches_gets_that_size() {
-    let f = fixture();
-    let mut server = f.serve(Some("glibc.malloc.tcache_count=3"));
+    let f = common::ServeFixture::new(CONFIG);
+    let mut server = serve(&f, Some("glibc.malloc.tcache_count=3"));
     let output = seen_by_a_command(&mut server);
     assert_eq!(
         started_with(&server, "GLIBC_TUNABLES").as_deref(),

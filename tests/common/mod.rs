@@ -142,6 +142,55 @@ pub fn survivors(needle: &str) -> Vec<u32> {
     }
 }
 
+/// A workspace, a home and a `HERMES_HOME` holding `config` as its config.yaml, each a
+/// temporary directory, for `serve`s started in them.
+pub struct ServeFixture {
+    pub workspace: tempfile::TempDir,
+    pub home: tempfile::TempDir,
+    pub hermes_home: tempfile::TempDir,
+}
+
+impl ServeFixture {
+    pub fn new(config: &str) -> ServeFixture {
+        let fixture = ServeFixture {
+            // Under the target directory: the system's temp dir may be one the sandbox
+            // keeps apart from the workspace.
+            workspace: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+            home: tempfile::tempdir().unwrap(),
+            hermes_home: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(fixture.hermes_home.path().join("config.yaml"), config).unwrap();
+        fixture
+    }
+
+    /// `hermes-tools serve` in the workspace, with none of the caller's settings that
+    /// would override the config.yaml's terminal settings or make approvals ask.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hermes-tools"));
+        command
+            .arg("serve")
+            .current_dir(self.workspace.path())
+            .env("HOME", self.home.path())
+            .env("HERMES_HOME", self.hermes_home.path())
+            .env_remove("HERMES_INTERACTIVE")
+            .env_remove("TERMINAL_ENV")
+            .env_remove("TERMINAL_SANDBOX_MODE")
+            .env_remove("TERMINAL_SANDBOX_BWRAP");
+        command
+    }
+
+    /// [`ServeFixture::command`] with `env` set, as a session of task `t1`.
+    pub fn serve_with(&self, env: &[(&str, &str)]) -> ServeSession {
+        let mut command = self.command();
+        command.envs(env.iter().copied());
+        ServeSession::spawn(command, serde_json::json!({"task_id": "t1"}))
+    }
+
+    pub fn serve(&self) -> ServeSession {
+        self.serve_with(&[])
+    }
+}
+
 /// A `hermes-tools serve` whose calls go one at a time, each after the answer to the last,
 /// so a later call sees what an earlier one left behind. `scope` (a JSON object such as
 /// `{"task_id": "t1"}`) is merged into every request.
