@@ -28,7 +28,7 @@ pub fn off_for_long_lived_commands() {
     let program = args.next();
     let command = args.next();
     if let Some(before) = std::env::var_os(BEFORE) {
-        restore(before);
+        restore(before, program);
         return;
     }
     let long_lived = command
@@ -63,19 +63,20 @@ pub fn off_for_long_lived_commands() {
         .exec();
 }
 
-fn restore(before: OsString) {
+fn restore(before: OsString, program: Option<OsString>) {
+    use std::os::unix::ffi::OsStrExt;
     // Started through /proc/self/exe (the very image that ran, not whatever the path
-    // names by now), the process would be called `exe`.
-    if let Some(name) = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.file_name().map(|n| n.as_encoded_bytes().to_vec()))
-        .and_then(|name| std::ffi::CString::new(name).ok())
+    // names by now), the process would be called `exe`: it takes the name it was
+    // started by again.
+    if let Some(name) = program
+        .as_deref()
+        .and_then(|program| std::path::Path::new(program).file_name())
+        .and_then(|name| std::ffi::CString::new(name.as_bytes()).ok())
     {
         // SAFETY: a NUL-terminated string; the kernel copies at most 15 bytes of it.
         unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
     }
     std::env::remove_var(BEFORE);
-    use std::os::unix::ffi::OsStrExt;
     match before.as_bytes().strip_prefix(b"=") {
         Some(value) => std::env::set_var("GLIBC_TUNABLES", std::ffi::OsStr::from_bytes(value)),
         None => std::env::remove_var("GLIBC_TUNABLES"),
