@@ -730,7 +730,12 @@ impl Launcher {
         extra: &[&OwnedFd],
         may_start: bool,
     ) -> Option<LaunchedRun> {
-        let sandbox = self.take_sandbox(may_start)?;
+        let take = if may_start {
+            Take::CurrentOrNew
+        } else {
+            Take::Idle
+        };
+        let sandbox = self.take_sandbox(take)?;
         let (read_end, write_end) = pipe().ok()?;
         send_start(&sandbox, b"run", argv, env, cwd, &write_end, extra).ok()?;
         drop(write_end);
@@ -742,12 +747,11 @@ impl Launcher {
         })
     }
 
-    /// An idle sandbox of the task, or (`may_start`) a new one when none is idle whose
-    /// walls are what a fresh sandbox would get.
-    fn take_sandbox(&self, may_start: bool) -> Option<Sandbox> {
+    /// An idle sandbox of the task, as `take` allows.
+    fn take_sandbox(&self, take: Take) -> Option<Sandbox> {
         let program = self.program.as_ref()?;
-        let layout = may_start.then(|| self.layout());
-        // Sandboxes whose launcher is gone, or (for a command to start now) whose walls
+        let layout = (take != Take::Idle).then(|| self.layout());
+        // Sandboxes whose launcher is gone, or (unless any will do) whose walls
         // a fresh sandbox would no longer get, are ended once the pool is free again.
         let mut stale = Vec::new();
         let mut chosen = None;
@@ -768,8 +772,10 @@ impl Launcher {
         drop(stale);
         match (chosen, layout) {
             (Some(sandbox), _) => Some(sandbox),
-            (None, Some(layout)) => Sandbox::start(&self.policy, program, layout).ok(),
-            (None, None) => None,
+            (None, Some(layout)) if take == Take::CurrentOrNew => {
+                Sandbox::start(&self.policy, program, layout).ok()
+            }
+            _ => None,
         }
     }
 
@@ -796,11 +802,7 @@ impl Launcher {
         extra: &[&OwnedFd],
     ) -> Option<KeptProcess> {
         let copy = exec_only_copy(program)?;
-        let mut sandbox = self.take_sandbox(false);
-        if sandbox.as_mut().is_some_and(|s| s.layout != self.layout()) {
-            sandbox = None;
-        }
-        let Some(mut sandbox) = sandbox else {
+        let Some(mut sandbox) = self.take_sandbox(Take::Current) else {
             self.warm_up();
             return None;
         };
@@ -848,6 +850,18 @@ impl Launcher {
         };
         drop(idle);
     }
+}
+
+/// Which sandbox [`Launcher::take_sandbox`] may hand out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// An idle one that is alive, whatever its walls.
+    Idle,
+    /// An idle one whose walls are what a fresh sandbox would get (those whose walls
+    /// are not are ended).
+    Current,
+    /// The same, else a new one.
+    CurrentOrNew,
 }
 
 /// Sends a request to start `argv` (`kind`: `run` or `keep`).
