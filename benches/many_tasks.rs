@@ -19,7 +19,9 @@
 //!   are warm (their sandboxes kept for the next command) and once they have cooled
 //!   down (`TERMINAL_KEEP_WARM_SECONDS`, here 1 s).
 //!   Against the original's cost per idle task (benches/original_idle_tasks.py) when
-//!   `HERMES_BENCH_ORIGINAL_PYTHON` names a Python that has hermes-agent installed.
+//!   `HERMES_BENCH_ORIGINAL_PYTHON` names a Python that has hermes-agent installed;
+//!   then the whole tree's PSS at 1, 50 and 150 idle tasks, each against the
+//!   original's: what a server costs in all, what both sides pay once included.
 //!
 //! cargo bench --bench many_tasks [-- TASKS CALLS | memory]
 //! (or `cargo bench --bench many_tasks --profile dev` to reuse the test build)
@@ -233,32 +235,64 @@ fn per_task([one, first, more]: [u64; 3]) -> (f64, f64) {
 }
 
 fn idle_memory() {
-    let warm = per_task(idle_tasks_pss(3600, Duration::from_secs(2)));
-    let cooled = per_task(idle_tasks_pss(1, Duration::from_secs(4)));
-    let original = original_idle_tasks_pss().map(per_task);
+    let warm = idle_tasks_pss(3600, Duration::from_secs(2));
+    let cooled = idle_tasks_pss(1, Duration::from_secs(4));
+    let original = original_idle_tasks_pss();
     println!(
         "the memory one more idle task costs (PSS of the process tree, KiB; {IDLE_TASKS} tasks against one, then {MORE_IDLE_TASKS} against {IDLE_TASKS}):"
     );
-    let against = |ours: f64, theirs: fn(&(f64, f64)) -> f64| match &original {
-        Ok(kib) if theirs(kib) > 0.0 => format!(" ({:.2}x the original)", ours / theirs(kib)),
+    let theirs_per_task = original.as_ref().ok().map(|figures| per_task(*figures));
+    let against = |ours: f64, theirs: fn(&(f64, f64)) -> f64| match &theirs_per_task {
+        Some(kib) if theirs(kib) > 0.0 => format!(" ({:.2}x the original)", ours / theirs(kib)),
         _ => String::new(),
     };
-    for (what, (first, more)) in [
+    for (what, figures) in [
         ("warm (sandbox kept for the next command)", warm),
         ("cooled down", cooled),
     ] {
+        let (first, more) = per_task(figures);
         println!(
             "  {what:<41} {first:>8.1}{}; {more:>8.1}{}",
             against(first, |o| o.0),
             against(more, |o| o.1)
         );
     }
-    match original {
-        Ok((first, more)) => println!(
+    if let Some((first, more)) = theirs_per_task {
+        println!(
             "  {:<41} {first:>8.1}; {more:>8.1}",
             "the original, an environment per task"
-        ),
-        Err(e) => println!("  the original: not measured ({e})"),
+        );
+    }
+    if let Err(e) = &original {
+        println!("  the original: not measured ({e})");
+    }
+    // What a server costs in all, its start included: the per-task figures leave out
+    // what both sides pay once.
+    println!(
+        "the whole process tree with 1, {IDLE_TASKS} and {MORE_IDLE_TASKS} idle tasks (PSS, KiB):"
+    );
+    let whole = |figures: [u64; 3]| -> String {
+        let ratios = match &original {
+            Ok(theirs) => format!(
+                " ({})",
+                figures
+                    .iter()
+                    .zip(theirs)
+                    .map(|(ours, theirs)| format!("{:.2}x", *ours as f64 / *theirs as f64))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Err(_) => String::new(),
+        };
+        format!("{} {} {}{ratios}", figures[0], figures[1], figures[2])
+    };
+    println!("  {:<41} {}", "warm", whole(warm));
+    println!("  {:<41} {}", "cooled down", whole(cooled));
+    if let Ok(figures) = &original {
+        println!(
+            "  {:<41} {} {} {}",
+            "the original", figures[0], figures[1], figures[2]
+        );
     }
 }
 
