@@ -20,6 +20,8 @@ pub mod singularity;
 pub mod ssh;
 pub mod vercel;
 
+mod cooled;
+
 use crate::config::TerminalConfig;
 use std::collections::HashMap;
 use std::io;
@@ -632,49 +634,17 @@ fn forget_unheld_creation_locks() {
     creation_locks().retain(|_, lock| Arc::strong_count(lock) > 1);
 }
 
-/// What is left of a task that cooled down with an environment that can be made again
-/// ([`Environment::resumable_dir`]): the directory with its state, and its shell
-/// session's name and directory. Its strings are made into one allocation when the
-/// task cools, so a server with many idle tasks holds a few hundred bytes for each,
-/// side by side, and not many small ones scattered over pages that the rest of the
-/// task's memory, freed, would otherwise have given back.
-struct Cooled {
-    fingerprint: Arc<str>,
-    /// The state directory, the session's name and its directory, each ended by a NUL
-    /// (which no path holds).
-    packed: Box<str>,
-    snapshot_ready: bool,
-    last_used: Instant,
-}
-
-impl Cooled {
-    fn parts(&self) -> (&str, &str, &str) {
-        let mut parts = self.packed.split('\0');
-        let mut next = || parts.next().unwrap_or_default();
-        (next(), next(), next())
-    }
-
-    fn state_dir(&self) -> &std::path::Path {
-        std::path::Path::new(self.parts().0)
-    }
-
-    /// Removes what the task left on disk (what [`evict`] does for a live one).
-    fn remove_files(&self) {
-        let _ = std::fs::remove_dir_all(self.state_dir());
-    }
-}
-
-fn cooled_tasks() -> std::sync::MutexGuard<'static, HashMap<Box<str>, Cooled>> {
-    static COOLED: OnceLock<Mutex<HashMap<Box<str>, Cooled>>> = OnceLock::new();
+fn cooled_tasks() -> std::sync::MutexGuard<'static, cooled::CooledTasks> {
+    static COOLED: OnceLock<Mutex<cooled::CooledTasks>> = OnceLock::new();
     COOLED
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner())
 }
 
-/// Folds a cooled task's slot into a [`Cooled`] record when nothing else holds the slot
-/// or its environment, the task runs no background process and its environment can be
-/// made again; the caller holds the task's creation and run locks.
+/// Folds a cooled task's slot into a record ([`cooled::CooledTasks`]) when nothing else
+/// holds the slot or its environment, the task runs no background process and its
+/// environment can be made again; the caller holds the task's creation and run locks.
 fn fold(task: &str, slot: Arc<Slot>) {
     let Some(dir) = slot.env.resumable_dir().and_then(std::path::Path::to_str) else {
         return;
@@ -683,43 +653,39 @@ fn fold(task: &str, slot: Arc<Slot>) {
         return;
     }
     let cwd = slot.session.cwd();
-    if [dir, &slot.session.sid, &cwd]
-        .iter()
-        .any(|s| s.contains('\0'))
-    {
-        return;
-    }
-    let packed: Box<str> = format!("{dir}\0{}\0{cwd}", slot.session.sid).into();
     let mut live = slots().lock().unwrap_or_else(|p| p.into_inner());
     // The map's and ours: no call has the slot, no process the environment.
     if Arc::strong_count(&slot) != 2 || Arc::strong_count(&slot.env) != 1 {
         return;
     }
-    if live.remove(task).is_none() {
+    if !live.contains_key(task) {
         return;
     }
-    cooled_tasks().insert(
-        // Made here with the rest of the record, not the key a call made.
-        Box::from(task),
-        Cooled {
-            fingerprint: Arc::clone(&slot.fingerprint),
-            packed,
-            snapshot_ready: slot.session.snapshot_ready(),
-            last_used: last_used(&slot),
-        },
+    let kept = cooled_tasks().insert(
+        task,
+        [dir, &slot.session.sid, &cwd],
+        Arc::clone(&slot.fingerprint),
+        slot.session.snapshot_ready(),
+        last_used(&slot),
     );
+    if kept {
+        live.remove(task);
+    }
 }
 
 /// The environment and session of a folded task, made again around its state; `None`
 /// when it cannot be (its directory is gone), after removing what is left.
 fn unfold(
-    cooled: Cooled,
+    cooled: cooled::Cooled,
     config: &TerminalConfig,
     local_cwd: &std::path::Path,
 ) -> Option<(Arc<dyn Environment>, crate::snapshot::ShellSession)> {
-    let (dir, sid, cwd) = cooled.parts();
     let env = match config.backend.as_str() {
-        "local" => local::LocalEnv::resume(config, local_cwd.to_path_buf(), dir.into()),
+        "local" => local::LocalEnv::resume(
+            config,
+            local_cwd.to_path_buf(),
+            cooled.state_dir.clone().into(),
+        ),
         other => Err(unknown_backend(other)),
     };
     let Ok(env) = env else {
@@ -727,9 +693,9 @@ fn unfold(
         return None;
     };
     let session = crate::snapshot::ShellSession::resumed(
-        dir,
-        sid.to_string(),
-        cwd.to_string(),
+        &cooled.state_dir,
+        cooled.sid,
+        cooled.cwd,
         cooled.snapshot_ready,
     );
     Some((Arc::new(env), session))
@@ -820,7 +786,7 @@ pub fn local_task_cwd(task_id: &str) -> Option<std::path::PathBuf> {
         Some(slot) => std::path::PathBuf::from(slot.session.cwd()),
         // Only local environments are folded; the live map's lock, held here, is held
         // while a task is folded, so the task is found in one of the two.
-        None => std::path::PathBuf::from(cooled_tasks().get(task_id)?.parts().2),
+        None => std::path::PathBuf::from(cooled_tasks().cwd(task_id)?),
     };
     drop(live);
     cwd.is_absolute().then_some(cwd)
@@ -859,7 +825,7 @@ pub fn cleanup_all_environments() {
         slot.session.remove_files(slot.env.as_ref());
         slot.env.cleanup();
     }
-    let cooled: Vec<Cooled> = cooled_tasks().drain().map(|(_, c)| c).collect();
+    let cooled = cooled_tasks().drain();
     for cooled in cooled {
         cooled.remove_files();
     }
@@ -927,7 +893,7 @@ fn idle_for(slot: &Slot) -> Duration {
 
 /// Cools the environments idle longer than `max_idle` whose task runs no foreground
 /// command now (see [`Environment::cool`]), each once per idle spell, and folds those
-/// that can be made again into a [`Cooled`] record.
+/// that can be made again into a record ([`cooled::CooledTasks`]).
 pub fn cool_idle(max_idle: Duration) {
     let mut cooled_any = false;
     for (task, slot) in all_slots() {
@@ -978,17 +944,10 @@ pub fn reap_idle(max_idle: Duration) -> Vec<String> {
             reaped.push(task);
         }
     }
-    let mut cooled = cooled_tasks();
-    let expired: Vec<Box<str>> = cooled
-        .iter()
-        .filter(|(_, c)| c.last_used.elapsed() > max_idle)
-        .map(|(task, _)| task.clone())
-        .collect();
-    for task in expired {
-        if let Some(record) = cooled.remove(&task) {
-            record.remove_files();
-            reaped.push(task.into());
-        }
+    let expired = cooled_tasks().remove_idle_for(max_idle);
+    for (task, record) in expired {
+        record.remove_files();
+        reaped.push(task);
     }
     reaped
 }
