@@ -10,8 +10,35 @@ fn main() -> std::process::ExitCode {
     let _ = hermes_sandbox::launcher::set_program("/proc/self/exe");
     // Ended by a signal, the server still ends its sandboxes and removes its private
     // directory (snapshots, seccomp programs); a normal exit does so at exit.
-    hermes_sandbox::run_dir::remove_on_signals(end_environments);
+    if may_run_tools() {
+        hermes_sandbox::run_dir::remove_on_signals(end_environments);
+    }
     hermes_tools::cli::run(&hermes_tools::CATALOG)
+}
+
+/// False for the commands that only describe tools and never run one, so make nothing
+/// a signal would have to clean up: they start no thread to wait for one. Any other
+/// command (an unknown one included) may run tools.
+fn may_run_tools() -> bool {
+    let command = std::env::args_os().nth(1);
+    let describes_only = command
+        .as_deref()
+        .and_then(|c| c.to_str())
+        .is_some_and(|c| {
+            matches!(
+                c,
+                "list"
+                    | "schema"
+                    | "toolsets"
+                    | "check-command"
+                    | "help"
+                    | "--help"
+                    | "-h"
+                    | "--version"
+                    | "-V"
+            )
+        });
+    !describes_only
 }
 
 fn end_environments() {
