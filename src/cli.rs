@@ -153,6 +153,15 @@ impl SelectionArgs {
     }
 }
 
+/// Whether the command this process was started with (its first argument) is one of
+/// `names`, before the arguments are parsed: what `main` decides ahead of the parse.
+pub fn command_is(names: &[&str]) -> bool {
+    std::env::args_os()
+        .nth(1)
+        .and_then(|command| command.into_string().ok())
+        .is_some_and(|command| names.contains(&command.as_str()))
+}
+
 /// Runs the command line over `catalog`: the generated one for `hermes-tools`, a
 /// fixture catalog for test binaries.
 pub fn run(catalog: &'static Catalog) -> ExitCode {

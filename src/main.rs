@@ -20,25 +20,17 @@ fn main() -> std::process::ExitCode {
 /// a signal would have to clean up: they start no thread to wait for one. Any other
 /// command (an unknown one included) may run tools.
 fn may_run_tools() -> bool {
-    let command = std::env::args_os().nth(1);
-    let describes_only = command
-        .as_deref()
-        .and_then(|c| c.to_str())
-        .is_some_and(|c| {
-            matches!(
-                c,
-                "list"
-                    | "schema"
-                    | "toolsets"
-                    | "check-command"
-                    | "help"
-                    | "--help"
-                    | "-h"
-                    | "--version"
-                    | "-V"
-            )
-        });
-    !describes_only
+    !hermes_tools::cli::command_is(&[
+        "list",
+        "schema",
+        "toolsets",
+        "check-command",
+        "help",
+        "--help",
+        "-h",
+        "--version",
+        "-V",
+    ])
 }
 
 fn end_environments() {

@@ -24,17 +24,12 @@ pub fn off_for_long_lived_commands() {
     if !cfg!(all(target_os = "linux", target_env = "gnu")) {
         return;
     }
-    let mut args = std::env::args_os();
-    let program = args.next();
-    let command = args.next();
+    let program = std::env::args_os().next();
     if let Some(before) = std::env::var_os(BEFORE) {
         restore(before, program);
         return;
     }
-    let long_lived = command
-        .as_deref()
-        .and_then(|c| c.to_str())
-        .is_some_and(|c| matches!(c, "serve" | "mcp" | "agent" | "cron"));
+    let long_lived = crate::cli::command_is(&["serve", "mcp", "agent", "cron"]);
     let tunables = std::env::var_os("GLIBC_TUNABLES");
     // A caller who sets the caches' size gets theirs.
     let set_by_caller = tunables
