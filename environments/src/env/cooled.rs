@@ -143,27 +143,36 @@ impl CooledTasks {
 
     /// Takes every record out.
     pub fn drain(&mut self) -> Vec<Cooled> {
-        let keys: Vec<u64> = self.entries.keys().copied().collect();
-        keys.into_iter().filter_map(|key| self.take(key)).collect()
+        let entries = std::mem::take(&mut self.entries);
+        let taken = entries.into_values().map(|e| self.cooled(e)).collect();
+        self.text = String::new();
+        self.unused = 0;
+        taken
     }
 
     fn take(&mut self, key: u64) -> Option<Cooled> {
         let entry = self.entries.remove(&key)?;
-        let [_, state_dir, sid, cwd] = self.record(&entry).map(str::to_string);
         self.unused += entry.len;
+        let taken = self.cooled(entry);
         if self.entries.is_empty() {
             self.text = String::new();
             self.unused = 0;
         } else if self.unused > self.text.len() / 2 {
             self.compact();
         }
-        Some(Cooled {
+        Some(taken)
+    }
+
+    /// The record of an entry taken out of the table.
+    fn cooled(&self, entry: Entry) -> Cooled {
+        let [_, state_dir, sid, cwd] = self.record(&entry).map(str::to_string);
+        Cooled {
             fingerprint: entry.fingerprint,
             state_dir,
             sid,
             cwd,
             snapshot_ready: entry.snapshot_ready,
-        })
+        }
     }
 
     /// Copies the records still kept into a buffer of their own size.
