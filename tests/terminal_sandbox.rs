@@ -1699,6 +1699,45 @@ fn an_allow_list_lets_only_the_listed_hosts_through() {
 }
 
 #[test]
+fn one_proxy_thread_serves_every_live_sandbox_and_lets_ended_ones_go() {
+    let f = fixture();
+    let (listed, seen) = host_http_server("listed-service");
+    // Sandboxes stay up between commands, then end a second after their last one.
+    f.config(&format!(
+        "terminal:\n  sandbox:\n    network:\n      allow: [\"localhost:{listed}\"]\n"
+    ));
+    let mut command = f.command(&["serve"]);
+    command.env("TERMINAL_KEEP_WARM_SECONDS", "1");
+    let mut server = common::ServeSession::spawn(command, json!({"task_id": "t1"}));
+    let fetch = format!("curl -sS --max-time 10 http://localhost:{listed}/");
+    let proxy_threads = |pid: u32| {
+        common::thread_names(pid)
+            .iter()
+            .filter(|name| *name == "sandbox-proxy")
+            .count()
+    };
+    let tasks = ["t1", "t2", "t3", "t4"];
+    let pid = server.pid();
+    let mut fetch_in = |task: &str| {
+        let r = server.call_in(
+            &json!({"task_id": task}),
+            "terminal",
+            json!({"command": fetch}),
+        );
+        assert_eq!(output(&r), "listed-service", "{task}: {r}");
+    };
+    tasks.iter().for_each(|task| fetch_in(task));
+    assert_eq!(connections(&seen), tasks.len());
+    assert_eq!(proxy_threads(pid), 1, "one thread for four live sandboxes");
+    // Their sandboxes end; new ones, for the same tasks and another, are served as well.
+    std::thread::sleep(Duration::from_secs(3));
+    fetch_in("t2");
+    fetch_in("t5");
+    assert_eq!(connections(&seen), tasks.len() + 2);
+    assert_eq!(proxy_threads(pid), 1);
+}
+
+#[test]
 fn background_and_pty_processes_keep_the_hosts_loopback_out_of_reach_too() {
     let f = fixture();
     let (port, accepted) = host_http_server("host-secret-service");

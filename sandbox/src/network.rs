@@ -266,7 +266,7 @@ pub fn is_public(ip: IpAddr) -> bool {
 }
 
 /// Prepares `cmd` (which starts bubblewrap) so that its child makes the sandbox's
-/// network namespace and hands its proxy listener to a proxy thread of this process,
+/// network namespace and hands its proxy listener to the proxy thread of this process,
 /// which serves it until the child ends. `cmd` must be spawned with `proxied` wrap
 /// options, or not at all.
 pub fn attach(cmd: &mut Command, network: &Network) {
@@ -296,18 +296,10 @@ pub fn attach_judged(cmd: &mut Command, reach: std::sync::Arc<dyn Reach>) {
     serve_channel(ours, reach);
 }
 
-/// Serves, on a thread of its own, the proxy listener a sandbox's first process sends
-/// on `ours` ([`set_up_in_this_process`]) until that process ends. Without this thread
-/// the listener is never served: no network, as with off.
+/// Serves the proxy listener a sandbox's first process sends on `ours`
+/// ([`set_up_in_this_process`]) until that process ends ([`crate::proxy::serve`]).
 pub(crate) fn serve_channel(ours: OwnedFd, reach: std::sync::Arc<dyn Reach>) {
-    let _ = std::thread::Builder::new()
-        .name("sandbox-proxy".into())
-        .spawn(move || {
-            if let Some((listener, child)) = receive_listener(&ours) {
-                drop(ours);
-                crate::proxy::serve(listener, child, reach);
-            }
-        });
+    crate::proxy::serve(ours, reach);
 }
 
 /// What [`attach`] has the forked child do before it executes bubblewrap, done by the
@@ -447,7 +439,7 @@ fn send_fds(channel: RawFd, fds: [RawFd; 2]) -> bool {
 
 /// The listener and the child's pidfd, or `None` when the child never sent them
 /// (the spawn failed and the other end was closed).
-fn receive_listener(channel: &OwnedFd) -> Option<(OwnedFd, OwnedFd)> {
+pub(crate) fn receive_listener(channel: &OwnedFd) -> Option<(OwnedFd, OwnedFd)> {
     let mut byte = [0u8];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),

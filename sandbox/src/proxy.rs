@@ -1,6 +1,6 @@
 //! The HTTP/HTTPS proxy that is a sandbox's one way out (see [`crate::network`]).
 //!
-//! It serves one sandbox's listener until that sandbox's first process ends. Each
+//! It serves each sandbox's listener until that sandbox's first process ends. Each
 //! connection names its destination once: `CONNECT host:port` (HTTPS, anything
 //! tunnelled) or a request with an absolute `http://` URL. The host is checked against
 //! the policy before any lookup, then resolved once; the connection goes to the first
@@ -9,9 +9,10 @@
 
 use crate::network::Reach;
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The most a request head may take.
@@ -20,62 +21,207 @@ const MAX_HEAD: usize = 64 * 1024;
 /// relaying) of the server, which a command must not be able to exhaust.
 const MAX_CONNECTIONS: usize = 256;
 
-/// Accepts on `listener` until `child` (a pidfd) ends.
-pub(crate) fn serve(listener: OwnedFd, child: OwnedFd, reach: Arc<dyn Reach>) {
-    let listener = std::net::TcpListener::from(listener);
-    let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: child.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: poll on two descriptors we own.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if ready < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+/// Serves the proxy listener a sandbox's first process sends on `channel`
+/// ([`crate::network::set_up_in_this_process`]) until that process ends. Every sandbox
+/// of this process is served by one thread, started with the first: a thread for each
+/// would be one more stack, and one more allocator arena, for every live sandbox, and
+/// both stay in the process after the sandbox ends. If that thread cannot be started,
+/// the listener is never served: no network, as with off.
+pub(crate) fn serve(channel: OwnedFd, reach: Arc<dyn Reach>) {
+    if let Some(acceptor) = Acceptor::shared() {
+        lock(&acceptor.arriving).push(Watched::Channel { channel, reach });
+        acceptor.wake();
+    }
+}
+
+/// The thread that accepts for every sandbox, and what it is handed.
+struct Acceptor {
+    /// Channels handed over since the thread last looked.
+    arriving: Mutex<Vec<Watched>>,
+    /// An eventfd the thread polls beside the sandboxes: written when one arrives.
+    wakeup: OwnedFd,
+}
+
+/// One sandbox, as the accepting thread knows it.
+enum Watched {
+    /// Its first process has not sent the listener yet.
+    Channel {
+        channel: OwnedFd,
+        reach: Arc<dyn Reach>,
+    },
+    /// Its listener, served until `child` (a pidfd of its first process) ends.
+    Serving {
+        listener: TcpListener,
+        child: OwnedFd,
+        reach: Arc<dyn Reach>,
+        open: Arc<AtomicUsize>,
+    },
+}
+
+impl Acceptor {
+    /// The running acceptor, started on the first call (and tried again on the next
+    /// if it could not be).
+    fn shared() -> Option<Arc<Acceptor>> {
+        static SHARED: Mutex<Option<Arc<Acceptor>>> = Mutex::new(None);
+        let mut shared = lock(&SHARED);
+        if shared.is_none() {
+            // SAFETY: eventfd makes a new descriptor, owned here.
+            let wakeup = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+            if wakeup < 0 {
+                return None;
+            }
+            let acceptor = Arc::new(Acceptor {
+                arriving: Mutex::new(Vec::new()),
+                // SAFETY: just made, and owned by nothing else.
+                wakeup: unsafe { OwnedFd::from_raw_fd(wakeup) },
+            });
+            let running = Arc::clone(&acceptor);
+            std::thread::Builder::new()
+                .name("sandbox-proxy".into())
+                .spawn(move || running.run())
+                .ok()?;
+            *shared = Some(acceptor);
+        }
+        shared.clone()
+    }
+
+    fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: an 8-byte write to our own eventfd. A full counter (never, in
+        // practice) still leaves it readable, which is all a wake needs.
+        unsafe { libc::write(self.wakeup.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    fn run(&self) {
+        let mut watched: Vec<Watched> = Vec::new();
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        loop {
+            fds.clear();
+            fds.push(readable(self.wakeup.as_raw_fd()));
+            for one in &watched {
+                match one {
+                    Watched::Channel { channel, .. } => fds.push(readable(channel.as_raw_fd())),
+                    Watched::Serving {
+                        listener, child, ..
+                    } => {
+                        fds.push(readable(child.as_raw_fd()));
+                        fds.push(readable(listener.as_raw_fd()));
+                    }
+                }
+            }
+            // SAFETY: poll on descriptors owned by `self` and `watched`, unchanged
+            // until it returns.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            if ready < 0 {
+                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // Nothing here can make poll fail but memory: wait rather than spin.
+                std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
-            return;
-        }
-        if fds[1].revents != 0 {
-            return; // the sandbox has ended
-        }
-        if fds[0].revents & libc::POLLIN == 0 {
-            continue;
-        }
-        let Ok((mut client, _)) = listener.accept() else {
-            continue;
-        };
-        use std::sync::atomic::Ordering;
-        if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            open.fetch_sub(1, Ordering::SeqCst);
-            refuse(
-                &mut client,
-                503,
-                &format!("this sandbox already has {MAX_CONNECTIONS} connections open"),
-            );
-            continue;
-        }
-        let reach = Arc::clone(&reach);
-        let held = open.clone();
-        let spawned = std::thread::Builder::new()
-            .name("sandbox-proxy-conn".into())
-            .spawn(move || {
-                handle(client, reach.as_ref());
-                held.fetch_sub(1, Ordering::SeqCst);
-            });
-        if spawned.is_err() {
-            open.fetch_sub(1, Ordering::SeqCst);
+            // What each sandbox's descriptors said, taken before `watched` changes.
+            let mut events = fds[1..].iter().map(|fd| fd.revents);
+            let before = std::mem::take(&mut watched);
+            for one in before {
+                let kept = match one {
+                    Watched::Channel { channel, reach } => {
+                        if events.next().unwrap_or(0) == 0 {
+                            Some(Watched::Channel { channel, reach })
+                        } else {
+                            // The listener, or an end without one (the child failed).
+                            receive(&channel, reach)
+                        }
+                    }
+                    Watched::Serving {
+                        listener,
+                        child,
+                        reach,
+                        open,
+                    } => {
+                        let (ended, incoming) =
+                            (events.next().unwrap_or(0), events.next().unwrap_or(0));
+                        if ended != 0 {
+                            None // the sandbox has ended: its listener closes
+                        } else {
+                            if incoming != 0 {
+                                accept(&listener, &reach, &open);
+                            }
+                            Some(Watched::Serving {
+                                listener,
+                                child,
+                                reach,
+                                open,
+                            })
+                        }
+                    }
+                };
+                watched.extend(kept);
+            }
+            if fds[0].revents != 0 {
+                let mut count = [0u8; 8];
+                // SAFETY: an 8-byte read from our own non-blocking eventfd.
+                unsafe { libc::read(self.wakeup.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+                watched.append(&mut lock(&self.arriving));
+            }
         }
     }
+}
+
+/// The listener and pidfd a sandbox's first process sent on `channel`, to be served.
+fn receive(channel: &OwnedFd, reach: Arc<dyn Reach>) -> Option<Watched> {
+    let (listener, child) = crate::network::receive_listener(channel)?;
+    let listener = TcpListener::from(listener);
+    // A connection reset between the poll and the accept must not stall every sandbox.
+    listener.set_nonblocking(true).ok()?;
+    Some(Watched::Serving {
+        listener,
+        child,
+        reach,
+        open: Arc::new(AtomicUsize::new(0)),
+    })
+}
+
+fn readable(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Takes one connection off `listener` and serves it on a thread of its own.
+fn accept(listener: &TcpListener, reach: &Arc<dyn Reach>, open: &Arc<AtomicUsize>) {
+    let Ok((mut client, _)) = listener.accept() else {
+        return;
+    };
+    // The listener does not block; the connection does, as `handle` expects.
+    if client.set_nonblocking(false).is_err() {
+        return;
+    }
+    if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+        open.fetch_sub(1, Ordering::SeqCst);
+        return refuse(
+            &mut client,
+            503,
+            &format!("this sandbox already has {MAX_CONNECTIONS} connections open"),
+        );
+    }
+    let reach = Arc::clone(reach);
+    let held = Arc::clone(open);
+    let spawned = std::thread::Builder::new()
+        .name("sandbox-proxy-conn".into())
+        .spawn(move || {
+            handle(client, reach.as_ref());
+            held.fetch_sub(1, Ordering::SeqCst);
+        });
+    if spawned.is_err() {
+        open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn handle(mut client: TcpStream, reach: &dyn Reach) {

@@ -142,6 +142,17 @@ pub fn survivors(needle: &str) -> Vec<u32> {
     }
 }
 
+/// The names of the threads of process `pid` (as the kernel keeps them: 15 bytes).
+pub fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_string())
+        .collect()
+}
+
 /// A workspace, a home and a `HERMES_HOME` holding `config` as its config.yaml, each a
 /// temporary directory, for `serve`s started in them.
 pub struct ServeFixture {

@@ -394,8 +394,8 @@ impl Process {
 
 /// The built-in wall with the launcher, started by `posix_spawn` (the C library's
 /// vfork-style clone): no copy of the server's page tables, whose size grows with
-/// the server and with every live sandbox's proxy thread, and no pre-exec code, so the
-/// network namespace and the proxy's listener are made by the wall itself
+/// the server, and no pre-exec code, so the network namespace and the proxy's
+/// listener are made by the wall itself
 /// ([`crate::network::set_up_in_this_process`]) before its own namespaces. Started on a
 /// long-lived launcher thread, whose end is the wall's parent-death signal.
 fn spawn_wall(
