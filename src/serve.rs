@@ -435,11 +435,15 @@ impl Server {
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_request(&self.registry, &self.hub, request)
         }));
+        // The call is over before its answer leaves: a client that sends its next line
+        // as soon as it has the answer finds no call running on a reading thread, and a
+        // call of another task runs on the thread that reads it instead of waking (or
+        // starting) a worker. One of the same task still waits for the slot below.
+        drop(inline);
         if let Ok(answers) = answers {
             self.output.send(&answers);
         }
         self.scheduler.done(&slot);
-        drop(inline);
     }
 
     /// Lines that answer the server rather than call a tool, by their `type`.
