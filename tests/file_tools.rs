@@ -1004,6 +1004,83 @@ fn search_stops_at_the_match_cap_where_a_walk_in_order_would() {
 }
 
 #[test]
+fn search_stops_one_result_past_the_page_and_says_the_total_is_a_lower_bound() {
+    let e = env();
+    for n in 0..30 {
+        e.put(&format!("f{n:02}.txt"), "hit\nplain\nhit again\n");
+    }
+    let paths = |v: &Value, key: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {key} in {v}"))
+            .iter()
+            .map(|item| {
+                item.get("path")
+                    .unwrap_or(item)
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    // Lines: the page's five and one more, whichever threads found them.
+    let raw = e.raw("search_files", json!({"pattern": "hit", "limit": 5}));
+    assert!(
+        raw.ends_with("[Showing results 1-5 of at least 6. Use offset=5 to see more.]"),
+        "{raw}"
+    );
+    let v = e.call("search_files", json!({"pattern": "hit", "limit": 5}));
+    assert_eq!(v["total_count_is_lower_bound"], true, "{v}");
+    // The file the sixth line is in counts whole: its two lines.
+    assert_eq!(v["total_count"], 6, "{v}");
+    assert_eq!(
+        paths(&v, "matches"),
+        ["f00.txt", "f00.txt", "f01.txt", "f01.txt", "f02.txt"]
+    );
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "hit", "limit": 4, "offset": 50}),
+    );
+    assert_eq!(v["total_count"], 56, "{v}");
+    assert_eq!(
+        paths(&v, "matches"),
+        ["f25.txt", "f25.txt", "f26.txt", "f26.txt"]
+    );
+    // A page that reaches the end: the true total, and nothing more to see.
+    let raw = e.raw(
+        "search_files",
+        json!({"pattern": "hit", "limit": 10, "offset": 55}),
+    );
+    assert!(!raw.contains("\n\n"), "{raw}");
+    let v: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(v["total_count"], 60, "{v}");
+    assert!(v.get("total_count_is_lower_bound").is_none(), "{v}");
+    // Files and counts page by file.
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "hit", "output_mode": "files_only", "limit": 3}),
+    );
+    assert_eq!(
+        (&v["total_count"], &v["total_count_is_lower_bound"]),
+        (&json!(4), &json!(true))
+    );
+    assert_eq!(paths(&v, "files"), ["f00.txt", "f01.txt", "f02.txt"]);
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "hit", "output_mode": "count", "limit": 2, "offset": 1}),
+    );
+    assert_eq!(v["counts"], json!({"f01.txt": 2, "f02.txt": 2}), "{v}");
+    assert_eq!(v["files_with_matches"], 4, "{v}");
+    assert_eq!(v["total_count_is_lower_bound"], true);
+    let v = e.call(
+        "search_files",
+        json!({"pattern": "hit", "output_mode": "files_only", "limit": 30}),
+    );
+    assert_eq!(v["total_count"], 30, "{v}");
+    assert!(v.get("total_count_is_lower_bound").is_none(), "{v}");
+}
+
+#[test]
 fn search_a_single_file() {
     let e = env();
     e.put("one/file.txt", "needle here\nnothing\nneedle again\n");

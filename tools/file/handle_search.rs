@@ -4,7 +4,7 @@
 
 use super::guard::{FileState, BLOCK_AT, WARN_AT};
 use super::replies::error_with;
-use super::search::{self, ContentResults, Scope, SearchError};
+use super::search::{self, Cap, ContentResults, Scope, SearchError};
 use super::{paths, remote, remote_search, OutputMode, SearchTarget};
 use hermes_runtime::access::AccessPolicy;
 use hermes_runtime::prelude::*;
@@ -173,7 +173,14 @@ fn run(
         (SearchTarget::Content, None) => {
             // The list of matching files needs one match a file.
             let first_only = request.output_mode == OutputMode::FilesOnly;
-            search::search_content(scope, pattern, glob, request.context, first_only)
+            // The walk goes as far as the page and one result more, which tells
+            // whether more follow, in the page's unit: matches, or files.
+            let past_page = request.offset.saturating_add(request.limit).saturating_add(1);
+            let cap = match request.output_mode {
+                OutputMode::Content => Cap::matches(past_page),
+                OutputMode::FilesOnly | OutputMode::Count => Cap::files(past_page),
+            };
+            search::search_content(scope, pattern, glob, request.context, first_only, cap)
                 .map(Found::Content)
                 .map_err(|e| search_error(e, pattern))
         }
@@ -188,6 +195,11 @@ fn page(found: Found, request: &Request, streak: u32) -> ToolOutput {
     let (total, shown) = match found {
         Found::Files(found) => paths_page(found, request, &mut result),
         Found::Content(found) => content_page(found, request, &mut result),
+    };
+    let of_total = if result.contains_key("total_count_is_lower_bound") {
+        format!("at least {total}")
+    } else {
+        total.to_string()
     };
     let truncated = offset + shown < total;
     if truncated {
@@ -205,7 +217,7 @@ fn page(found: Found, request: &Request, streak: u32) -> ToolOutput {
         result.insert(
             "hint".into(),
             json!(format!(
-                "offset {offset} is past the last of {total} results."
+                "offset {offset} is past the last of {of_total} results."
             )),
         );
     }
@@ -227,7 +239,7 @@ fn page(found: Found, request: &Request, streak: u32) -> ToolOutput {
             "results"
         };
         text.push_str(&format!(
-            "\n\n[Showing {unit} {}-{} of {total}. Use offset={} to see more.]",
+            "\n\n[Showing {unit} {}-{} of {of_total}. Use offset={} to see more.]",
             offset + 1,
             offset + shown,
             offset + shown

@@ -57,7 +57,8 @@ pub struct ContentResults {
     pub hits: Vec<Hit>,
     /// Files with matches, in walk order, with their match counts.
     pub files: Vec<(String, u64)>,
-    /// Stopped at [`MAX_COLLECTED`]: more matches may exist.
+    /// The search stopped before the end (at its cap, or at [`MAX_COLLECTED`] matches):
+    /// more matches may exist.
     pub lower_bound: bool,
 }
 
@@ -123,8 +124,10 @@ impl Scope<'_> {
     /// Runs `visit` on every file of the walk (.gitignore-aware, hidden files skipped,
     /// no symlink followed, the deny-read list applied) on as many threads as the
     /// machine has, and returns what it found, in walk order (each folder's entries by
-    /// name, byte for byte), up to the file at which the weights of the finds reach
-    /// `cap`; the flag says whether they did. `state` makes each thread's own state.
+    /// name, byte for byte), up to the find at which `cap` is reached (by the finds'
+    /// weights or by their number), and whether anything after that find was left out
+    /// (a find dropped, a file or folder not visited). `state` makes each thread's own
+    /// state.
     ///
     /// The result is the one a walk on one thread in that order would give: once the
     /// cap is reached, the files after the one it was reached at are not visited, and
@@ -132,7 +135,7 @@ impl Scope<'_> {
     fn collect<T: Send, S: Send>(
         &self,
         real_root: &Path,
-        cap: usize,
+        cap: Cap,
         state: impl Fn() -> S + Sync,
         visit: impl Fn(&mut S, &Path) -> Option<(T, usize)> + Sync,
     ) -> Result<(Vec<(PathBuf, T)>, bool), SearchError> {
@@ -148,8 +151,9 @@ impl Scope<'_> {
         let devices = ["/dev", "/proc", "/sys"]
             .iter()
             .any(|root| Path::new(root).starts_with(real_root) || real_root.starts_with(root));
-        let frontier = Mutex::new(Frontier::default());
+        let frontier = Mutex::new(Frontier::new(cap));
         let capped = AtomicBool::new(false);
+        let passed = AtomicBool::new(false);
         let cancelled = AtomicBool::new(false);
         let found = Mutex::new(Vec::new());
         let walk = ignore::WalkBuilder::new(&self.root)
@@ -162,7 +166,8 @@ impl Scope<'_> {
             .require_git(false)
             .build_parallel();
         walk.run(|| {
-            let (frontier, capped, cancelled, found) = (&frontier, &capped, &cancelled, &found);
+            let (frontier, capped, passed) = (&frontier, &capped, &passed);
+            let (cancelled, found) = (&cancelled, &found);
             let (visit, denied) = (&visit, &denied);
             let mut thread_state = state();
             Box::new(move |entry| {
@@ -176,6 +181,7 @@ impl Scope<'_> {
                 // Past the file the cap was reached at, nothing counts: not this entry,
                 // and (for a folder) nothing below it either.
                 if capped.load(Ordering::Relaxed) && lock(frontier).is_past(entry.path()) {
+                    passed.store(true, Ordering::Relaxed);
                     return WalkState::Skip;
                 }
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -191,7 +197,7 @@ impl Scope<'_> {
                     }
                 }
                 if let Some((value, weight)) = visit(&mut thread_state, entry.path()) {
-                    if weight > 0 && lock(frontier).add(entry.path(), weight, cap) {
+                    if weight > 0 && lock(frontier).add(entry.path(), weight) {
                         capped.store(true, Ordering::Relaxed);
                     }
                     lock(found).push((entry.into_path(), value));
@@ -204,9 +210,11 @@ impl Scope<'_> {
         }
         let mut found = found.into_inner().unwrap_or_else(|p| p.into_inner());
         let frontier = frontier.into_inner().unwrap_or_else(|p| p.into_inner());
+        let all = found.len();
         found.retain(|(path, _)| !frontier.is_past(path));
         found.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok((found, frontier.bound.is_some()))
+        let left_out = passed.into_inner() || frontier.dropped || found.len() < all;
+        Ok((found, left_out))
     }
 }
 
@@ -214,24 +222,74 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The weighted finds of a capped walk so far, in walk order, and once their weights
-/// reach the cap, the file they reach it at: nothing after it can count.
-#[derive(Default)]
+/// Where a walk may stop: once the finds before a file weigh `weight` in all, or
+/// number `finds`.
+#[derive(Clone, Copy)]
+pub struct Cap {
+    weight: usize,
+    finds: usize,
+}
+
+impl Cap {
+    /// Every find, up to [`MAX_COLLECTED`] matches.
+    pub const ALL: Cap = Cap {
+        weight: MAX_COLLECTED,
+        finds: usize::MAX,
+    };
+
+    /// Up to the file at which `count` matches are found.
+    pub fn matches(count: usize) -> Cap {
+        Cap {
+            weight: count.clamp(1, MAX_COLLECTED),
+            finds: usize::MAX,
+        }
+    }
+
+    /// Up to the `count`th file with a match (and no more than [`MAX_COLLECTED`]
+    /// matches).
+    pub fn files(count: usize) -> Cap {
+        Cap {
+            finds: count.max(1),
+            ..Cap::ALL
+        }
+    }
+}
+
+/// The weighted finds of a capped walk so far, in walk order, and once they reach the
+/// cap, the file they reach it at: nothing after it can count.
 struct Frontier {
+    cap: Cap,
     weights: BTreeMap<PathBuf, usize>,
     total: usize,
     bound: Option<PathBuf>,
+    /// A find came after the bound, or was dropped when the bound moved before it.
+    dropped: bool,
 }
 
 impl Frontier {
+    fn new(cap: Cap) -> Frontier {
+        Frontier {
+            cap,
+            weights: BTreeMap::new(),
+            total: 0,
+            bound: None,
+            dropped: false,
+        }
+    }
+
     /// Whether `path` (a file or a folder) comes after the file the cap was reached at.
     fn is_past(&self, path: &Path) -> bool {
         self.bound.as_deref().is_some_and(|bound| path > bound)
     }
 
+    fn reached(&self, total: usize, finds: usize) -> bool {
+        total >= self.cap.weight || finds >= self.cap.finds
+    }
+
     /// Records a find; true once the cap is reached.
-    fn add(&mut self, path: &Path, weight: usize, cap: usize) -> bool {
+    fn add(&mut self, path: &Path, weight: usize) -> bool {
         if self.is_past(path) {
+            self.dropped = true;
             return true;
         }
         self.weights.insert(path.to_path_buf(), weight);
@@ -239,13 +297,14 @@ impl Frontier {
         // Paths order as the walk visits them (by component, each level by name): the
         // finds at the end go while those before them still reach the cap.
         while let Some((_, &last)) = self.weights.last_key_value() {
-            if self.total - last < cap {
+            if !self.reached(self.total - last, self.weights.len() - 1) {
                 break;
             }
             self.weights.pop_last();
             self.total -= last;
+            self.dropped = true;
         }
-        if self.total >= cap {
+        if self.reached(self.total, self.weights.len()) {
             self.bound = self.weights.last_key_value().map(|(path, _)| path.clone());
         }
         self.bound.is_some()
@@ -265,9 +324,10 @@ pub fn find_files(
     };
     let glob = NameGlob::new(&pattern)?;
     let real_root = hermes_runtime::protected_paths::resolve(&scope.root);
+    // Newest first needs every match: the walk stops only at the most it collects.
     let (files, _) = scope.collect(
         &real_root,
-        MAX_COLLECTED,
+        Cap::ALL,
         || (),
         |_, path| {
             if !glob.matches(scope.relative_for_glob(path)) {
@@ -288,15 +348,17 @@ pub fn find_files(
 }
 
 /// Lines matching the regex `pattern` in the files under the scope (optionally only
-/// those whose name matches `file_glob`), with `context` lines around each. With
-/// `first_only`, each file is searched up to its first match (for the list of files
-/// that match: their hits and counts are then one each).
+/// those whose name matches `file_glob`), with `context` lines around each, in walk
+/// order up to the file at which `cap` is reached. With `first_only`, each file is
+/// searched up to its first match (for the list of files that match: their hits and
+/// counts are then one each).
 pub fn search_content(
     scope: &Scope<'_>,
     pattern: &str,
     file_glob: Option<&str>,
     context: usize,
     first_only: bool,
+    cap: Cap,
 ) -> Result<ContentResults, SearchError> {
     let matcher = matcher(pattern)?;
     let glob = file_glob
@@ -316,7 +378,7 @@ pub fn search_content(
         filesystems: Vec::new(),
         head: vec![0; HEAD_BYTES + 1].into_boxed_slice(),
     };
-    let (files, _) = scope.collect(&real_root, MAX_COLLECTED, reading, |reading, path| {
+    let (files, left_out) = scope.collect(&real_root, cap, reading, |reading, path| {
         if let Some(glob) = &glob {
             if !glob.matches(scope.relative_for_glob(path)) {
                 return None;
@@ -349,11 +411,12 @@ pub fn search_content(
     let mut results = ContentResults {
         hits: Vec::new(),
         files: Vec::new(),
-        lower_bound: false,
+        lower_bound: left_out,
     };
     for (_, (shown, mut hits)) in files {
         let room = MAX_COLLECTED - results.hits.len();
-        if hits.len() >= room {
+        let full = hits.len() >= room;
+        if full {
             hits.truncate(room);
             if let Some(last) = hits.last_mut() {
                 last.after.clear();
@@ -362,7 +425,7 @@ pub fn search_content(
         }
         results.files.push((shown, hits.len() as u64));
         results.hits.append(&mut hits);
-        if results.lower_bound {
+        if full {
             break;
         }
     }
@@ -652,7 +715,7 @@ mod tests {
             cancel: &cancel,
             access: None,
         };
-        let found = search_content(&scope, pattern, None, 0, false).unwrap();
+        let found = search_content(&scope, pattern, None, 0, false, Cap::ALL).unwrap();
         found.hits.into_iter().map(|h| (h.path, h.line)).collect()
     }
 

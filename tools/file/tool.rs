@@ -255,7 +255,8 @@ pub enum OutputMode {
 /// as `{path, line, content}`; target `files` returns paths whose name matches `pattern`
 /// (e.g. `*.py`), newest first. Hidden files, binary files and files ignored by
 /// .gitignore are skipped. Results come a page at a time: when `truncated` is true, call
-/// again with the offset the result names.
+/// again with the offset the result names. The search stops just past the page, so
+/// `total_count` is then a lower bound (`total_count_is_lower_bound`).
 ///
 /// Walks with ripgrep's own crates (ignore, grep-searcher, grep-regex).
 #[tool(
