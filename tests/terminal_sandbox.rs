@@ -1737,6 +1737,60 @@ fn one_proxy_thread_serves_every_live_sandbox_and_lets_ended_ones_go() {
     assert_eq!(proxy_threads(pid), 1);
 }
 
+/// The inotify queue of `pid` with the most watches: its descriptor and its watches.
+fn busiest_inotify_queue(pid: u32) -> (String, Vec<String>) {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|to| to.as_os_str() == "anon_inode:inotify")
+        })
+        .map(|fd| {
+            let name = fd.file_name().to_string_lossy().into_owned();
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{name}")).unwrap();
+            // `inotify wd:N ino:I sdev:D mask:M ...`: the watch, not its mask.
+            let watches = info
+                .lines()
+                .filter(|line| line.starts_with("inotify wd:"))
+                .map(|line| line.split(" mask:").next().unwrap().to_string())
+                .collect();
+            (name, watches)
+        })
+        .max_by_key(|(_, watches): &(String, Vec<String>)| watches.len())
+        .expect("an inotify queue")
+}
+
+#[test]
+fn a_new_tasks_directory_leaves_the_servers_layout_watches_in_place() {
+    let f = fixture();
+    let mut server = f.serve();
+    let pid = server.pid();
+    let mut run_in = |task: &str| {
+        let r = server.call_in(
+            &json!({"task_id": task}),
+            "terminal",
+            json!({"command": "true"}),
+        );
+        assert_eq!(r["exit_code"], 0, "{task}: {r}");
+    };
+    // From its third layout on, the server watches the directories its layouts read.
+    ["t1", "t2", "t3", "t4"].into_iter().for_each(&mut run_in);
+    let (queue, watches) = busiest_inotify_queue(pid);
+    assert!(watches.len() > 3, "{watches:?}");
+    // Each new task's directory is made where an earlier layout looked its name up:
+    // the layouts are worked out again, on the same watches.
+    ["t5", "t6", "t7"].into_iter().for_each(&mut run_in);
+    let (queue_after, watches_after) = busiest_inotify_queue(pid);
+    assert_eq!(
+        queue_after, queue,
+        "the watches were dropped and made again"
+    );
+    assert!(
+        watches.iter().all(|watch| watches_after.contains(watch)),
+        "{watches:?} {watches_after:?}"
+    );
+}
+
 #[test]
 fn background_and_pty_processes_keep_the_hosts_loopback_out_of_reach_too() {
     let f = fixture();

@@ -17,7 +17,10 @@
 //! while takes milliseconds per directory, 14 ms for one `call` here. A process starts
 //! watching only once it works a layout out for the third time ([`worth_watching`]):
 //! a one-shot `call` works out two (the login shell's and the command's), a server
-//! many.
+//! many. For the same reason a change drops the watches only when a watched path may
+//! now lead elsewhere (an entry removed, replaced or moved): a new task's directory,
+//! made in a watched directory after a layout looked its name up, moves the generation
+//! on and keeps every watch.
 //!
 //! The watch is trusted only where it sees every change: directories on a local
 //! filesystem (a change made on another host of a network filesystem raises no event
@@ -49,6 +52,26 @@ const EVENTS: u32 = libc::IN_CREATE
 
 /// Events that say something was lost, or that a watch is gone.
 const UNKNOWABLE: u32 = libc::IN_Q_OVERFLOW | libc::IN_IGNORED | libc::IN_UNMOUNT;
+
+/// Events after which a path may lead elsewhere than it did: an entry removed or
+/// replaced, a watched directory moved or removed. A name created where there was
+/// none, or attributes changed, leave every existing path where it led.
+const REDIRECTING: u32 = libc::IN_DELETE
+    | libc::IN_MOVED_FROM
+    | libc::IN_MOVED_TO
+    | libc::IN_DELETE_SELF
+    | libc::IN_MOVE_SELF;
+
+/// What a change means for the layouts worked out before it, least first.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Change {
+    /// Nothing any layout looked up.
+    None,
+    /// A name some layout looked up: layouts are worked out again, on the same watches.
+    Names,
+    /// A path may lead elsewhere: the watches go too.
+    Paths,
+}
 
 /// A name looked up in a real directory, both as bytes.
 pub(crate) type Lookup = (Vec<u8>, Vec<u8>);
@@ -115,19 +138,25 @@ impl Watch {
         if unsafe { libc::poll(fds.as_mut_ptr(), 2, 0) } <= 0 {
             return;
         }
-        let mut changed = fds[1].revents != 0;
+        let mut change = if fds[1].revents != 0 {
+            Change::Paths
+        } else {
+            Change::None
+        };
         if fds[0].revents != 0 {
-            changed |= self.read_queue();
+            change = change.max(self.read_queue());
         }
-        if changed {
+        if change > Change::None {
             self.generation += 1;
+        }
+        if change == Change::Paths {
             self.forget_watches();
         }
     }
 
-    /// After a change, a watched path may lead to another directory than the one its
-    /// watch is on (a directory above it was moved, say): every watch is dropped, with
-    /// its queue, and the next layout adds them again.
+    /// After a change that can make a watched path lead to another directory than the
+    /// one its watch is on (a directory above it was moved, say), every watch is
+    /// dropped, with its queue, and the next layout adds them again.
     fn forget_watches(&mut self) {
         // SAFETY: no pointers; the result is checked.
         let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
@@ -140,10 +169,10 @@ impl Watch {
         self.descriptors.clear();
     }
 
-    /// Empties the queue; whether any event counts.
-    fn read_queue(&mut self) -> bool {
+    /// Empties the queue; the most any event changed.
+    fn read_queue(&mut self) -> Change {
         const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
-        let mut counts = false;
+        let mut counts = Change::None;
         // Aligned for the event headers read out of it.
         let mut buf = vec![0u64; 1024];
         loop {
@@ -171,21 +200,28 @@ impl Watch {
                     .get(at + HEADER..at + HEADER + event.len as usize)
                     .unwrap_or_default();
                 let name = name_bytes.split(|b| *b == 0).next().unwrap_or_default();
-                counts |= self.counts(event.wd, event.mask, name);
+                counts = counts.max(self.counts(event.wd, event.mask, name));
                 at += HEADER + event.len as usize;
             }
         }
     }
 
-    fn counts(&self, wd: i32, mask: u32, name: &[u8]) -> bool {
+    fn counts(&self, wd: i32, mask: u32, name: &[u8]) -> Change {
         if mask & UNKNOWABLE != 0 {
-            return true;
+            return Change::Paths;
         }
-        match self.by_descriptor.get(&wd) {
+        let looked_up = match self.by_descriptor.get(&wd) {
             // The directory itself.
             Some(_) if name.is_empty() => true,
             Some(dir) => self.names.contains(&self.name_key(dir, name)),
-            None => true,
+            None => return Change::Paths,
+        };
+        if !looked_up {
+            Change::None
+        } else if mask & REDIRECTING != 0 {
+            Change::Paths
+        } else {
+            Change::Names
         }
     }
 
@@ -287,6 +323,13 @@ mod tests {
         )
     }
 
+    /// What a change leaves of the watches.
+    #[derive(PartialEq, Eq, Debug)]
+    enum Kept {
+        Watches,
+        Nothing,
+    }
+
     #[test]
     fn only_changes_of_the_names_looked_up_count() {
         let dir = tempfile::tempdir().unwrap();
@@ -309,36 +352,42 @@ mod tests {
         std::fs::rename(home.join("notes.txt"), home.join("todo.txt")).unwrap();
         assert_eq!(generation(), Some(start));
         let mut last = start;
-        // Each change counts once; nothing is then taken as watched until watched again.
-        let seen = |last: &mut u64, what: &str| {
+        // Each change counts once. A name created or an attribute changed keeps the
+        // watches; after a removal or a move nothing is taken as watched until watched
+        // again.
+        let seen = |last: &mut u64, what: &str, kept: Kept| {
             assert_ne!(generation().unwrap(), *last, "{what} was not seen");
-            assert!(!covers(&lookups), "{what}");
+            assert_eq!(covers(&lookups), kept == Kept::Watches, "{what}");
             *last = watch(&lookups).unwrap();
             assert!(covers(&lookups));
         };
-        let mut changed = |what: &str| seen(&mut last, what);
+        let mut changed = |what: &str, kept: Kept| seen(&mut last, what, kept);
         std::fs::create_dir(home.join(".ssh")).unwrap();
-        changed("a looked-up name created");
+        changed("a looked-up name created", Kept::Watches);
         std::fs::rename(home.join("todo.txt"), home.join(".bashrc")).unwrap();
-        changed("a file renamed to a looked-up name");
+        changed("a file renamed to a looked-up name", Kept::Nothing);
         std::fs::set_permissions(
             home.join(".ssh"),
             std::os::unix::fs::PermissionsExt::from_mode(0o700),
         )
         .unwrap();
-        changed("a looked-up name's attributes");
+        changed("a looked-up name's attributes", Kept::Watches);
         std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o750))
             .unwrap();
-        changed("the watched directory's attributes");
+        changed("the watched directory's attributes", Kept::Watches);
         std::fs::remove_file(home.join(".bashrc")).unwrap();
-        changed("a looked-up name removed");
+        changed("a looked-up name removed", Kept::Nothing);
         std::fs::rename(&home, base.join("elsewhere")).unwrap();
         assert_ne!(generation(), Some(last), "the watched directory moved");
         // A directory made where the moved one was is watched by its path, afresh.
         std::fs::create_dir(&home).unwrap();
         let mut last = watch(&lookups).unwrap();
         std::fs::create_dir(home.join(".ssh")).unwrap();
-        seen(&mut last, "a looked-up name created in the new directory");
+        seen(
+            &mut last,
+            "a looked-up name created in the new directory",
+            Kept::Watches,
+        );
         std::fs::write(base.join("elsewhere/.bashrc"), b"").unwrap();
         assert_eq!(
             generation(),
