@@ -123,6 +123,7 @@ impl Acceptor {
             // What each sandbox's descriptors said, taken before `watched` changes.
             let mut events = fds[1..].iter().map(|fd| fd.revents);
             let before = std::mem::take(&mut watched);
+            let mut refused = false;
             for one in before {
                 let kept = match one {
                     Watched::Channel { channel, reach } => {
@@ -145,7 +146,7 @@ impl Acceptor {
                             None // the sandbox has ended: its listener closes
                         } else {
                             if incoming != 0 {
-                                accept(&listener, &reach, &open);
+                                refused |= !accept(&listener, &reach, &open);
                             }
                             Some(Watched::Serving {
                                 listener,
@@ -157,6 +158,11 @@ impl Acceptor {
                     }
                 };
                 watched.extend(kept);
+            }
+            if refused {
+                // Out of descriptors, say: the connection stays queued and its listener
+                // readable, so the next poll would return at once.
+                std::thread::sleep(Duration::from_millis(10));
             }
             if fds[0].revents != 0 {
                 let mut count = [0u8; 8];
@@ -190,22 +196,32 @@ fn readable(fd: RawFd) -> libc::pollfd {
     }
 }
 
-/// Takes one connection off `listener` and serves it on a thread of its own.
-fn accept(listener: &TcpListener, reach: &Arc<dyn Reach>, open: &Arc<AtomicUsize>) {
-    let Ok((mut client, _)) = listener.accept() else {
-        return;
+/// Takes one connection off `listener` and serves it on a thread of its own; false
+/// when the system refused to hand one over that is waiting.
+fn accept(listener: &TcpListener, reach: &Arc<dyn Reach>, open: &Arc<AtomicUsize>) -> bool {
+    let mut client = match listener.accept() {
+        Ok((client, _)) => client,
+        Err(e) => {
+            return matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::Interrupted
+                    | std::io::ErrorKind::ConnectionAborted
+            )
+        }
     };
     // The listener does not block; the connection does, as `handle` expects.
     if client.set_nonblocking(false).is_err() {
-        return;
+        return true;
     }
     if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
         open.fetch_sub(1, Ordering::SeqCst);
-        return refuse(
+        refuse(
             &mut client,
             503,
             &format!("this sandbox already has {MAX_CONNECTIONS} connections open"),
         );
+        return true;
     }
     let reach = Arc::clone(reach);
     let held = Arc::clone(open);
@@ -218,6 +234,7 @@ fn accept(listener: &TcpListener, reach: &Arc<dyn Reach>, open: &Arc<AtomicUsize
     if spawned.is_err() {
         open.fetch_sub(1, Ordering::SeqCst);
     }
+    true
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
