@@ -1775,19 +1775,19 @@ fn a_new_tasks_directory_leaves_the_servers_layout_watches_in_place() {
     };
     // From its third layout on, the server watches the directories its layouts read.
     ["t1", "t2", "t3", "t4"].into_iter().for_each(&mut run_in);
-    let (queue, watches) = busiest_inotify_queue(pid);
-    assert!(watches.len() > 3, "{watches:?}");
     // Each new task's directory is made where an earlier layout looked its name up:
-    // the layouts are worked out again, on the same watches.
-    ["t5", "t6", "t7"].into_iter().for_each(&mut run_in);
-    let (queue_after, watches_after) = busiest_inotify_queue(pid);
-    assert_eq!(
-        queue_after, queue,
-        "the watches were dropped and made again"
-    );
+    // the layouts are worked out again, on the same watches. (A mount made on this
+    // machine meanwhile rightly drops them, so one round of three may.)
+    let kept = (0..3).any(|round| {
+        let (queue, watches) = busiest_inotify_queue(pid);
+        assert!(watches.len() > 3, "{watches:?}");
+        (0..3).for_each(|n| run_in(&format!("r{round}-{n}")));
+        let (queue_after, watches_after) = busiest_inotify_queue(pid);
+        queue_after == queue && watches.iter().all(|watch| watches_after.contains(watch))
+    });
     assert!(
-        watches.iter().all(|watch| watches_after.contains(watch)),
-        "{watches:?} {watches_after:?}"
+        kept,
+        "the watches were dropped and made again in every round"
     );
 }
 
