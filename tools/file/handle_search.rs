@@ -175,7 +175,10 @@ fn run(
             let first_only = request.output_mode == OutputMode::FilesOnly;
             // The walk goes as far as the page and one result more, which tells
             // whether more follow, in the page's unit: matches, or files.
-            let past_page = request.offset.saturating_add(request.limit).saturating_add(1);
+            let past_page = request
+                .offset
+                .saturating_add(request.limit)
+                .saturating_add(1);
             let cap = match request.output_mode {
                 OutputMode::Content => Cap::matches(past_page),
                 OutputMode::FilesOnly | OutputMode::Count => Cap::files(past_page),
