@@ -5,6 +5,7 @@
 
 pub use hermes_runtime as runtime;
 
+pub mod allocator;
 pub mod cli;
 pub mod current;
 pub mod file_access;
@@ -13,7 +14,6 @@ pub mod restrict;
 pub mod serve;
 pub mod serve_approvals;
 pub mod shared;
-pub mod thread_caches;
 
 /// One module per file in `tools/`, declared by the generator.
 pub mod tools {

@@ -4,7 +4,7 @@ fn main() -> std::process::ExitCode {
     // This binary is also the launcher inside each task's command sandbox.
     hermes_sandbox::launcher::serve_if_requested();
     // Before any thread starts or file is opened: it may start the program again.
-    hermes_tools::thread_caches::off_for_long_lived_commands();
+    hermes_tools::allocator::tune_for_long_lived_commands();
     // Opened now, before any command ran: the binary's path may lie in a root commands
     // can write, the image this process runs from cannot be swapped.
     let _ = hermes_sandbox::launcher::set_program("/proc/self/exe");

@@ -1,6 +1,6 @@
-//! `serve` starts itself once more with glibc's per-thread caches off
-//! (`src/thread_caches.rs`), and the commands it runs see the caller's environment as
-//! it was. Driven through the binary, read from `/proc`.
+//! `serve` starts itself once more with glibc's allocator set to give back what idle
+//! tasks freed (`src/allocator.rs`), and the commands it runs see the caller's
+//! environment as it was. Driven through the binary, read from `/proc`.
 
 mod common;
 
@@ -21,13 +21,27 @@ fn serve(f: &common::ServeFixture, tunables: Option<&str>) -> common::ServeSessi
 }
 
 /// The environment the server's process image was started with (what the last exec
-/// gave it, whatever it changed since).
+/// gave it, whatever it changed since). The dynamic loader ends each tunable it read in
+/// place, putting a NUL where a `:` was: what follows `GLIBC_TUNABLES` is joined back.
 fn started_with(server: &common::ServeSession, name: &str) -> Option<String> {
     let environ = std::fs::read(format!("/proc/{}/environ", server.pid())).unwrap();
-    environ
+    let mut entries = environ
         .split(|b| *b == 0)
         .filter_map(|entry| std::str::from_utf8(entry).ok())
-        .find_map(|entry| entry.strip_prefix(&format!("{name}=")).map(str::to_string))
+        .peekable();
+    let prefix = format!("{name}=");
+    while let Some(entry) = entries.next() {
+        let Some(value) = entry.strip_prefix(&prefix) else {
+            continue;
+        };
+        let mut value = value.to_string();
+        while name == "GLIBC_TUNABLES" && entries.peek().is_some_and(|e| e.starts_with("glibc.")) {
+            value.push(':');
+            value.push_str(entries.next().unwrap());
+        }
+        return Some(value);
+    }
+    None
 }
 
 fn seen_by_a_command(server: &mut common::ServeSession) -> String {
@@ -46,8 +60,10 @@ fn name_of(server: &common::ServeSession) -> String {
         .to_string()
 }
 
+const OURS: &str = "glibc.malloc.tcache_count=0:glibc.malloc.mxfast=0:glibc.malloc.trim_threshold=32768:glibc.malloc.top_pad=32768";
+
 #[test]
-fn serve_runs_without_thread_caches_and_its_commands_see_no_trace_of_it() {
+fn serve_runs_with_the_allocators_settings_and_its_commands_see_no_trace_of_them() {
     let f = common::ServeFixture::new(CONFIG);
     let mut server = serve(&f, None);
     let output = seen_by_a_command(&mut server);
@@ -58,7 +74,7 @@ fn serve_runs_without_thread_caches_and_its_commands_see_no_trace_of_it() {
     );
     assert_eq!(
         started_with(&server, "GLIBC_TUNABLES").as_deref(),
-        Some("glibc.malloc.tcache_count=0")
+        Some(OURS)
     );
     assert_eq!(output, "unset unset");
     assert_eq!(name_of(&server), "hermes-tools");
@@ -69,8 +85,11 @@ fn the_callers_tunables_are_kept_and_handed_on_as_they_were() {
     let f = common::ServeFixture::new(CONFIG);
     let mut server = serve(&f, Some("glibc.malloc.perturb=0"));
     let output = seen_by_a_command(&mut server);
-    // Started again with ours after the caller's (the dynamic loader rewrites the
-    // variable it read in place, so what it was given is not shown whole).
+    // Started again with ours after the caller's.
+    assert_eq!(
+        started_with(&server, "GLIBC_TUNABLES"),
+        Some(format!("glibc.malloc.perturb=0:{OURS}"))
+    );
     assert_eq!(
         started_with(&server, "HERMES_TOOLS_GLIBC_TUNABLES_BEFORE").as_deref(),
         Some("=glibc.malloc.perturb=0")
@@ -79,17 +98,35 @@ fn the_callers_tunables_are_kept_and_handed_on_as_they_were() {
 }
 
 #[test]
-fn a_caller_who_sizes_the_thread_caches_gets_that_size() {
+fn a_caller_who_sizes_the_thread_caches_gets_that_size_and_the_other_settings() {
     let f = common::ServeFixture::new(CONFIG);
     let mut server = serve(&f, Some("glibc.malloc.tcache_count=3"));
     let output = seen_by_a_command(&mut server);
+    let others = OURS.strip_prefix("glibc.malloc.tcache_count=0:").unwrap();
+    assert_eq!(
+        started_with(&server, "GLIBC_TUNABLES"),
+        Some(format!("glibc.malloc.tcache_count=3:{others}"))
+    );
+    assert_eq!(
+        started_with(&server, "HERMES_TOOLS_GLIBC_TUNABLES_BEFORE").as_deref(),
+        Some("=glibc.malloc.tcache_count=3")
+    );
+    assert_eq!(output, "glibc.malloc.tcache_count=3 unset");
+}
+
+#[test]
+fn a_caller_who_sets_every_setting_is_not_started_again() {
+    let f = common::ServeFixture::new(CONFIG);
+    let theirs = "glibc.malloc.top_pad=0:glibc.malloc.tcache_count=2:glibc.malloc.mxfast=64:glibc.malloc.trim_threshold=0";
+    let mut server = serve(&f, Some(theirs));
+    let output = seen_by_a_command(&mut server);
     assert_eq!(
         started_with(&server, "GLIBC_TUNABLES").as_deref(),
-        Some("glibc.malloc.tcache_count=3")
+        Some(theirs)
     );
     assert_eq!(
         started_with(&server, "HERMES_TOOLS_GLIBC_TUNABLES_BEFORE"),
         None
     );
-    assert_eq!(output, "glibc.malloc.tcache_count=3 unset");
+    assert_eq!(output, format!("{theirs} unset"));
 }
