@@ -13,16 +13,16 @@
 //!   end of its heap, and that free space is what gets handed back.
 //! - The end of a heap is handed back only beyond a threshold and a pad (128 KiB each
 //!   here, and the threshold rises by itself once a large block was freed), and
-//!   `malloc_trim` never cuts the end of a thread's own heap (an arena's). A thread that ran calls
-//!   while many tasks were warm kept that high-water mark for good: 114 resident pages
-//!   past the last block in use (the heap's blocks walked through `/proc/PID/mem`).
+//!   `malloc_trim` never cuts the end of a thread's own heap (an arena's). A thread that
+//!   ran calls while many tasks were warm kept that high-water mark for good: 456 KiB
+//!   free at the end of its heap.
 //!
 //! Without the caches and the fast bins, a freed block joins its free neighbours at once,
-//! and a free that leaves 64 KiB or more at the end of a heap cuts that back to 32 KiB. glibc reads the caches' size
-//! only from `GLIBC_TUNABLES`, when a program starts, so the command starts itself once
-//! more with the settings in that variable, and then puts it back as it was: the
-//! commands it runs inherit the caller's environment, not these settings. A caller who
-//! sets one of them in `GLIBC_TUNABLES` gets theirs.
+//! and a free that leaves 64 KiB or more at the end of a heap cuts that back to 32 KiB.
+//! glibc reads the caches' size only from `GLIBC_TUNABLES`, when a program starts, so the
+//! command starts itself once more with the settings in that variable, and then puts it
+//! back as it was: the commands it runs inherit the caller's environment, not these
+//! settings. A caller who sets one of them in `GLIBC_TUNABLES` gets theirs.
 
 use std::ffi::OsString;
 
