@@ -515,8 +515,9 @@ pub fn serve(
 }
 
 /// The blocking entry point of the CLI: the calling thread reads stdin (and another
-/// takes the reading over when a call it runs itself takes long); calls run on the threads that read them or
-/// on the server's worker threads (async handlers through the runtime's bridge).
+/// takes the reading over when a call it runs itself takes long); calls run on the
+/// threads that read them or on the server's worker threads (async handlers through the
+/// runtime's bridge).
 pub fn serve_stdio(registry: Arc<Registry>, approvals: ApprovalsMode) -> std::io::Result<()> {
     std::thread::spawn(hermes_command_guard::warm_up);
     serve(
