@@ -293,12 +293,6 @@ pub fn attach_judged(cmd: &mut Command, reach: std::sync::Arc<dyn Reach>) {
     unsafe {
         cmd.pre_exec(move || setup.run());
     }
-    serve_channel(ours, reach);
-}
-
-/// Serves the proxy listener a sandbox's first process sends on `ours`
-/// ([`set_up_in_this_process`]) until that process ends ([`crate::proxy::serve`]).
-pub(crate) fn serve_channel(ours: OwnedFd, reach: std::sync::Arc<dyn Reach>) {
     crate::proxy::serve(ours, reach);
 }
 

@@ -435,7 +435,7 @@ fn spawn_wall(
         Err(_) => Process::child(spawn_program(argv, placements)?),
     };
     if let Some(ours) = proxy {
-        crate::network::serve_channel(ours, Arc::new(policy.network.clone()));
+        crate::proxy::serve(ours, Arc::new(policy.network.clone()));
     }
     Ok(process)
 }
