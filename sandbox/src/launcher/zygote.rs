@@ -241,9 +241,7 @@ fn fork_one(channel: &OwnedFd, mut fields: Vec<Vec<u8>>, fds: Vec<OwnedFd>) -> O
     }
     if pid == 0 {
         // The child: the descriptors where the wall expects them, nothing else of ours.
-        let placed = place(channel, &fds, &targets);
-        drop(fds);
-        if !placed {
+        if !place(channel, fds, &targets) {
             // SAFETY: ending the child without running the parent's exit handlers.
             unsafe { libc::_exit(127) };
         }
@@ -267,17 +265,20 @@ fn fork_one(channel: &OwnedFd, mut fields: Vec<Vec<u8>>, fds: Vec<OwnedFd>) -> O
 }
 
 /// In the forked child: `fds` at `targets` (left open for the wall's own exec, should it
-/// make one) and the zygote's channel closed.
-fn place(channel: &OwnedFd, fds: &[OwnedFd], targets: &[RawFd]) -> bool {
+/// make one), the zygote's channel and the descriptors as received closed. Those were
+/// received at whatever numbers were free here, which may be a target's: they are
+/// closed before anything is placed, never after.
+fn place(channel: &OwnedFd, fds: Vec<OwnedFd>, targets: &[RawFd]) -> bool {
     let floor = targets.iter().copied().max().unwrap_or(0) + 1;
     // Copied above every target first, so no placement overwrites another's source.
     let mut copies = Vec::new();
-    for fd in fds {
+    for fd in &fds {
         match super::copy_above(fd, floor) {
             Ok(copy) => copies.push(copy),
             Err(_) => return false,
         }
     }
+    drop(fds);
     // SAFETY: closing our copy of the channel; the parent keeps its own.
     unsafe { libc::close(channel.as_raw_fd()) };
     for (copy, to) in copies.iter().zip(targets) {
@@ -287,4 +288,78 @@ fn place(channel: &OwnedFd, fds: &[OwnedFd], targets: &[RawFd]) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn inode(fd: RawFd) -> Option<u64> {
+        // SAFETY: fstat into a zeroed structure; a closed descriptor is an error.
+        unsafe {
+            let mut stat: libc::stat = std::mem::zeroed();
+            (libc::fstat(fd, &mut stat) == 0).then_some(stat.st_ino)
+        }
+    }
+
+    /// Descriptors received at a number a placement targets (as when the zygote holds
+    /// one more descriptor than usual) still end up where the wall expects them.
+    #[test]
+    fn a_descriptor_received_at_a_target_number_is_placed_all_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<std::fs::File> = (0..3)
+            .map(|i| std::fs::File::create(dir.path().join(i.to_string())).unwrap())
+            .collect();
+        let inodes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().ino()).collect();
+        // The received descriptors take numbers 940, 941 and 942 (far above what other
+        // tests open meanwhile), and the wall wants the first at 944, the second at 943 and
+        // the third at 940: where the first was received.
+        let received: Vec<OwnedFd> = files
+            .into_iter()
+            .zip(940..)
+            .map(|(file, at)| {
+                // SAFETY: dup3 onto a number this test owns; the copy is ours.
+                let fd = unsafe { libc::dup3(file.as_raw_fd(), at, libc::O_CLOEXEC) };
+                assert_eq!(fd, at);
+                // SAFETY: a fresh descriptor owned by nobody else.
+                unsafe { OwnedFd::from_raw_fd(fd) }
+            })
+            .collect();
+        let targets = [944, 943, 940];
+        let (channel, _other) = protocol::socket_pair().unwrap();
+        // SAFETY: the child runs fcntl, dup2, close and fstat (and glibc's allocator, which
+        // its fork leaves usable) before _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let placed = place(&channel, received, &targets);
+            let right = targets
+                .iter()
+                .zip(&inodes)
+                .all(|(to, ino)| inode(*to) == Some(*ino));
+            let gone = [941, 942].iter().all(|fd| inode(*fd).is_none());
+            // SAFETY: ends the forked child without the parent's exit handlers.
+            unsafe {
+                libc::_exit(if !placed {
+                    1
+                } else if !right {
+                    2
+                } else if !gone {
+                    3
+                } else {
+                    0
+                })
+            };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status));
+        let code = libc::WEXITSTATUS(status);
+        assert_eq!(
+            code, 0,
+            "1: placing failed, 2: a target holds another file, 3: a received copy stayed open"
+        );
+    }
 }
