@@ -3,6 +3,8 @@
 fn main() -> std::process::ExitCode {
     // This binary is also the launcher inside each task's command sandbox.
     hermes_sandbox::launcher::serve_if_requested();
+    // Before any child is started: none gets what our own caller left open.
+    hermes_sandbox::keep_inherited_descriptors_from_children();
     // Before any thread starts or file is opened: it may start the program again.
     hermes_tools::allocator::tune_for_long_lived_commands();
     // Opened now, before any command ran: the binary's path may lie in a root commands

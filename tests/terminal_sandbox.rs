@@ -1832,3 +1832,72 @@ fn background_and_pty_processes_keep_the_hosts_loopback_out_of_reach_too() {
         "each process reached it through the proxy only"
     );
 }
+
+/// `command` started with `file` open, without close-on-exec, as descriptors 4 and 7:
+/// what a careless caller (a shell's `exec 4<>file`, a pipe left open by a supervisor)
+/// hands the server.
+fn with_inherited_descriptors(mut command: Command, file: &std::fs::File) -> Command {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = file.as_raw_fd();
+    // SAFETY: dup2 is async-signal-safe; the copies it makes do not close on exec.
+    unsafe {
+        command.pre_exec(move || {
+            for to in [4, 7] {
+                if libc::dup2(fd, to) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
+/// Writes through descriptors 4 and 7 and lists what every descriptor of the command
+/// leads to.
+const USE_INHERITED: &str = "echo changed >&4; echo changed >&7; \
+    for fd in /proc/self/fd/*; do readlink \"$fd\"; done; echo listed";
+
+#[test]
+fn descriptors_the_servers_caller_left_open_reach_no_command() {
+    let f = fixture();
+    let victim = f.victim().join("precious.txt");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&victim)
+        .unwrap();
+    let reached = |r: &Value| {
+        let text = output(r);
+        assert!(text.ends_with("listed"), "{r}");
+        text.contains("precious")
+    };
+    for mode in ["workspace-write", "off"] {
+        f.config(&format!("terminal:\n  sandbox:\n    mode: {mode}\n"));
+        // A task's first command, then the later ones: in its kept sandbox, and in the
+        // shells started ahead for them.
+        let mut server = common::ServeSession::spawn(
+            with_inherited_descriptors(f.command(&["serve"]), &file),
+            json!({"task_id": "t1"}),
+        );
+        for _ in 0..4 {
+            let r = server.call("terminal", json!({"command": USE_INHERITED}));
+            assert!(
+                !reached(&r),
+                "sandbox {mode}: serve's command got the file: {r}"
+            );
+        }
+        drop(server);
+        let args = json!({"command": USE_INHERITED}).to_string();
+        let mut call = f.command(&["call", "terminal", &args]);
+        call.args(["--cwd", f.workspace.path().to_str().unwrap()]);
+        let out = with_inherited_descriptors(call, &file).output().unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            !reached(&r),
+            "sandbox {mode}: call's command got the file: {r}"
+        );
+        f.assert_victim_intact();
+    }
+}

@@ -58,7 +58,9 @@ mod syscalls;
 pub mod wall;
 
 pub use bwrap::find_bwrap;
-pub use environment::{child_env, is_allowed_name, ALLOWED_NAMES};
+pub use environment::{
+    child_env, is_allowed_name, keep_inherited_descriptors_from_children, ALLOWED_NAMES,
+};
 pub use limits::Limits;
 pub use network::Network;
 pub use policy::{Mode, Policy, SandboxError, WrapOptions};
