@@ -131,17 +131,13 @@ fn dump(states: u32, show: u32, mut each: impl FnMut(u16, &[u8])) -> std::io::Re
     if sent < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let mut buffer = vec![0u8; 64 * 1024];
+    // On the stack and uninitialised, as the command's output is read (see
+    // `launcher::read_ready`): this runs before every command.
+    const MOST: usize = 64 * 1024;
+    let mut buffer = std::mem::MaybeUninit::<[u8; MOST]>::uninit();
     loop {
-        // SAFETY: receives into a buffer we own, of the length given.
-        let got = unsafe {
-            libc::recv(
-                socket.as_raw_fd(),
-                buffer.as_mut_ptr().cast(),
-                buffer.len(),
-                0,
-            )
-        };
+        // SAFETY: receives at most MOST bytes into a buffer of that size.
+        let got = unsafe { libc::recv(socket.as_raw_fd(), buffer.as_mut_ptr().cast(), MOST, 0) };
         if got < 0 {
             let error = std::io::Error::last_os_error();
             if error.kind() == std::io::ErrorKind::Interrupted {
@@ -149,7 +145,10 @@ fn dump(states: u32, show: u32, mut each: impl FnMut(u16, &[u8])) -> std::io::Re
             }
             return Err(error);
         }
-        match read_replies(&buffer[..got as usize], &mut each)? {
+        // SAFETY: the kernel wrote the first `got` bytes.
+        let received =
+            unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), got as usize) };
+        match read_replies(received, &mut each)? {
             Replies::More => continue,
             Replies::Done => return Ok(()),
         }
