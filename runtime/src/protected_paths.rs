@@ -289,10 +289,11 @@ const RUNTIME_SECRET_TREES: &[&str] = &["auth", "mcp-tokens", "pairing", "sessio
 /// `~/.hermes` when it differs). Every path is resolved.
 pub fn deny_read_places(home: &Path, hermes_home: &Path) -> Vec<ProtectedPlace> {
     let mut places = Vec::new();
+    let mut resolver = Resolver::default();
     let mut add = |base: &Path, names: &[&str], extent: Extent| {
         for name in names {
             places.push(ProtectedPlace {
-                path: resolve(&base.join(name)),
+                path: resolver.resolve(base, name),
                 extent,
                 family: Family::Credential,
             });
@@ -345,10 +346,11 @@ impl ProtectedPaths {
     /// The list for `home` and `hermes_home`, without safe roots.
     pub fn new(home: &Path, hermes_home: &Path) -> ProtectedPaths {
         let mut places = Vec::new();
+        let mut resolver = Resolver::default();
         let mut add = |base: &Path, names: &[&str], extent: Extent, family: Family| {
             for name in names {
                 places.push(ProtectedPlace {
-                    path: resolve(&base.join(name)),
+                    path: resolver.resolve(base, name),
                     extent,
                     family,
                 });
@@ -494,6 +496,51 @@ pub fn resolve(path: &Path) -> PathBuf {
     }
 }
 
+/// [`resolve`] of `base.join(name)` for many names below a few bases: each base is
+/// resolved once, and a name below it costs one `lstat` per component (most of these
+/// places do not exist, and the first missing component ends the walk) instead of a
+/// `realpath` of the whole path and of each parent in turn. A component that is a
+/// symlink sends the name the whole way through [`resolve`]. A task's environment
+/// resolves about a hundred such places when it is made.
+#[derive(Default)]
+struct Resolver {
+    bases: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Resolver {
+    fn resolve(&mut self, base: &Path, name: &str) -> PathBuf {
+        // An absolute name stands below `/` whatever the base (as `Path::join` has it).
+        let (base, name) = match name.strip_prefix('/') {
+            Some(below_root) => (Path::new("/"), below_root),
+            None => (base, name),
+        };
+        let real_base = match self.bases.iter().find(|(given, _)| given == base) {
+            Some((_, real)) => real.clone(),
+            None => {
+                let real = resolve(base);
+                self.bases.push((base.to_path_buf(), real.clone()));
+                real
+            }
+        };
+        let mut walked = real_base;
+        let mut parts = Path::new(name).components();
+        for part in parts.by_ref() {
+            let Component::Normal(part) = part else {
+                return resolve(&base.join(name));
+            };
+            walked.push(part);
+            match std::fs::symlink_metadata(&walked) {
+                Ok(meta) if meta.file_type().is_symlink() => return resolve(&base.join(name)),
+                Ok(_) => {}
+                // Missing (or out of reach): the rest stays as written, as in `resolve`.
+                Err(_) => break,
+            }
+        }
+        walked.extend(parts);
+        walked
+    }
+}
+
 /// `/a/./b/../c` -> `/a/c` without looking at the disk; `..` never climbs above `/`.
 fn fold_dots(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
@@ -515,6 +562,48 @@ fn fold_dots(path: &Path) -> PathBuf {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn the_resolver_finds_what_resolve_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join(".config/git")).unwrap();
+        std::fs::create_dir_all(real.join("elsewhere/inner")).unwrap();
+        std::fs::write(real.join(".bashrc"), "").unwrap();
+        std::fs::write(real.join("file"), "").unwrap();
+        symlink(real.join("elsewhere"), real.join(".ssh")).unwrap();
+        symlink(real.join("nowhere/yet"), real.join(".aws")).unwrap();
+        symlink("elsewhere/inner", real.join(".kube")).unwrap();
+        // The base itself reached through a link.
+        let linked_base = dir.path().join("home");
+        symlink(&real, &linked_base).unwrap();
+        let names = [
+            ".bashrc",
+            ".profile",
+            ".config/git",
+            ".config/git/config",
+            ".config/fish",
+            ".ssh",
+            ".ssh/id_ed25519",
+            ".aws/credentials",
+            ".kube/config",
+            "file/below",
+            "/etc",
+            "/lib",
+            "/no/such/place",
+        ];
+        for base in [&real, &linked_base] {
+            let mut resolver = Resolver::default();
+            for name in names {
+                assert_eq!(
+                    resolver.resolve(base, name),
+                    resolve(&base.join(name)),
+                    "{name} below {}",
+                    base.display()
+                );
+            }
+        }
+    }
 
     fn setup() -> (tempfile::TempDir, PathBuf, PathBuf, ProtectedPaths) {
         let dir = tempfile::tempdir().unwrap();
