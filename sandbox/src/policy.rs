@@ -123,6 +123,25 @@ impl Policy {
         if !self.is_active() {
             return Ok(argv.to_vec());
         }
+        self.wrap_with(argv, || crate::bwrap::arguments(self, cwd, options))
+    }
+
+    /// As [`Policy::wrap`] with the bubblewrap options of a layout already worked out
+    /// (the one a kept sandbox is then compared against, so it describes exactly the
+    /// sandbox started).
+    pub(crate) fn wrap_in(
+        &self,
+        argv: &[OsString],
+        layout: &crate::bwrap::Layout,
+    ) -> Result<Vec<OsString>, SandboxError> {
+        self.wrap_with(argv, || layout.args.clone())
+    }
+
+    fn wrap_with(
+        &self,
+        argv: &[OsString],
+        bwrap_options: impl FnOnce() -> Vec<OsString>,
+    ) -> Result<Vec<OsString>, SandboxError> {
         if argv.is_empty() {
             return Err(SandboxError("no command to run".into()));
         }
@@ -135,7 +154,7 @@ impl Policy {
                 out.extend(["--seccomp-file".into(), program.clone().into_os_string()]);
             }
             out.extend(self.limits.wall_options());
-            out.extend(crate::bwrap::arguments(self, cwd, options));
+            out.extend(bwrap_options());
             out.push("--".into());
             out.extend(argv.iter().cloned());
             return Ok(out);
@@ -161,7 +180,7 @@ impl Policy {
             );
         }
         out.extend(entry);
-        out.extend(crate::bwrap::arguments(self, cwd, options));
+        out.extend(bwrap_options());
         for fd in 0..self.seccomp_programs.len() {
             out.extend(["--add-seccomp-fd".into(), (fd + 3).to_string().into()]);
         }

@@ -229,11 +229,7 @@ impl Sandbox {
         // file opened by `set_program`, wherever its path now leads.
         let executable = format!("/proc/self/fd/{PROGRAM_FD}");
         let argv = policy
-            .wrap(
-                &[executable.into(), LAUNCHER_ARG.into()],
-                Path::new("/"),
-                OPTIONS,
-            )
+            .wrap_in(&[executable.into(), LAUNCHER_ARG.into()], &layout)
             .map_err(|e| e.0)?;
         let (ours, theirs) = protocol::socket_pair().map_err(|e| e.to_string())?;
         let child = if crate::wall::is_wall(&argv) {
