@@ -3,7 +3,9 @@
 //! commands are forked (`$$` stays, `$BASHPID` changes), the waiting bash is out of
 //! every command's reach (it cannot be read, traced, have its descriptors taken or be
 //! held stopped), nothing a command starts outlives it, and a command that kills the
-//! waiting bash or runs into its timeout leaves the next command a working shell.
+//! waiting bash or runs into its timeout leaves the next command a working shell. What a
+//! command leaves of the shell's state, or removes, is what the next finds (with the
+//! sandbox off too, where the waiting bash is the host's).
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -221,4 +223,55 @@ fn a_command_that_kills_the_waiting_bash_or_times_out_leaves_a_working_shell() {
     assert_eq!(output(&r), "ok", "{r}");
     let r = run(&mut server, "echo $AFTER");
     assert_eq!(output(&r), "kill-survived", "{r}");
+}
+
+/// Exports, functions and aliases a forked command leaves reach the next one, and so
+/// does their removal (the waiting bash holds them for its commands, and undoes what it
+/// held when they change); functions named after the waiting bash's own steps take none
+/// of them over. With the sandbox on, and off (where the waiting bash is the host's).
+#[test]
+fn what_a_forked_command_leaves_or_removes_is_what_the_next_one_finds() {
+    for config in [
+        "terminal:\n  sandbox:\n    mode: workspace-write\n",
+        "terminal:\n  sandbox:\n    mode: \"off\"\napprovals:\n  unattended_mode: approve\n",
+    ] {
+        let f = common::ServeFixture::new(config);
+        let mut server = f.serve();
+        let waiting = start_forking(&mut server);
+        let steps = [
+            (
+                "export FOO=bar; f() { echo f-here; }; alias hi='echo hi-alias'",
+                "",
+            ),
+            ("echo FOO=$FOO; f; type -t hi", "FOO=bar\nf-here\nalias"),
+            ("unset FOO; unset -f f; unalias hi; export PATH=/usr/bin:/bin", ""),
+            (
+                "echo \"FOO=${FOO-unset}\"; type -t f || echo no-f; type -t hi || echo no-hi; echo \"$PATH\"",
+                "FOO=unset\nno-f\nno-hi\n/usr/bin:/bin",
+            ),
+            (
+                "builtin() { command builtin \"$@\"; }; exec() { echo taken; }; export BAR=\"it's \\\"q\\\"\"",
+                "",
+            ),
+            (
+                "type -t builtin; type -t exec; echo \"$BAR\"",
+                "function\nfunction\nit's \"q\"",
+            ),
+            ("unset -f builtin exec; unset BAR", ""),
+            (
+                "type -t builtin; type -t exec; echo \"${BAR-unset}\"",
+                "builtin\nbuiltin\nunset",
+            ),
+        ];
+        for (command, expected) in steps {
+            let r = run(&mut server, command);
+            assert_eq!(output(&r), expected, "{config}{command}: {r}");
+            assert_eq!(r["exit_code"], 0, "{config}{command}: {r}");
+        }
+        let (dollar, _) = shell_pids(&mut server);
+        assert_eq!(
+            dollar, waiting,
+            "{config}: one waiting bash served every step"
+        );
+    }
 }

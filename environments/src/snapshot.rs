@@ -617,6 +617,127 @@ pub fn lighter_snapshot(
     (moved, out)
 }
 
+/// What a bash that forks each of a task's commands (see `env::local::fork_server`) can
+/// hold for all of them, out of a restore script [`lighter_snapshot`] made for it: the
+/// plain exports of names that change nothing of how that bash itself runs, then the
+/// functions, aliases and options. Its commands' shells then source only the rest
+/// ([`split_restore`]), a few lines, instead of parsing every definition again for each
+/// command, which cost about as much as the fork itself.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Standing {
+    /// For `source`: it may end in what an older, longer dump left after its `return`.
+    pub script: Vec<u8>,
+    exports: Vec<Vec<u8>>,
+    functions: Vec<Vec<u8>>,
+}
+
+/// `restore` cut into what a waiting bash can hold ([`Standing`]) and what each
+/// command's shell sources after its fork, in their order. Sourcing the second in a
+/// fork of a bash that sourced the first ends as sourcing `restore` does: no export line
+/// expands anything and no definition reads a variable. Exports stay with each command
+/// when bash treats their name specially, when they are not plain (`-r`, `-i`, ANSI-C
+/// quoted) or come twice; the definitions do when one of them is a function named after
+/// a step of the waiting bash (`builtin`, `exec`), which it would run in that step's place.
+pub fn split_restore(restore: &[u8]) -> (Standing, Vec<u8>) {
+    let mut exports = Vec::new();
+    let mut at = 0;
+    while let Some(line) = export_line(&restore[at..]) {
+        exports.push((at..at + line.len, line.name, line.plain_value.is_some()));
+        at += line.len;
+    }
+    let definitions = &restore[at..];
+    let once = |name: &[u8]| exports.iter().filter(|(_, n, _)| *n == name).count() == 1;
+    let mut standing = Standing::default();
+    let mut each_command = Vec::new();
+    for (range, name, plain) in &exports {
+        let held = *plain
+            && once(name)
+            && !set_by_the_shell(name)
+            && !read_at_start_up(name)
+            && !name.starts_with(b"__hermes_");
+        if held {
+            standing.script.extend_from_slice(&restore[range.clone()]);
+            standing.exports.push(name.to_vec());
+        } else {
+            each_command.extend_from_slice(&restore[range.clone()]);
+        }
+    }
+    let functions = function_names(definitions);
+    if functions
+        .iter()
+        .any(|name| WAITING_SHELL_STEPS.contains(&name.as_slice()))
+    {
+        each_command.extend_from_slice(definitions);
+    } else {
+        standing.script.extend_from_slice(definitions);
+        standing.functions = functions;
+    }
+    (standing, each_command)
+}
+
+/// The commands the waiting bash runs by name (see `env::local::fork_server`): a function
+/// of one of these names would run in their place.
+const WAITING_SHELL_STEPS: &[&[u8]] = &[b"builtin", b"exec"];
+
+/// The names of the functions `declare -f` printed in `text`: each starts with a line
+/// `NAME () ` and a line `{ `. A here-document in a body may hold such lines too; the
+/// name is then one more to undefine, which the definitions sourced after put back.
+fn function_names(text: &[u8]) -> Vec<Vec<u8>> {
+    let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
+    lines
+        .windows(2)
+        .filter(|pair| pair[1] == b"{ ")
+        .filter_map(|pair| pair[0].strip_suffix(b" () "))
+        .filter(|name| !name.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+impl Standing {
+    /// A script that brings a bash started in `start_env` that sourced this back to its
+    /// start: no alias, none of these functions, and these exports as `start_env` has
+    /// them or unset. Every command is `\builtin`, which no alias can stand for.
+    pub fn undo(&self, start_env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Vec<u8> {
+        use std::os::unix::ffi::OsStrExt;
+        if *self == Standing::default() {
+            return Vec::new();
+        }
+        let mut out = b"\\builtin shopt -u expand_aliases\n\\builtin unalias -a\n".to_vec();
+        for name in &self.functions {
+            out.extend_from_slice(b"\\builtin unset -f -- ");
+            out.extend_from_slice(&single_quoted(name));
+            out.push(b'\n');
+        }
+        for name in &self.exports {
+            out.extend_from_slice(b"\\builtin unset -v ");
+            out.extend_from_slice(name);
+            out.push(b'\n');
+            if let Some((_, value)) = start_env.iter().find(|(k, _)| k.as_bytes() == name) {
+                out.extend_from_slice(b"\\builtin export ");
+                out.extend_from_slice(name);
+                out.push(b'=');
+                out.extend_from_slice(&single_quoted(value.as_bytes()));
+                out.push(b'\n');
+            }
+        }
+        out
+    }
+}
+
+/// `bytes` as one word for bash, in single quotes.
+fn single_quoted(bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![b'\''];
+    for &b in bytes {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,7 +842,21 @@ mod tests {
     /// What `bash` started in `start_env` shows of its variables and functions after
     /// sourcing `file`.
     fn state_after_sourcing(file: &std::path::Path, start_env: &[(OsString, OsString)]) -> String {
-        let script = format!("builtin source {} >/dev/null 2>&1; builtin unset BASH_ARGC BASH_ARGV BASH_LINENO BASH_SOURCE; declare -p; declare -f; alias -p; shopt -p; umask", sh_quote(&file.to_string_lossy()));
+        state_after(&[file], start_env)
+    }
+
+    /// The same after sourcing each of `files` in turn.
+    fn state_after(files: &[&std::path::Path], start_env: &[(OsString, OsString)]) -> String {
+        let sources: String = files
+            .iter()
+            .map(|file| {
+                format!(
+                    "builtin source {} >/dev/null 2>&1; ",
+                    sh_quote(&file.to_string_lossy())
+                )
+            })
+            .collect();
+        let script = format!("{sources}builtin unset BASH_ARGC BASH_ARGV BASH_LINENO BASH_SOURCE; declare -p; declare -f; alias -p; shopt -p; umask");
         let out = Command::new("bash")
             .args(["--noprofile", "--norc", "-c", &script])
             .env_clear()
@@ -754,19 +889,12 @@ mod tests {
         ]);
         // A dump made by bash itself, after a command changed some of the state.
         let whole = dir.path().join("whole.sh");
-        let dump = format!(
+        let bytes = dump_after(
             "export CHANGED=after NEW='n\"e$w' ANSI=$'\\001'; unset GONE; declare -x EMPTY=; export UNSET_EXPORT; \
-             f() {{ echo \"$1\"; }}; alias ll='ls -l'; umask 077; {}",
-            dump_snapshot(&whole.to_string_lossy())
+             f() { echo \"$1\"; }; alias ll='ls -l'; umask 077",
+            &start,
+            &whole,
         );
-        let made = Command::new("bash")
-            .args(["--noprofile", "--norc", "-c", &dump])
-            .env_clear()
-            .envs(start.iter().cloned())
-            .status()
-            .unwrap();
-        assert!(made.success());
-        let bytes = std::fs::read(&whole).unwrap();
         let expected = state_after_sourcing(&whole, &start);
         assert!(
             ["CHANGED=\"after\"", "f ()", "alias ll="]
@@ -789,5 +917,129 @@ mod tests {
                 "moving exports: {move_exports}"
             );
         }
+    }
+
+    /// A snapshot bash dumps in `start_env` after running `command`, written to `path`.
+    fn dump_after(
+        command: &str,
+        start_env: &[(OsString, OsString)],
+        path: &std::path::Path,
+    ) -> Vec<u8> {
+        let script = format!("{command}; {}", dump_snapshot(&path.to_string_lossy()));
+        let made = Command::new("bash")
+            .args(["--noprofile", "--norc", "-c", &script])
+            .env_clear()
+            .envs(start_env.iter().cloned())
+            .status()
+            .unwrap();
+        assert!(made.success());
+        std::fs::read(path).unwrap()
+    }
+
+    fn start_env() -> Vec<(OsString, OsString)> {
+        env(&[
+            ("PATH", "/usr/bin:/bin"),
+            ("KEEP", "same"),
+            ("CHANGED", "before"),
+            ("GONE", "x"),
+            ("LANG", "C.UTF-8"),
+        ])
+    }
+
+    #[test]
+    fn a_fork_of_a_bash_holding_the_standing_part_ends_as_one_sourcing_the_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = start_env();
+        let whole = dir.path().join("whole.sh");
+        let bytes = dump_after(
+            "export CHANGED=after NEW='n\"e$w' ANSI=$'\\001' LANG=C; unset GONE; declare -ix NUMBER=7; \
+             f() { echo \"$1\"; }; g() { cat <<'EOF'\nh () \n{ \nEOF\n}; alias ll='ls -l'; cd /",
+            &start,
+            &whole,
+        );
+        let light = lighter_snapshot(&bytes, &start, false).1;
+        let (standing, each_command) = split_restore(&light);
+        let held = String::from_utf8_lossy(&standing.script);
+        let rest = String::from_utf8_lossy(&each_command);
+        assert!(
+            held.contains("CHANGED=\"after\"")
+                && held.contains("f () ")
+                && held.contains("alias ll="),
+            "{held}"
+        );
+        // Read by bash itself, not plain, or the directory: with each command.
+        for name in ["LANG=", "ANSI=", "NUMBER=", "PWD="] {
+            assert!(
+                rest.contains(name) && !held.contains(name),
+                "{name}: {rest}"
+            );
+        }
+        assert_eq!(
+            standing.functions,
+            vec![b"f".to_vec(), b"g".to_vec(), b"h".to_vec()]
+        );
+        let (held_path, rest_path) = (dir.path().join("held.sh"), dir.path().join("rest.sh"));
+        std::fs::write(&held_path, &standing.script).unwrap();
+        std::fs::write(&rest_path, &each_command).unwrap();
+        assert_eq!(
+            state_after(&[&held_path, &rest_path], &start),
+            state_after_sourcing(&whole, &start)
+        );
+    }
+
+    #[test]
+    fn functions_named_after_the_waiting_bash_steps_stay_with_each_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = start_env();
+        for step in ["builtin", "exec"] {
+            let dump = dump_after(
+                &format!("export NEW=1; f() {{ :; }}; {step}() {{ command {step} \"$@\"; }}"),
+                &start,
+                &dir.path().join("dump.sh"),
+            );
+            let (held, each_command) = split_restore(&lighter_snapshot(&dump, &start, false).1);
+            assert_eq!(held.script, b"declare -x NEW=\"1\"\n", "{step}");
+            assert!(held.functions.is_empty(), "{step}");
+            assert!(each_command.windows(5).any(|w| w == b"f () "), "{step}");
+        }
+    }
+
+    #[test]
+    fn undoing_the_standing_part_leaves_the_bash_as_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = start_env();
+        // Held: changed and new exports, a function, and an alias named builtin.
+        let before = dump_after(
+            "export CHANGED=after KEEP=other NEW=1; f() { :; }; alias builtin='echo no' ls='ls -l'",
+            &start,
+            &dir.path().join("before.sh"),
+        );
+        let after = dump_after(
+            "export LATER=2; later() { :; }",
+            &start,
+            &dir.path().join("after.sh"),
+        );
+        let (held_before, _) = split_restore(&lighter_snapshot(&before, &start, false).1);
+        assert_eq!(held_before.functions, vec![b"f".to_vec()]);
+        let (held_after, rest_after) = split_restore(&lighter_snapshot(&after, &start, false).1);
+        let files = [
+            ("held_before.sh", held_before.script.clone()),
+            ("undo.sh", held_before.undo(&start)),
+            ("held_after.sh", held_after.script.clone()),
+            ("rest_after.sh", rest_after),
+        ];
+        for (name, bytes) in &files {
+            std::fs::write(dir.path().join(name), bytes).unwrap();
+        }
+        let paths: Vec<std::path::PathBuf> = files
+            .iter()
+            .map(|(name, _)| dir.path().join(name))
+            .collect();
+        let paths: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
+        assert_eq!(
+            state_after(&paths, &start),
+            state_after_sourcing(&dir.path().join("after.sh"), &start)
+        );
+        assert!(Standing::default().undo(&start).is_empty());
     }
 }

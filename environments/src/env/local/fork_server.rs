@@ -13,15 +13,19 @@
 //! The script travels in a memory file (descriptor 3), a line on a pipe (descriptor 4)
 //! says it is there, and the waiting bash answers `pid N` and `exit N` on another pipe
 //! (descriptor 5). The snapshot, made lighter for a shell in the waiting bash's
-//! environment, is in a second memory file (descriptor 6) that the command's shell
-//! sources and closes before the command runs.
+//! environment, is cut in two ([`split_restore`]): what the waiting bash holds for every
+//! command (most exports, the functions and aliases), which it sources from a third
+//! memory file (descriptor 7) only when that part changed, after undoing what it held
+//! before; and the few lines each command's shell still sources from a fourth (descriptor
+//! 6) and closes before the command runs. So a command's shell starts where a shell of
+//! its own that sourced the whole snapshot would, without parsing every definition again.
 //!
 //! Where the waiting bash lives decides how output stays each command's own:
 //! - Sandbox off, on this machine: each command writes into a FIFO of its own, made in
 //!   a private directory, whose path comes with the script; output of processes a
 //!   command left behind never reaches the next command.
 //! - In the task's sandbox, kept there by its launcher (`Launcher::keep`): every command
-//!   writes into one pipe (descriptor 8), and once the waiting bash has answered for a
+//!   writes into one pipe (descriptor 9), and once the waiting bash has answered for a
 //!   command the launcher ends every other process in the sandbox, as it does after any
 //!   command; only then is the command over and what is left in the pipe its last
 //!   output. The waiting bash runs from a copy of bash its user cannot read, so it is
@@ -29,6 +33,7 @@
 
 use super::super::{ReadEvent, Running};
 use super::spawn::{spawn, Spawned};
+use crate::snapshot::{split_restore, Standing};
 use hermes_sandbox::launcher::{
     poll_any_readable, poll_readable, read_ready, KeptProcess, Launcher, Output,
 };
@@ -41,11 +46,16 @@ use std::time::{Duration, Instant};
 /// What the waiting bash runs, its command shells' output sent to `output` (a
 /// redirection). It stops when the pipe of descriptor 4 closes (never at a `TMOUT`
 /// passed through to it: its wait names its own limit). `first` runs before all else.
+/// Before each fork it runs what the server sent for itself (changing what it holds for
+/// the task's commands); every step goes through `builtin` or is `exec` (which keeps
+/// its redirections only when called by that name), and no function of either name is
+/// ever held, so none of its functions takes a step over.
 fn waiting_loop(first: &str, output: &str) -> String {
     format!(
         "{first}exec >/dev/null 2>&1\nset -m\n\
-         while builtin read -t 2147483647 -r __hermes_fifo <&4 && builtin read -r __hermes_fifo <&3 && IFS= builtin read -r -d '' __hermes_body <&3; do\n\
-         ( exec 3<&- 4<&- 5>&- {output} && builtin eval \"$__hermes_body\" ) &\n\
+         while builtin read -t 2147483647 -r __hermes_fifo <&4 && builtin read -r __hermes_fifo <&3 && IFS= builtin read -r -d '' __hermes_apply <&3 && IFS= builtin read -r -d '' __hermes_body <&3; do\n\
+         builtin eval \"$__hermes_apply\"\n\
+         ( exec 3<&- 4<&- 5>&- 7<&- {output} && builtin eval \"$__hermes_body\" ) &\n\
          builtin printf 'pid %s\\n' \"$!\" >&5\n\
          builtin wait \"$!\"\n\
          builtin printf 'exit %s\\n' \"$?\" >&5\n\
@@ -63,6 +73,9 @@ pub(super) struct ForkServer {
     script: std::fs::File,
     /// The shell's descriptor 6: what the next command's shell sources to restore.
     restore: std::fs::File,
+    /// The shell's descriptor 7: what it sources itself to hold, and what it holds.
+    standing_file: std::fs::File,
+    standing: Standing,
     /// The write end of its descriptor 4 (non-blocking).
     go: OwnedFd,
     /// The read end of its descriptor 5.
@@ -94,8 +107,9 @@ struct Ends {
     go: OwnedFd,
     replies: OwnedFd,
     restore: std::fs::File,
-    /// Descriptors 3, 4, 5 and 6 of the shell.
-    theirs: [OwnedFd; 4],
+    standing: std::fs::File,
+    /// Descriptors 3, 4, 5, 6 and 7 of the shell.
+    theirs: [OwnedFd; 5],
 }
 
 fn channel_ends() -> std::io::Result<Ends> {
@@ -104,6 +118,8 @@ fn channel_ends() -> std::io::Result<Ends> {
     let script_end = OwnedFd::from(channel.script.try_clone()?);
     let restore = super::ready::memory_file(b"")?;
     let restore_end = OwnedFd::from(restore.try_clone()?);
+    let standing = super::ready::memory_file(b"")?;
+    let standing_end = OwnedFd::from(standing.try_clone()?);
     let go_read = channel.go_read.try_clone()?;
     let (script, go) = channel.into_kept();
     Ok(Ends {
@@ -111,7 +127,8 @@ fn channel_ends() -> std::io::Result<Ends> {
         go,
         replies,
         restore,
-        theirs: [script_end, go_read, reply_end, restore_end],
+        standing,
+        theirs: [script_end, go_read, reply_end, restore_end, standing_end],
     })
 }
 
@@ -122,6 +139,8 @@ impl ForkServer {
             place,
             script: ends.script,
             restore: ends.restore,
+            standing_file: ends.standing,
+            standing: Standing::default(),
             go: ends.go,
             replies: ends.replies,
             pending: Vec::new(),
@@ -165,17 +184,17 @@ impl ForkServer {
     ) -> Option<ForkServer> {
         let ends = channel_ends().ok()?;
         let (output, output_end) = super::super::pipe().ok()?;
-        // Descriptor 7 is the copy of bash it runs from, whose number is also the name
+        // Descriptor 8 is the copy of bash it runs from, whose number is also the name
         // the process got: named as a bash started for a command is, where it may.
-        // Its commands' output goes to 8.
+        // Its commands' output goes to 9.
         let name = bash
             .file_name()
             .map_or_else(|| "bash".into(), |n| n.to_string_lossy());
         let first = format!(
-            "exec 7<&- 8>&1 >/dev/null 2>&1\nbuiltin printf %s {} >/proc/self/comm\n",
+            "exec 8<&- 9>&1 >/dev/null 2>&1\nbuiltin printf %s {} >/proc/self/comm\n",
             shell_quote(&name)
         );
-        let script = waiting_loop(&first, ">&8 2>&1 8>&-");
+        let script = waiting_loop(&first, ">&9 2>&1 9>&-");
         let args: Vec<OsString> = vec!["-c".into(), script.into()];
         let theirs: Vec<&OwnedFd> = ends.theirs.iter().collect();
         let kept = launcher.keep(bash, &args, &env, cwd, &output_end, &theirs)?;
@@ -230,14 +249,44 @@ impl ForkServer {
         if body.contains('\0') || restore.contains('\0') || self.is_gone() {
             return Err(self);
         }
+        let (standing, each_command) = match lighter {
+            Some(text) => {
+                let (standing, each_command) = split_restore(text);
+                (standing, Some(each_command))
+            }
+            None => (Standing::default(), None),
+        };
+        // What the waiting bash runs itself before the fork: only when what it holds
+        // changes (a command exported, defined or removed something), undoing what it
+        // held and sourcing the new part. No command runs meanwhile, so descriptor 7 is
+        // free to rewrite.
+        let mut apply = Vec::new();
+        if standing != self.standing {
+            apply = self.standing.undo(&self.env);
+            if !standing.script.is_empty() {
+                let written = self.standing_file.set_len(0).is_ok()
+                    && self.standing_file.write_all_at(&standing.script, 0).is_ok();
+                if !written {
+                    return Err(self);
+                }
+                apply.extend_from_slice(b"\\builtin source /proc/self/fd/7 >/dev/null 2>&1\n");
+            }
+            self.standing = standing;
+        }
+        if apply.contains(&0) {
+            return Err(self);
+        }
         // The command before has ended and nothing it started has descriptor 6 open.
-        let restore_step = match lighter {
+        let restore_step = match each_command {
+            Some(text) if text.is_empty() => "",
             Some(text)
                 if self.restore.set_len(0).is_ok()
-                    && self.restore.write_all_at(text, 0).is_ok() =>
+                    && self.restore.write_all_at(&text, 0).is_ok() =>
             {
-                "builtin source /proc/self/fd/6 >/dev/null 2>&1\n"
+                "\\builtin source /proc/self/fd/6 >/dev/null 2>&1\n"
             }
+            // Sourced over what the waiting bash holds (a part of the same snapshot), it
+            // ends in the same state.
             _ => restore,
         };
         let script = format!("{}{restore_step}command exec 6<&-\n{body}", self.prologue);
@@ -258,9 +307,15 @@ impl ForkServer {
         let fifo_line = fifo_path
             .as_ref()
             .map_or_else(|| "-".to_string(), |p| p.display().to_string());
-        let message = format!("{fifo_line}\nbuiltin unset __hermes_body __hermes_fifo\n{script}\0");
+        let mut message = format!("{fifo_line}\n").into_bytes();
+        message.extend_from_slice(&apply);
+        message.push(0);
+        message.extend_from_slice(
+            format!("\\builtin unset __hermes_body __hermes_fifo __hermes_apply\n{script}\0")
+                .as_bytes(),
+        );
         // The shell reads from the shared offset and leaves it after the NUL: back to 0.
-        let written = self.script.write_all_at(message.as_bytes(), 0).is_ok()
+        let written = self.script.write_all_at(&message, 0).is_ok()
             && self.script.seek(SeekFrom::Start(0)).is_ok();
         if !written || !super::ready::write_without_waiting(&self.go, b"\n") {
             if let Some(path) = &fifo_path {
