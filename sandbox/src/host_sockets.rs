@@ -131,13 +131,11 @@ fn dump(states: u32, show: u32, mut each: impl FnMut(u16, &[u8])) -> std::io::Re
     if sent < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // On the stack and uninitialised, as the command's output is read (see
-    // `launcher::read_ready`): this runs before every command.
-    const MOST: usize = 64 * 1024;
-    let mut buffer = std::mem::MaybeUninit::<[u8; MOST]>::uninit();
-    loop {
-        // SAFETY: receives at most MOST bytes into a buffer of that size.
-        let got = unsafe { libc::recv(socket.as_raw_fd(), buffer.as_mut_ptr().cast(), MOST, 0) };
+    crate::read_buffer::with(|buffer| loop {
+        // SAFETY: receives at most as many bytes as `fill` makes room for.
+        let got = crate::read_buffer::fill(buffer, |at, room| unsafe {
+            libc::recv(socket.as_raw_fd(), at, room, 0)
+        });
         if got < 0 {
             let error = std::io::Error::last_os_error();
             if error.kind() == std::io::ErrorKind::Interrupted {
@@ -145,14 +143,11 @@ fn dump(states: u32, show: u32, mut each: impl FnMut(u16, &[u8])) -> std::io::Re
             }
             return Err(error);
         }
-        // SAFETY: the kernel wrote the first `got` bytes.
-        let received =
-            unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), got as usize) };
-        match read_replies(received, &mut each)? {
+        match read_replies(buffer, &mut each)? {
             Replies::More => continue,
             Replies::Done => return Ok(()),
         }
-    }
+    })
 }
 
 enum Replies {

@@ -51,6 +51,7 @@ pub mod network;
 mod policy;
 mod protected;
 mod proxy;
+mod read_buffer;
 mod real_paths;
 pub mod run_dir;
 mod scope;

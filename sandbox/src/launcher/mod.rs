@@ -185,18 +185,15 @@ pub fn read_ready(fd: &OwnedFd, wait: Duration) -> Output {
     if unsafe { libc::poll(&mut pfd, 1, wait.as_millis().min(i32::MAX as u128) as i32) } <= 0 {
         return Output::Idle;
     }
-    // On the stack and left uninitialised: a zeroed 64 KiB buffer on the heap was zeroed
-    // and faulted in for every read, and handed back to the kernel when freed (the
-    // allocator trims the top of a heap beyond 32 KiB, see `src/allocator.rs`); the
-    // answer keeps only what was read.
-    const MOST: usize = 64 * 1024;
-    let mut buf = std::mem::MaybeUninit::<[u8; MOST]>::uninit();
-    // SAFETY: reading at most MOST bytes into a buffer of that size.
-    let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), MOST) };
-    if got > 0 {
-        // SAFETY: the kernel wrote the first `got` bytes.
-        let read = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), got as usize) };
-        return Output::Data(read.to_vec());
+    let (got, data) = crate::read_buffer::with(|buffer| {
+        // SAFETY: reading at most as many bytes as `fill` makes room for.
+        let got = crate::read_buffer::fill(buffer, |at, room| unsafe {
+            libc::read(fd.as_raw_fd(), at, room)
+        });
+        (got, (got > 0).then(|| buffer.clone()))
+    });
+    if let Some(data) = data {
+        return Output::Data(data);
     }
     let e = std::io::Error::last_os_error();
     if got < 0
