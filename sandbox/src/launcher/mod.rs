@@ -185,26 +185,26 @@ pub fn read_ready(fd: &OwnedFd, wait: Duration) -> Output {
     if unsafe { libc::poll(&mut pfd, 1, wait.as_millis().min(i32::MAX as u128) as i32) } <= 0 {
         return Output::Idle;
     }
-    let (got, data) = crate::read_buffer::with(|buffer| {
+    crate::read_buffer::with(|buffer| {
         // SAFETY: reading at most as many bytes as `fill` makes room for.
         let got = crate::read_buffer::fill(buffer, |at, room| unsafe {
             libc::read(fd.as_raw_fd(), at, room)
         });
-        (got, (got > 0).then(|| buffer.clone()))
-    });
-    if let Some(data) = data {
-        return Output::Data(data);
-    }
-    let e = std::io::Error::last_os_error();
-    if got < 0
-        && matches!(
-            e.kind(),
-            std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
-        )
-    {
-        return Output::Idle;
-    }
-    Output::Eof
+        // Taken before anything else can set errno.
+        let error = std::io::Error::last_os_error();
+        if got > 0 {
+            Output::Data(buffer.clone())
+        } else if got < 0
+            && matches!(
+                error.kind(),
+                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+            )
+        {
+            Output::Idle
+        } else {
+            Output::Eof
+        }
+    })
 }
 
 /// A running bubblewrap with the launcher inside.
