@@ -2,7 +2,7 @@
 //! functions and aliases that each command sources and re-dumps, and the working
 //! directory reported by a marker line at the end of each command's output.
 
-use super::env::{sh_quote, Environment, ReadEvent};
+use super::env::{sh_quote, sh_quote_bytes, Environment, ReadEvent};
 use super::output::random_hex;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -482,6 +482,23 @@ fn export_line(text: &[u8]) -> Option<ExportLine<'_>> {
     })
 }
 
+/// The export lines that start `text`, each with the bytes it spans, and where they end.
+fn leading_exports(text: &[u8]) -> (Vec<(std::ops::Range<usize>, ExportLine<'_>)>, usize) {
+    let mut lines = Vec::new();
+    let mut at = 0;
+    while let Some(line) = export_line(&text[at..]) {
+        let span = at..at + line.len;
+        at = span.end;
+        lines.push((span, line));
+    }
+    (lines, at)
+}
+
+/// Whether `name` has one export line among `lines`.
+fn appears_once(lines: &[(std::ops::Range<usize>, ExportLine<'_>)], name: &[u8]) -> bool {
+    lines.iter().filter(|(_, line)| line.name == name).count() == 1
+}
+
 /// The value of a double-quoted word that starts `text` (after its opening quote) as
 /// bash reads it, and the word's length to its closing quote included. `None` when it
 /// holds an expansion or does not end.
@@ -577,14 +594,8 @@ pub fn lighter_snapshot(
 ) -> (Vec<(std::ffi::OsString, std::ffi::OsString)>, Vec<u8>) {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
-    let mut lines = Vec::new();
-    let mut at = 0;
-    while let Some(line) = export_line(&snapshot[at..]) {
-        at += line.len;
-        lines.push((at - line.len..at, line.name, line.plain_value));
-    }
-    let exports_end = at;
-    let once = |name: &[u8]| lines.iter().filter(|(_, n, _)| *n == name).count() == 1;
+    let (lines, exports_end) = leading_exports(snapshot);
+    let once = |name: &[u8]| appears_once(&lines, name);
     let inherited = |name: &[u8], value: &[u8]| {
         let mut found = start_env.iter().filter(|(k, _)| k.as_bytes() == name);
         matches!((found.next(), found.next()), (Some((_, v)), None) if v.as_bytes() == value)
@@ -592,8 +603,10 @@ pub fn lighter_snapshot(
     let mut moved = Vec::new();
     let mut moved_size = 0;
     let mut out = Vec::with_capacity(snapshot.len());
-    for (range, name, value) in &lines {
-        if let Some(value) = value
+    for (range, line) in &lines {
+        let name = line.name;
+        if let Some(value) = line
+            .plain_value
             .as_deref()
             .filter(|_| !set_by_the_shell(name) && once(name))
         {
@@ -639,19 +652,14 @@ pub struct Standing {
 /// quoted) or come twice; the definitions do when one of them is a function named after
 /// a step of the waiting bash (`builtin`, `exec`), which it would run in that step's place.
 pub fn split_restore(restore: &[u8]) -> (Standing, Vec<u8>) {
-    let mut exports = Vec::new();
-    let mut at = 0;
-    while let Some(line) = export_line(&restore[at..]) {
-        exports.push((at..at + line.len, line.name, line.plain_value.is_some()));
-        at += line.len;
-    }
-    let definitions = &restore[at..];
-    let once = |name: &[u8]| exports.iter().filter(|(_, n, _)| *n == name).count() == 1;
+    let (exports, exports_end) = leading_exports(restore);
+    let definitions = &restore[exports_end..];
     let mut standing = Standing::default();
     let mut each_command = Vec::new();
-    for (range, name, plain) in &exports {
-        let held = *plain
-            && once(name)
+    for (range, line) in &exports {
+        let name = line.name;
+        let held = line.plain_value.is_some()
+            && appears_once(&exports, name)
             && !set_by_the_shell(name)
             && !read_at_start_up(name)
             && !name.starts_with(b"__hermes_");
@@ -705,7 +713,7 @@ impl Standing {
         let mut out = b"\\builtin shopt -u expand_aliases\n\\builtin unalias -a\n".to_vec();
         for name in &self.functions {
             out.extend_from_slice(b"\\builtin unset -f -- ");
-            out.extend_from_slice(&single_quoted(name));
+            out.extend_from_slice(&sh_quote_bytes(name));
             out.push(b'\n');
         }
         for name in &self.exports {
@@ -716,26 +724,12 @@ impl Standing {
                 out.extend_from_slice(b"\\builtin export ");
                 out.extend_from_slice(name);
                 out.push(b'=');
-                out.extend_from_slice(&single_quoted(value.as_bytes()));
+                out.extend_from_slice(&sh_quote_bytes(value.as_bytes()));
                 out.push(b'\n');
             }
         }
         out
     }
-}
-
-/// `bytes` as one word for bash, in single quotes.
-fn single_quoted(bytes: &[u8]) -> Vec<u8> {
-    let mut out = vec![b'\''];
-    for &b in bytes {
-        if b == b'\'' {
-            out.extend_from_slice(b"'\\''");
-        } else {
-            out.push(b);
-        }
-    }
-    out.push(b'\'');
-    out
 }
 
 #[cfg(test)]
@@ -938,6 +932,7 @@ mod tests {
 
     fn start_env() -> Vec<(OsString, OsString)> {
         env(&[
+            ("ODD", "q\"uo$te`s\\ and \\n, a\ttab, é, it's\na newline"),
             ("PATH", "/usr/bin:/bin"),
             ("KEEP", "same"),
             ("CHANGED", "before"),
@@ -1010,7 +1005,7 @@ mod tests {
         let start = start_env();
         // Held: changed and new exports, a function, and an alias named builtin.
         let before = dump_after(
-            "export CHANGED=after KEEP=other NEW=1; f() { :; }; alias builtin='echo no' ls='ls -l'",
+            "export CHANGED=after KEEP=other NEW=1 ODD=plain; f() { :; }; alias builtin='echo no' ls='ls -l'",
             &start,
             &dir.path().join("before.sh"),
         );

@@ -242,6 +242,15 @@ pub fn sh_quote(s: &str) -> String {
         .into_owned()
 }
 
+/// [`sh_quote`] for bytes that need not be UTF-8 (a variable's value, a function's name).
+pub fn sh_quote_bytes(bytes: &[u8]) -> Vec<u8> {
+    shlex::bytes::Quoter::new()
+        .allow_nul(true)
+        .quote(bytes)
+        .expect("with NUL bytes allowed, quoting has no error left to report")
+        .into_owned()
+}
+
 // ------------------------------------------------------------------ local child runs
 
 /// A pipe whose both ends close on exec.

@@ -31,7 +31,7 @@
 //!   output. The waiting bash runs from a copy of bash its user cannot read, so it is
 //!   not dumpable: no command can trace it, read its memory or take its descriptors.
 
-use super::super::{ReadEvent, Running};
+use super::super::{sh_quote, ReadEvent, Running};
 use super::spawn::{spawn, Spawned};
 use crate::snapshot::{split_restore, Standing};
 use hermes_sandbox::launcher::{
@@ -192,7 +192,7 @@ impl ForkServer {
             .map_or_else(|| "bash".into(), |n| n.to_string_lossy());
         let first = format!(
             "exec 8<&- 9>&1 >/dev/null 2>&1\nbuiltin printf %s {} >/proc/self/comm\n",
-            shell_quote(&name)
+            sh_quote(&name)
         );
         let script = waiting_loop(&first, ">&9 2>&1 9>&-");
         let args: Vec<OsString> = vec!["-c".into(), script.into()];
@@ -200,7 +200,7 @@ impl ForkServer {
         let kept = launcher.keep(bash, &args, &env, cwd, &output_end, &theirs)?;
         // A command's shell names bash by its path, as one started for the command does,
         // not by the copy the waiting bash runs from.
-        let path = shell_quote(&bash.to_string_lossy());
+        let path = sh_quote(&bash.to_string_lossy());
         let prologue = format!("BASH={path} BASH_ARGV0={path}\n");
         let place = Place::Sandbox { kept, output };
         Some(ForkServer::new(env, place, ends, prologue))
@@ -374,11 +374,6 @@ impl Drop for ForkServer {
             let _ = std::fs::remove_dir_all(&*fifo_dir);
         }
     }
-}
-
-/// `text` as one word for bash.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// One command forked from a [`ForkServer`].
