@@ -262,6 +262,13 @@ fn what_a_forked_command_leaves_or_removes_is_what_the_next_one_finds() {
                 "type -t builtin; type -t exec; echo \"${BAR-unset}\"",
                 "builtin\nbuiltin\nunset",
             ),
+            // Commands that change nothing: the next shell restores from what the
+            // waiting bash and its descriptors already hold for the same snapshot.
+            // (A value with a newline is one the command's shell sources itself.)
+            ("export KEEP=1 LINES_OF=$'a\\nb'", ""),
+            ("true", ""),
+            ("echo \"$KEEP $LINES_OF\"", "1 a\nb"),
+            ("echo \"$KEEP $LINES_OF\"", "1 a\nb"),
         ];
         for (command, expected) in steps {
             let r = run(&mut server, command);

@@ -380,10 +380,8 @@ impl LocalEnv {
                 self.start_fork_server(env)?
             }
         };
-        let lighter = lighter_restore(session, env, false).map(|(_, text)| text);
-        let run = server
-            .run(lighter.as_deref(), restore, body, &self.forks)
-            .ok()?;
+        let snapshot = snapshot_to_source(session);
+        let run = server.run(snapshot, restore, body, &self.forks).ok()?;
         Some(Box::new(run))
     }
 
@@ -428,16 +426,23 @@ fn lighter_restore(
     env: &[(OsString, OsString)],
     move_exports: bool,
 ) -> Option<Lighter> {
-    static PROC_FDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !session.snapshot_ready() || !*PROC_FDS.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
-        return None;
-    }
-    let snapshot = crate::snapshot::read_own_file(&session.snapshot_path).ok()?;
+    let snapshot = snapshot_to_source(session)?;
     Some(crate::snapshot::lighter_snapshot(
         &snapshot,
         env,
         move_exports,
     ))
+}
+
+/// The task's snapshot as it is now, for a shell to source (made lighter) from a
+/// descriptor through `/proc/self/fd`; `None` when there is no snapshot yet, it cannot be
+/// read, or this machine has no `/proc` to source it through.
+fn snapshot_to_source(session: &ShellSession) -> Option<Vec<u8>> {
+    static PROC_FDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !session.snapshot_ready() || !*PROC_FDS.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+        return None;
+    }
+    crate::snapshot::read_own_file(&session.snapshot_path).ok()
 }
 
 /// `bash [-l] -c script`.

@@ -4,15 +4,14 @@
 //! and the waiting shell costs nothing between commands.
 //!
 //! Each command's shell is a subshell of that bash, in a process group of its own (the
-//! waiting bash has job control on), so it is stopped as a tree as before. It sources
-//! the task's snapshot itself: the waiting bash keeps no state, so nothing a command
-//! removed can come back from it. The differences from a shell started for the command:
-//! `$$` is the waiting bash's pid (`$BASHPID` the command's), the same for every command
-//! of the task, and a command killed by a signal reports 128 + the signal, as bash does.
+//! waiting bash has job control on), so it is stopped as a tree as before. The
+//! differences from a shell started for the command: `$$` is the waiting bash's pid
+//! (`$BASHPID` the command's), the same for every command of the task, and a command
+//! killed by a signal reports 128 + the signal, as bash does.
 //!
 //! The script travels in a memory file (descriptor 3), a line on a pipe (descriptor 4)
-//! says it is there, and the waiting bash answers `pid N` and `exit N` on another pipe
-//! (descriptor 5). The snapshot, made lighter for a shell in the waiting bash's
+//! says it is there, the command's shell reads it after the fork, and the waiting bash
+//! answers `pid N` and `exit N` on another pipe (descriptor 5). The snapshot, made lighter for a shell in the waiting bash's
 //! environment, is cut in two ([`split_restore`]): what the waiting bash holds for every
 //! command (most exports, the functions and aliases), which it sources from a third
 //! memory file (descriptor 7) only when that part changed, after undoing what it held
@@ -46,16 +45,21 @@ use std::time::{Duration, Instant};
 /// What the waiting bash runs, its command shells' output sent to `output` (a
 /// redirection). It stops when the pipe of descriptor 4 closes (never at a `TMOUT`
 /// passed through to it: its wait names its own limit). `first` runs before all else.
-/// Before each fork it runs what the server sent for itself (changing what it holds for
-/// the task's commands); every step goes through `builtin` or is `exec` (which keeps
-/// its redirections only when called by that name), and no function of either name is
-/// ever held, so none of its functions takes a step over.
+/// A line `a` on descriptor 4 has it first run what the server sent for itself
+/// (changing what it holds for the task's commands); every step goes through `builtin`
+/// or is `exec` (which keeps its redirections only when called by that name), and no
+/// function of either name is ever held, so none of its functions takes a step over.
+///
+/// The command's shell reads its own script after the fork: whatever the waiting bash
+/// writes between two forks breaks the sharing of a page with the command running
+/// (the kernel copies it), and each page it writes after the command ended costs a
+/// fault again, so it reads and parses as little as it can.
 fn waiting_loop(first: &str, output: &str) -> String {
     format!(
         "{first}exec >/dev/null 2>&1\nset -m\n\
-         while builtin read -t 2147483647 -r __hermes_fifo <&4 && builtin read -r __hermes_fifo <&3 && IFS= builtin read -r -d '' __hermes_apply <&3 && IFS= builtin read -r -d '' __hermes_body <&3; do\n\
-         builtin eval \"$__hermes_apply\"\n\
-         ( exec 3<&- 4<&- 5>&- 7<&- {output} && builtin eval \"$__hermes_body\" ) &\n\
+         while builtin read -u 4 -t 2147483647 -r __hermes_go; do\n\
+         case $__hermes_go in a) IFS= builtin read -u 3 -r -d '' __hermes_apply && builtin eval \"$__hermes_apply\";; esac\n\
+         ( builtin read -u 3 -r __hermes_fifo && IFS= builtin read -u 3 -r -d '' __hermes_body && exec 3<&- 4<&- 5>&- 7<&- {output} && builtin eval \"$__hermes_body\" ) &\n\
          builtin printf 'pid %s\\n' \"$!\" >&5\n\
          builtin wait \"$!\"\n\
          builtin printf 'exit %s\\n' \"$?\" >&5\n\
@@ -85,6 +89,10 @@ pub(super) struct ForkServer {
     /// What each command's shell runs first.
     prologue: String,
     commands: u64,
+    /// The snapshot the last command's shell restored from, and what it sourced for it
+    /// (descriptor 6 still holds the rest): most commands change nothing, and the same
+    /// snapshot needs neither cutting nor writing again.
+    restored_from: Option<(Vec<u8>, &'static str)>,
 }
 
 enum Place {
@@ -146,6 +154,7 @@ impl ForkServer {
             pending: Vec::new(),
             prologue,
             commands: 0,
+            restored_from: None,
         }
     }
 
@@ -229,17 +238,16 @@ impl ForkServer {
         }
     }
 
-    /// Forks a shell that restores the task's state, from `lighter` (the snapshot made
-    /// lighter for this bash's environment) or else by running `restore`, then runs
-    /// `body`; the server back when it cannot (it is gone, or the script holds a NUL), to
-    /// be dropped (which ends it). `home` gets the server back once the command has ended
-    /// cleanly.
+    /// Forks a shell that restores the task's state, from `snapshot` (made lighter for
+    /// this bash's environment) or else by running `restore`, then runs `body`; the
+    /// server back when it cannot (it is gone, or the script holds a NUL), to be dropped
+    /// (which ends it). `home` gets the server back once the command has ended cleanly.
     // The server handed back is the rare path, and moving it once costs nothing beside
     // the start it saves.
     #[allow(clippy::result_large_err)]
     pub(super) fn run(
         mut self,
-        lighter: Option<&[u8]>,
+        snapshot: Option<Vec<u8>>,
         restore: &str,
         body: &str,
         home: &Slot,
@@ -249,46 +257,67 @@ impl ForkServer {
         if body.contains('\0') || restore.contains('\0') || self.is_gone() {
             return Err(self);
         }
-        let (standing, each_command) = match lighter {
-            Some(text) => {
-                let (standing, each_command) = split_restore(text);
-                (standing, Some(each_command))
-            }
-            None => (Standing::default(), None),
-        };
-        // What the waiting bash runs itself before the fork: only when what it holds
-        // changes (a command exported, defined or removed something), undoing what it
-        // held and sourcing the new part. No command runs meanwhile, so descriptor 7 is
-        // free to rewrite.
+        const SOURCE_EACH: &str = "\\builtin source /proc/self/fd/6 >/dev/null 2>&1\n";
+        let restored_before = self.restored_from.take();
+        let unchanged = matches!(
+            (&snapshot, &restored_before),
+            (Some(now), Some((before, _))) if now == before
+        );
         let mut apply = Vec::new();
-        if standing != self.standing {
-            apply = self.standing.undo(&self.env);
-            if !standing.script.is_empty() {
-                let written = self.standing_file.set_len(0).is_ok()
-                    && self.standing_file.write_all_at(&standing.script, 0).is_ok();
-                if !written {
-                    return Err(self);
+        let restore_step: &str = if unchanged {
+            // The command before changed nothing: this bash holds what it should, and
+            // descriptor 6 what the command's shell sources.
+            self.restored_from = restored_before;
+            self.restored_from.as_ref().map_or("", |(_, step)| *step)
+        } else {
+            let (standing, each_command) = match &snapshot {
+                Some(snapshot) => {
+                    let lighter = crate::snapshot::lighter_snapshot(snapshot, &self.env, false).1;
+                    let (standing, each_command) = split_restore(&lighter);
+                    (standing, Some(each_command))
                 }
-                apply.extend_from_slice(b"\\builtin source /proc/self/fd/7 >/dev/null 2>&1\n");
+                None => (Standing::default(), None),
+            };
+            // What the waiting bash runs itself before the fork: only when what it holds
+            // changes (a command exported, defined or removed something), undoing what it
+            // held and sourcing the new part. No command runs meanwhile, so descriptor 7
+            // is free to rewrite.
+            if standing != self.standing {
+                apply = self.standing.undo(&self.env);
+                if !standing.script.is_empty() {
+                    let written = self.standing_file.set_len(0).is_ok()
+                        && self.standing_file.write_all_at(&standing.script, 0).is_ok();
+                    if !written {
+                        return Err(self);
+                    }
+                    apply.extend_from_slice(b"\\builtin source /proc/self/fd/7 >/dev/null 2>&1\n");
+                }
+                self.standing = standing;
             }
-            self.standing = standing;
-        }
+            // The command before has ended and nothing it started has descriptor 6 open.
+            let step = match each_command {
+                Some(text) if text.is_empty() => Some(""),
+                Some(text)
+                    if self.restore.set_len(0).is_ok()
+                        && self.restore.write_all_at(&text, 0).is_ok() =>
+                {
+                    Some(SOURCE_EACH)
+                }
+                _ => None,
+            };
+            match step {
+                Some(step) => {
+                    self.restored_from = snapshot.map(|snapshot| (snapshot, step));
+                    step
+                }
+                // Sourced over what the waiting bash holds (a part of the same snapshot),
+                // it ends in the same state.
+                None => restore,
+            }
+        };
         if apply.contains(&0) {
             return Err(self);
         }
-        // The command before has ended and nothing it started has descriptor 6 open.
-        let restore_step = match each_command {
-            Some(text) if text.is_empty() => "",
-            Some(text)
-                if self.restore.set_len(0).is_ok()
-                    && self.restore.write_all_at(&text, 0).is_ok() =>
-            {
-                "\\builtin source /proc/self/fd/6 >/dev/null 2>&1\n"
-            }
-            // Sourced over what the waiting bash holds (a part of the same snapshot), it
-            // ends in the same state.
-            _ => restore,
-        };
         let script = format!("{}{restore_step}command exec 6<&-\n{body}", self.prologue);
         self.commands += 1;
         let (output, fifo_path) = match &self.place {
@@ -307,17 +336,24 @@ impl ForkServer {
         let fifo_line = fifo_path
             .as_ref()
             .map_or_else(|| "-".to_string(), |p| p.display().to_string());
-        let mut message = format!("{fifo_line}\n").into_bytes();
-        message.extend_from_slice(&apply);
-        message.push(0);
+        // What the waiting bash reads itself (only when it has something to run), then
+        // what the command's shell reads after the fork.
+        let mut message = Vec::new();
+        if !apply.is_empty() {
+            message.extend_from_slice(&apply);
+            message.push(0);
+        }
         message.extend_from_slice(
-            format!("\\builtin unset __hermes_body __hermes_fifo __hermes_apply\n{script}\0")
-                .as_bytes(),
+            format!(
+                "{fifo_line}\n\\builtin unset __hermes_body __hermes_fifo __hermes_apply __hermes_go\n{script}\0"
+            )
+            .as_bytes(),
         );
+        let go: &[u8] = if apply.is_empty() { b"\n" } else { b"a\n" };
         // The shell reads from the shared offset and leaves it after the NUL: back to 0.
         let written = self.script.write_all_at(&message, 0).is_ok()
             && self.script.seek(SeekFrom::Start(0)).is_ok();
-        if !written || !super::ready::write_without_waiting(&self.go, b"\n") {
+        if !written || !super::ready::write_without_waiting(&self.go, go) {
             if let Some(path) = &fifo_path {
                 let _ = std::fs::remove_file(path);
             }
