@@ -20,7 +20,9 @@
 //! many. For the same reason a change drops the watches only when a watched path may
 //! now lead elsewhere (an entry removed, replaced or moved): a new task's directory,
 //! made in a watched directory after a layout looked its name up, moves the generation
-//! on and keeps every watch.
+//! on and keeps every watch. Each name remembers the generation it last changed in, so
+//! that directory puts out of date only the layouts that looked its name up: with many
+//! tasks starting, the others' layouts are not worked out again for each new one.
 //!
 //! The watch is trusted only where it sees every change: directories on a local
 //! filesystem (a change made on another host of a network filesystem raises no event
@@ -91,6 +93,12 @@ struct Watch {
     keys: std::hash::RandomState,
     /// Moves on with every change that counts.
     generation: u64,
+    /// The generation each name (by key) last changed in: a layout that did not look it
+    /// up stays as it was when another task's name changes.
+    changed_in: HashMap<u64, u64>,
+    /// The last generation whose change every layout depends on: a watched directory's
+    /// own, a path that may lead elsewhere, events lost.
+    all_changed_in: u64,
 }
 
 /// One queue for the whole process (inotify instances are few per user).
@@ -117,6 +125,8 @@ impl Watch {
             names: HashSet::new(),
             keys: std::hash::RandomState::new(),
             generation: 0,
+            changed_in: HashMap::new(),
+            all_changed_in: 0,
         })
     }
 
@@ -143,11 +153,21 @@ impl Watch {
         } else {
             Change::None
         };
+        let mut changed_names = Vec::new();
         if fds[0].revents != 0 {
-            change = change.max(self.read_queue());
+            change = change.max(self.read_queue(&mut changed_names));
         }
-        if change > Change::None {
-            self.generation += 1;
+        if change == Change::None {
+            return;
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        // `None` stands for a change every layout depends on.
+        if change == Change::Paths || changed_names.contains(&None) {
+            self.all_changed_in = generation;
+        }
+        for key in changed_names.into_iter().flatten() {
+            self.changed_in.insert(key, generation);
         }
         if change == Change::Paths {
             self.forget_watches();
@@ -169,8 +189,9 @@ impl Watch {
         self.descriptors.clear();
     }
 
-    /// Empties the queue; the most any event changed.
-    fn read_queue(&mut self) -> Change {
+    /// Empties the queue; the most any event changed. The names that changed go to
+    /// `changed` by key, `None` for the directory itself.
+    fn read_queue(&mut self, changed: &mut Vec<Option<u64>>) -> Change {
         const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
         let mut counts = Change::None;
         // Aligned for the event headers read out of it.
@@ -200,28 +221,37 @@ impl Watch {
                     .get(at + HEADER..at + HEADER + event.len as usize)
                     .unwrap_or_default();
                 let name = name_bytes.split(|b| *b == 0).next().unwrap_or_default();
-                counts = counts.max(self.counts(event.wd, event.mask, name));
+                let (change, key) = self.counts(event.wd, event.mask, name);
+                if change > Change::None {
+                    changed.push(key);
+                }
+                counts = counts.max(change);
                 at += HEADER + event.len as usize;
             }
         }
     }
 
-    fn counts(&self, wd: i32, mask: u32, name: &[u8]) -> Change {
+    /// What an event changed, and the key of the name it concerns (`None`: the
+    /// directory itself, or no telling).
+    fn counts(&self, wd: i32, mask: u32, name: &[u8]) -> (Change, Option<u64>) {
         if mask & UNKNOWABLE != 0 {
-            return Change::Paths;
+            return (Change::Paths, None);
         }
-        let looked_up = match self.by_descriptor.get(&wd) {
-            // The directory itself.
-            Some(_) if name.is_empty() => true,
-            Some(dir) => self.names.contains(&self.name_key(dir, name)),
-            None => return Change::Paths,
+        let key = match self.by_descriptor.get(&wd) {
+            Some(_) if name.is_empty() => None,
+            Some(dir) => {
+                let key = self.name_key(dir, name);
+                if !self.names.contains(&key) {
+                    return (Change::None, None);
+                }
+                Some(key)
+            }
+            None => return (Change::Paths, None),
         };
-        if !looked_up {
-            Change::None
-        } else if mask & REDIRECTING != 0 {
-            Change::Paths
+        if mask & REDIRECTING != 0 {
+            (Change::Paths, key)
         } else {
-            Change::Names
+            (Change::Names, key)
         }
     }
 
@@ -301,14 +331,33 @@ pub(crate) fn watch(lookups: &[Lookup]) -> Option<u64> {
     Some(watch.generation)
 }
 
-/// Whether every directory of `lookups` is watched for the names looked up there.
-pub(crate) fn covers(lookups: &[Lookup]) -> bool {
+/// The keys of the names of `lookups`, when every directory of them is watched for the
+/// names looked up there; for [`unchanged_since`].
+pub(crate) fn covering_keys(lookups: &[Lookup]) -> Option<Vec<u64>> {
     let slot = slot().lock().unwrap_or_else(|p| p.into_inner());
-    slot.as_ref().is_some_and(|watch| {
-        lookups.iter().all(|(dir, name)| {
-            watch.descriptors.contains_key(dir) && watch.names.contains(&watch.name_key(dir, name))
+    let watch = slot.as_ref()?;
+    lookups
+        .iter()
+        .map(|(dir, name)| {
+            let key = watch.name_key(dir, name);
+            (watch.descriptors.contains_key(dir) && watch.names.contains(&key)).then_some(key)
         })
-    })
+        .collect()
+}
+
+/// Whether none of the names behind `keys` (from [`covering_keys`]) has changed since
+/// generation `since`, nor anything every layout depends on; the generation now when
+/// so, to be asked about next time.
+pub(crate) fn unchanged_since(since: u64, keys: &[u64]) -> Option<u64> {
+    let mut slot = slot().lock().unwrap_or_else(|p| p.into_inner());
+    let watch = slot.as_mut()?;
+    watch.take_events();
+    let unchanged = watch.generation == since
+        || (watch.all_changed_in <= since
+            && keys
+                .iter()
+                .all(|key| watch.changed_in.get(key).is_none_or(|&g| g <= since)));
+    unchanged.then_some(watch.generation)
 }
 
 #[cfg(test)]
@@ -323,6 +372,12 @@ mod tests {
         )
     }
 
+    /// The watch is one for the process: tests that count its changes take turns.
+    fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static TURN: Mutex<()> = Mutex::new(());
+        TURN.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// What a change leaves of the watches.
     #[derive(PartialEq, Eq, Debug)]
     enum Kept {
@@ -332,6 +387,7 @@ mod tests {
 
     #[test]
     fn only_changes_of_the_names_looked_up_count() {
+        let _turn = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir(base.join("home")).unwrap();
@@ -344,8 +400,8 @@ mod tests {
         let Some(start) = watch(&lookups) else {
             return eprintln!("no watch on this machine: skipped");
         };
-        assert!(covers(&lookups));
-        assert!(!covers(&[lookup(&home, ".aws")]));
+        assert!(covering_keys(&lookups).is_some());
+        assert!(covering_keys(&[lookup(&home, ".aws")]).is_none());
         // Other names in a watched directory do not count.
         std::fs::write(home.join("notes.txt"), b"x").unwrap();
         std::fs::create_dir(home.join("project")).unwrap();
@@ -357,9 +413,13 @@ mod tests {
         // again.
         let seen = |last: &mut u64, what: &str, kept: Kept| {
             assert_ne!(generation().unwrap(), *last, "{what} was not seen");
-            assert_eq!(covers(&lookups), kept == Kept::Watches, "{what}");
+            assert_eq!(
+                covering_keys(&lookups).is_some(),
+                kept == Kept::Watches,
+                "{what}"
+            );
             *last = watch(&lookups).unwrap();
-            assert!(covers(&lookups));
+            assert!(covering_keys(&lookups).is_some());
         };
         let mut changed = |what: &str, kept: Kept| seen(&mut last, what, kept);
         std::fs::create_dir(home.join(".ssh")).unwrap();
@@ -394,5 +454,34 @@ mod tests {
             Some(last),
             "the moved directory is no longer watched"
         );
+    }
+
+    #[test]
+    fn a_change_of_one_layouts_name_leaves_the_others_current() {
+        let _turn = one_at_a_time();
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let first = vec![lookup(&base, "task-a"), lookup(&base, ".ssh")];
+        let second = vec![lookup(&base, "task-b"), lookup(&base, ".ssh")];
+        let Some(start) = watch(&first) else {
+            return eprintln!("no watch on this machine: skipped");
+        };
+        assert_eq!(watch(&second), Some(start));
+        let first_keys = covering_keys(&first).unwrap();
+        let second_keys = covering_keys(&second).unwrap();
+        // The second task's directory made: only its layout is out of date.
+        std::fs::create_dir(base.join("task-b")).unwrap();
+        let now = unchanged_since(start, &first_keys).expect("the first layout stays current");
+        assert_ne!(now, start, "the change was seen");
+        assert_eq!(unchanged_since(start, &second_keys), None);
+        assert_eq!(unchanged_since(now, &second_keys), Some(now));
+        // A name both looked up: neither stays.
+        std::fs::create_dir(base.join(".ssh")).unwrap();
+        assert_eq!(unchanged_since(now, &first_keys), None);
+        assert_eq!(unchanged_since(now, &second_keys), None);
+        // A path that may lead elsewhere: no layout stays, whatever it looked up.
+        let later = generation().unwrap();
+        std::fs::remove_dir(base.join("task-b")).unwrap();
+        assert_eq!(unchanged_since(later, &first_keys), None);
     }
 }

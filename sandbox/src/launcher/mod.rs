@@ -601,9 +601,17 @@ pub struct Launcher {
     policy: Arc<Policy>,
     program: Option<Arc<OwnedFd>>,
     pool: SharedPool,
-    /// The layout's part that depends on the places looked up, and the generation of
-    /// changes it was worked out in (see `layout_watch`).
-    fixed_layout: Mutex<Option<(u64, Layout)>>,
+    /// The layout's part that depends on the places looked up (see `layout_watch`).
+    fixed_layout: Mutex<Option<Remembered>>,
+}
+
+/// A layout's part that depends on the places looked up, the generation of changes it
+/// was last known current in, and the names it looked up (by `layout_watch`'s keys):
+/// a change of a name only another task looked up (its own directory made) leaves it.
+struct Remembered {
+    generation: u64,
+    keys: Vec<u64>,
+    layout: Layout,
 }
 
 impl Launcher {
@@ -630,9 +638,10 @@ impl Launcher {
     fn fixed_layout(&self) -> Layout {
         use crate::{bwrap::fixed_layout, layout_watch, real_paths::RealPaths};
         let mut remembered = self.fixed_layout.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((generation, layout)) = remembered.as_ref() {
-            if layout_watch::generation() == Some(*generation) {
-                return layout.clone();
+        if let Some(known) = remembered.as_mut() {
+            if let Some(now) = layout_watch::unchanged_since(known.generation, &known.keys) {
+                known.generation = now;
+                return known.layout.clone();
             }
         }
         *remembered = None;
@@ -649,11 +658,15 @@ impl Launcher {
             };
             real_paths = RealPaths::default();
             layout = fixed_layout(&self.policy, OPTIONS, &mut real_paths);
-            let Some(lookups) = real_paths.lookups() else {
+            let Some(keys) = real_paths.lookups().and_then(layout_watch::covering_keys) else {
                 break;
             };
-            if layout_watch::covers(lookups) && layout_watch::generation() == Some(generation) {
-                *remembered = Some((generation, layout.clone()));
+            if layout_watch::generation() == Some(generation) {
+                *remembered = Some(Remembered {
+                    generation,
+                    keys,
+                    layout: layout.clone(),
+                });
                 break;
             }
         }
