@@ -159,8 +159,29 @@ impl Classification {
 
 /// The analysis is expensive relative to the checks, so [`classify`] builds it once; `None`
 /// means the raw input is already over the parser limits.
-fn analysis_of(cmd: &str, ctx: &GuardContext) -> Option<Analysis> {
-    (!raw_limit_exceeded(cmd)).then(|| analyze(cmd, ctx))
+fn analysis_of(cmd: &str, ctx: &GuardContext) -> Option<std::rc::Rc<Analysis>> {
+    (!raw_limit_exceeded(cmd)).then(|| shared_analysis(cmd, ctx))
+}
+
+/// The analysis of `cmd`, the one made last on this thread when it was of the same
+/// command in the same context: a caller checks one command against several of the
+/// public checks in turn (the floors, the dangerous tier, the scripts it runs), and each
+/// would otherwise parse it again. The analysis depends on nothing but its two inputs.
+pub(crate) fn shared_analysis(cmd: &str, ctx: &GuardContext) -> std::rc::Rc<Analysis> {
+    type Last = Option<(String, GuardContext, std::rc::Rc<Analysis>)>;
+    thread_local! {
+        static LAST: std::cell::RefCell<Last> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        if let Some((seen_cmd, seen_ctx, analysis)) = &*last.borrow() {
+            if seen_cmd == cmd && seen_ctx == ctx {
+                return std::rc::Rc::clone(analysis);
+            }
+        }
+        let analysis = std::rc::Rc::new(analyze(cmd, ctx));
+        *last.borrow_mut() = Some((cmd.to_owned(), ctx.clone(), std::rc::Rc::clone(&analysis)));
+        analysis
+    })
 }
 
 fn hardline_of(analysis: Option<&Analysis>, ctx: &GuardContext) -> Option<Finding> {
@@ -214,17 +235,17 @@ fn dangerous_of(cmd: &str, analysis: Option<&Analysis>, ctx: &GuardContext) -> O
 
 /// Needs approval? (Hardline commands are dangerous too.)
 pub fn detect_dangerous(cmd: &str, ctx: &GuardContext) -> Option<Finding> {
-    dangerous_of(cmd, analysis_of(cmd, ctx).as_ref(), ctx)
+    dangerous_of(cmd, analysis_of(cmd, ctx).as_deref(), ctx)
 }
 
 /// The unconditional floor: parser limits, malformed PCRE payloads and the hardline rules.
 pub fn detect_hardline(cmd: &str, ctx: &GuardContext) -> Option<Finding> {
-    hardline_of(analysis_of(cmd, ctx).as_ref(), ctx)
+    hardline_of(analysis_of(cmd, ctx).as_deref(), ctx)
 }
 
 /// Model-written sudo reading its password from stdin (`-S`, any bundle, `--stdin`).
 pub fn sudo_stdin_guard(cmd: &str, ctx: &GuardContext) -> Option<Finding> {
-    sudo_guard_of(analysis_of(cmd, ctx).as_ref())
+    sudo_guard_of(analysis_of(cmd, ctx).as_deref())
 }
 
 /// The first `approvals.deny` glob that matches the command.
@@ -232,14 +253,14 @@ pub fn match_deny_rule(cmd: &str, ctx: &GuardContext) -> Option<String> {
     if ctx.deny_globs.is_empty() {
         return None;
     }
-    deny_of(cmd, analysis_of(cmd, ctx).as_ref(), ctx)
+    deny_of(cmd, analysis_of(cmd, ctx).as_deref(), ctx)
 }
 
 /// One verdict for a command, checking floors first: parser limit / hardline, then sudo-stdin
 /// guard / deny globs, then the dangerous tier.
 pub fn classify(cmd: &str, ctx: &GuardContext) -> Classification {
     let analysis = analysis_of(cmd, ctx);
-    let analysis = analysis.as_ref();
+    let analysis = analysis.as_deref();
     if let Some(finding) = hardline_of(analysis, ctx) {
         return Classification::with(Verdict::Hardline, finding);
     }

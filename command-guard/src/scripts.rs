@@ -4,7 +4,7 @@
 
 use crate::command::SimpleCommand;
 use crate::structural::{program_of, Program};
-use crate::variants::{analyze, raw_limit_exceeded};
+use crate::variants::raw_limit_exceeded;
 use crate::writes::written_paths;
 use crate::GuardContext;
 
@@ -73,7 +73,7 @@ pub fn scripts_run_by_path(cmd: &str, ctx: &GuardContext) -> Vec<ScriptRun> {
     if raw_limit_exceeded(cmd) {
         return Vec::new();
     }
-    let analysis = analyze(cmd, ctx);
+    let analysis = crate::shared_analysis(cmd, ctx);
     let written: Vec<String> = analysis
         .commands()
         .flat_map(written_paths)
