@@ -603,6 +603,26 @@ pub(crate) fn one_copy<T: ?Sized + PartialEq>(
     }
 }
 
+/// `config`'s fingerprint, the one made last when its configuration is the same: what
+/// every call of a server reads is mostly the same, and comparing two costs a fraction
+/// of writing one out. The tasks of a server alike share one copy.
+fn fingerprint_of(config: &TerminalConfig) -> Arc<str> {
+    static LAST: Mutex<Option<(TerminalConfig, Arc<str>)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    match last.as_ref() {
+        Some((seen, fingerprint)) if seen == config => Arc::clone(fingerprint),
+        _ => {
+            let fingerprint: Arc<str> = config.fingerprint().into();
+            let fingerprint = match last.as_ref() {
+                Some((_, kept)) if *kept == fingerprint => Arc::clone(kept),
+                _ => fingerprint,
+            };
+            *last = Some((config.clone(), Arc::clone(&fingerprint)));
+            fingerprint
+        }
+    }
+}
+
 /// A cached environment and the task's shell state in it.
 pub struct Slot {
     pub env: Arc<dyn Environment>,
@@ -717,8 +737,7 @@ pub fn get_or_create(
     local_cwd: &std::path::Path,
 ) -> Result<Arc<Slot>, EnvError> {
     start_reaper();
-    static LAST_FINGERPRINT: Mutex<Option<Arc<str>>> = Mutex::new(None);
-    let fingerprint = one_copy(&LAST_FINGERPRINT, config.fingerprint().into());
+    let fingerprint = fingerprint_of(config);
     let lock = creation_lock(task_id);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     let existing = slots()
