@@ -6,7 +6,7 @@ use crate::real_paths::RealPaths;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The command line that enters a sandbox, up to its options: this program's own wall
 /// ([`crate::wall`]) when a program is set ([`crate::launcher::set_program`]) and the
@@ -354,14 +354,14 @@ fn private_run(layout: &mut Layout, real_paths: &mut RealPaths) {
     }
 }
 
-/// Adds to [`fixed_layout`] what is looked at afresh every time: the socket files, and
-/// the working directory.
+/// Adds to [`fixed_layout`] what is looked at afresh every time: the socket files (at
+/// most [`SOCKETS_LOOKED_AT_WITHIN`] old), and the working directory.
 pub(crate) fn finish_layout(policy: &Policy, cwd: &Path, layout: &mut Layout) {
     // Host services listening on socket files (container engines, systemd, D-Bus) would
     // take orders from root inside as from root outside: their sockets are covered.
     if let Some(empty) = &policy.empty_file {
-        for (socket, identity) in listening_socket_files() {
-            layout.bind_known("--ro-bind", empty, &socket, identity);
+        for (socket, identity) in listening_socket_files().iter() {
+            layout.bind_known("--ro-bind", empty, socket, *identity);
         }
     }
     layout.args.push("--chdir".into());
@@ -370,7 +370,32 @@ pub(crate) fn finish_layout(policy: &Policy, cwd: &Path, layout: &mut Layout) {
 
 /// The socket files bound in this network namespace ([`crate::host_sockets`]) that
 /// exist as sockets now, with what each is.
-fn listening_socket_files() -> Vec<(PathBuf, Identity)> {
+///
+/// Asked of the kernel at most once per [`SOCKETS_LOOKED_AT_WITHIN`] for the whole
+/// process: every command of a kept sandbox compares its layout with a fresh one, and the
+/// dump walks every unix socket of the namespace (the server's own included, a few for
+/// each live sandbox), a good share of a call's time in the server. A socket file made
+/// after the look is one made after the command's start, which no cover laid at a start
+/// can hold anyway: the sandbox's own rule refuses those (`wall::unix_guard`, or
+/// Landlock's where the kernel has it).
+fn listening_socket_files() -> Arc<[(PathBuf, Identity)]> {
+    type Looked = Option<(std::time::Instant, Arc<[(PathBuf, Identity)]>)>;
+    static LAST: Mutex<Looked> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((at, files)) = last.as_ref() {
+        if at.elapsed() < SOCKETS_LOOKED_AT_WITHIN {
+            return Arc::clone(files);
+        }
+    }
+    let files = socket_files_now();
+    *last = Some((std::time::Instant::now(), Arc::clone(&files)));
+    files
+}
+
+/// How old a look at the host's socket files may be for a layout.
+const SOCKETS_LOOKED_AT_WITHIN: std::time::Duration = std::time::Duration::from_millis(20);
+
+fn socket_files_now() -> Arc<[(PathBuf, Identity)]> {
     use std::os::unix::fs::FileTypeExt;
     crate::host_sockets::socket_paths()
         .into_iter()

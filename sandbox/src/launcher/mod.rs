@@ -628,7 +628,7 @@ impl Launcher {
     /// The bubblewrap arguments a fresh sandbox would get now, and what they stand on.
     /// The part that depends on the places looked up is remembered while none of the
     /// names it was looked up from has changed; the host's socket files are looked at
-    /// every time.
+    /// every time (a look shared for a few milliseconds, see `bwrap::finish_layout`).
     fn layout(&self) -> Layout {
         let mut layout = self.fixed_layout();
         crate::bwrap::finish_layout(&self.policy, Path::new("/"), &mut layout);
