@@ -1,5 +1,5 @@
-//! The local backend runs a task's foreground commands, from its second on, in shells
-//! forked from one bash that waits for the task (in its sandbox, or on this machine
+//! The local backend runs a task's foreground commands (all but one that runs the login
+//! shell) in shells forked from one bash that waits for the task (in its sandbox, or on this machine
 //! with the sandbox off); where none can be kept, inside the sandbox the next command's
 //! shell is started as soon as the command before has ended (or, when commands come
 //! back to back, while it runs, in the task's second sandbox). An idle task cools down:
@@ -34,8 +34,7 @@ const SANDBOX_OFF: &str =
 const STARTED_FOR_IT: &str =
     "case \"$BASH_EXECUTION_STRING\" in *STARTED_FOR_IT*) echo for-it;; *) echo ahead;; esac";
 
-/// A task's first command, which runs in a login shell started for it (the task has
-/// no state to restore yet).
+/// A task's first command, which starts its sandbox and its waiting bash.
 fn run_the_first_command(server: &mut common::ServeSession) {
     let r = server.call("terminal", json!({"command": "true"}));
     assert_eq!(r["exit_code"], 0, "{r}");
@@ -44,10 +43,10 @@ fn run_the_first_command(server: &mut common::ServeSession) {
 fn state_carries_through_shells_started_ahead(config: &str) {
     let f = fixture(config);
     let mut server = f.serve();
-    // A task's first command runs in a login shell started for it; from its second on
-    // they are forked from the task's waiting bash.
+    // The server's login shell has left its snapshot by the time a task's first command
+    // comes: that command, like every later one, is forked from the task's waiting bash.
     let r = server.call("terminal", json!({"command": STARTED_FOR_IT}));
-    assert_eq!(output(&r), "for-it", "{r}");
+    assert_eq!(output(&r), "ahead", "{r}");
     let r = server.call(
         "terminal",
         json!({"command": "cd sub && export AHEAD_VAR=kept && alias ahead_alias='echo from-alias' && ahead_fn() { echo from-fn; }"}),

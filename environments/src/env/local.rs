@@ -326,7 +326,7 @@ impl LocalEnv {
     ) -> Result<Box<dyn Running>, EnvError> {
         let restore = session.restore();
         let env = self.launcher_env();
-        if let Some(run) = self.fork(session, &restore, body, &env, runs) {
+        if let Some(run) = self.fork(session, &restore, body, &env) {
             return Ok(run);
         }
         if let Some(mut shell) = self.take_ready() {
@@ -356,17 +356,17 @@ impl LocalEnv {
     }
 
     /// Forked from the task's waiting bash (in its sandbox, or on this machine with the
-    /// sandbox off) when it has one that still fits, or else, from the task's second
-    /// command on, from one started now for it: a start that takes the place of the one
-    /// the command would get (a task's first command gets a shell of its own: many
-    /// tasks run one). `None` when neither can be had; the command then runs as before.
+    /// sandbox off) when it has one that still fits, or else from one started now for
+    /// it: a start that takes the place of the one the command would get. Started with a
+    /// task's first command too: a fork costs a fraction of a second bash start, which
+    /// every task that runs a second command would pay. `None` when neither can be had;
+    /// the command then runs as before.
     fn fork(
         &self,
         session: &ShellSession,
         restore: &str,
         body: &str,
         env: &[(OsString, OsString)],
-        runs: usize,
     ) -> Option<Box<dyn Running>> {
         let mut waiting = self.forks.lock().unwrap_or_else(|p| p.into_inner()).take();
         let server = match waiting.take_if(|server| server.fits(env, &self.launcher)) {
@@ -374,9 +374,6 @@ impl LocalEnv {
             None => {
                 // One that no longer fits ends here (in the sandbox, with its sandbox).
                 drop(waiting);
-                if runs < 2 {
-                    return None;
-                }
                 self.start_fork_server(env)?
             }
         };
@@ -719,7 +716,7 @@ impl Environment for LocalEnv {
             + 1;
         if !self.policy.is_active() {
             let restore = session.restore();
-            if let Some(run) = self.fork(session, &restore, body, &self.launcher_env(), runs) {
+            if let Some(run) = self.fork(session, &restore, body, &self.launcher_env()) {
                 return Ok(run);
             }
             return self.run_foreground(&format!("{restore}{body}"), false);

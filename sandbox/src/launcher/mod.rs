@@ -784,9 +784,7 @@ impl Launcher {
         drop(stale);
         match (chosen, layout) {
             (Some(sandbox), _) => Some(sandbox),
-            (None, Some(layout)) if take == Take::CurrentOrNew => {
-                Sandbox::start(&self.policy, program, layout).ok()
-            }
+            (None, Some(layout)) => Sandbox::start(&self.policy, program, layout).ok(),
             _ => None,
         }
     }
@@ -802,8 +800,8 @@ impl Launcher {
     /// so cannot plant anything in what it forks next. The copy is its descriptor
     /// `3 + extra.len()`, which it should close first thing.
     ///
-    /// Only in a sandbox that is idle now and whose walls are current; `None` otherwise
-    /// (one is then started in the background for the next time).
+    /// In a sandbox of the task that is idle now and whose walls are current, or else in
+    /// one started now for it; `None` when none can be had.
     pub fn keep(
         &self,
         program: &Path,
@@ -814,10 +812,7 @@ impl Launcher {
         extra: &[&OwnedFd],
     ) -> Option<KeptProcess> {
         let copy = exec_only_copy(program)?;
-        let Some(mut sandbox) = self.take_sandbox(Take::Current) else {
-            self.warm_up();
-            return None;
-        };
+        let mut sandbox = self.take_sandbox(Take::CurrentOrNew)?;
         let copy_fd = 3 + extra.len();
         let mut argv: Vec<OsString> = vec![format!("/proc/self/fd/{copy_fd}").into()];
         argv.extend(args.iter().cloned());
@@ -870,9 +865,7 @@ enum Take {
     /// An idle one that is alive, whatever its walls.
     Idle,
     /// An idle one whose walls are what a fresh sandbox would get (those whose walls
-    /// are not are ended).
-    Current,
-    /// The same, else a new one.
+    /// are not are ended), else a new one.
     CurrentOrNew,
 }
 

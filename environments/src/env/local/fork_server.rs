@@ -1,4 +1,5 @@
-//! A task's foreground commands (from its third on) are forked from one bash that stays
+//! A task's foreground commands (all but a first one that runs the login shell) are
+//! forked from one bash that stays
 //! for the task and never runs anything itself: a fork of a bash that has already
 //! started costs a fraction of starting one (exec, dynamic linking, locale, start-up),
 //! and the waiting shell costs nothing between commands.
@@ -184,7 +185,7 @@ impl ForkServer {
     }
 
     /// Starts the waiting bash `bash` in the task's sandbox (see [`Launcher::keep`]);
-    /// `None` when the task has no sandbox idle for it now.
+    /// `None` when the task can have none.
     pub(super) fn start_in_sandbox(
         launcher: &Launcher,
         bash: &Path,
