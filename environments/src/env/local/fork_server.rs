@@ -1,8 +1,7 @@
 //! A task's foreground commands (all but a first one that runs the login shell) are
-//! forked from one bash that stays
-//! for the task and never runs anything itself: a fork of a bash that has already
-//! started costs a fraction of starting one (exec, dynamic linking, locale, start-up),
-//! and the waiting shell costs nothing between commands.
+//! forked from one bash that stays for the task and never runs anything itself: a fork
+//! of a bash that has already started costs a fraction of starting one (exec, dynamic
+//! linking, locale, start-up), and the waiting shell costs nothing between commands.
 //!
 //! Each command's shell is a subshell of that bash, in a process group of its own (the
 //! waiting bash has job control on), so it is stopped as a tree as before. The
@@ -12,13 +11,14 @@
 //!
 //! The script travels in a memory file (descriptor 3), a line on a pipe (descriptor 4)
 //! says it is there, the command's shell reads it after the fork, and the waiting bash
-//! answers `pid N` and `exit N` on another pipe (descriptor 5). The snapshot, made lighter for a shell in the waiting bash's
-//! environment, is cut in two ([`split_restore`]): what the waiting bash holds for every
-//! command (most exports, the functions and aliases), which it sources from a third
-//! memory file (descriptor 7) only when that part changed, after undoing what it held
-//! before; and the few lines each command's shell still sources from a fourth (descriptor
-//! 6) and closes before the command runs. So a command's shell starts where a shell of
-//! its own that sourced the whole snapshot would, without parsing every definition again.
+//! answers `pid N` and `exit N` on another pipe (descriptor 5). The snapshot, made
+//! lighter for a shell in the waiting bash's environment, is cut in two
+//! ([`split_restore`]): what the waiting bash holds for every command (most exports,
+//! the functions and aliases), which it sources from a third memory file (descriptor 7)
+//! only when that part changed, after undoing what it held before; and the few lines
+//! each command's shell still sources from a fourth (descriptor 6) and closes before
+//! the command runs. So a command's shell starts where a shell of its own that sourced
+//! the whole snapshot would, without parsing every definition again.
 //!
 //! Where the waiting bash lives decides how output stays each command's own:
 //! - Sandbox off, on this machine: each command writes into a FIFO of its own, made in
