@@ -258,63 +258,8 @@ impl ForkServer {
         if body.contains('\0') || restore.contains('\0') || self.is_gone() {
             return Err(self);
         }
-        const SOURCE_EACH: &str = "\\builtin source /proc/self/fd/6 >/dev/null 2>&1\n";
-        let restored_before = self.restored_from.take();
-        let unchanged = matches!(
-            (&snapshot, &restored_before),
-            (Some(now), Some((before, _))) if now == before
-        );
-        let mut apply = Vec::new();
-        let restore_step: &str = if unchanged {
-            // The command before changed nothing: this bash holds what it should, and
-            // descriptor 6 what the command's shell sources.
-            self.restored_from = restored_before;
-            self.restored_from.as_ref().map_or("", |(_, step)| *step)
-        } else {
-            let (standing, each_command) = match &snapshot {
-                Some(snapshot) => {
-                    let lighter = crate::snapshot::lighter_snapshot(snapshot, &self.env, false).1;
-                    let (standing, each_command) = split_restore(&lighter);
-                    (standing, Some(each_command))
-                }
-                None => (Standing::default(), None),
-            };
-            // What the waiting bash runs itself before the fork: only when what it holds
-            // changes (a command exported, defined or removed something), undoing what it
-            // held and sourcing the new part. No command runs meanwhile, so descriptor 7
-            // is free to rewrite.
-            if standing != self.standing {
-                apply = self.standing.undo(&self.env);
-                if !standing.script.is_empty() {
-                    let written = self.standing_file.set_len(0).is_ok()
-                        && self.standing_file.write_all_at(&standing.script, 0).is_ok();
-                    if !written {
-                        return Err(self);
-                    }
-                    apply.extend_from_slice(b"\\builtin source /proc/self/fd/7 >/dev/null 2>&1\n");
-                }
-                self.standing = standing;
-            }
-            // The command before has ended and nothing it started has descriptor 6 open.
-            let step = match each_command {
-                Some(text) if text.is_empty() => Some(""),
-                Some(text)
-                    if self.restore.set_len(0).is_ok()
-                        && self.restore.write_all_at(&text, 0).is_ok() =>
-                {
-                    Some(SOURCE_EACH)
-                }
-                _ => None,
-            };
-            match step {
-                Some(step) => {
-                    self.restored_from = snapshot.map(|snapshot| (snapshot, step));
-                    step
-                }
-                // Sourced over what the waiting bash holds (a part of the same snapshot),
-                // it ends in the same state.
-                None => restore,
-            }
+        let Ok((restore_step, apply)) = self.restore_steps(snapshot, restore) else {
+            return Err(self);
         };
         if apply.contains(&0) {
             return Err(self);
@@ -369,6 +314,65 @@ impl ForkServer {
             exit: None,
             swept: false,
         })
+    }
+
+    /// What the command's shell sources first to restore `snapshot` (made lighter for
+    /// this bash's environment; `restore` when there is none), and what the waiting bash
+    /// runs itself before the fork; `Err` when a memory file cannot be written.
+    fn restore_steps<'a>(
+        &mut self,
+        snapshot: Option<Vec<u8>>,
+        restore: &'a str,
+    ) -> Result<(&'a str, Vec<u8>), ()> {
+        use std::os::unix::fs::FileExt;
+        // The command before changed nothing: this bash holds what it should, and
+        // descriptor 6 what the command's shell sources.
+        if let (Some(now), Some((before, step))) = (&snapshot, &self.restored_from) {
+            if now == before {
+                return Ok((step, Vec::new()));
+            }
+        }
+        self.restored_from = None;
+        let (standing, each_command) = match &snapshot {
+            Some(snapshot) => {
+                let lighter = crate::snapshot::lighter_snapshot(snapshot, &self.env, false).1;
+                let (standing, each_command) = split_restore(&lighter);
+                (standing, Some(each_command))
+            }
+            None => (Standing::default(), None),
+        };
+        // What the waiting bash runs itself before the fork: only when what it holds
+        // changes (a command exported, defined or removed something), undoing what it held
+        // and sourcing the new part. No command runs meanwhile, so descriptor 7 is free to
+        // rewrite.
+        let mut apply = Vec::new();
+        if standing != self.standing {
+            apply = self.standing.undo(&self.env);
+            if !standing.script.is_empty() {
+                let written = self.standing_file.set_len(0).is_ok()
+                    && self.standing_file.write_all_at(&standing.script, 0).is_ok();
+                if !written {
+                    return Err(());
+                }
+                apply.extend_from_slice(b"\\builtin source /proc/self/fd/7 >/dev/null 2>&1\n");
+            }
+            self.standing = standing;
+        }
+        // The command before has ended and nothing it started has descriptor 6 open.
+        let step = match each_command {
+            Some(text) if text.is_empty() => "",
+            Some(text)
+                if self.restore.set_len(0).is_ok()
+                    && self.restore.write_all_at(&text, 0).is_ok() =>
+            {
+                "\\builtin source /proc/self/fd/6 >/dev/null 2>&1\n"
+            }
+            // Sourced over what the waiting bash holds (a part of the same snapshot), it
+            // ends in the same state.
+            _ => return Ok((restore, apply)),
+        };
+        self.restored_from = snapshot.map(|snapshot| (snapshot, step));
+        Ok((step, apply))
     }
 
     /// Reads what the shell has answered, waiting at most `wait` for a first byte.
