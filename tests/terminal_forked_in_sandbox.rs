@@ -269,6 +269,16 @@ fn what_a_forked_command_leaves_or_removes_is_what_the_next_one_finds() {
             ("true", ""),
             ("echo \"$KEEP $LINES_OF\"", "1 a\nb"),
             ("echo \"$KEEP $LINES_OF\"", "1 a\nb"),
+            // A command of programs leaves the snapshot as it is, unless a name it runs
+            // is a function or an alias of the task's, which may change what it holds.
+            (
+                "ls() { export BY_FUNCTION=1; }; alias cat='export BY_ALIAS=2; true'",
+                "",
+            ),
+            ("ls -la", ""),
+            ("cat", ""),
+            ("unset -f ls; unalias cat; ls -d /", "/"),
+            ("echo \"$BY_FUNCTION $BY_ALIAS\"; type -t ls", "1 2\nfile"),
         ];
         for (command, expected) in steps {
             let r = run(&mut server, command);

@@ -13,4 +13,5 @@ pub mod files;
 pub mod output;
 pub mod process_registry;
 pub mod snapshot;
+mod unchanged_state;
 pub mod watch;

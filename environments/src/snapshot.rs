@@ -161,8 +161,17 @@ impl ShellSession {
     }
 
     /// The rest of [`ShellSession::wrap`], after the state is restored.
+    ///
+    /// A command that can change none of what the snapshot holds leaves it as it is:
+    /// after a command of programs and quiet builtins (see [`crate::unchanged_state`]),
+    /// the shell writes it only when one of their names is a function or an alias of the
+    /// task's, which it asks itself.
     pub fn wrap_body(&self, command: &str, cwd_override: Option<&str>) -> String {
-        self.wrap_body_dumping_to(command, cwd_override, Some(&self.snapshot_path))
+        let dump = match crate::unchanged_state::names_run_by(command) {
+            None => Dump::Always(&self.snapshot_path),
+            Some(names) => Dump::IfDefined(&self.snapshot_path, names),
+        };
+        self.wrap_body_dumping(command, cwd_override, dump)
     }
 
     /// The script a command a person approved runs as outside the sandbox: nothing of
@@ -172,7 +181,8 @@ impl ShellSession {
     /// [`ShellSession::merge_approved`] to lay over the task's state.
     pub fn wrap_approved(&self, command: &str, cwd_override: Option<&str>) -> String {
         let dump = self.approved_dump_path();
-        self.wrap_body_dumping_to(command, cwd_override, dump.as_deref())
+        let dump = dump.as_deref().map_or(Dump::Never, Dump::Always);
+        self.wrap_body_dumping(command, cwd_override, dump)
     }
 
     /// As [`ShellSession::wrap_background`], with nothing of the task's state restored
@@ -214,13 +224,8 @@ impl ShellSession {
         let _ = replace_own_file(&self.snapshot_path, &state);
     }
 
-    /// The body, saving the shell's state to `dump` at the end (`None`: not saved).
-    fn wrap_body_dumping_to(
-        &self,
-        command: &str,
-        cwd_override: Option<&str>,
-        dump: Option<&str>,
-    ) -> String {
+    /// The body, saving the shell's state at the end as `dump` says.
+    fn wrap_body_dumping(&self, command: &str, cwd_override: Option<&str>, dump: Dump) -> String {
         let cwd = cwd_override
             .map(str::to_owned)
             .unwrap_or_else(|| self.cwd());
@@ -233,10 +238,27 @@ impl ShellSession {
         s.push_str(&format!("builtin cd -- {} || exit 126\n", cd_target(&cwd)));
         s.push_str(&format!("eval {}\n", sh_quote(command)));
         s.push_str("__hermes_ec=$?\n");
-        if let (true, Some(dump)) = (ready, dump) {
-            s.push_str("umask 077\n");
-            s.push_str(&dump_snapshot(dump));
-            s.push('\n');
+        match dump {
+            _ if !ready => {}
+            Dump::Never => {}
+            Dump::Always(path) => {
+                s.push_str("umask 077\n");
+                s.push_str(&dump_snapshot(path));
+                s.push('\n');
+            }
+            Dump::IfDefined(_, names) if names.is_empty() => {}
+            Dump::IfDefined(path, names) => {
+                s.push_str("if {");
+                for name in names {
+                    let name = sh_quote(name);
+                    s.push_str(&format!(
+                        " builtin declare -F -- {name} || builtin alias -- {name} ||"
+                    ));
+                }
+                s.push_str(" false; } >/dev/null 2>&1; then umask 077; ");
+                s.push_str(&dump_snapshot(path));
+                s.push_str("; fi\n");
+            }
         }
         // `cd -P .` makes $PWD physical without a subshell.
         s.push_str(&format!(
@@ -391,6 +413,14 @@ fn dump_snapshot(path: &str) -> String {
          builtin printf '%s\\n' 'shopt -s expand_aliases' 'set +e' 'set +u' 'builtin return 0'; }} 1<> {path} 2>/dev/null",
         path = sh_quote(path),
     )
+}
+
+/// Whether a command's shell writes its state at the end, and where.
+enum Dump<'a> {
+    Never,
+    Always(&'a str),
+    /// Only when one of these names is a function or an alias of the shell's.
+    IfDefined(&'a str, Vec<&'a str>),
 }
 
 /// Names bash gives a value of its own at start-up (or reads specially), whatever the
