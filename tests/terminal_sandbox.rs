@@ -572,6 +572,38 @@ fn root_inside_the_sandbox_has_no_capabilities() {
     assert_eq!(output(&r), "in a thread", "{r}");
 }
 
+/// The sandbox's root lies over the base it was assembled on (the host's root is
+/// detached): no mount beneath the root shows, and neither `chroot` nor taking the root
+/// off, the ways back down to the base, is allowed.
+#[test]
+fn what_lies_beneath_the_sandboxs_root_is_out_of_reach() {
+    let f = fixture();
+    let r = f.terminal(
+        "python3 -c '
+ids = {}
+for line in open(\"/proc/self/mountinfo\"):
+    fields = line.split()
+    ids[fields[0]] = (fields[1], fields[4])
+root = [parent for own, (parent, point) in ids.items() if point == \"/\"]
+print(len(root), any(parent in ids for parent in root))
+'",
+    );
+    assert_eq!(output(&r), "1 False", "{r}");
+    for attempt in [
+        "chroot / true",
+        "umount -l /",
+        "python3 -c 'import os; os.chroot(\"/tmp\")'",
+    ] {
+        let r = f.terminal(attempt);
+        assert_ne!(r["exit_code"], 0, "{attempt}: {r}");
+        assert!(
+            output(&r).contains("Operation not permitted")
+                || output(&r).contains("must be superuser"),
+            "{attempt}: {r}"
+        );
+    }
+}
+
 #[test]
 fn network_can_be_turned_off() {
     let f = fixture();

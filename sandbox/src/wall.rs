@@ -15,7 +15,8 @@
 //! 2. a first child, init of the new PID namespace, builds the new root on a private
 //!    tmpfs: every step (`--ro-bind`, `--bind`, `--dev-bind`, `--tmpfs`,
 //!    `--remount-ro`, `--dev`, `--proc`, `--symlink`) in the order given, sources taken
-//!    from the old root, then `pivot_root` into it and the old root detached;
+//!    from the old root (the base pivoted into first), then the old root detached and
+//!    the new root moved over the base and entered;
 //! 3. a second child (PID 2) starts a new session if asked, drops every capability,
 //!    sets no-new-privileges, loads the seccomp programs (read from their files before
 //!    anything changed) and executes the command; init reaps orphans and exits with the command's status
@@ -587,13 +588,24 @@ fn build_root(plan: &Plan) -> Result<(), String> {
             return Err(failed("cannot detach the old root"));
         }
     }
+    // The new root goes over the base and becomes this process's root by `chroot`, not
+    // by a second `pivot_root`: that call visits every thread of the machine (to move
+    // those whose root or directory is the old one), so a start would cost more the
+    // more sandboxes are alive. With the old root detached above, what stays beneath
+    // is the base alone, two empty directories, and nothing in the sandbox may
+    // `chroot`, `mount` or `unshare` to reach it (no capability, seccomp).
     std::env::set_current_dir(NEW_ROOT).map_err(|e| format!("chdir {NEW_ROOT}: {e}"))?;
-    pivot_root(Path::new("."), Path::new("."))?;
+    mount(
+        Some(Path::new(".")),
+        Path::new("/"),
+        None,
+        libc::MS_MOVE,
+        None,
+    )
+    .map_err(|e| format!("cannot move the new root over the base: {e}"))?;
     // SAFETY: NUL-terminated path.
-    unsafe {
-        if libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0 {
-            return Err(failed("cannot detach the base"));
-        }
+    if unsafe { libc::chroot(c".".as_ptr()) } != 0 {
+        return Err(failed("cannot enter the new root"));
     }
     std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
     if let Some(dir) = &plan.chdir {
