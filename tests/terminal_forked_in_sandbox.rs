@@ -292,3 +292,32 @@ fn what_a_forked_command_leaves_or_removes_is_what_the_next_one_finds() {
         );
     }
 }
+
+/// A task whose commands so far were programs has its snapshot as its login shell left
+/// it (no command wrote it again); a background process still gets the exports every
+/// foreground command gets.
+#[test]
+fn a_background_process_gets_what_a_foreground_command_gets() {
+    let f = fixture();
+    let mut server = f.serve();
+    // A command with a `$` writes the snapshot: the first one here may not.
+    let r = run(&mut server, "true");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let shown = "echo \"$AI_AGENT $HERMES_AGENT $GIT_PAGER $PAGER\"";
+    let r = server.call(
+        "terminal",
+        json!({ "command": format!("{shown} > seen-in-background.txt"), "background": true }),
+    );
+    assert!(r["session_id"].is_string(), "{r}");
+    let r = run(
+        &mut server,
+        "for _ in $(seq 100); do [ -s seen-in-background.txt ] && break; sleep 0.05; done; \
+         cat seen-in-background.txt",
+    );
+    let foreground = run(&mut server, shown);
+    assert_eq!(output(&r), output(&foreground), "{r}");
+    assert!(
+        output(&foreground).starts_with("hermes-agent true "),
+        "{foreground}"
+    );
+}

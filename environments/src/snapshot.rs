@@ -231,10 +231,7 @@ impl ShellSession {
             .unwrap_or_else(|| self.cwd());
         let ready = self.snapshot_ready();
         let mut s = String::new();
-        s.push_str(
-            "export AI_AGENT=\"${AI_AGENT:-hermes-agent}\" HERMES_AGENT=\"${HERMES_AGENT:-true}\" \
-             GIT_PAGER=\"${GIT_PAGER:-cat}\" PAGER=\"${PAGER:-cat}\"\n",
-        );
+        s.push_str(&format!("export {AGENT_DEFAULTS}\n"));
         s.push_str(&format!("builtin cd -- {} || exit 126\n", cd_target(&cwd)));
         s.push_str(&format!("eval {}\n", sh_quote(command)));
         s.push_str("__hermes_ec=$?\n");
@@ -283,7 +280,7 @@ impl ShellSession {
         let cwd = cwd_override
             .map(str::to_owned)
             .unwrap_or_else(|| self.cwd());
-        s.push_str("export PYTHONUNBUFFERED=1 AI_AGENT=\"${AI_AGENT:-hermes-agent}\" HERMES_AGENT=\"${HERMES_AGENT:-true}\"\n");
+        s.push_str(&format!("export PYTHONUNBUFFERED=1 {AGENT_DEFAULTS}\n"));
         s.push_str(&format!("builtin cd -- {} || exit 126\n", cd_target(&cwd)));
         s.push_str(&format!("eval {}\n", sh_quote(command)));
         s
@@ -414,6 +411,13 @@ fn dump_snapshot(path: &str) -> String {
         path = sh_quote(path),
     )
 }
+
+/// What every command's shell exports unless the task set it: tools that look tell an
+/// agent is driving, and pagers that wait for a person do not. A background process
+/// gets them too, from its own script: the snapshot holds them only once a command
+/// wrote it (a command of programs does not, see [`ShellSession::wrap_body`]).
+const AGENT_DEFAULTS: &str = "AI_AGENT=\"${AI_AGENT:-hermes-agent}\" \
+    HERMES_AGENT=\"${HERMES_AGENT:-true}\" GIT_PAGER=\"${GIT_PAGER:-cat}\" PAGER=\"${PAGER:-cat}\"";
 
 /// Whether a command's shell writes its state at the end, and where.
 enum Dump<'a> {
