@@ -104,7 +104,7 @@ fn take_name<'a>(text: &'a str, names: &mut Vec<&'a str>) -> Option<()> {
     let plain = name == "["
         || name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./+:@%,-".contains(&b));
+            .all(|b| b.is_ascii_alphanumeric() || b"_./+:@,-".contains(&b));
     if !plain || name == "." || KEYWORDS.contains(&name) {
         return None;
     }
@@ -268,6 +268,9 @@ mod tests {
             "declare -x A=1",
             "exec 3>f",
             "ls | while read x; do :; done",
+            "%1",
+            "! cd /",
+            "~/bin/tool",
         ] {
             assert_eq!(names_run_by(command), None, "{command}");
         }
