@@ -109,7 +109,9 @@ impl Acceptor {
             watched: HashMap::new(),
             next: 1,
         };
-        set.add(self.wakeup.as_raw_fd(), WAKEUP);
+        if !set.add(self.wakeup.as_raw_fd(), WAKEUP) {
+            return; // as above
+        }
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
         loop {
             // SAFETY: the kernel writes at most `events.len()` entries into `events`.
