@@ -105,7 +105,7 @@ fn take_name<'a>(text: &'a str, names: &mut Vec<&'a str>) -> Option<()> {
         || name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_./+:@,-".contains(&b));
-    if !plain || name == "." || KEYWORDS.contains(&name) {
+    if !plain || KEYWORDS.contains(&name) {
         return None;
     }
     if BUILTINS.contains(&name) && !CHANGE_NOTHING.contains(&name) {
@@ -122,7 +122,7 @@ const KEYWORDS: &[&str] = &[
 ];
 
 /// Bash's builtins (`compgen -b` of bash 5.2; a test holds the machine's bash to it).
-pub(crate) const BUILTINS: &[&str] = &[
+const BUILTINS: &[&str] = &[
     ".",
     ":",
     "[",
