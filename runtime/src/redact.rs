@@ -86,7 +86,21 @@ static SECRET_NAME: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 
-/// Commands that print an environment or read a file of variables.
+/// Words one of which a command needs before [`DUMPS_ENV`] can match. Most commands
+/// have none and are not searched at all: a pattern's first search on a thread gives
+/// that thread a cache of its own, kept for good.
+const DUMPS_ENV_WORDS: [&str; 7] = [
+    "env",
+    "set",
+    "export",
+    "declare",
+    "shrc",
+    "profile",
+    "config.yaml",
+];
+
+/// Commands that print an environment or read a file of variables; each alternative
+/// names one of [`DUMPS_ENV_WORDS`].
 static DUMPS_ENV: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?:^|[;&|(`\s])(?:env|printenv|set|export|declare)(?:\s+-[A-Za-z]+)*\s*(?:$|[;&|)`])|\.env\b|\.(?:bash|zsh)rc\b|\.profile\b|\.bash_profile\b|config\.yaml\b|/proc/[^/\s]+/environ",
@@ -99,7 +113,9 @@ static DUMPS_ENV: LazyLock<Regex> = LazyLock::new(|| {
 /// of `NAME=value` lines whose name looks secret.
 pub fn redact_output(output: &str, command: &str) -> String {
     let text = redact_secrets(output);
-    if !DUMPS_ENV.is_match(command) {
+    let dumps_env =
+        DUMPS_ENV_WORDS.iter().any(|word| command.contains(word)) && DUMPS_ENV.is_match(command);
+    if !dumps_env {
         return text;
     }
     ENV_LINE
@@ -123,4 +139,37 @@ pub fn redact_secrets(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_that_dumps_variables_gets_its_secret_looking_values_masked() {
+        let listing = "APP_SESSION=abc123\nPATH=/usr/bin";
+        for command in [
+            "env",
+            "printenv",
+            "set",
+            "export -p",
+            "declare -x",
+            "cat .env",
+            "cat ~/.bashrc",
+            "cat ~/.zshrc",
+            "cat ~/.profile",
+            "cat ~/.bash_profile",
+            "cat config.yaml",
+            "tr '\\0' '\\n' < /proc/self/environ",
+        ] {
+            assert_eq!(
+                redact_output(listing, command),
+                "APP_SESSION=***\nPATH=/usr/bin",
+                "{command}"
+            );
+        }
+        for command in ["echo done", "ls settings", "cat notes.txt"] {
+            assert_eq!(redact_output(listing, command), listing, "{command}");
+        }
+    }
 }

@@ -132,13 +132,37 @@ pub fn blank_inert(command: &str) -> String {
     out
 }
 
-static COMMAND_START_WORD: LazyLock<Regex> = LazyLock::new(|| {
+/// Words one of which a command needs before [`DETACHING_WORD`] or [`SERVER`] can match:
+/// most commands have none and are not searched by the patterns at all. A pattern's
+/// first search on a thread gives that thread a cache of its own, kept for good, and
+/// every thread that reads calls runs them.
+const DETACHING: [&str; 3] = ["nohup", "setsid", "disown"];
+const SERVER_NAMES: [&str; 10] = [
+    "npm",
+    "yarn",
+    "bun",
+    "compose",
+    "next",
+    "vite",
+    "nodemon",
+    "uvicorn",
+    "gunicorn",
+    "http.server",
+];
+
+fn names_any(masked: &str, words: &[&str]) -> bool {
+    words.iter().any(|word| masked.contains(word))
+}
+
+/// Names one of [`DETACHING`].
+static DETACHING_WORD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?m)(?:^|[;&|(\n{]|&&|\|\|)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(nohup|setsid|disown)\b",
     )
     .expect("valid regex")
 });
 
+/// Each alternative names one of [`SERVER_NAMES`].
 static SERVER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?m)(?:^|[;&|(\n]|&&|\|\|)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:npx\s+|pnpm\s+exec\s+|exec\s+)?((?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|watch)\b|docker(?:\s+|-)compose\s+up\b|next\s+dev\b|vite\b|nodemon\b|uvicorn\b|gunicorn\b|python3?\s+-m\s+http\.server\b)",
@@ -155,7 +179,7 @@ pub fn foreground_guidance(command: &str) -> Option<Guidance> {
         return None;
     }
     let masked = blank_inert(command);
-    if COMMAND_START_WORD.is_match(&masked) {
+    if names_any(&masked, &DETACHING) && DETACHING_WORD.is_match(&masked) {
         return Some(Guidance {
             kind: GuidanceKind::Detach,
             message: "This command detaches a process (nohup, setsid or disown), which a foreground call cannot \
@@ -174,7 +198,10 @@ pub fn foreground_guidance(command: &str) -> Option<Guidance> {
                 .into(),
         });
     }
-    if let Some(m) = SERVER.captures(&masked) {
+    let server = names_any(&masked, &SERVER_NAMES)
+        .then(|| SERVER.captures(&masked))
+        .flatten();
+    if let Some(m) = server {
         let detached = words.iter().any(|w| *w == "-d" || *w == "--detach");
         if !detached {
             return Some(Guidance {
@@ -242,5 +269,47 @@ mod tests {
         assert_eq!(kind("ls 2>&1 | grep x && echo ok"), None);
         assert_eq!(kind("echo 'a & b'"), None);
         assert_eq!(kind("make &> log.txt"), None);
+    }
+
+    #[test]
+    fn every_form_the_patterns_know_passes_the_word_check() {
+        let kind = |c: &str| foreground_guidance(c).map(|g| g.kind);
+        for command in [
+            "npm run dev",
+            "pnpm start",
+            "yarn serve",
+            "bun run watch",
+            "npx vite",
+            "pnpm exec next dev",
+            "exec npm start",
+            "PORT=3000 npm run dev",
+            "docker compose up",
+            "docker-compose up",
+            "cd web && next dev",
+            "vite --port 5173",
+            "nodemon app.js",
+            "uvicorn main:app --reload",
+            "gunicorn app:app",
+            "python -m http.server",
+            "python3 -m http.server 8000",
+        ] {
+            assert!(names_any(command, &SERVER_NAMES), "{command}");
+            assert_eq!(kind(command), Some(GuidanceKind::Server), "{command}");
+        }
+        for command in [
+            "nohup make",
+            "setsid ./worker",
+            "A=1 nohup ./worker",
+            "(setsid ./worker)",
+            "{ nohup ./worker; }",
+            "./worker; disown",
+        ] {
+            assert!(names_any(command, &DETACHING), "{command}");
+            assert_eq!(kind(command), Some(GuidanceKind::Detach), "{command}");
+        }
+        // A word alone is not enough: the patterns still decide.
+        assert_eq!(kind("echo nohup is a program"), None);
+        assert_eq!(kind("cat package.json | grep next"), None);
+        assert_eq!(kind("docker-compose up -d"), None);
     }
 }
