@@ -528,6 +528,76 @@ fn the_wall_comes_with_the_binary() {
     }
 }
 
+/// The state letter of a process from `/proc/PID/stat` (`Z` for a zombie).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].chars().next()
+}
+
+#[test]
+fn a_wall_that_ends_is_reaped_while_others_live_on() {
+    let f = fixture();
+    let mut server = f.serve();
+    for task in ["one", "two"] {
+        let r = server.call_in(
+            &json!({"task_id": task}),
+            "terminal",
+            json!({"command": "true"}),
+        );
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    let zygote = common::descendants(server.pid())
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__hermes-sandbox-zygote"))
+        })
+        .expect("the walls' zygote");
+    let walls = || -> Vec<u32> {
+        common::descendants(zygote)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                    stat[stat.rfind(')').unwrap() + 2..]
+                        .split(' ')
+                        .nth(1)
+                        .is_some_and(|parent| parent == zygote.to_string())
+                })
+            })
+            .collect()
+    };
+    let before = walls();
+    assert!(before.len() >= 2, "a wall per task: {before:?}");
+    // One of them ended from outside.
+    let ended = before[0];
+    // SAFETY: a signal to a process this test's server started.
+    assert_eq!(unsafe { libc::kill(ended as i32, libc::SIGKILL) }, 0);
+    // Reaped (polled for up to 10 s), and none of the others with it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_state(ended).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the ended wall is left as {:?}",
+            process_state(ended)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alive = walls();
+    assert!(
+        alive.iter().all(|pid| process_state(*pid) != Some('Z')),
+        "{alive:?}"
+    );
+    // Each task goes on, the one whose sandbox was ended in a new one.
+    for task in ["one", "two"] {
+        let r = server.call_in(
+            &json!({"task_id": task}),
+            "terminal",
+            json!({"command": "echo again"}),
+        );
+        assert_eq!(output(&r), "again", "{task}: {r}");
+    }
+}
+
 #[test]
 fn root_inside_the_sandbox_has_no_capabilities() {
     let f = fixture();

@@ -180,15 +180,29 @@ pub(crate) fn serve() -> i32 {
     }
     // SAFETY: the descriptor was placed there by the server; ours from here on.
     let channel = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };
+    let ends = WallEnds::watch();
     loop {
-        super::inside::reap(-1, &mut None);
-        // Woken at least once a second to reap, so no ended wall stays a zombie for long.
-        if super::poll_readable(CHANNEL_FD, std::time::Duration::from_secs(1)) == 0 {
+        if ends.as_ref().is_none_or(WallEnds::seen) {
+            super::inside::reap(-1, &mut None);
+        }
+        // Woken at least once a second, so no ended wall stays a zombie for long should
+        // an end go unseen.
+        let woken = match &ends {
+            Some(ends) => super::poll_any_readable([CHANNEL_FD, ends.fd.as_raw_fd()], SECOND),
+            None => super::poll_readable(CHANNEL_FD, SECOND),
+        };
+        if woken == 0 {
+            if let Some(ends) = &ends {
+                ends.missed.set(true);
+            }
+            continue;
+        }
+        if super::poll_readable(CHANNEL_FD, std::time::Duration::ZERO) <= 0 {
             continue;
         }
         match protocol::receive_fields(&channel) {
             Ok(Some((fields, fds))) => {
-                let answer = fork_one(&channel, fields, fds);
+                let answer = fork_one(&channel, ends.as_ref(), fields, fds);
                 let sent = match &answer {
                     Some(forked) => protocol::send(
                         &channel,
@@ -215,9 +229,77 @@ pub(crate) fn serve() -> i32 {
     }
 }
 
+const SECOND: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The zygote learns of its walls' ends from a signalfd (SIGCHLD blocked) and reaps only
+/// then: a wait for any child walks the list of every child, so reaping at each start
+/// made a start cost more the more walls were alive.
+struct WallEnds {
+    fd: OwnedFd,
+    /// The signal mask before SIGCHLD was blocked, which each wall gets back.
+    before: libc::sigset_t,
+    /// The once-a-second wake-up came: reap then as well.
+    missed: std::cell::Cell<bool>,
+}
+
+impl WallEnds {
+    /// `None` when the signalfd cannot be made: then the zygote reaps at every wake-up.
+    fn watch() -> Option<WallEnds> {
+        // SAFETY: signal sets built in place; this process is single-threaded, so the
+        // mask it changes is the only one.
+        unsafe {
+            let mut child_ended: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut child_ended);
+            libc::sigaddset(&mut child_ended, libc::SIGCHLD);
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            if libc::sigprocmask(libc::SIG_BLOCK, &child_ended, &mut before) != 0 {
+                return None;
+            }
+            let fd = libc::signalfd(-1, &child_ended, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+            if fd < 0 {
+                libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+                return None;
+            }
+            Some(WallEnds {
+                fd: OwnedFd::from_raw_fd(fd),
+                before,
+                missed: std::cell::Cell::new(false),
+            })
+        }
+    }
+
+    /// Whether a wall ended (or may have) since the last call; the signals read.
+    fn seen(&self) -> bool {
+        let mut seen = self.missed.replace(false);
+        let mut info = std::mem::MaybeUninit::<libc::signalfd_siginfo>::uninit();
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: reading whole records into a buffer of one record's size.
+        while unsafe { libc::read(self.fd.as_raw_fd(), info.as_mut_ptr().cast(), size) }
+            == size as isize
+        {
+            seen = true;
+        }
+        seen
+    }
+
+    /// In a forked wall: the signal mask as it was, the signalfd closed.
+    fn leave(&self) {
+        // SAFETY: restoring a mask saved above; closing our copy of the signalfd.
+        unsafe {
+            libc::sigprocmask(libc::SIG_SETMASK, &self.before, std::ptr::null_mut());
+            libc::close(self.fd.as_raw_fd());
+        }
+    }
+}
+
 /// Forks the wall a request describes: the first field names the descriptor numbers the
 /// attached descriptors take, the rest are the wall's arguments.
-fn fork_one(channel: &OwnedFd, mut fields: Vec<Vec<u8>>, fds: Vec<OwnedFd>) -> Option<Forked> {
+fn fork_one(
+    channel: &OwnedFd,
+    ends: Option<&WallEnds>,
+    mut fields: Vec<Vec<u8>>,
+    fds: Vec<OwnedFd>,
+) -> Option<Forked> {
     if fields.is_empty() {
         return None;
     }
@@ -241,6 +323,9 @@ fn fork_one(channel: &OwnedFd, mut fields: Vec<Vec<u8>>, fds: Vec<OwnedFd>) -> O
     }
     if pid == 0 {
         // The child: the descriptors where the wall expects them, nothing else of ours.
+        if let Some(ends) = ends {
+            ends.leave();
+        }
         if !place(channel, fds, &targets) {
             // SAFETY: ending the child without running the parent's exit handlers.
             unsafe { libc::_exit(127) };
