@@ -28,6 +28,7 @@ pub mod registry;
 pub mod strict;
 pub mod tls_trust;
 pub mod toolsets;
+pub mod word_gated;
 
 pub use catalog::{
     Catalog, CheckProbe, Concurrency, Handler, LegacyToolset, ToolEntry, ToolsetDef,

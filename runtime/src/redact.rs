@@ -3,6 +3,7 @@
 //! background process ([`redact_output`]). Redaction is defence in depth: the access
 //! policy keeps secrets unreadable in the first place (`crate::access`).
 
+use crate::word_gated::WordGatedPattern;
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -86,36 +87,26 @@ static SECRET_NAME: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 
-/// Words one of which a command needs before [`DUMPS_ENV`] can match. Most commands
-/// have none and are not searched at all: a pattern's first search on a thread gives
-/// that thread a cache of its own, kept for good.
-const DUMPS_ENV_WORDS: [&str; 7] = [
-    "env",
-    "set",
-    "export",
-    "declare",
-    "shrc",
-    "profile",
-    "config.yaml",
-];
-
-/// Commands that print an environment or read a file of variables; each alternative
-/// names one of [`DUMPS_ENV_WORDS`].
-static DUMPS_ENV: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?:^|[;&|(`\s])(?:env|printenv|set|export|declare)(?:\s+-[A-Za-z]+)*\s*(?:$|[;&|)`])|\.env\b|\.(?:bash|zsh)rc\b|\.profile\b|\.bash_profile\b|config\.yaml\b|/proc/[^/\s]+/environ",
-    )
-    .expect("valid regex")
-});
+/// Commands that print an environment or read a file of variables.
+static DUMPS_ENV: WordGatedPattern = WordGatedPattern::new(
+    &[
+        "env",
+        "set",
+        "export",
+        "declare",
+        "shrc",
+        "profile",
+        "config.yaml",
+    ],
+    r"(?:^|[;&|(`\s])(?:env|printenv|set|export|declare)(?:\s+-[A-Za-z]+)*\s*(?:$|[;&|)`])|\.env\b|\.(?:bash|zsh)rc\b|\.profile\b|\.bash_profile\b|config\.yaml\b|/proc/[^/\s]+/environ",
+);
 
 /// Masks secrets in the output of `command`: every rule of [`redact_secrets`], and,
 /// when the command dumps its environment or reads an env/rc/config file, the values
 /// of `NAME=value` lines whose name looks secret.
 pub fn redact_output(output: &str, command: &str) -> String {
     let text = redact_secrets(output);
-    let dumps_env =
-        DUMPS_ENV_WORDS.iter().any(|word| command.contains(word)) && DUMPS_ENV.is_match(command);
-    if !dumps_env {
+    if !DUMPS_ENV.is_match(command) {
         return text;
     }
     ENV_LINE

@@ -3,8 +3,7 @@
 //! process. Quotes, backticks, comments and here-document bodies are blanked first, so
 //! only real shell syntax counts.
 
-use regex::Regex;
-use std::sync::LazyLock;
+use hermes_runtime::word_gated::WordGatedPattern;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuidanceKind {
@@ -132,43 +131,26 @@ pub fn blank_inert(command: &str) -> String {
     out
 }
 
-/// Words one of which a command needs before [`DETACHING_WORD`] or [`SERVER`] can match:
-/// most commands have none and are not searched by the patterns at all. A pattern's
-/// first search on a thread gives that thread a cache of its own, kept for good, and
-/// every thread that reads calls runs them.
-const DETACHING: [&str; 3] = ["nohup", "setsid", "disown"];
-const SERVER_NAMES: [&str; 10] = [
-    "npm",
-    "yarn",
-    "bun",
-    "compose",
-    "next",
-    "vite",
-    "nodemon",
-    "uvicorn",
-    "gunicorn",
-    "http.server",
-];
+static DETACHING: WordGatedPattern = WordGatedPattern::new(
+    &["nohup", "setsid", "disown"],
+    r"(?m)(?:^|[;&|(\n{]|&&|\|\|)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(nohup|setsid|disown)\b",
+);
 
-fn names_any(masked: &str, words: &[&str]) -> bool {
-    words.iter().any(|word| masked.contains(word))
-}
-
-/// Names one of [`DETACHING`].
-static DETACHING_WORD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?m)(?:^|[;&|(\n{]|&&|\|\|)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(nohup|setsid|disown)\b",
-    )
-    .expect("valid regex")
-});
-
-/// Each alternative names one of [`SERVER_NAMES`].
-static SERVER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?m)(?:^|[;&|(\n]|&&|\|\|)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:npx\s+|pnpm\s+exec\s+|exec\s+)?((?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|watch)\b|docker(?:\s+|-)compose\s+up\b|next\s+dev\b|vite\b|nodemon\b|uvicorn\b|gunicorn\b|python3?\s+-m\s+http\.server\b)",
-    )
-    .expect("valid regex")
-});
+static SERVER: WordGatedPattern = WordGatedPattern::new(
+    &[
+        "npm",
+        "yarn",
+        "bun",
+        "compose",
+        "next",
+        "vite",
+        "nodemon",
+        "uvicorn",
+        "gunicorn",
+        "http.server",
+    ],
+    r"(?m)(?:^|[;&|(\n]|&&|\|\|)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:npx\s+|pnpm\s+exec\s+|exec\s+)?((?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|watch)\b|docker(?:\s+|-)compose\s+up\b|next\s+dev\b|vite\b|nodemon\b|uvicorn\b|gunicorn\b|python3?\s+-m\s+http\.server\b)",
+);
 
 /// The advice for a foreground command, or `None` when it may run in the foreground.
 pub fn foreground_guidance(command: &str) -> Option<Guidance> {
@@ -179,7 +161,7 @@ pub fn foreground_guidance(command: &str) -> Option<Guidance> {
         return None;
     }
     let masked = blank_inert(command);
-    if names_any(&masked, &DETACHING) && DETACHING_WORD.is_match(&masked) {
+    if DETACHING.is_match(&masked) {
         return Some(Guidance {
             kind: GuidanceKind::Detach,
             message: "This command detaches a process (nohup, setsid or disown), which a foreground call cannot \
@@ -198,10 +180,7 @@ pub fn foreground_guidance(command: &str) -> Option<Guidance> {
                 .into(),
         });
     }
-    let server = names_any(&masked, &SERVER_NAMES)
-        .then(|| SERVER.captures(&masked))
-        .flatten();
-    if let Some(m) = server {
+    if let Some(m) = SERVER.captures(&masked) {
         let detached = words.iter().any(|w| *w == "-d" || *w == "--detach");
         if !detached {
             return Some(Guidance {
@@ -274,7 +253,7 @@ mod tests {
     #[test]
     fn every_form_the_patterns_know_passes_the_word_check() {
         let kind = |c: &str| foreground_guidance(c).map(|g| g.kind);
-        for command in [
+        let servers = [
             "npm run dev",
             "pnpm start",
             "yarn serve",
@@ -292,20 +271,23 @@ mod tests {
             "gunicorn app:app",
             "python -m http.server",
             "python3 -m http.server 8000",
-        ] {
-            assert!(names_any(command, &SERVER_NAMES), "{command}");
-            assert_eq!(kind(command), Some(GuidanceKind::Server), "{command}");
-        }
-        for command in [
+        ];
+        let detaching = [
             "nohup make",
             "setsid ./worker",
             "A=1 nohup ./worker",
             "(setsid ./worker)",
             "{ nohup ./worker; }",
             "./worker; disown",
+        ];
+        for (commands, pattern, expected) in [
+            (&servers[..], &SERVER, GuidanceKind::Server),
+            (&detaching[..], &DETACHING, GuidanceKind::Detach),
         ] {
-            assert!(names_any(command, &DETACHING), "{command}");
-            assert_eq!(kind(command), Some(GuidanceKind::Detach), "{command}");
+            for command in commands {
+                assert!(pattern.names_a_word(command), "{command}");
+                assert_eq!(kind(command), Some(expected.clone()), "{command}");
+            }
         }
         // A word alone is not enough: the patterns still decide.
         assert_eq!(kind("echo nohup is a program"), None);
